@@ -1,0 +1,82 @@
+"""Canonical digests: the one place where vxla turns bytes, text and tensors into hashes.
+
+All digests are lower-case hex SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+TENSOR_DIGEST_VERSION = "vxla.tensor.v1"
+
+# Element type names of the digest header, by numpy dtype name (bfloat16 comes from ml_dtypes).
+_TYPE_NAMES = {
+    "bool": "pred",
+    "int8": "s8",
+    "int16": "s16",
+    "int32": "s32",
+    "int64": "s64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+}
+
+_CANONICAL_NAN = {"f16": 0x7E00, "bf16": 0x7FC0, "f32": 0x7FC00000, "f64": 0x7FF8000000000000}
+_UNSIGNED = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of `data`, lower-case hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """SHA-256 of the UTF-8 encoding of `text`."""
+    return sha256_hex(text.encode("utf-8"))
+
+
+def element_type_name(dtype: np.dtype) -> str:
+    """The HLO name of a numpy element type; raises ValueError for types vxla does not hash."""
+    name = np.dtype(dtype).name
+    if name not in _TYPE_NAMES:
+        raise ValueError(f"no tensor digest for element type {name}")
+    return _TYPE_NAMES[name]
+
+
+def canonical_tensor_bytes(array: np.ndarray) -> bytes:
+    """Row-major little-endian bytes of `array` with every NaN replaced by the canonical NaN."""
+    type_name = element_type_name(array.dtype)
+    contiguous = np.ascontiguousarray(array)
+    if type_name in _CANONICAL_NAN:
+        width = contiguous.dtype.itemsize
+        bits = contiguous.view(contiguous.dtype.newbyteorder("=")).view(f"u{width}")
+        exponent_and_mantissa = (1 << (8 * width - 1)) - 1
+        exponent_mask = {"f16": 0x7C00, "bf16": 0x7F80, "f32": 0x7F800000, "f64": 0x7FF0000000000000}[
+            type_name
+        ]
+        magnitude = bits & np.array(exponent_and_mantissa, dtype=bits.dtype)
+        is_nan = magnitude > np.array(exponent_mask, dtype=bits.dtype)
+        if is_nan.any():
+            bits = np.where(is_nan, np.array(_CANONICAL_NAN[type_name], dtype=bits.dtype), bits)
+        return bits.astype(_UNSIGNED[width], copy=False).tobytes()
+    if contiguous.dtype.itemsize > 1:
+        little = contiguous.dtype.newbyteorder("<")
+        return contiguous.astype(little, copy=False).tobytes()
+    return contiguous.tobytes()
+
+
+def tensor_digest(array: np.ndarray) -> str:
+    """Digest of a tensor: SHA-256 over a header naming the element type and dimensions, then
+    the canonical bytes. Two tensors have the same digest exactly when they have the same type,
+    the same dimensions and the same values, with all NaNs counted as one value."""
+    array = np.asarray(array)
+    dims = ",".join(str(d) for d in array.shape)
+    header = f"{TENSOR_DIGEST_VERSION}\n{element_type_name(array.dtype)}[{dims}]\n".encode()
+    return sha256_hex(header + canonical_tensor_bytes(array))

@@ -1,0 +1,105 @@
+"""HLO element types and their numpy counterparts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import ml_dtypes
+import numpy as np
+
+
+class Kind(Enum):
+    """The arithmetic family of an element type."""
+
+    PRED = "pred"
+    SIGNED = "signed"
+    UNSIGNED = "unsigned"
+    FLOAT = "float"
+
+
+@dataclass(frozen=True)
+class DType:
+    """One HLO primitive type: its text name, width and numpy storage type."""
+
+    name: str
+    bits: int
+    kind: Kind
+    numpy: np.dtype
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind is Kind.FLOAT
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in (Kind.SIGNED, Kind.UNSIGNED)
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind is Kind.SIGNED
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind is Kind.UNSIGNED
+
+    @property
+    def is_pred(self) -> bool:
+        return self.kind is Kind.PRED
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    def __str__(self) -> str:
+        return self.name
+
+
+PRED = DType("pred", 8, Kind.PRED, np.dtype(np.bool_))
+S8 = DType("s8", 8, Kind.SIGNED, np.dtype(np.int8))
+S16 = DType("s16", 16, Kind.SIGNED, np.dtype(np.int16))
+S32 = DType("s32", 32, Kind.SIGNED, np.dtype(np.int32))
+S64 = DType("s64", 64, Kind.SIGNED, np.dtype(np.int64))
+U8 = DType("u8", 8, Kind.UNSIGNED, np.dtype(np.uint8))
+U16 = DType("u16", 16, Kind.UNSIGNED, np.dtype(np.uint16))
+U32 = DType("u32", 32, Kind.UNSIGNED, np.dtype(np.uint32))
+U64 = DType("u64", 64, Kind.UNSIGNED, np.dtype(np.uint64))
+F16 = DType("f16", 16, Kind.FLOAT, np.dtype(np.float16))
+BF16 = DType("bf16", 16, Kind.FLOAT, np.dtype(ml_dtypes.bfloat16))
+F32 = DType("f32", 32, Kind.FLOAT, np.dtype(np.float32))
+F64 = DType("f64", 64, Kind.FLOAT, np.dtype(np.float64))
+
+ALL_DTYPES: tuple[DType, ...] = (PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64)
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+
+# HLO types that exist in XLA but are outside the numerics contract; named so that the
+# parser can say "unsupported element type" rather than "unknown".
+UNSUPPORTED_TYPE_NAMES: tuple[str, ...] = (
+    "s1", "s2", "s4", "u1", "u2", "u4", "c64", "c128", "token", "opaque",
+    "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
+    "f8e8m0fnu", "f4e2m1fn",
+)  # fmt: skip
+
+
+def from_name(name: str) -> DType:
+    """Returns the DType called `name` in HLO text; raises KeyError if there is none."""
+    return BY_NAME[name]
+
+
+def from_numpy(dtype: np.dtype) -> DType:
+    """Returns the DType stored as numpy `dtype`; raises KeyError if there is none."""
+    dtype = np.dtype(dtype)
+    for candidate in ALL_DTYPES:
+        if candidate.numpy == dtype:
+            return candidate
+    raise KeyError(str(dtype))
+
+
+def unsigned_of_width(bits: int) -> DType:
+    """The unsigned integer type with `bits` bits (used to view float bit patterns)."""
+    return {8: U8, 16: U16, 32: U32, 64: U64}[bits]
+
+
+def signed_of_width(bits: int) -> DType:
+    """The signed integer type with `bits` bits."""
+    return {8: S8, 16: S16, 32: S32, 64: S64}[bits]

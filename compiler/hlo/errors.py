@@ -1,0 +1,56 @@
+"""Errors of the HLO frontend. Every one names where in the text the problem is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A 1-based line and column in the HLO text."""
+
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"line {self.line}, column {self.column}"
+
+
+class HloError(ValueError):
+    """A problem with an HLO module that the user must fix: bad text, bad shapes, an op that
+    the numerics contract does not cover. Always carries a message that names the problem and,
+    when known, the source location and the instruction."""
+
+    def __init__(
+        self,
+        message: str,
+        location: SourceLocation | None = None,
+        instruction: str | None = None,
+    ) -> None:
+        self.message = message
+        self.location = location
+        self.instruction = instruction
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        parts = []
+        if self.location is not None:
+            parts.append(str(self.location))
+        if self.instruction is not None:
+            parts.append(f"instruction %{self.instruction}")
+        prefix = ": ".join(parts)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class HloParseError(HloError):
+    """The text is not well-formed HLO."""
+
+
+class HloVerifyError(HloError):
+    """The module is well-formed but inconsistent (a shape that does not match its operands,
+    a missing computation, a wrong operand count)."""
+
+
+class HloUnsupportedError(HloError):
+    """The module uses something outside the numerics contract (an opcode, an element type,
+    a tiled layout, a dynamic shape)."""

@@ -1,0 +1,157 @@
+"""The HLO intermediate representation: modules, computations and instructions.
+
+Plain mutable objects: passes rewrite them in place. Instructions refer to their operands
+directly; computations keep their instructions in a list, so every iteration order is the
+order of that list, never the order of a set or of object ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.hlo.errors import SourceLocation
+from compiler.hlo.shape import ArrayShape, Shape
+
+# Attributes whose values name computations, in the order the printer lists them.
+COMPUTATION_ATTRIBUTES = (
+    "to_apply",
+    "calls",
+    "condition",
+    "body",
+    "true_computation",
+    "false_computation",
+    "branch_computations",
+)
+
+
+class CycleError(ValueError):
+    """An instruction is (transitively) its own operand."""
+
+    def __init__(self, instruction: Instruction) -> None:
+        super().__init__(f"%{instruction.name} depends on itself")
+        self.instruction = instruction
+
+
+@dataclass(eq=False)
+class Instruction:
+    """One HLO instruction. `attrs` holds typed attribute values (see attributes.py);
+    computation-valued attributes hold `Computation` objects once the module is resolved."""
+
+    name: str
+    opcode: str
+    shape: Shape
+    operands: list[Instruction] = field(default_factory=list)
+    attrs: dict[str, object] = field(default_factory=dict)
+    literal: np.ndarray | None = None
+    parameter_number: int | None = None
+    location: SourceLocation | None = None
+    # Attributes without meaning under the numerics contract (metadata, sharding, ...), kept
+    # verbatim for display and never printed canonically.
+    ignored_attrs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def array_shape(self) -> ArrayShape:
+        """The shape, which must be an array shape (the verifier guarantees it where used)."""
+        assert isinstance(self.shape, ArrayShape), f"%{self.name} has a tuple shape"
+        return self.shape
+
+    def called_computations(self) -> list[Computation]:
+        """The computations this instruction calls, in attribute order."""
+        called: list[Computation] = []
+        for key in COMPUTATION_ATTRIBUTES:
+            value = self.attrs.get(key)
+            if isinstance(value, Computation):
+                called.append(value)
+            elif isinstance(value, tuple):
+                called.extend(v for v in value if isinstance(v, Computation))
+        return called
+
+    def __repr__(self) -> str:
+        return f"<Instruction %{self.name} = {self.shape} {self.opcode}>"
+
+
+@dataclass(eq=False)
+class Computation:
+    """A computation: instructions in definition order and the root."""
+
+    name: str
+    instructions: list[Instruction]
+    root: Instruction
+    location: SourceLocation | None = None
+
+    @property
+    def parameters(self) -> list[Instruction]:
+        """The parameter instructions ordered by parameter number."""
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda i: i.parameter_number)
+
+    def post_order(self) -> list[Instruction]:
+        """Instructions reachable from the root, operands before users, parameters first in
+        parameter-number order; independent of the order the text listed them in.
+
+        Raises CycleError if an instruction depends on itself."""
+        order: list[Instruction] = list(self.parameters)
+        done = {id(i) for i in order}
+        in_progress: set[int] = set()
+        stack: list[tuple[Instruction, int]] = [(self.root, 0)]
+        while stack:
+            instruction, next_operand = stack.pop()
+            if id(instruction) in done:
+                continue
+            in_progress.add(id(instruction))
+            if next_operand < len(instruction.operands):
+                stack.append((instruction, next_operand + 1))
+                operand = instruction.operands[next_operand]
+                if id(operand) in in_progress:
+                    raise CycleError(instruction)
+                if id(operand) not in done:
+                    stack.append((operand, 0))
+                continue
+            in_progress.discard(id(instruction))
+            done.add(id(instruction))
+            order.append(instruction)
+        return order
+
+    def __repr__(self) -> str:
+        return f"<Computation %{self.name} ({len(self.instructions)} instructions)>"
+
+
+@dataclass(eq=False)
+class Module:
+    """An HLO module: its computations in text order and the entry computation."""
+
+    name: str
+    computations: list[Computation]
+    entry: Computation
+    # Parameter and result shapes declared in the header (entry_computation_layout), if any.
+    entry_layout: tuple[tuple[Shape, ...], Shape] | None = None
+
+    def computation(self, name: str) -> Computation:
+        for computation in self.computations:
+            if computation.name == name:
+                return computation
+        raise KeyError(name)
+
+    def reachable_computations(self) -> list[Computation]:
+        """Computations reachable from the entry, callees before callers, entry last."""
+        order: list[Computation] = []
+        seen: set[int] = set()
+
+        def visit(computation: Computation) -> None:
+            if id(computation) in seen:
+                return
+            seen.add(id(computation))
+            for instruction in computation.post_order():
+                for callee in instruction.called_computations():
+                    visit(callee)
+            order.append(computation)
+
+        visit(self.entry)
+        return order
+
+    def instructions(self) -> Iterator[Instruction]:
+        for computation in self.computations:
+            yield from computation.instructions

@@ -1,0 +1,179 @@
+"""Constant literals: parsing their text into arrays and printing arrays canonically.
+
+A floating-point literal's decimal text denotes: the nearest binary64 value, then rounded
+(nearest-even) to binary32, then to the element type. This is how XLA reads literals, so a
+module means the same here as there. A NaN literal denotes the canonical NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from compiler.hlo.dtypes import BF16, F64, DType
+from compiler.hlo.shape import ArrayShape
+from compiler.numerics import floats
+
+
+class LiteralSyntaxError(ValueError):
+    """A literal that does not parse; `offset` is relative to the literal's text."""
+
+    def __init__(self, message: str, offset: int = 0) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+_TOKEN = re.compile(r"\{|\}|,|[^\s{},]+")
+_NAN_PAYLOAD = re.compile(r"[-+]?nan(\(0x[0-9a-fA-F]+\))?")
+
+
+def _element_tokens(text: str, shape: ArrayShape) -> list[tuple[str, int]]:
+    """The element tokens of a braced literal, in row-major order, after checking that the
+    nesting matches the shape. Returns (token, offset) pairs."""
+    rank = shape.rank
+    if rank == 0:
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            # XLA also accepts a scalar written as a one-element list.
+            inner = stripped[1:-1] if stripped.endswith("}") else stripped
+            stripped = inner.strip()
+        if not stripped or "," in stripped or "{" in stripped:
+            raise LiteralSyntaxError(f"expected one scalar value, found {text.strip()!r}")
+        return [(stripped, text.find(stripped))]
+    tokens: list[tuple[str, int]] = []
+    depth = 0
+    counts = [0] * (rank + 1)
+    expect_element = False
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        offset = match.start()
+        if token == "{":
+            if depth >= rank:
+                raise LiteralSyntaxError(f"literal nested deeper than rank {rank}", offset)
+            depth += 1
+            counts[depth] = 0
+            expect_element = True
+        elif token == "}":
+            if depth == 0:
+                raise LiteralSyntaxError("unbalanced '}' in literal", offset)
+            size = shape.dims[depth - 1]
+            if counts[depth] != size:
+                raise LiteralSyntaxError(
+                    f"literal has {counts[depth]} elements in dimension {depth - 1}, shape has {size}",
+                    offset,
+                )
+            depth -= 1
+            if depth > 0:
+                counts[depth] += 1
+            expect_element = False
+        elif token == ",":
+            if expect_element or depth == 0:
+                raise LiteralSyntaxError("unexpected ',' in literal", offset)
+            expect_element = True
+        else:
+            if token == "...":
+                raise LiteralSyntaxError(
+                    "the constant's value was elided ('{...}'); export the module with large "
+                    "constants printed in full",
+                    offset,
+                )
+            if depth != rank:
+                raise LiteralSyntaxError(
+                    f"element {token!r} at nesting depth {depth}, expected depth {rank}", offset
+                )
+            counts[depth] += 1
+            tokens.append((token, offset))
+            expect_element = False
+        if depth == 0 and token == "}":
+            rest = text[match.end() :].strip()
+            if rest:
+                raise LiteralSyntaxError(f"unexpected {rest[:20]!r} after literal", match.end())
+            return tokens
+    raise LiteralSyntaxError("literal ends before its closing '}'", len(text))
+
+
+def _parse_float(token: str, offset: int) -> float:
+    lowered = token.lower()
+    if _NAN_PAYLOAD.fullmatch(lowered):
+        return math.nan
+    try:
+        return float(lowered)
+    except ValueError:
+        raise LiteralSyntaxError(f"expected a floating-point number, found {token!r}", offset) from None
+
+
+def _parse_int(token: str, offset: int, dtype: DType) -> int:
+    try:
+        value = int(token, 0) if token.lower().startswith(("0x", "-0x")) else int(token)
+    except ValueError:
+        raise LiteralSyntaxError(f"expected an integer, found {token!r}", offset) from None
+    info = np.iinfo(dtype.numpy)
+    if not info.min <= value <= info.max:
+        raise LiteralSyntaxError(f"{value} is out of range for {dtype.name}", offset)
+    return value
+
+
+def _parse_pred(token: str, offset: int) -> bool:
+    if token in ("true", "1"):
+        return True
+    if token in ("false", "0"):
+        return False
+    raise LiteralSyntaxError(f"expected true or false, found {token!r}", offset)
+
+
+def parse_literal(text: str, shape: ArrayShape) -> np.ndarray:
+    """The array a literal's text denotes, with the shape's element type and dimensions."""
+    tokens = _element_tokens(text, shape)
+    dtype = shape.dtype
+    if dtype.is_pred:
+        values = [_parse_pred(t, o) for t, o in tokens]
+        array = np.array(values, dtype=np.bool_)
+    elif dtype.is_integer:
+        values = [_parse_int(t, o, dtype) for t, o in tokens]
+        array = np.array(values, dtype=dtype.numpy) if values else np.zeros(0, dtype.numpy)
+    else:
+        doubles = np.array([_parse_float(t, o) for t, o in tokens], dtype=np.float64)
+        array = floats.literal_from_float64(doubles, dtype)
+    return array.reshape(shape.dims)
+
+
+def _float_texts(array: np.ndarray, dtype: DType) -> list[str]:
+    """Decimal texts for float elements: short, and each reading back as exactly the element
+    under the literal rule. Candidates are the shortest round-trip digits of the element in
+    its own type (numpy's Dragon4); every candidate is checked, and the rare one that does
+    not read back exactly (double rounding through binary64) is printed as the exact binary64
+    value instead. The final spelling is Python's repr of the binary64 value, which is fixed."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    exact = (flat.astype(np.float32) if dtype is BF16 else flat).astype(np.float64)
+    if dtype is F64:
+        return [repr(v) for v in exact.tolist()]
+    source = flat.astype(np.float32) if dtype is BF16 else flat
+    candidates = source.astype(str).astype(np.float64)
+    readback = floats.literal_from_float64(candidates, dtype)
+    bits = floats.bits_dtype(dtype)
+    good = readback.view(bits) == floats.canonicalize_nans(flat, dtype).view(bits)
+    chosen = np.where(good, candidates, exact)
+    return [repr(v) for v in chosen.tolist()]
+
+
+def format_literal(array: np.ndarray, dtype: DType) -> str:
+    """Canonical text of a literal: nested braces, `, ` between elements."""
+    if dtype.is_pred:
+        texts = ["true" if v else "false" for v in array.reshape(-1).tolist()]
+    elif dtype.is_integer:
+        texts = [str(v) for v in array.reshape(-1).tolist()]
+    else:
+        texts = _float_texts(array, dtype)
+    if array.ndim == 0:
+        return texts[0]
+    return _nest(texts, array.shape)
+
+
+def _nest(texts: list[str], dims: tuple[int, ...]) -> str:
+    if len(dims) == 1:
+        return "{" + ", ".join(texts) + "}"
+    stride = math.prod(dims[1:])
+    rows = [_nest(texts[i * stride : (i + 1) * stride], dims[1:]) for i in range(dims[0])]
+    return "{" + ", ".join(rows) + "}"

@@ -1,0 +1,481 @@
+"""The HLO text parser.
+
+Accepts what JAX (`jax.jit(f).lower(...).as_text(dialect="hlo")`) and XLA dumps print: the
+module header, computations with or without `%` names and signatures, instructions with or
+without operand shapes, typed attributes, literals. Every error is an `HloError` naming the
+line and column.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from compiler.hlo import attributes as attr
+from compiler.hlo.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
+from compiler.hlo.errors import HloParseError, HloUnsupportedError, SourceLocation
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.literals import LiteralSyntaxError, parse_literal
+from compiler.hlo.opcodes import KNOWN
+from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
+
+_NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
+_OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
+_INTEGER = re.compile(r"-?\d+")
+_WHITESPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.DOTALL)
+
+_DEBUG_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+# Deeper nesting than this is rejected rather than risking the interpreter's recursion limit.
+MAX_TUPLE_DEPTH = 64
+
+
+@dataclass
+class _PendingInstruction:
+    """An instruction whose operand names are not yet resolved."""
+
+    instruction: Instruction
+    operand_names: list[tuple[str, int]]  # (name, text offset)
+
+
+class Parser:
+    """Recursive-descent parser over the characters of one HLO text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    # --- positions and errors -------------------------------------------------------------
+    def location(self, offset: int | None = None) -> SourceLocation:
+        offset = self.pos if offset is None else offset
+        line = bisect.bisect_right(self._line_starts, offset)
+        return SourceLocation(line, offset - self._line_starts[line - 1] + 1)
+
+    def error(self, message: str, offset: int | None = None) -> HloParseError:
+        return HloParseError(message, self.location(offset))
+
+    def unsupported(self, message: str, offset: int | None = None) -> HloUnsupportedError:
+        return HloUnsupportedError(message, self.location(offset))
+
+    # --- lexical helpers ------------------------------------------------------------------
+    def skip(self) -> None:
+        match = _WHITESPACE.match(self.text, self.pos)
+        if match:
+            self.pos = match.end()
+
+    def at_end(self) -> bool:
+        self.skip()
+        return self.pos >= len(self.text)
+
+    def peek(self) -> str:
+        self.skip()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def describe_here(self) -> str:
+        self.skip()
+        if self.pos >= len(self.text):
+            return "end of text"
+        snippet = self.text[self.pos : self.pos + 20].split("\n")[0]
+        return repr(snippet)
+
+    def expect(self, token: str) -> None:
+        self.skip()
+        if not self.text.startswith(token, self.pos):
+            raise self.error(f"expected {token!r}, found {self.describe_here()}")
+        self.pos += len(token)
+
+    def accept(self, token: str) -> bool:
+        self.skip()
+        if self.text.startswith(token, self.pos):
+            self.pos += len(token)
+            return True
+        return False
+
+    def accept_keyword(self, word: str) -> bool:
+        self.skip()
+        end = self.pos + len(word)
+        if self.text.startswith(word, self.pos) and not (
+            end < len(self.text) and (self.text[end].isalnum() or self.text[end] in "_.-")
+        ):
+            self.pos = end
+            return True
+        return False
+
+    def match(self, pattern: re.Pattern[str], what: str) -> re.Match[str]:
+        self.skip()
+        found = pattern.match(self.text, self.pos)
+        if not found:
+            raise self.error(f"expected {what}, found {self.describe_here()}")
+        self.pos = found.end()
+        return found
+
+    def name(self) -> str:
+        return self.match(_NAME, "a name").group(1)
+
+    def integer(self) -> int:
+        return int(self.match(_INTEGER, "an integer").group())
+
+    # --- shapes ---------------------------------------------------------------------------
+    def shape(self, depth: int = 0) -> Shape:
+        self.skip()
+        start = self.pos
+        if self.accept("("):
+            if depth >= MAX_TUPLE_DEPTH:
+                raise self.unsupported(f"tuple shapes nested deeper than {MAX_TUPLE_DEPTH}", start)
+            elements: list[Shape] = []
+            if not self.accept(")"):
+                while True:
+                    elements.append(self.shape(depth + 1))
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+            return TupleShape(tuple(elements))
+        return self.array_shape()
+
+    def array_shape(self) -> ArrayShape:
+        self.skip()
+        start = self.pos
+        found = re.compile(r"[a-z][a-z0-9]*").match(self.text, self.pos)
+        if not found:
+            raise self.error(f"expected a shape, found {self.describe_here()}")
+        type_name = found.group()
+        if type_name not in BY_NAME:
+            if type_name in UNSUPPORTED_TYPE_NAMES:
+                raise self.unsupported(f"element type {type_name} is not supported", start)
+            raise self.error(f"unknown element type {type_name!r}", start)
+        self.pos = found.end()
+        dtype = BY_NAME[type_name]
+        if not self.text.startswith("[", self.pos):
+            raise self.error(f"expected '[' after element type {type_name}")
+        self.pos += 1
+        dims: list[int] = []
+        self.skip()
+        if not self.accept("]"):
+            while True:
+                self.skip()
+                if self.text.startswith(("<=", "?"), self.pos):
+                    raise self.unsupported("dynamic shapes are not supported")
+                dim = self.integer()
+                if dim < 0:
+                    raise self.error(f"negative dimension size {dim}")
+                dims.append(dim)
+                if self.accept("]"):
+                    break
+                self.expect(",")
+        layout = default_layout(len(dims))
+        if self.text.startswith("{", self.pos):
+            layout = self.layout(len(dims))
+        return ArrayShape(dtype, tuple(dims), layout)
+
+    def layout(self, rank: int) -> tuple[int, ...]:
+        start = self.pos
+        end = self.text.find("}", start)
+        if end < 0:
+            raise self.error("unterminated layout '{'", start)
+        body = self.text[start + 1 : end]
+        if ":" in body:
+            raise self.unsupported(
+                f"layout {{{body}}} has tiling, memory-space or other attributes; only "
+                "minor-to-major dimension orders are supported",
+                start,
+            )
+        parts = [p.strip() for p in body.split(",") if p.strip()]
+        if not all(_INTEGER.fullmatch(p) for p in parts):
+            raise self.error(f"bad layout {{{body}}}", start)
+        order = tuple(int(p) for p in parts)
+        if sorted(order) != list(range(rank)):
+            raise self.error(f"layout {{{body}}} is not a permutation of 0..{rank - 1}", start)
+        self.pos = end + 1
+        return order
+
+    def program_shape(self) -> tuple[tuple[Shape, ...], Shape]:
+        """`(shape, shape, ...)->shape`, with optional `name:` before each parameter shape."""
+        self.expect("(")
+        params: list[Shape] = []
+        if not self.accept(")"):
+            while True:
+                save = self.pos
+                found = _NAME.match(self.text, self.pos) if self.peek() != "(" else None
+                if found:
+                    self.pos = found.end()
+                    if not self.accept(":"):
+                        self.pos = save
+                params.append(self.shape())
+                if self.accept(")"):
+                    break
+                self.expect(",")
+        self.expect("->")
+        return tuple(params), self.shape()
+
+    # --- attribute values -----------------------------------------------------------------
+    def raw_value(self) -> tuple[str, int]:
+        """The text of one attribute value: up to a ',' or whitespace outside brackets and
+        strings. Returns the text and its offset."""
+        self.skip()
+        start = self.pos
+        depth = 0
+        index = start
+        text = self.text
+        while index < len(text):
+            char = text[index]
+            if char == '"':
+                index = self._string_end(index)
+                continue
+            if char in "{([":
+                depth += 1
+            elif char in "})]":
+                if depth == 0:
+                    break
+                depth -= 1
+            elif depth == 0 and (char == "," or char.isspace()):
+                break
+            index += 1
+        if depth != 0:
+            raise self.error("unbalanced brackets in attribute value", start)
+        if index == start:
+            raise self.error(f"expected an attribute value, found {self.describe_here()}")
+        self.pos = index
+        return text[start:index], start
+
+    def _string_end(self, index: int) -> int:
+        """Index just after the string literal starting at `index`."""
+        text = self.text
+        index += 1
+        while index < len(text):
+            if text[index] == "\\":
+                index += 2
+                continue
+            if text[index] == '"':
+                return index + 1
+            index += 1
+        raise self.error("unterminated string", index)
+
+    def attributes(self) -> list[tuple[str, str, int]]:
+        """`, key=value` pairs after an instruction or module header."""
+        found: list[tuple[str, str, int]] = []
+        while True:
+            self.skip()
+            save = self.pos
+            if not self.accept(","):
+                return found
+            self.skip()
+            key_match = _IDENT.match(self.text, self.pos)
+            if not key_match:
+                self.pos = save
+                return found
+            key_offset = self.pos
+            self.pos = key_match.end()
+            self.expect("=")
+            value, _ = self.raw_value()
+            found.append((key_match.group(), value, key_offset))
+
+    # --- instructions ---------------------------------------------------------------------
+    def instruction(self) -> tuple[_PendingInstruction, bool]:
+        self.skip()
+        is_root = self.accept_keyword("ROOT")
+        self.skip()
+        start = self.pos
+        name = self.name()
+        self.expect("=")
+        shape = self.shape()
+        self.skip()
+        opcode_offset = self.pos
+        opcode = self.match(_OPCODE, "an opcode").group()
+        if opcode not in KNOWN:
+            raise self.error(f"unknown opcode {opcode!r}", opcode_offset)
+        instruction = Instruction(name=name, opcode=opcode, shape=shape, location=self.location(start))
+        operand_names: list[tuple[str, int]] = []
+        self.expect("(")
+        if opcode == "parameter":
+            instruction.parameter_number = self.integer()
+            self.expect(")")
+        elif opcode == "constant":
+            instruction.literal = self.literal(shape)
+        else:
+            operand_names = self.operands()
+        for key, value, offset in self.attributes():
+            self.set_attribute(instruction, key, value, offset)
+        return _PendingInstruction(instruction, operand_names), is_root
+
+    def operands(self) -> list[tuple[str, int]]:
+        names: list[tuple[str, int]] = []
+        if self.accept(")"):
+            return names
+        while True:
+            self.skip()
+            if self.peek() == "(":
+                self.shape()  # a tuple-shaped operand's shape prefix
+            else:
+                found = re.compile(r"[a-z][a-z0-9]*\[").match(self.text, self.pos)
+                if found and found.group()[:-1] in BY_NAME | dict.fromkeys(UNSUPPORTED_TYPE_NAMES):
+                    self.shape()
+            self.skip()
+            offset = self.pos
+            names.append((self.name(), offset))
+            if self.accept(")"):
+                return names
+            self.expect(",")
+
+    def literal(self, shape: Shape) -> object:
+        self.skip()
+        start = self.pos
+        depth = 0
+        index = start
+        while index < len(self.text):
+            char = self.text[index]
+            if char in "({":
+                depth += 1
+            elif char in ")}":
+                if depth == 0:
+                    break
+                depth -= 1
+            index += 1
+        if index >= len(self.text):
+            raise self.error("constant literal is not closed by ')'", start)
+        self.pos = index + 1
+        if not isinstance(shape, ArrayShape):
+            raise self.unsupported("tuple-shaped constants are not supported", start)
+        try:
+            return parse_literal(self.text[start:index], shape)
+        except LiteralSyntaxError as exc:
+            raise self.error(str(exc), start + exc.offset) from None
+
+    def set_attribute(self, instruction: Instruction, key: str, value: str, offset: int) -> None:
+        if key in attr.IGNORED_ATTRIBUTES:
+            instruction.ignored_attrs[key] = value
+            return
+        if key in instruction.attrs:
+            raise self.error(f"attribute {key!r} given twice", offset)
+        try:
+            instruction.attrs[key] = attr.parse_attribute(key, value)
+        except attr.AttributeSyntaxError as exc:
+            raise self.error(f"bad attribute {key}: {exc}", offset) from None
+
+    # --- computations and the module ------------------------------------------------------
+    def computation(self) -> tuple[Computation, bool, list[_PendingInstruction]]:
+        self.skip()
+        start = self.pos
+        is_entry = self.accept_keyword("ENTRY")
+        name = self.name()
+        if self.peek() == "(":
+            self.program_shape()  # the signature repeats the parameters' shapes
+        self.expect("{")
+        pending: list[_PendingInstruction] = []
+        root: Instruction | None = None
+        while not self.accept("}"):
+            if self.at_end():
+                raise self.error(f"computation %{name} is not closed by '}}'", start)
+            item, is_root = self.instruction()
+            if is_root:
+                if root is not None:
+                    raise self.error(
+                        f"computation %{name} has two ROOT instructions", self._offset_of(item)
+                    )
+                root = item.instruction
+            pending.append(item)
+        if not pending:
+            raise self.error(f"computation %{name} has no instructions", start)
+        instructions = [p.instruction for p in pending]
+        computation = Computation(
+            name=name,
+            instructions=instructions,
+            root=root if root is not None else instructions[-1],
+            location=self.location(start),
+        )
+        return computation, is_entry, pending
+
+    def _offset_of(self, item: _PendingInstruction) -> int:
+        location = item.instruction.location
+        assert location is not None
+        return self._line_starts[location.line - 1] + location.column - 1
+
+    def module(self) -> Module:
+        self.skip()
+        if not self.accept_keyword("HloModule"):
+            raise self.error(f"expected 'HloModule', found {self.describe_here()}")
+        module_name = self.name()
+        entry_layout = None
+        for key, value, offset in self.attributes():
+            if key == "entry_computation_layout":
+                entry_layout = self._entry_layout(value, offset)
+        self.skip_debug_sections()
+        computations: list[Computation] = []
+        pending_by_computation: list[list[_PendingInstruction]] = []
+        entry: Computation | None = None
+        while not self.at_end():
+            computation, is_entry, pending = self.computation()
+            if any(c.name == computation.name for c in computations):
+                raise self.error(f"computation %{computation.name} defined twice", self._offset_of(pending[0]))
+            if is_entry:
+                if entry is not None:
+                    raise self.error("module has two ENTRY computations", self._offset_of(pending[0]))
+                entry = computation
+            computations.append(computation)
+            pending_by_computation.append(pending)
+        if not computations:
+            raise self.error("module has no computations")
+        if entry is None:
+            entry = computations[-1]
+        by_name = {c.name: c for c in computations}
+        for computation, pending in zip(computations, pending_by_computation, strict=True):
+            self._resolve_operands(computation, pending)
+            self._resolve_computations(computation, by_name)
+        return Module(module_name, computations, entry, entry_layout)
+
+    def skip_debug_sections(self) -> None:
+        """Skips the FileNames/FunctionNames/FileLocations/StackFrames tables of XLA dumps:
+        source positions for metadata, which never affect what a module computes."""
+        while any(self.accept_keyword(k) for k in _DEBUG_SECTIONS):
+            while re.compile(r"\d").match(self.peek() or " "):
+                end = self.text.find("\n", self.pos)
+                self.pos = len(self.text) if end < 0 else end
+
+    def _entry_layout(self, value: str, offset: int) -> tuple[tuple[Shape, ...], Shape]:
+        inner = value.strip()
+        if not (inner.startswith("{") and inner.endswith("}")):
+            raise self.error("entry_computation_layout must be {(params)->result}", offset)
+        resume = self.pos
+        self.pos = self.text.index("{", offset) + 1
+        layout = self.program_shape()
+        self.expect("}")
+        self.pos = resume
+        return layout
+
+    def _resolve_operands(self, computation: Computation, pending: list[_PendingInstruction]) -> None:
+        by_name: dict[str, Instruction] = {}
+        for item in pending:
+            instruction = item.instruction
+            if instruction.name in by_name:
+                raise self.error(
+                    f"instruction %{instruction.name} defined twice in %{computation.name}",
+                    self._offset_of(item),
+                )
+            by_name[instruction.name] = instruction
+        for item in pending:
+            for name, offset in item.operand_names:
+                operand = by_name.get(name)
+                if operand is None:
+                    raise self.error(f"undefined operand %{name} in computation %{computation.name}", offset)
+                item.instruction.operands.append(operand)
+
+    def _resolve_computations(self, computation: Computation, by_name: dict[str, Computation]) -> None:
+        for instruction in computation.instructions:
+            for key, value in list(instruction.attrs.items()):
+                if isinstance(value, attr.ComputationRef):
+                    instruction.attrs[key] = self._lookup(value, by_name, instruction)
+                elif isinstance(value, tuple) and value and isinstance(value[0], attr.ComputationRef):
+                    instruction.attrs[key] = tuple(self._lookup(v, by_name, instruction) for v in value)
+
+    def _lookup(self, ref: attr.ComputationRef, by_name: dict[str, Computation], user: Instruction) -> Computation:
+        found = by_name.get(ref.name)
+        if found is None:
+            raise HloParseError(f"undefined computation %{ref.name}", user.location, user.name)
+        return found
+
+
+def parse_module(text: str) -> Module:
+    """Parses HLO text into a Module (not yet verified: see compiler.hlo.verifier)."""
+    return Parser(text).module()

@@ -1,0 +1,79 @@
+"""The canonical printer.
+
+The canonical text of a module depends only on what the module computes: instructions are
+named by position, listed parameters first and then operands before users in a depth-first
+order from the root (so the order of independent instructions in the input does not matter),
+unreachable instructions and computations are left out, attributes are printed sorted by key
+in one spelling, and metadata-like attributes are dropped. Printing is a fixed point:
+parse(print(m)) prints the same text. `hlo_hash` is the SHA-256 of this text.
+"""
+
+from __future__ import annotations
+
+from compiler.hlo.attributes import format_attribute
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.literals import format_literal
+from compiler.hlo.shape import ArrayShape, Shape
+
+
+def _program_shape(params: tuple[Shape, ...] | list[Shape], result: Shape) -> str:
+    return "(" + ", ".join(str(p) for p in params) + ")->" + str(result)
+
+
+class CanonicalPrinter:
+    """Prints one module canonically; holds the name maps for that one printing."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self.computations = module.reachable_computations()
+        self.computation_names: dict[int, str] = {}
+        for index, computation in enumerate(self.computations):
+            is_entry = computation is module.entry
+            self.computation_names[id(computation)] = "main" if is_entry else f"computation.{index}"
+
+    def computation_name(self, computation: Computation) -> str:
+        return self.computation_names[id(computation)]
+
+    def print(self) -> str:
+        entry = self.module.entry
+        if self.module.entry_layout is not None:
+            params, result = self.module.entry_layout
+            layout = _program_shape(params, result)
+        else:
+            layout = _program_shape([p.shape for p in entry.parameters], entry.root.shape)
+        lines = [f"HloModule m, entry_computation_layout={{{layout}}}", ""]
+        for computation in self.computations:
+            lines.extend(self.print_computation(computation))
+            lines.append("")
+        return "\n".join(lines)
+
+    def print_computation(self, computation: Computation) -> list[str]:
+        order = computation.post_order()
+        names = {id(instr): f"{instr.opcode}.{index}" for index, instr in enumerate(order)}
+        prefix = "ENTRY " if computation is self.module.entry else ""
+        lines = [f"{prefix}%{self.computation_name(computation)} {{"]
+        for instruction in order:
+            root = "ROOT " if instruction is computation.root else ""
+            lines.append(f"  {root}%{names[id(instruction)]} = {self.instruction_body(instruction, names)}")
+        lines.append("}")
+        return lines
+
+    def instruction_body(self, instruction: Instruction, names: dict[int, str]) -> str:
+        head = f"{instruction.shape} {instruction.opcode}"
+        if instruction.opcode == "parameter":
+            args = str(instruction.parameter_number)
+        elif instruction.opcode == "constant":
+            assert instruction.literal is not None and isinstance(instruction.shape, ArrayShape)
+            args = format_literal(instruction.literal, instruction.shape.dtype)
+        else:
+            args = ", ".join(f"%{names[id(op)]}" for op in instruction.operands)
+        text = f"{head}({args})"
+        for key in sorted(instruction.attrs):
+            value = format_attribute(instruction.attrs[key], self.computation_name)
+            text += f", {key}={value}"
+        return text
+
+
+def canonical_text(module: Module) -> str:
+    """The canonical text of `module` (see the module docstring)."""
+    return CanonicalPrinter(module).print()

@@ -1,0 +1,144 @@
+"""Floating-point building blocks of the numerics contract: canonical NaNs, rounding to the
+narrow types, the exactly rounded fused multiply-add, and the IEEE total order.
+
+Everything here is exact IEEE-754 arithmetic on numpy arrays; none of it depends on the host's
+floating-point environment beyond round-to-nearest-even with subnormals honoured, which
+`check_fp_environment` verifies.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
+
+CANONICAL_NAN_BITS: dict[str, int] = {
+    "f16": 0x7E00,
+    "bf16": 0x7FC0,
+    "f32": 0x7FC00000,
+    "f64": 0x7FF8000000000000,
+}
+
+_BITS_DTYPES = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+
+
+def bits_dtype(dtype: DType) -> np.dtype:
+    """The unsigned integer numpy type of the same width, for viewing bit patterns."""
+    return _BITS_DTYPES[dtype.bits]
+
+
+def canonical_nan(dtype: DType) -> np.ndarray:
+    """A 0-d array holding the canonical quiet NaN of `dtype`."""
+    return np.array(CANONICAL_NAN_BITS[dtype.name], dtype=bits_dtype(dtype)).view(dtype.numpy)
+
+
+def canonicalize_nans(array: np.ndarray, dtype: DType) -> np.ndarray:
+    """`array` with every NaN replaced by the canonical NaN (a copy only when needed)."""
+    if not dtype.is_float:
+        return array
+    nan_mask = np.isnan(array.astype(np.float32) if dtype is BF16 else array)
+    if not nan_mask.any():
+        return array
+    out = np.array(array, copy=True)
+    out[nan_mask] = canonical_nan(dtype)
+    return out
+
+
+def f32_to_bf16(values: np.ndarray) -> np.ndarray:
+    """Rounds f32 to bfloat16, nearest-even, overflow to infinity, NaN to the canonical NaN."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounding_bias = ((bits >> 16) & 1) + 0x7FFF
+    rounded = ((bits + rounding_bias) >> 16).astype(np.uint16)
+    rounded = np.where(np.isnan(values), np.uint16(CANONICAL_NAN_BITS["bf16"]), rounded)
+    return rounded.astype(np.uint16).view(ml_dtypes.bfloat16)
+
+
+def round_from_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Rounds f32 values to `dtype` (f16, bf16 or f32), nearest-even, canonical NaN."""
+    values = np.asarray(values, dtype=np.float32)
+    if dtype is F32:
+        return canonicalize_nans(values, F32)
+    if dtype is BF16:
+        return f32_to_bf16(values)
+    if dtype is F16:
+        # numpy's float32 -> float16 conversion is the IEEE nearest-even conversion.
+        return canonicalize_nans(values.astype(np.float16), F16)
+    raise ValueError(f"cannot round f32 to {dtype.name}")
+
+
+def to_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Widens f16/bf16/f32 values to f32 exactly."""
+    if dtype is BF16:
+        bits = np.asarray(values).view(np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32)
+    return np.asarray(values).astype(np.float32)
+
+
+def literal_from_float64(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Applies the literal rule: binary64 value -> binary32 -> `dtype`, each nearest-even."""
+    values = np.asarray(values, dtype=np.float64)
+    if dtype is F64:
+        return canonicalize_nans(values, F64)
+    with np.errstate(over="ignore"):
+        as_f32 = values.astype(np.float32)
+    return round_from_f32(as_f32, dtype)
+
+
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fma(a, b, c) on float32 arrays with one rounding, as IEEE fusedMultiplyAdd.
+
+    The product of two binary32 values is exact in binary64. The sum with c is computed in
+    binary64 with round-to-odd (TwoSum gives the rounding error; an inexact even result is
+    moved one ulp towards the error), and binary64 has more than 2*24+2 bits, so the final
+    rounding to binary32 is the correctly rounded fma (Boldo and Melquiond, "Emulation of FMA
+    and correctly rounded sums: proved algorithms using rounding to odd", 2008).
+    """
+    a64 = np.asarray(a, dtype=np.float32).astype(np.float64)
+    b64 = np.asarray(b, dtype=np.float32).astype(np.float64)
+    c64 = np.asarray(c, dtype=np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        product = a64 * b64
+        total = product + c64
+        # TwoSum (Knuth): the exact error of product + c64.
+        virtual_c = total - product
+        virtual_p = total - virtual_c
+        error = (product - virtual_p) + (c64 - virtual_c)
+    bits = total.view(np.uint64)
+    inexact_even = np.isfinite(total) & (error != 0) & ((bits & 1) == 0)
+    if inexact_even.any():
+        toward = np.where(error > 0, np.inf, -np.inf)
+        total = np.where(inexact_even, np.nextafter(total, toward), total)
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = total.astype(np.float32)
+    return canonicalize_nans(result, F32)
+
+
+def total_order_key(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Signed integers that order like the IEEE totalOrder predicate on `values`:
+    -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN."""
+    unsigned = np.ascontiguousarray(values).view(bits_dtype(dtype))
+    signed = unsigned.view(np.dtype(f"int{dtype.bits}"))
+    magnitude_mask = np.array((1 << (dtype.bits - 1)) - 1, dtype=signed.dtype)
+    # Negative values: flip the magnitude bits so that larger magnitudes sort lower.
+    return np.where(signed < 0, signed ^ magnitude_mask, signed)
+
+
+def check_fp_environment() -> None:
+    """Raises RuntimeError unless this process rounds to nearest with subnormals honoured.
+
+    A library loaded into the process can switch on flush-to-zero or denormals-are-zero (code
+    built with fast-math does so when it is loaded); then IEEE arithmetic, and so the reference,
+    would be wrong. Checked, never assumed.
+    """
+    tiny = np.array([2.0**-126], dtype=np.float32)
+    half = np.array([0.5], dtype=np.float32)
+    subnormal = tiny * half
+    if subnormal[0] == 0 or subnormal.view(np.uint32)[0] != 0x00400000:
+        raise RuntimeError("floating-point environment flushes subnormal results to zero (FTZ)")
+    denormal_in = np.array([1], dtype=np.uint32).view(np.float32)
+    if (denormal_in * np.float32(2.0))[0] == 0:
+        raise RuntimeError("floating-point environment treats subnormal inputs as zero (DAZ)")
+    one = np.array([1.0], dtype=np.float32)
+    if (one + np.float32(2.0**-24))[0] != 1.0 or (one + np.float32(3 * 2.0**-24))[0] == 1.0:
+        raise RuntimeError("floating-point environment does not round to nearest-even")
