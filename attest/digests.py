@@ -53,7 +53,7 @@ def element_type_name(dtype: np.dtype) -> str:
 def canonical_tensor_bytes(array: np.ndarray) -> bytes:
     """Row-major little-endian bytes of `array` with every NaN replaced by the canonical NaN."""
     type_name = element_type_name(array.dtype)
-    contiguous = np.ascontiguousarray(array)
+    contiguous = np.require(array, requirements="C")
     if type_name in _CANONICAL_NAN:
         width = contiguous.dtype.itemsize
         bits = contiguous.view(contiguous.dtype.newbyteorder("=")).view(f"u{width}")

@@ -1185,7 +1185,7 @@ def shape_of(arr: np.ndarray) -> tuple[str, list[int]]:
 
 def npy_bytes(arr: np.ndarray) -> bytes:
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
+    np.save(buf, np.require(arr, requirements="C"), allow_pickle=False)
     return buf.getvalue()
 
 

@@ -145,7 +145,7 @@ def _float_texts(array: np.ndarray, dtype: DType) -> list[str]:
     its own type (numpy's Dragon4); every candidate is checked, and the rare one that does
     not read back exactly (double rounding through binary64) is printed as the exact binary64
     value instead. The final spelling is Python's repr of the binary64 value, which is fixed."""
-    flat = np.ascontiguousarray(array).reshape(-1)
+    flat = np.require(array, requirements="C").reshape(-1)
     exact = (flat.astype(np.float32) if dtype is BF16 else flat).astype(np.float64)
     if dtype is F64:
         return [repr(v) for v in exact.tolist()]

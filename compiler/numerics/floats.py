@@ -8,6 +8,9 @@ floating-point environment beyond round-to-nearest-even with subnormals honoured
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import ml_dtypes
 import numpy as np
 
@@ -47,7 +50,7 @@ def canonicalize_nans(array: np.ndarray, dtype: DType) -> np.ndarray:
 
 def f32_to_bf16(values: np.ndarray) -> np.ndarray:
     """Rounds f32 to bfloat16, nearest-even, overflow to infinity, NaN to the canonical NaN."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = np.require(values, dtype=np.float32, requirements="C").view(np.uint32).astype(np.uint64)
     rounding_bias = ((bits >> 16) & 1) + 0x7FFF
     rounded = ((bits + rounding_bias) >> 16).astype(np.uint16)
     rounded = np.where(np.isnan(values), np.uint16(CANONICAL_NAN_BITS["bf16"]), rounded)
@@ -117,7 +120,7 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 def total_order_key(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Signed integers that order like the IEEE totalOrder predicate on `values`:
     -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN."""
-    unsigned = np.ascontiguousarray(values).view(bits_dtype(dtype))
+    unsigned = np.require(values, requirements="C").view(bits_dtype(dtype))
     signed = unsigned.view(np.dtype(f"int{dtype.bits}"))
     magnitude_mask = np.array((1 << (dtype.bits - 1)) - 1, dtype=signed.dtype)
     # Negative values: flip the magnitude bits so that larger magnitudes sort lower.
@@ -142,3 +145,63 @@ def check_fp_environment() -> None:
     one = np.array([1.0], dtype=np.float32)
     if (one + np.float32(2.0**-24))[0] != 1.0 or (one + np.float32(3 * 2.0**-24))[0] == 1.0:
         raise RuntimeError("floating-point environment does not round to nearest-even")
+
+
+def _fma_f64_scalar(a: float, b: float, c: float) -> float:
+    """fma(a, b, c) on Python floats, exactly rounded, by integer arithmetic."""
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return a * b + c
+    if a == 0.0 or b == 0.0:
+        # The product is an exact signed zero; IEEE addition then rounds once.
+        return a * b + c
+    total = Fraction(a) * Fraction(b) + Fraction(c)
+    if total == 0:
+        return 0.0
+    try:
+        return total.numerator / total.denominator
+    except OverflowError:
+        return math.copysign(math.inf, total)
+
+
+_fma_f64_vectorized = np.frompyfunc(_fma_f64_scalar, 3, 1)
+
+
+def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """fma(a, b, c) on float64 arrays with one rounding. Exact rational arithmetic: slow, and
+    only used where binary64 dot products or convolutions need it."""
+    a, b, c = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
+    result = _fma_f64_vectorized(a, b, c).astype(np.float64)
+    return canonicalize_nans(result, F64)
+
+
+def round_to_odd_f32(values: np.ndarray) -> np.ndarray:
+    """Rounds float64 values to float32 with round-to-odd: truncate towards zero and, when
+    inexact, make the last significand bit 1. Rounding this result to any narrower format
+    with nearest-even gives the same bits as rounding the float64 value directly."""
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nearest = values.astype(np.float32)
+    widened = nearest.astype(np.float64)
+    inexact = np.isfinite(values) & (widened != values)
+    even = (nearest.view(np.uint32) & 1) == 0
+    adjust = inexact & even
+    if adjust.any():
+        # Nearest-even was either side of the value; the odd neighbour on the value's side
+        # is the round-to-odd result. An overflow to infinity steps back to the largest float.
+        toward = np.where(values > widened, np.float32(np.inf), np.float32(-np.inf))
+        nearest = np.where(adjust, np.nextafter(nearest, toward), nearest)
+        overflowed = adjust & np.isinf(nearest)
+        nearest = np.where(overflowed, np.copysign(np.float32(3.4028234663852886e38), values), nearest)
+        nearest = nearest.astype(np.float32)
+    return nearest
+
+
+def round_from_f64(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Rounds float64 values to `dtype` with one nearest-even rounding, canonical NaN."""
+    values = np.asarray(values, dtype=np.float64)
+    if dtype is F64:
+        return canonicalize_nans(values, F64)
+    if dtype is F32:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return canonicalize_nans(values.astype(np.float32), F32)
+    return round_from_f32(round_to_odd_f32(values), dtype)

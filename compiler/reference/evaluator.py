@@ -1,0 +1,158 @@
+"""The reference evaluator: the executable form of the numerics contract.
+
+Slow and plain on purpose. Each op family lives in its own module (elementwise, reductions,
+data movement, dot/convolution, control flow, sort/gather/scatter), the same grouping as the
+LLVM backend's codegen, so the two can be read side by side. Values are numpy arrays holding
+the exact element type (bfloat16 through ml_dtypes); tuples are Python tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.hlo.errors import HloError
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import ArrayShape, Shape, TupleShape
+
+Value = np.ndarray | tuple  # a tuple holds Values
+Handler = Callable[["Evaluator", Instruction, list[Value]], Value]
+InstructionObserver = Callable[[Instruction, Value], None]
+
+
+class EvaluationError(HloError):
+    """The module cannot be evaluated on these inputs (wrong input type or shape, a while loop
+    past its trip-count limit)."""
+
+
+@dataclass
+class Evaluator:
+    """Evaluates computations of one module.
+
+    `observer`, when set, is called with every instruction of the entry computation and its
+    value, in evaluation order (used for per-instruction digests).
+    """
+
+    handlers: dict[str, Handler]
+    max_while_iterations: int | None = None
+    observer: InstructionObserver | None = None
+    _batchable_cache: dict[int, bool] = field(default_factory=dict)
+
+    def evaluate_computation(
+        self, computation: Computation, arguments: Sequence[Value], observe: bool = False
+    ) -> Value:
+        """The value of `computation`'s root given its parameter values."""
+        values: dict[int, Value] = {}
+        for instruction in computation.post_order():
+            if instruction.opcode == "parameter":
+                value = arguments[instruction.parameter_number]
+            else:
+                operands = [values[id(op)] for op in instruction.operands]
+                value = self.handlers[instruction.opcode](self, instruction, operands)
+            values[id(instruction)] = value
+            if observe and self.observer is not None:
+                self.observer(instruction, value)
+        return values[id(computation.root)]
+
+    # --- scalar computations applied to whole arrays ----------------------------------------
+    def is_batchable(self, computation: Computation) -> bool:
+        """Whether every instruction of `computation` (and of what it calls) is elementwise, so
+        evaluating it once on arrays equals evaluating it on each element."""
+        key = id(computation)
+        if key not in self._batchable_cache:
+            self._batchable_cache[key] = all(
+                instruction.opcode in BATCHABLE_OPCODES
+                and all(self.is_batchable(c) for c in instruction.called_computations())
+                and (instruction.opcode != "constant" or instruction.array_shape.rank == 0)
+                for instruction in computation.instructions
+            )
+        return self._batchable_cache[key]
+
+    def apply_scalar_computation(self, computation: Computation, arguments: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Applies a computation of scalars elementwise to equally shaped arrays; returns one
+        array per result (a tuple root gives several)."""
+        arguments = [np.asarray(a) for a in arguments]
+        if self.is_batchable(computation):
+            result = self.evaluate_computation(computation, arguments)
+            flat = list(result) if isinstance(result, tuple) else [result]
+            shape = np.broadcast_shapes(*(a.shape for a in arguments)) if arguments else ()
+            return [np.broadcast_to(np.asarray(r), shape).copy() for r in flat]
+        return self._apply_elementwise_slow(computation, arguments)
+
+    def _apply_elementwise_slow(self, computation: Computation, arguments: list[np.ndarray]) -> list[np.ndarray]:
+        shape = np.broadcast_shapes(*(a.shape for a in arguments)) if arguments else ()
+        arguments = [np.broadcast_to(a, shape) for a in arguments]
+        root = computation.root.shape
+        result_shapes = list(root.elements) if isinstance(root, TupleShape) else [root]
+        outputs = [np.empty(shape, dtype=s.dtype.numpy) for s in result_shapes if isinstance(s, ArrayShape)]
+        for index in np.ndindex(*shape):
+            scalars = [np.asarray(a[index]) for a in arguments]
+            result = self.evaluate_computation(computation, scalars)
+            flat = list(result) if isinstance(result, tuple) else [result]
+            for out, value in zip(outputs, flat, strict=True):
+                out[index] = value
+        return outputs
+
+
+# Opcodes whose evaluation on arrays is the evaluation on each element.
+BATCHABLE_OPCODES = frozenset(
+    {
+        "parameter", "constant", "tuple", "get-tuple-element", "call", "negate", "abs", "sign",
+        "floor", "ceil", "round-nearest-even", "round-nearest-afz", "exponential",
+        "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt",
+        "cbrt", "erf", "sine", "cosine", "not", "is-finite", "convert", "add", "subtract",
+        "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
+        "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic", "compare",
+        "select", "clamp", "copy",
+    }
+)  # fmt: skip
+
+
+def flatten_value(value: Value) -> list[np.ndarray]:
+    """The arrays of a (nested) tuple value, depth first, left to right."""
+    if isinstance(value, tuple):
+        out: list[np.ndarray] = []
+        for element in value:
+            out.extend(flatten_value(element))
+        return out
+    return [value]
+
+
+def check_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
+    """Validates one entry argument against its parameter's shape; returns it as the exact
+    element type (bfloat16 arrive from .npy files as raw 2-byte records)."""
+    if not isinstance(shape, ArrayShape):
+        raise EvaluationError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
+    array = np.asarray(array)
+    expected = shape.dtype.numpy
+    if array.dtype != expected:
+        raw_bf16 = shape.dtype.name == "bf16" and array.dtype.itemsize == 2 and array.dtype.kind in "Vu"
+        if not raw_bf16:
+            raise EvaluationError(
+                f"parameter {position} expects {shape.dtype.name}{list(shape.dims)}, got an array of {array.dtype}"
+            )
+        array = np.require(array, requirements="C").view(expected)
+    if tuple(array.shape) != shape.dims:
+        raise EvaluationError(
+            f"parameter {position} expects dimensions {list(shape.dims)}, got {list(array.shape)}"
+        )
+    return np.require(array, requirements="C")
+
+
+def evaluate_module(
+    module: Module,
+    arguments: Sequence[np.ndarray],
+    handlers: dict[str, Handler],
+    max_while_iterations: int | None = None,
+    observer: InstructionObserver | None = None,
+) -> Value:
+    """Evaluates the entry computation on `arguments` (one array per parameter)."""
+    params = module.entry.parameters
+    if len(arguments) != len(params):
+        raise EvaluationError(f"module takes {len(params)} inputs, got {len(arguments)}")
+    checked = [check_argument(p.shape, a, i) for i, (p, a) in enumerate(zip(params, arguments, strict=True))]
+    evaluator = Evaluator(handlers, max_while_iterations=max_while_iterations, observer=observer)
+    with np.errstate(all="ignore"):
+        return evaluator.evaluate_computation(module.entry, checked, observe=True)

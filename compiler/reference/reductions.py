@@ -1,0 +1,126 @@
+"""Reductions: `reduce` in the contract's pinned order, and `reduce-window`.
+
+reduce: for each output element the reduced elements, in row-major logical order, form a
+sequence x0..x(n-1), cut into blocks of BLOCK elements. Inside a block, lane l (of LANES)
+folds x(l), x(l+LANES), ... left to right; the non-empty lanes are combined by a pairwise tree
+((0,1),(2,3),..., an odd one out passing up unchanged); the block results are combined by the
+same tree; finally reducer(init, result). n = 0 gives init.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.hlo import attributes as attr
+from compiler.hlo.ir import Computation, Instruction
+from compiler.reference.data_movement import pad_array
+from compiler.reference.evaluator import Evaluator, Value
+
+LANES = 16
+BLOCK = 4096
+
+Values = list[np.ndarray]  # one array per reduced input (variadic reductions have several)
+
+
+def _combine(evaluator: Evaluator, reducer: Computation, acc: Values, item: Values) -> Values:
+    return evaluator.apply_scalar_computation(reducer, acc + item)
+
+
+def pairwise_tree(evaluator: Evaluator, reducer: Computation, values: Values, axis: int) -> Values:
+    """Combines the entries along `axis` by the pinned pairwise tree; removes that axis."""
+    count = values[0].shape[axis]
+    while count > 1:
+        pairs = count // 2
+        left = [np.take(v, np.arange(0, 2 * pairs, 2), axis=axis) for v in values]
+        right = [np.take(v, np.arange(1, 2 * pairs, 2), axis=axis) for v in values]
+        combined = _combine(evaluator, reducer, left, right)
+        if count % 2:
+            odd = [np.take(v, [count - 1], axis=axis) for v in values]
+            combined = [np.concatenate([c, o], axis=axis) for c, o in zip(combined, odd, strict=True)]
+        values = combined
+        count = values[0].shape[axis]
+    return [np.take(v, 0, axis=axis) for v in values]
+
+
+def _fold_lanes(evaluator: Evaluator, reducer: Computation, block: Values) -> Values:
+    """Folds blocks of shape (..., length) into lanes (..., min(LANES, length))."""
+    length = block[0].shape[-1]
+    steps = -(-length // LANES)
+    lanes = [b[..., 0 : min(LANES, length)] for b in block]
+    for step in range(1, steps):
+        start = step * LANES
+        width = min(LANES, length - start)
+        current = [lane[..., :width] for lane in lanes]
+        items = [b[..., start : start + width] for b in block]
+        folded = _combine(evaluator, reducer, current, items)
+        lanes = [np.concatenate([f, lane[..., width:]], axis=-1) for f, lane in zip(folded, lanes, strict=True)]
+    return lanes
+
+
+def reduce_sequences(evaluator: Evaluator, reducer: Computation, sequences: Values, inits: Values) -> Values:
+    """Reduces arrays of shape (M, n) along their last axis in the pinned order."""
+    n = sequences[0].shape[-1]
+    rows = sequences[0].shape[0]
+    if n == 0:
+        return [np.broadcast_to(np.asarray(init), (rows,)).copy() for init in inits]
+    full_blocks = n // BLOCK
+    block_results: list[Values] = []
+    if full_blocks:
+        body = [s[:, : full_blocks * BLOCK].reshape(rows, full_blocks, BLOCK) for s in sequences]
+        lanes = _fold_lanes(evaluator, reducer, body)
+        block_results.append(pairwise_tree(evaluator, reducer, lanes, axis=2))
+    if n % BLOCK:
+        tail = [s[:, full_blocks * BLOCK :].reshape(rows, 1, n % BLOCK) for s in sequences]
+        lanes = _fold_lanes(evaluator, reducer, tail)
+        block_results.append(pairwise_tree(evaluator, reducer, lanes, axis=2))
+    blocks = [np.concatenate([r[i] for r in block_results], axis=1) for i in range(len(sequences))]
+    result = pairwise_tree(evaluator, reducer, blocks, axis=1)
+    init_rows = [np.broadcast_to(np.asarray(init), (rows,)) for init in inits]
+    return _combine(evaluator, reducer, init_rows, result)
+
+
+def _reduce(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    half = len(operands) // 2
+    inputs = [np.asarray(o) for o in operands[:half]]
+    inits = [np.asarray(o) for o in operands[half:]]
+    dims = instruction.attrs["dimensions"]
+    assert isinstance(dims, tuple)
+    reducer = instruction.attrs["to_apply"]
+    assert isinstance(reducer, Computation)
+    kept = [d for d in range(inputs[0].ndim) if d not in dims]
+    reduced = sorted(dims)  # row-major logical order of the reduced dimensions
+    out_dims = tuple(inputs[0].shape[d] for d in kept)
+    rows = int(np.prod(out_dims, dtype=np.int64))
+    n = int(np.prod([inputs[0].shape[d] for d in reduced], dtype=np.int64))
+    sequences = [np.transpose(x, kept + reduced).reshape(rows, n) for x in inputs]
+    results = reduce_sequences(evaluator, reducer, sequences, inits)
+    shaped = [r.reshape(out_dims).astype(x.dtype) for r, x in zip(results, inputs, strict=True)]
+    return shaped[0] if half == 1 else tuple(shaped)
+
+
+def _reduce_window(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    """For each output element: acc = init, then acc = reducer(acc, x) over the window
+    positions in row-major order. Positions in padding or in base-dilation holes hold init."""
+    half = len(operands) // 2
+    inputs = [np.asarray(o) for o in operands[:half]]
+    inits = [np.asarray(o) for o in operands[half:]]
+    window = instruction.attrs["window"]
+    reducer = instruction.attrs["to_apply"]
+    assert isinstance(window, attr.Window) and isinstance(reducer, Computation)
+    config = tuple(attr.PadDim(w.pad_low, w.pad_high, w.base_dilation - 1) for w in window.dims)
+    padded = [pad_array(x, init, config) for x, init in zip(inputs, inits, strict=True)]
+    out_shape = instruction.shape.elements[0].dims if half > 1 else instruction.shape.dims  # type: ignore[union-attr]
+    acc = [np.broadcast_to(init, out_shape).copy() for init in inits]
+    if 0 in out_shape:
+        return acc[0] if half == 1 else tuple(acc)
+    for position in np.ndindex(*(w.size for w in window.dims)):
+        index = tuple(
+            slice(k * w.window_dilation, k * w.window_dilation + (n - 1) * w.stride + 1, w.stride)
+            for k, w, n in zip(position, window.dims, out_shape, strict=True)
+        )
+        acc = _combine(evaluator, reducer, acc, [p[index] for p in padded])
+    shaped = [a.astype(x.dtype).reshape(out_shape) for a, x in zip(acc, inputs, strict=True)]
+    return shaped[0] if half == 1 else tuple(shaped)
+
+
+HANDLERS = {"reduce": _reduce, "reduce-window": _reduce_window}
