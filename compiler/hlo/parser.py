@@ -224,6 +224,8 @@ class Parser:
             if char == '"':
                 index = self._string_end(index)
                 continue
+            if char == "\n" and depth > 0:
+                break  # instructions are one per line: an unclosed bracket ends here
             if char in "{([":
                 depth += 1
             elif char in "})]":
@@ -243,6 +245,7 @@ class Parser:
     def _string_end(self, index: int) -> int:
         """Index just after the string literal starting at `index`."""
         text = self.text
+        start = index
         index += 1
         while index < len(text):
             if text[index] == "\\":
@@ -251,7 +254,7 @@ class Parser:
             if text[index] == '"':
                 return index + 1
             index += 1
-        raise self.error("unterminated string", index)
+        raise self.error("unterminated string", start)
 
     def attributes(self) -> list[tuple[str, str, int]]:
         """`, key=value` pairs after an instruction or module header."""

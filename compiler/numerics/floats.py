@@ -66,7 +66,8 @@ def round_from_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
         return f32_to_bf16(values)
     if dtype is F16:
         # numpy's float32 -> float16 conversion is the IEEE nearest-even conversion.
-        return canonicalize_nans(values.astype(np.float16), F16)
+        with np.errstate(over="ignore"):
+            return canonicalize_nans(values.astype(np.float16), F16)
     raise ValueError(f"cannot round f32 to {dtype.name}")
 
 

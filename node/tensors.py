@@ -1,0 +1,59 @@
+"""Reading and writing tensors as .npy/.npz files, without pickle and without half-written
+files."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+class TensorFileError(ValueError):
+    """A tensor file that cannot be read; the message names the file."""
+
+
+def load_npy(path: str | Path) -> np.ndarray:
+    """Loads one array from an .npy file (never unpickles)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            return np.load(handle, allow_pickle=False)
+    except FileNotFoundError:
+        raise TensorFileError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise TensorFileError(f"{path}: is a directory") from None
+    except (ValueError, OSError, EOFError) as exc:
+        raise TensorFileError(f"{path}: not a readable .npy file ({exc})") from None
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    """The .npy encoding of `array`."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.require(array, requirements="C"), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def save_npz_atomic(path: str | Path, arrays: Sequence[np.ndarray], prefix: str = "out") -> None:
+    """Writes arrays as `{prefix}0`, `{prefix}1`, ... into an .npz; the file appears complete
+    or not at all (written beside it, then renamed)."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
+                for index, array in enumerate(arrays):
+                    info = zipfile.ZipInfo(f"{prefix}{index}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                    info.external_attr = 0o644 << 16
+                    archive.writestr(info, npy_bytes(array))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

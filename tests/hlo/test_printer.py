@@ -1,0 +1,113 @@
+"""The canonical text, and so hlo_hash, depends only on what a module computes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compiler.hlo import canonical_text, load_module
+from compiler.program import load_program
+from tests.fixture_data import FIXTURE_NAMES, Fixture
+
+
+def _rename_instructions(text: str) -> str:
+    """Gives every instruction and computation a new name (consistently)."""
+    names = sorted(set(re.findall(r"^\s*(?:ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=", text, re.M)), key=len, reverse=True)
+    names += re.findall(r"^(?:ENTRY\s+)?%?([A-Za-z_][\w.\-]*)\s*(?:\(|\{)", text, re.M)
+    mapping = {name: f"renamed_{index}" for index, name in enumerate(dict.fromkeys(names))}
+    pattern = re.compile(r"(?<![\w.\-%])%?(" + "|".join(re.escape(n) for n in sorted(mapping, key=len, reverse=True)) + r")(?![\w.\-])")
+    body_start = text.index("\n")  # keep the header line (module name and layout) as it is
+    return text[:body_start] + pattern.sub(lambda m: "%" + mapping[m.group(1)], text[body_start:])
+
+
+def _reverse_independent_parameters(text: str) -> str:
+    """Moves the parameter lines of each computation after its other non-root lines: a
+    different order of independent instructions."""
+    out_lines: list[str] = []
+    block: list[str] = []
+    for line in text.splitlines():
+        if line.strip() == "}" and block:
+            params = [b for b in block if " parameter(" in b and not b.lstrip().startswith("ROOT")]
+            root = [b for b in block if b.lstrip().startswith("ROOT")]
+            others = [b for b in block if b not in params and b not in root]
+            out_lines.extend(others + params[::-1] + root)
+            block = []
+            out_lines.append(line)
+        elif line.startswith("  "):
+            block.append(line)
+        else:
+            out_lines.append(line)
+    return "\n".join(out_lines) + "\n"
+
+
+def _add_metadata(text: str) -> str:
+    return re.sub(r"^(\s+(?:ROOT\s+)?\S+\s*=.*\))$", r'\1, metadata={op_name="x" source_line=7}', text, flags=re.M)
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_hlo_hash_ignores_names_order_metadata_and_whitespace(name: str) -> None:
+    text = Fixture(name).module_text
+    baseline = load_program(text).hlo_hash
+    variants = {
+        "renamed": _rename_instructions(text),
+        "reordered": _reverse_independent_parameters(text),
+        "metadata": _add_metadata(text),
+        "whitespace": text.replace(", ", ",  ").replace("\n", "\n\n"),
+    }
+    for kind, variant in variants.items():
+        assert variant != text, kind
+        assert load_program(variant).hlo_hash == baseline, kind
+        assert load_program(variant).source_hash != load_program(text).source_hash, kind
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_printing_is_a_fixed_point(name: str) -> None:
+    first = canonical_text(load_module(Fixture(name).module_text))
+    second = canonical_text(load_module(first))
+    assert first == second
+
+
+def test_semantic_changes_change_the_hash() -> None:
+    base = """HloModule m
+ENTRY e {
+  a = f32[4]{0} parameter(0)
+  b = f32[4]{0} parameter(1)
+  ROOT c = f32[4]{0} subtract(a, b)
+}
+"""
+    swapped = base.replace("subtract(a, b)", "subtract(b, a)")
+    other_op = base.replace("subtract", "add")
+    constant = base.replace("b = f32[4]{0} parameter(1)", "b = f32[4]{0} constant({1, 2, 3, 4})")
+    constant2 = constant.replace("{1, 2, 3, 4}", "{1, 2, 3, 5}")
+    hashes = {load_program(t).hlo_hash for t in (base, swapped, other_op, constant, constant2)}
+    assert len(hashes) == 5
+
+
+def test_a_parameter_layout_is_part_of_the_program() -> None:
+    row_major = "HloModule m\nENTRY e {\n  ROOT p = f32[2,3]{1,0} parameter(0)\n}\n"
+    column_major = row_major.replace("{1,0}", "{0,1}")
+    implicit = row_major.replace("{1,0}", "")
+    assert load_program(row_major).hlo_hash != load_program(column_major).hlo_hash
+    assert load_program(row_major).hlo_hash == load_program(implicit).hlo_hash
+
+
+def test_dead_code_and_unused_computations_do_not_change_the_hash() -> None:
+    base = """HloModule m
+ENTRY e {
+  a = f32[4]{0} parameter(0)
+  ROOT n = f32[4]{0} negate(a)
+}
+"""
+    with_dead = """HloModule m
+unused {
+  x = f32[] parameter(0)
+  ROOT y = f32[] negate(x)
+}
+ENTRY e {
+  a = f32[4]{0} parameter(0)
+  dead = f32[4]{0} exponential(a)
+  ROOT n = f32[4]{0} negate(a)
+}
+"""
+    assert load_program(with_dead).hlo_hash == load_program(base).hlo_hash
