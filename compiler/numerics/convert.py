@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.hlo.dtypes import BF16, F16, U8, DType
+from compiler.hlo.dtypes import BF16, F16, F64, U8, DType
 from compiler.numerics import floats
 
 
@@ -22,9 +22,9 @@ def float_to_f64(values: np.ndarray, dtype: DType) -> np.ndarray:
     return np.asarray(values).astype(np.float64)
 
 
-def _integers_to_f64_round_to_odd(values: np.ndarray) -> np.ndarray:
-    """Integers to float64 rounded to odd, so that a later nearest-even rounding to a narrower
-    type is a single correct rounding of the integer."""
+def _integers_to_f64(values: np.ndarray, round_to_odd: bool) -> np.ndarray:
+    """Integers to float64, rounded to nearest-even, or to odd so that a later nearest-even
+    rounding to a narrower type is a single correct rounding of the integer."""
     values = np.asarray(values)
     if values.dtype.itemsize < 8 or values.size == 0:
         return values.astype(np.float64)  # exact
@@ -37,7 +37,8 @@ def _integers_to_f64_round_to_odd(values: np.ndarray) -> np.ndarray:
     for index in np.flatnonzero(~small.reshape(-1)).tolist():
         exact = int(flat_in[index])
         nearest = float(exact)  # Python rounds int -> float to nearest-even
-        if int(nearest) != exact and (np.float64(nearest).view(np.uint64) & 1) == 0:
+        inexact_even = int(nearest) != exact and (np.float64(nearest).view(np.uint64) & 1) == 0
+        if round_to_odd and inexact_even:
             toward = np.inf if exact > int(nearest) else -np.inf
             nearest = float(np.nextafter(nearest, toward))
         flat_out[index] = nearest
@@ -59,7 +60,8 @@ def convert(values: np.ndarray, source: DType, target: DType) -> np.ndarray:
         # correct nearest-even rounding into the target.
         if source.is_float:
             return floats.round_from_f64(float_to_f64(values, source), target)
-        return floats.round_from_f64(_integers_to_f64_round_to_odd(values), target)
+        widened = _integers_to_f64(values, round_to_odd=target is not F64)
+        return floats.round_from_f64(widened, target)
     if source.is_float:
         return _float_to_integer(float_to_f64(values, source), target)
     return values.astype(target.numpy)
