@@ -127,17 +127,15 @@ def check_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray
         raise EvaluationError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
     array = np.asarray(array)
     expected = shape.dtype.numpy
+    wanted = shape.str_without_layout()
+    got = f"{array.dtype}[{','.join(str(d) for d in array.shape)}]"
     if array.dtype != expected:
         raw_bf16 = shape.dtype.name == "bf16" and array.dtype.itemsize == 2 and array.dtype.kind in "Vu"
         if not raw_bf16:
-            raise EvaluationError(
-                f"parameter {position} expects {shape.dtype.name}{list(shape.dims)}, got an array of {array.dtype}"
-            )
+            raise EvaluationError(f"parameter {position} expects {wanted}, got an array of {got}")
         array = np.require(array, requirements="C").view(expected)
     if tuple(array.shape) != shape.dims:
-        raise EvaluationError(
-            f"parameter {position} expects dimensions {list(shape.dims)}, got {list(array.shape)}"
-        )
+        raise EvaluationError(f"parameter {position} expects {wanted}, got an array of {got}")
     return np.require(array, requirements="C")
 
 

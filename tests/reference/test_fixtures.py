@@ -41,7 +41,8 @@ def agreement(ours: np.ndarray, xla: np.ndarray, dtype: str) -> np.ndarray:
     rtol = XLA_RTOL[dtype]
     finite = np.isfinite(b)
     scale = float(np.max(np.abs(b[finite]))) if finite.any() else 0.0
-    close = np.abs(a - b) <= rtol * np.abs(b) + rtol * scale
+    with np.errstate(invalid="ignore"):
+        close = np.abs(a - b) <= rtol * np.abs(b) + rtol * scale
     same_special = (np.isnan(a) & np.isnan(b)) | ((a == b) & ~finite)
     return np.where(finite, close & np.isfinite(a), same_special)
 
