@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.hlo import HloParseError, HloUnsupportedError, canonical_text, load_module, parse_module
+from compiler.hlo import (
+    HloParseError,
+    HloUnsupportedError,
+    canonical_text,
+    load_module,
+    parse_module,
+)
 from compiler.hlo.attributes import ConvDimLabels, RawAttribute, Window
 from compiler.hlo.dtypes import ALL_DTYPES
 from compiler.hlo.shape import ArrayShape, TupleShape
