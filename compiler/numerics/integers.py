@@ -65,22 +65,21 @@ def _shift_amount(amount: np.ndarray, dtype: DType) -> tuple[np.ndarray, np.ndar
     return clamped, too_far
 
 
-def shift_left(x: np.ndarray, amount: np.ndarray, dtype: DType) -> np.ndarray:
-    """x << amount; 0 when amount >= width."""
+def _zero_filling_shift(x: np.ndarray, amount: np.ndarray, dtype: DType, shift) -> np.ndarray:
     clamped, too_far = _shift_amount(amount, dtype)
     bits = _unsigned(_contiguous(x, dtype), dtype)
-    shifted = np.left_shift(bits, clamped)
-    shifted = np.where(too_far, np.zeros_like(shifted), shifted)
+    shifted = np.where(too_far, np.zeros_like(bits), shift(bits, clamped))
     return shifted.astype(bits.dtype).view(dtype.numpy)
+
+
+def shift_left(x: np.ndarray, amount: np.ndarray, dtype: DType) -> np.ndarray:
+    """x << amount; 0 when amount >= width."""
+    return _zero_filling_shift(x, amount, dtype, np.left_shift)
 
 
 def shift_right_logical(x: np.ndarray, amount: np.ndarray, dtype: DType) -> np.ndarray:
     """Zero-filling right shift; 0 when amount >= width."""
-    clamped, too_far = _shift_amount(amount, dtype)
-    bits = _unsigned(_contiguous(x, dtype), dtype)
-    shifted = np.right_shift(bits, clamped)
-    shifted = np.where(too_far, np.zeros_like(shifted), shifted)
-    return shifted.astype(bits.dtype).view(dtype.numpy)
+    return _zero_filling_shift(x, amount, dtype, np.right_shift)
 
 
 def shift_right_arithmetic(x: np.ndarray, amount: np.ndarray, dtype: DType) -> np.ndarray:
