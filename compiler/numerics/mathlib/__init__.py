@@ -15,9 +15,11 @@ from functools import partial
 
 import numpy as np
 
+from compiler.hlo.dtypes import from_numpy
+from compiler.numerics.floats import canonicalize_nans
+
 from .atan2 import atan2 as _atan2_f64
 from .correctly_rounded import unary_f32 as _unary_f32
-from .ieee import canonicalize_nan
 from .pinned_f64 import PINNED_F64
 from .power import power as _power_f64
 
@@ -74,7 +76,7 @@ def unary(name: str, x: np.ndarray) -> np.ndarray:
         y = _chunked(partial(_unary_f32, name), flat.dtype, flat)
     else:
         y = _chunked(PINNED_F64[name], flat.dtype, flat)
-    return canonicalize_nan(y).reshape(x.shape)
+    return canonicalize_nans(y, from_numpy(y.dtype)).reshape(x.shape)
 
 
 def _binary(fn_name: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,11 +99,11 @@ def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """
     xf, yf = _binary("power", x, y)
     r = _chunked(_power_f64, x.dtype, xf, yf)
-    return canonicalize_nan(r).reshape(x.shape)
+    return canonicalize_nans(r, from_numpy(r.dtype)).reshape(x.shape)
 
 
 def atan2(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Pinned atan2(y, x) with C99 Annex F special cases; float32 as for power."""
     yf, xf = _binary("atan2", y, x)
     r = _chunked(_atan2_f64, y.dtype, yf, xf)
-    return canonicalize_nan(r).reshape(y.shape)
+    return canonicalize_nans(r, from_numpy(r.dtype)).reshape(y.shape)

@@ -12,9 +12,6 @@ F64 = np.float64
 U64 = np.uint64
 I64 = np.int64
 
-CANONICAL_NAN_F64 = np.uint64(0x7FF8000000000000).view(np.float64)
-CANONICAL_NAN_F32 = np.uint32(0x7FC00000).view(np.float32)
-
 EXP_MASK = np.uint64(0x7FF0000000000000)
 FRAC_MASK = np.uint64(0x000FFFFFFFFFFFFF)
 ONE_BITS = np.uint64(0x3FF0000000000000)
@@ -51,14 +48,6 @@ def decompose(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     e = ((bits & EXP_MASK) >> U64(52)).astype(I64) - 1023 - np.where(subnormal, 54, 0)
     m = ((bits & FRAC_MASK) | ONE_BITS).view(F64)
     return e, m
-
-
-def canonicalize_nan(y: np.ndarray) -> np.ndarray:
-    """Replace every NaN (any sign or payload) with the canonical quiet NaN, in place."""
-    nan = np.isnan(y)
-    if nan.any():
-        y[nan] = CANONICAL_NAN_F64 if y.dtype == np.float64 else CANONICAL_NAN_F32
-    return y
 
 
 def is_integer(y: np.ndarray) -> np.ndarray:
