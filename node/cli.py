@@ -63,8 +63,8 @@ def _output_records(outputs: Sequence[np.ndarray]) -> list[dict]:
 
 def _preview(array: np.ndarray, count: int = 6) -> str:
     flat = array.reshape(-1)
-    values = flat[:count].astype(np.float32) if array.dtype.kind == "V" else flat[:count]
-    text = ", ".join(str(v) for v in values.tolist())
+    # numpy prints each scalar in the shortest form that identifies it in its own type.
+    text = ", ".join(str(v) for v in flat[:count])
     return f"[{text}{', ...' if flat.size > count else ''}]"
 
 

@@ -24,6 +24,9 @@ _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _INTEGER = re.compile(r"-?\d+")
+_TYPE_NAME = re.compile(r"[a-z][a-z0-9]*")
+_SHAPE_PREFIX = re.compile(r"([a-z][a-z0-9]*)\[")
+_ALL_TYPE_NAMES = frozenset(BY_NAME) | frozenset(UNSUPPORTED_TYPE_NAMES)
 _WHITESPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.DOTALL)
 
 _DEBUG_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
@@ -138,7 +141,7 @@ class Parser:
     def array_shape(self) -> ArrayShape:
         self.skip()
         start = self.pos
-        found = re.compile(r"[a-z][a-z0-9]*").match(self.text, self.pos)
+        found = _TYPE_NAME.match(self.text, self.pos)
         if not found:
             raise self.error(f"expected a shape, found {self.describe_here()}")
         type_name = found.group()
@@ -312,8 +315,8 @@ class Parser:
             if self.peek() == "(":
                 self.shape()  # a tuple-shaped operand's shape prefix
             else:
-                found = re.compile(r"[a-z][a-z0-9]*\[").match(self.text, self.pos)
-                if found and found.group()[:-1] in BY_NAME | dict.fromkeys(UNSUPPORTED_TYPE_NAMES):
+                found = _SHAPE_PREFIX.match(self.text, self.pos)
+                if found and found.group(1) in _ALL_TYPE_NAMES:
                     self.shape()
             self.skip()
             offset = self.pos
@@ -432,7 +435,7 @@ class Parser:
         """Skips the FileNames/FunctionNames/FileLocations/StackFrames tables of XLA dumps:
         source positions for metadata, which never affect what a module computes."""
         while any(self.accept_keyword(k) for k in _DEBUG_SECTIONS):
-            while re.compile(r"\d").match(self.peek() or " "):
+            while self.peek().isdigit():
                 end = self.text.find("\n", self.pos)
                 self.pos = len(self.text) if end < 0 else end
 

@@ -111,3 +111,20 @@ ENTRY e {
 }
 """
     assert load_program(with_dead).hlo_hash == load_program(base).hlo_hash
+
+
+def test_hlo_hash_is_the_same_in_another_process() -> None:
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys\n"
+        "from compiler.program import load_program\n"
+        "from tests.fixture_data import all_fixtures\n"
+        "print(json.dumps({f.name: load_program(f.module_text).hlo_hash for f in all_fixtures()}))\n"
+    )
+    env_root = str(Fixture(FIXTURE_NAMES[0]).directory.parents[2])
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=env_root)
+    other = json.loads(result.stdout)
+    assert other == {name: load_program(Fixture(name).module_text).hlo_hash for name in FIXTURE_NAMES}
