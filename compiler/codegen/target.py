@@ -1,0 +1,154 @@
+"""The pinned compilation target: CompilerConfig, the LLVM target machine, and object emission.
+
+Everything that can change the emitted bytes is in CompilerConfig, and the compile cache and
+every trace record all of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from compiler.numerics import CONTRACT_VERSION
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "compiler.toml"
+
+# x86-64 CPU names whose instruction set has FMA3 (then `llvm.fma` is one instruction; on
+# other CPUs the backend emulates fma exactly, since LLVM would call libm's fma).
+_FMA_CPUS = frozenset({"x86-64-v3", "x86-64-v4", "haswell", "broadwell", "skylake", "skylake-avx512",
+                       "icelake-server", "sapphirerapids", "znver1", "znver2", "znver3", "znver4", "znver5"})  # fmt: skip
+KNOWN_X86_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
+
+
+class ConfigError(ValueError):
+    """A compiler configuration that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """Everything that determines the machine code for a given optimized module."""
+
+    triple: str = "x86_64-unknown-linux-gnu"
+    cpu: str = "x86-64-v3"
+    features: str = ""
+    opt_level: int = 3
+    llvmlite_version: str = llvmlite.__version__
+    llvm_version: str = ".".join(str(v) for v in llvm.llvm_version_info)
+    contract_version: int = CONTRACT_VERSION
+    pipeline_id: str = "none"
+
+    @property
+    def has_fma(self) -> bool:
+        feature_flags = self.features.split(",") if self.features else []
+        if "-fma" in feature_flags:
+            return False
+        return self.cpu in _FMA_CPUS or "+fma" in feature_flags
+
+    def with_target(self, cpu: str | None = None, features: str | None = None) -> CompilerConfig:
+        return replace(self, cpu=cpu if cpu is not None else self.cpu, features=features if features is not None else self.features)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of this config (a cache and identity key)."""
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> CompilerConfig:
+    """The compiler configuration from a TOML file (configs/compiler.toml by default)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    target = data.get("target", {})
+    if not isinstance(target, dict):
+        raise ConfigError(f"{path}: [target] must be a table")
+    unknown = sorted(set(target) - {"triple", "cpu", "features", "opt_level"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key target.{unknown[0]}")
+    config = CompilerConfig()
+    for key, kind in (("triple", str), ("cpu", str), ("features", str), ("opt_level", int)):
+        if key in target:
+            value = target[key]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ConfigError(f"{path}: target.{key} must be a {kind.__name__}")
+            config = replace(config, **{key: value})
+    if not 0 <= config.opt_level <= 3:
+        raise ConfigError(f"{path}: target.opt_level must be 0..3")
+    validate_target(config)
+    return config
+
+
+@lru_cache(maxsize=1)
+def _initialize() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+def validate_target(config: CompilerConfig) -> None:
+    """Raises ConfigError unless LLVM knows the triple and the CPU name."""
+    _initialize()
+    try:
+        target = llvm.Target.from_triple(config.triple)
+    except RuntimeError as exc:
+        raise ConfigError(f"unknown target triple {config.triple!r}: {exc}") from None
+    if config.triple.startswith("x86_64") and config.cpu not in KNOWN_X86_LEVELS and config.cpu not in _FMA_CPUS:
+        # LLVM silently accepts unknown CPU names (and then targets a generic CPU), so check.
+        machine = target.create_target_machine(cpu=config.cpu, features=config.features)
+        if config.cpu not in str(machine.target_data) and not _cpu_is_known(config.cpu):
+            raise ConfigError(f"unknown CPU {config.cpu!r} for {config.triple}")
+
+
+def _cpu_is_known(cpu: str) -> bool:
+    return cpu in _FMA_CPUS or cpu in KNOWN_X86_LEVELS or cpu in {"nehalem", "westmere", "sandybridge", "ivybridge", "btver2", "bdver1"}
+
+
+def target_machine(config: CompilerConfig) -> llvm.TargetMachine:
+    """The LLVM target machine for `config` (position-independent code)."""
+    _initialize()
+    target = llvm.Target.from_triple(config.triple)
+    return target.create_target_machine(cpu=config.cpu, features=config.features, opt=config.opt_level, reloc="pic", codemodel="default")
+
+
+def optimize(module: llvm.ModuleRef, config: CompilerConfig) -> None:
+    """Runs LLVM's standard pipeline at the configured level (no fast-math exists in the IR,
+    so no pass may change a floating-point value)."""
+    machine = target_machine(config)
+    tuning = llvm.create_pipeline_tuning_options(speed_level=config.opt_level)
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(module, builder)
+
+
+def compile_ir(ir_text: str, config: CompilerConfig) -> bytes:
+    """Parses, verifies, optimizes and emits LLVM IR text as object-file bytes."""
+    _initialize()
+    module = llvm.parse_assembly(ir_text)
+    module.triple = config.triple
+    machine = target_machine(config)
+    module.data_layout = str(machine.target_data)
+    module.verify()
+    optimize(module, config)
+    return machine.emit_object(module)
+
+
+def assembly(ir_text: str, config: CompilerConfig) -> str:
+    """The optimized assembly for IR text (for inspection and tests)."""
+    _initialize()
+    module = llvm.parse_assembly(ir_text)
+    module.triple = config.triple
+    machine = target_machine(config)
+    module.data_layout = str(machine.target_data)
+    optimize(module, config)
+    return machine.emit_assembly(module)

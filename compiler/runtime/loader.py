@@ -1,0 +1,44 @@
+"""Loads object-file bytes into an execution engine: the bytes that were hashed are the bytes
+that run (there is no second compilation from IR)."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+import llvmlite.binding as llvm
+
+from compiler.codegen.target import CompilerConfig, target_machine
+
+
+class LoadError(RuntimeError):
+    """Object bytes that cannot be loaded or lack an expected function."""
+
+
+@dataclass
+class LoadedObject:
+    """An object file mapped into this process; keeps the engine alive."""
+
+    engine: llvm.ExecutionEngine
+    _functions: dict[str, int] = field(default_factory=dict)
+
+    def address(self, name: str) -> int:
+        if name not in self._functions:
+            address = self.engine.get_function_address(name)
+            if not address:
+                raise LoadError(f"object has no function {name!r}")
+            self._functions[name] = address
+        return self._functions[name]
+
+    def function(self, name: str, restype, *argtypes):
+        """A ctypes callable for `name` (ctypes releases the GIL during the call)."""
+        return ctypes.CFUNCTYPE(restype, *argtypes)(self.address(name))
+
+
+def load_object(object_bytes: bytes, config: CompilerConfig) -> LoadedObject:
+    """Maps exactly `object_bytes` into an MCJIT engine built over an empty module."""
+    machine = target_machine(config)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(object_bytes))
+    engine.finalize_object()
+    return LoadedObject(engine)
