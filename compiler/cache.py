@@ -1,0 +1,104 @@
+"""The persistent compile cache: object bytes and plans keyed by everything that can change
+them (the program's hlo_hash, the whole CompilerConfig and the compiler's own source).
+
+A hit re-checks the stored bytes against their recorded binary_hash, so a corrupted or
+tampered entry is never run; entries are written to a temporary file and renamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from attest.digests import sha256_hex
+from compiler.codegen.plan import Plan
+from compiler.codegen.target import CompilerConfig
+
+CACHE_FORMAT = 1
+_SOURCE_ROOT = Path(__file__).resolve().parent
+
+
+@dataclass
+class Entry:
+    object_bytes: bytes
+    plan: Plan
+    graph_hash: str
+    binary_hash: str
+
+
+@lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """SHA-256 over the compiler's source files: any change to the code generator, passes or
+    numerics starts a fresh cache."""
+    digest = hashlib.sha256()
+    for path in sorted(_SOURCE_ROOT.rglob("*.py")):
+        digest.update(str(path.relative_to(_SOURCE_ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def cache_key(hlo_hash: str, config: CompilerConfig) -> str:
+    material = json.dumps({"format": CACHE_FORMAT, "hlo_hash": hlo_hash, "config": config.as_dict(), "compiler": compiler_fingerprint()}, sort_keys=True)
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+class CompileCache:
+    """A directory of entries: <key>.o (object bytes) and <key>.json (plan and hashes)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> Entry | None:
+        meta_path, object_path = self.directory / f"{key}.json", self.directory / f"{key}.o"
+        try:
+            meta = json.loads(meta_path.read_text())
+            object_bytes = object_path.read_bytes()
+        except (OSError, ValueError):
+            self.misses += 1
+            return None
+        if sha256_hex(object_bytes) != meta.get("binary_hash"):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return Entry(object_bytes, Plan.from_json(meta["plan"]), meta["graph_hash"], meta["binary_hash"])
+
+    def put(self, key: str, entry: Entry) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        meta = {"binary_hash": entry.binary_hash, "graph_hash": entry.graph_hash, "plan": entry.plan.to_json()}
+        _write_atomic(self.directory / f"{key}.o", entry.object_bytes)
+        _write_atomic(self.directory / f"{key}.json", json.dumps(meta).encode())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def default_directory() -> Path:
+    configured = os.environ.get("VXLA_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vxla" / "compile"
+
+
+def open_cache(setting: str | Path | None | bool) -> CompileCache | None:
+    """None or True: the default directory; False: no cache; a path: that directory."""
+    if setting is False:
+        return None
+    if setting is None or setting is True:
+        return CompileCache(default_directory())
+    return CompileCache(Path(setting))

@@ -1,0 +1,290 @@
+"""Data movement ops: each output element is read from an operand at an index computed from
+the output's multi-index (or is a fill value). Mirror of compiler/reference/data_movement.py;
+values move bit for bit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from compiler.codegen import numerics_ir as nir
+from compiler.codegen import plan as P
+from compiler.codegen.kernel import I64, Kernel, ravel, row_major_strides, storage_type, unravel
+from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo import attributes as attr
+from compiler.hlo.dtypes import S64
+from compiler.hlo.ir import Instruction
+from compiler.hlo.shape import ArrayShape
+
+ElementFunction = Callable[[Kernel, list[ir.Value]], ir.Value]
+
+
+def emit_index_kernel(
+    lowering: Lowering, instruction: Instruction, output: int, element: ElementFunction, grain: int = 16384
+) -> P.KernelStep | None:
+    """A kernel over the output's elements: out[o] = element(kernel, multi_index(o))."""
+    shape = instruction.array_shape
+    count = shape.element_count
+    if count == 0:
+        return None
+    with lowering.kernels.kernel(instruction.opcode) as kernel:
+        out_base = kernel.buffer(output)
+        with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
+            multi = unravel(kernel.builder, index, shape.dims)
+            kernel.store(element(kernel, multi), out_base, shape.dtype, index)
+    return P.KernelStep(kernel.name, count, grain, instruction.name)
+
+
+def _emit(lowering: Lowering, instruction: Instruction, steps: list[P.Step], element: ElementFunction) -> int:
+    output = lowering.new_buffer(instruction.array_shape)
+    step = emit_index_kernel(lowering, instruction, output, element)
+    if step is not None:
+        steps.append(step)
+    return output
+
+
+def _operand(instruction: Instruction, index: int = 0) -> ArrayShape:
+    return instruction.operands[index].array_shape
+
+
+def _copy(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """reshape (and same-byte bitcasts): the row-major bytes do not change."""
+    output = lowering.new_buffer(instruction.array_shape)
+    if instruction.array_shape.byte_size:
+        steps.append(P.CopyStep((operands[0],), (output,)))  # type: ignore[arg-type]
+    return output
+
+
+def _broadcast(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source = _operand(instruction)
+    dims = instruction.attrs.get("dimensions", ())
+    strides = row_major_strides(source.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        index = ravel(kernel.builder, [multi[d] for d in dims], strides)  # type: ignore[union-attr]
+        return kernel.load(kernel.buffer(operands[0]), source.dtype, index)  # type: ignore[arg-type]
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _transpose(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source = _operand(instruction)
+    perm = instruction.attrs["dimensions"]
+    strides = row_major_strides(source.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        index = ravel(kernel.builder, multi, [strides[p] for p in perm])  # type: ignore[union-attr]
+        return kernel.load(kernel.buffer(operands[0]), source.dtype, index)  # type: ignore[arg-type]
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _reverse(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source = _operand(instruction)
+    reversed_dims = set(instruction.attrs["dimensions"])  # type: ignore[arg-type]
+    strides = row_major_strides(source.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        b = kernel.builder
+        indices = [b.sub(I64(source.dims[d] - 1), m) if d in reversed_dims else m for d, m in enumerate(multi)]
+        return kernel.load(kernel.buffer(operands[0]), source.dtype, ravel(b, indices, strides))  # type: ignore[arg-type]
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _slice(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source = _operand(instruction)
+    spec = instruction.attrs["slice"]
+    strides = row_major_strides(source.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        b = kernel.builder
+        indices = [b.add(I64(d.start), b.mul(m, I64(d.stride))) for d, m in zip(spec, multi, strict=True)]  # type: ignore[arg-type]
+        return kernel.load(kernel.buffer(operands[0]), source.dtype, ravel(b, indices, strides))  # type: ignore[arg-type]
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def clamped_starts(kernel: Kernel, instruction: Instruction, operands: list[Ref], first: int, sizes: tuple[int, ...]) -> list[ir.Value]:
+    """Start indices read from scalar operands, as i64, clamped to [0, dim - size]."""
+    b = kernel.builder
+    dims = _operand(instruction).dims
+    starts = []
+    for axis, (dim, size) in enumerate(zip(dims, sizes, strict=True)):
+        index_shape = _operand(instruction, first + axis)
+        raw = kernel.load(kernel.buffer(operands[first + axis]), index_shape.dtype, I64(0))  # type: ignore[arg-type]
+        if index_shape.dtype.bits < 64:
+            wide = b.zext(raw, I64) if index_shape.dtype.is_unsigned else b.sext(raw, I64)
+        elif index_shape.dtype.is_unsigned:
+            # An unsigned index past the signed range is huge: it clamps to the top.
+            wide = b.select(b.icmp_signed("<", raw, I64(0)), I64(dim), raw)
+        else:
+            wide = raw
+        low = b.select(b.icmp_signed("<", wide, I64(0)), I64(0), wide)
+        limit = I64(dim - size)
+        starts.append(b.select(b.icmp_signed(">", low, limit), limit, low))
+    return starts
+
+
+def _dynamic_slice(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source = _operand(instruction)
+    sizes = instruction.attrs["dynamic_slice_sizes"]
+    strides = row_major_strides(source.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        # The starts are loop-invariant: LLVM hoists them out of the element loop.
+        b = kernel.builder
+        starts = clamped_starts(kernel, instruction, operands, 1, sizes)  # type: ignore[arg-type]
+        indices = [b.add(s, m) for s, m in zip(starts, multi, strict=True)]
+        return kernel.load(kernel.buffer(operands[0]), source.dtype, ravel(b, indices, strides))  # type: ignore[arg-type]
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _dynamic_update_slice(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source, update = _operand(instruction), _operand(instruction, 1)
+    update_strides = row_major_strides(update.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        b = kernel.builder
+        starts = clamped_starts(kernel, instruction, operands, 2, update.dims)  # type: ignore[arg-type]
+        inside = ir.Constant(ir.IntType(1), 1)
+        offsets = []
+        for start, m, size in zip(starts, multi, update.dims, strict=True):
+            offset = b.sub(m, start)
+            inside = b.and_(inside, b.icmp_unsigned("<", offset, I64(size)))
+            offsets.append(offset)
+        linear = ravel(b, multi, row_major_strides(source.dims))
+        original = kernel.load(kernel.buffer(operands[0]), source.dtype, linear)  # type: ignore[arg-type]
+        if update.element_count == 0:
+            return original
+        safe = [b.select(inside, o, I64(0)) for o in offsets]
+        replaced = kernel.load(kernel.buffer(operands[1]), update.dtype, ravel(b, safe, update_strides))  # type: ignore[arg-type]
+        return b.select(inside, replaced, original)
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _concatenate(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """One kernel per operand, each writing its own slab of the output."""
+    shape = instruction.array_shape
+    axis = instruction.attrs["dimensions"][0]  # type: ignore[index]
+    output = lowering.new_buffer(shape)
+    out_strides = row_major_strides(shape.dims)
+    offset = 0
+    for ref, operand in zip(operands, instruction.operands, strict=True):
+        source = operand.array_shape
+        if source.element_count:
+            with lowering.kernels.kernel("concatenate") as kernel:
+                b = kernel.builder
+                with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
+                    multi = unravel(b, index, source.dims)
+                    multi[axis] = b.add(multi[axis], I64(offset))
+                    value = kernel.load(kernel.buffer(ref), source.dtype, index)  # type: ignore[arg-type]
+                    kernel.store(value, kernel.buffer(output), shape.dtype, ravel(b, multi, out_strides))
+            steps.append(P.KernelStep(kernel.name, source.element_count, 16384, instruction.name))
+        offset += source.dims[axis]
+    return output
+
+
+def _pad(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    source = _operand(instruction)
+    config: tuple[attr.PadDim, ...] = instruction.attrs.get("padding", ())  # type: ignore[assignment]
+    strides = row_major_strides(source.dims)
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        b = kernel.builder
+        fill = kernel.load(kernel.buffer(operands[1]), source.dtype, I64(0))  # type: ignore[arg-type]
+        if source.element_count == 0:
+            return fill
+        inside = ir.Constant(ir.IntType(1), 1)
+        indices = []
+        for m, p, size in zip(multi, config, source.dims, strict=True):
+            shifted = b.sub(m, I64(p.low))
+            step = p.interior + 1
+            position = b.sdiv(shifted, I64(step)) if step > 1 else shifted
+            on_grid = b.icmp_signed("==", b.srem(shifted, I64(step)), I64(0)) if step > 1 else ir.Constant(ir.IntType(1), 1)
+            in_range = b.and_(b.icmp_signed(">=", shifted, I64(0)), b.icmp_signed("<", position, I64(size)))
+            inside = b.and_(inside, b.and_(on_grid, in_range))
+            indices.append(position)
+        safe = [b.select(inside, i, I64(0)) for i in indices]
+        value = kernel.load(kernel.buffer(operands[0]), source.dtype, ravel(b, safe, strides))  # type: ignore[arg-type]
+        return b.select(inside, value, fill)
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _iota(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    dimension = instruction.attrs["iota_dimension"]
+    dtype = instruction.array_shape.dtype
+
+    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
+        return nir.convert(kernel.builder, multi[dimension], S64, dtype, kernel.config)  # type: ignore[index]
+
+    return _emit(lowering, instruction, steps, element)
+
+
+def _physical_strides(shape: ArrayShape) -> list[int]:
+    """Strides of each logical dimension in memory under the shape's layout."""
+    strides = [0] * shape.rank
+    stride = 1
+    for dim in shape.minor_to_major:
+        strides[dim] = stride
+        stride *= shape.dims[dim]
+    return strides
+
+
+def _bitcast(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """Reinterprets the buffer: the element at memory position k of the result is the one at
+    memory position k of the operand."""
+    source, target = _operand(instruction), instruction.array_shape
+    if source.has_default_layout and target.has_default_layout:
+        return _copy(lowering, instruction, operands, steps)
+    source_order = tuple(reversed(source.minor_to_major))
+    source_physical_dims = tuple(source.dims[d] for d in source_order)
+    source_strides = _physical_strides(source)
+    target_strides = _physical_strides(target)
+    output = lowering.new_buffer(target)
+    if target.element_count:
+        with lowering.kernels.kernel("bitcast") as kernel:
+            b = kernel.builder
+            with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
+                multi = unravel(b, index, target.dims)
+                position = ravel(b, multi, target_strides)
+                physical = unravel(b, position, source_physical_dims)
+                logical = [I64(0)] * source.rank
+                for slot, dim in enumerate(source_order):
+                    logical[dim] = physical[slot]
+                offset = ravel(b, logical, source_strides)
+                value = kernel.load(kernel.buffer(operands[0]), source.dtype, offset)  # type: ignore[arg-type]
+                if source.dtype != target.dtype:
+                    value = b.bitcast(value, storage_type(target.dtype))
+                kernel.store(value, kernel.buffer(output), target.dtype, index)
+        steps.append(P.KernelStep(kernel.name, target.element_count, 16384, instruction.name))
+    return output
+
+
+def _bitcast_convert(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    from compiler.codegen.elementwise import emit_elementwise
+
+    if _operand(instruction).dtype.bits == instruction.array_shape.dtype.bits:
+        return emit_elementwise(lowering, instruction, operands, steps)
+    # Between widths the little-endian bytes are already in place, row-major.
+    return _copy(lowering, instruction, operands, steps)
+
+
+EMITTERS = {
+    "broadcast": _broadcast,
+    "reshape": _copy,
+    "bitcast": _bitcast,
+    "transpose": _transpose,
+    "reverse": _reverse,
+    "slice": _slice,
+    "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
+    "concatenate": _concatenate,
+    "pad": _pad,
+    "iota": _iota,
+    "bitcast-convert": _bitcast_convert,
+}

@@ -1,0 +1,232 @@
+"""Building kernels in LLVM IR.
+
+Every kernel has one signature, `void kernel(ptr table, i64 begin, i64 end)`: `table` holds a
+pointer per buffer of the plan, and the kernel computes its work items [begin, end). The
+exported function wraps the body so it always runs with the contract's floating-point
+environment (round to nearest, no flush-to-zero, no denormals-are-zero) and restores the
+caller's environment afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from compiler.codegen.target import CompilerConfig
+from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
+
+# MXCSR with every exception masked, round to nearest, FTZ and DAZ off.
+CONTRACT_MXCSR = 0x1F80
+
+
+def storage_type(dtype: DType) -> ir.Type:
+    """How an element of `dtype` is held in IR: pred as i8, f16/bf16 as their i16 bits."""
+    if dtype is F32:
+        return ir.FloatType()
+    if dtype is F64:
+        return ir.DoubleType()
+    if dtype in (F16, BF16):
+        return I16
+    return ir.IntType(dtype.bits)
+
+
+def lanes(element: ir.Type, width: int) -> ir.Type:
+    """`element` or a vector of `width` of them (width 1 means scalar)."""
+    return element if width == 1 else ir.VectorType(element, width)
+
+
+def constant(type_: ir.Type, value) -> ir.Constant:
+    """A constant of a scalar or vector type (vectors get the value in every lane)."""
+    if isinstance(type_, ir.VectorType):
+        return ir.Constant(type_, [ir.Constant(type_.element, value)] * type_.count)
+    return ir.Constant(type_, value)
+
+
+def width_of(value: ir.Value) -> int:
+    return value.type.count if isinstance(value.type, ir.VectorType) else 1
+
+
+@dataclass
+class KernelModule:
+    """The LLVM module being built: kernels, constants and helper functions."""
+
+    config: CompilerConfig
+    module: ir.Module = field(default_factory=lambda: ir.Module(name="vxla"))
+    kernel_names: list[str] = field(default_factory=list)
+    _counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.module.triple = self.config.triple
+
+    def unique(self, hint: str) -> str:
+        self._counter += 1
+        clean = "".join(c if c.isalnum() else "_" for c in hint)
+        return f"{clean}_{self._counter}"
+
+    def intrinsic(self, name: str, return_type: ir.Type, arg_types: list[ir.Type]) -> ir.Function:
+        """Declares an LLVM intrinsic once."""
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(return_type, arg_types), name)
+
+    def constant_bytes(self, symbol: str, data: bytes) -> ir.GlobalVariable:
+        """An exported, read-only global holding `data` (a constant buffer of the plan)."""
+        type_ = ir.ArrayType(I8, max(len(data), 1))
+        return self.global_constant(symbol, type_, ir.Constant(type_, bytearray(data or b"\0")))
+
+    def global_constant(self, name: str, type_: ir.Type, value: ir.Constant) -> ir.GlobalVariable:
+        variable = ir.GlobalVariable(self.module, type_, name)
+        variable.global_constant = True
+        variable.initializer = value
+        variable.linkage = "internal" if name.startswith("vxla.") else ""
+        variable.align = 64
+        return variable
+
+    @contextmanager
+    def kernel(self, hint: str) -> Iterator[Kernel]:
+        """Defines an exported kernel; yields its body builder positioned in the entry block."""
+        name = self.unique(f"k_{hint}")
+        body = ir.Function(self.module, KERNEL_TYPE, f"{name}.body")
+        body.linkage = "internal"
+        body.attributes.add("nounwind")
+        kernel = Kernel(self, body)
+        yield kernel
+        kernel.finish()
+        self._export(name, body)
+        self.kernel_names.append(name)
+        kernel.name = name
+        kernel.finished = True
+
+    def _export(self, name: str, body: ir.Function) -> None:
+        wrapper = ir.Function(self.module, KERNEL_TYPE, name)
+        wrapper.attributes.add("nounwind")
+        builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
+        saved = builder.alloca(I32, name="saved_mxcsr")
+        wanted = builder.alloca(I32, name="contract_mxcsr")
+        stmxcsr = self.intrinsic("llvm.x86.sse.stmxcsr", VOID, [PTR])
+        ldmxcsr = self.intrinsic("llvm.x86.sse.ldmxcsr", VOID, [PTR])
+        builder.call(stmxcsr, [saved])
+        builder.store(I32(CONTRACT_MXCSR), wanted)
+        builder.call(ldmxcsr, [wanted])
+        builder.call(body, list(wrapper.args))
+        builder.call(ldmxcsr, [saved])
+        builder.ret_void()
+
+
+class Kernel:
+    """One kernel body under construction.
+
+    Buffer pointers and stack slots go into a prologue block that has its own builder, so
+    they can be added at any time; `finish` joins the prologue to the body."""
+
+    def __init__(self, owner: KernelModule, function: ir.Function) -> None:
+        self.owner = owner
+        self.function = function
+        self.table, self.begin, self.end = function.args
+        self.prologue = function.append_basic_block("prologue")
+        self._prologue_builder = ir.IRBuilder(self.prologue)
+        self.entry = function.append_basic_block("entry")
+        self.builder = ir.IRBuilder(self.entry)
+        self._pointers: dict[int, ir.Value] = {}
+        self.name = ""
+        self.finished = False
+
+    @property
+    def config(self) -> CompilerConfig:
+        return self.owner.config
+
+    def finish(self) -> None:
+        self.builder.ret_void()
+        self._prologue_builder.branch(self.entry)
+
+    def buffer(self, buffer_id: int) -> ir.Value:
+        """The pointer to buffer `buffer_id` (loaded from the table once, in the prologue)."""
+        if buffer_id not in self._pointers:
+            builder = self._prologue_builder
+            slot = builder.gep(self.table, [I64(buffer_id)], source_etype=PTR)
+            self._pointers[buffer_id] = builder.load(slot, typ=PTR, name=f"buf{buffer_id}")
+        return self._pointers[buffer_id]
+
+    def element_pointer(self, base: ir.Value, element: ir.Type, index: ir.Value) -> ir.Value:
+        return self.builder.gep(base, [index], source_etype=element)
+
+    def load(self, base: ir.Value, dtype: DType, index: ir.Value, width: int = 1) -> ir.Value:
+        """Loads `width` consecutive elements starting at `index` (unaligned)."""
+        element = storage_type(dtype)
+        pointer = self.element_pointer(base, element, index)
+        return self.builder.load(pointer, typ=lanes(element, width), align=1)
+
+    def store(self, value: ir.Value, base: ir.Value, dtype: DType, index: ir.Value) -> None:
+        pointer = self.element_pointer(base, storage_type(dtype), index)
+        self.builder.store(value, pointer, align=1)
+
+    @contextmanager
+    def loop(self, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i") -> Iterator[ir.Value]:
+        """for (i = start; i < stop; i += step): yields i; the body is emitted by the caller."""
+        builder = self.builder
+        preheader = builder.block
+        header = builder.append_basic_block(f"{name}.header")
+        body = builder.append_basic_block(f"{name}.body")
+        exit_block = builder.append_basic_block(f"{name}.exit")
+        builder.branch(header)
+        builder.position_at_end(header)
+        index = builder.phi(I64, name=name)
+        index.add_incoming(start, preheader)
+        builder.cbranch(builder.icmp_signed("<", index, stop), body, exit_block)
+        builder.position_at_end(body)
+        yield index
+        following = builder.add(index, I64(step), name=f"{name}.next")
+        index.add_incoming(following, builder.block)
+        builder.branch(header)
+        builder.position_at_end(exit_block)
+
+    def alloca(self, type_: ir.Type, count: int = 1, name: str = "") -> ir.Value:
+        """Stack memory allocated in the prologue (so loops do not grow the stack)."""
+        return self._prologue_builder.alloca(type_, size=I64(count) if count != 1 else None, name=name)
+
+
+def unravel(builder: ir.IRBuilder, linear: ir.Value, dims: tuple[int, ...]) -> list[ir.Value]:
+    """Row-major multi-index of a linear index (divisions by constants)."""
+    indices: list[ir.Value] = [I64(0)] * len(dims)
+    remaining = linear
+    for axis in range(len(dims) - 1, -1, -1):
+        size = dims[axis]
+        if axis == 0:
+            indices[axis] = remaining
+        elif size == 1:
+            indices[axis] = I64(0)
+        else:
+            indices[axis] = builder.urem(remaining, I64(size))
+            remaining = builder.udiv(remaining, I64(size))
+    return indices
+
+
+def ravel(builder: ir.IRBuilder, indices: list[ir.Value], strides: list[int]) -> ir.Value:
+    """Linear offset sum(indices[i] * strides[i])."""
+    total: ir.Value | None = None
+    for index, stride in zip(indices, strides, strict=True):
+        if stride == 0:
+            continue
+        term = index if stride == 1 else builder.mul(index, I64(stride))
+        total = term if total is None else builder.add(total, term)
+    return total if total is not None else I64(0)
+
+
+def row_major_strides(dims: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(dims)
+    for axis in range(len(dims) - 2, -1, -1):
+        strides[axis] = strides[axis + 1] * dims[axis + 1]
+    return strides

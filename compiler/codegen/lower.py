@@ -1,0 +1,193 @@
+"""Lowering a verified module to kernels and an execution plan.
+
+Every array value gets a buffer (no reuse yet: the memory planning pass will add it). Tuples
+are trees of buffers and cost nothing; get-tuple-element and copy reuse their operand's
+buffers (values are never written twice, except a while loop's state, which the loop owns).
+`call` and `fusion` are inlined. While loops and conditionals become runtime steps around the
+kernels of their computations. Every other instruction is emitted by its op family's module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.codegen import plan as P
+from compiler.codegen.kernel import KernelModule
+from compiler.codegen.target import CompilerConfig
+from compiler.hlo.errors import HloUnsupportedError
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import ArrayShape, Shape, TupleShape
+
+Ref = int | tuple  # a buffer id, or a tuple of Refs
+Emitter = Callable[["Lowering", Instruction, list[Ref], list[P.Step]], Ref]
+
+ALIGNMENT = 64
+
+
+@dataclass
+class Lowering:
+    """State of one module's lowering: the LLVM module, the plan's buffers, the arena size.
+    `emitters` maps an opcode to the function of its op family that emits it."""
+
+    config: CompilerConfig
+    emitters: dict[str, Emitter]
+    kernels: KernelModule = field(init=False)
+    buffers: list[P.Buffer] = field(default_factory=list)
+    arena_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        self.kernels = KernelModule(self.config)
+
+    # --- buffers --------------------------------------------------------------------------
+    def new_buffer(self, shape: ArrayShape) -> int:
+        """A fresh arena buffer for an array of `shape` (row-major)."""
+        nbytes = shape.byte_size
+        offset = self.arena_bytes
+        self.arena_bytes += (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        return self._add(P.Buffer(len(self.buffers), "arena", shape.dtype.name, shape.dims, nbytes, offset=offset))
+
+    def new_buffers(self, shape: Shape) -> Ref:
+        if isinstance(shape, TupleShape):
+            return tuple(self.new_buffers(e) for e in shape.elements)
+        return self.new_buffer(shape)
+
+    def input_buffer(self, shape: ArrayShape, index: int) -> int:
+        return self._add(P.Buffer(len(self.buffers), "input", shape.dtype.name, shape.dims, shape.byte_size, input_index=index))
+
+    def constant_buffer(self, shape: ArrayShape, data: bytes, hint: str) -> int:
+        symbol = self.kernels.unique(f"const_{hint}")
+        self.kernels.constant_bytes(symbol, data)
+        return self._add(P.Buffer(len(self.buffers), "constant", shape.dtype.name, shape.dims, shape.byte_size, symbol=symbol))
+
+    def scratch_buffer(self, nbytes: int) -> int:
+        offset = self.arena_bytes
+        self.arena_bytes += (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        return self._add(P.Buffer(len(self.buffers), "arena", "u8", (nbytes,), nbytes, offset=offset))
+
+    def _add(self, buffer: P.Buffer) -> int:
+        self.buffers.append(buffer)
+        return buffer.id
+
+    def buffer(self, buffer_id: int) -> P.Buffer:
+        return self.buffers[buffer_id]
+
+    # --- computations ---------------------------------------------------------------------
+    def lower_computation(self, computation: Computation, parameters: list[Ref]) -> tuple[list[P.Step], Ref]:
+        """Steps that compute `computation` with its parameters bound to `parameters`."""
+        steps: list[P.Step] = []
+        values: dict[int, Ref] = {}
+        for instruction in computation.post_order():
+            operands = [values[id(op)] for op in instruction.operands]
+            if instruction.opcode == "parameter":
+                result = parameters[instruction.parameter_number]  # type: ignore[index]
+            else:
+                result = self.lower_instruction(instruction, operands, steps)
+            values[id(instruction)] = result
+        return steps, values[id(computation.root)]
+
+    def lower_instruction(self, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+        opcode = instruction.opcode
+        if opcode == "tuple":
+            return tuple(operands)
+        if opcode == "get-tuple-element":
+            return operands[0][instruction.attrs["index"]]  # type: ignore[index]
+        if opcode == "copy":
+            return operands[0]
+        if opcode == "constant":
+            return self._constant(instruction)
+        if opcode in ("call", "fusion"):
+            callee = instruction.attrs.get("to_apply", instruction.attrs.get("calls"))
+            assert isinstance(callee, Computation)
+            inner, result = self.lower_computation(callee, operands)
+            steps.extend(inner)
+            return result
+        if opcode == "while":
+            return self._while(instruction, operands[0], steps)
+        if opcode == "conditional":
+            return self._conditional(instruction, operands, steps)
+        emitter = self.emitters.get(opcode)
+        if emitter is None:
+            raise HloUnsupportedError(f"the LLVM backend cannot compile {opcode} yet", instruction.location, instruction.name)
+        return emitter(self, instruction, operands, steps)
+
+    def _constant(self, instruction: Instruction) -> int:
+        from attest.digests import canonical_tensor_bytes
+
+        shape = instruction.array_shape
+        assert instruction.literal is not None
+        data = canonical_tensor_bytes(np.asarray(instruction.literal))
+        return self.constant_buffer(shape, data, instruction.name)
+
+    def copy_into(self, source: Ref, target: Ref) -> P.CopyStep:
+        sources, targets = flatten_ref(source), flatten_ref(target)
+        return P.CopyStep(tuple(sources), tuple(targets))
+
+    def _while(self, instruction: Instruction, init: Ref, steps: list[P.Step]) -> Ref:
+        condition = instruction.attrs["condition"]
+        body = instruction.attrs["body"]
+        assert isinstance(condition, Computation) and isinstance(body, Computation)
+        state = self.new_buffers(instruction.shape)
+        steps.append(self.copy_into(init, state))
+        condition_steps, predicate = self.lower_computation(condition, [state])
+        body_steps, body_result = self.lower_computation(body, [state])
+        assert isinstance(predicate, int)
+        steps.append(
+            P.WhileStep(
+                condition=tuple(condition_steps),
+                predicate=predicate,
+                body=tuple(body_steps),
+                state=tuple(flatten_ref(state)),
+                body_results=tuple(flatten_ref(body_result)),
+                instruction=instruction.name,
+            )
+        )
+        return state
+
+    def _conditional(self, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+        if "branch_computations" in instruction.attrs:
+            branches = list(instruction.attrs["branch_computations"])  # type: ignore[arg-type]
+        else:
+            branches = [instruction.attrs["true_computation"], instruction.attrs["false_computation"]]
+        output = self.new_buffers(instruction.shape)
+        lowered: list[tuple[P.Step, ...]] = []
+        for index, branch in enumerate(branches):
+            assert isinstance(branch, Computation)
+            branch_steps, result = self.lower_computation(branch, [operands[1 + index]])
+            branch_steps.append(self.copy_into(result, output))
+            lowered.append(tuple(branch_steps))
+        selector = operands[0]
+        assert isinstance(selector, int)
+        is_pred = "branch_computations" not in instruction.attrs
+        steps.append(P.ConditionalStep(selector, is_pred, tuple(lowered), instruction.name))
+        return output
+
+
+def flatten_ref(ref: Ref) -> list[int]:
+    if isinstance(ref, tuple):
+        out: list[int] = []
+        for element in ref:
+            out.extend(flatten_ref(element))
+        return out
+    return [ref]
+
+
+def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emitter]) -> tuple[Lowering, P.Plan]:
+    """The kernels (in lowering.kernels) and the plan of `module`'s entry computation."""
+    lowering = Lowering(config, emitters)
+    inputs = []
+    for index, parameter in enumerate(module.entry.parameters):
+        if not isinstance(parameter.shape, ArrayShape):
+            raise HloUnsupportedError("entry parameters must be arrays, not tuples", parameter.location, parameter.name)
+        inputs.append(lowering.input_buffer(parameter.shape, index))
+    steps, result = lowering.lower_computation(module.entry, list(inputs))
+    plan = P.Plan(
+        buffers=lowering.buffers,
+        steps=steps,
+        inputs=inputs,
+        outputs=flatten_ref(result),
+        arena_bytes=lowering.arena_bytes,
+    )
+    return lowering, plan

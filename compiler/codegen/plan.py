@@ -1,0 +1,146 @@
+"""The execution plan: what the runtime does with the compiled object.
+
+The code generator turns a module into object code (one function per kernel) and this plan:
+the buffers (their sizes and where they live), and the steps that run kernels, copy buffers,
+and drive while loops and conditionals. The plan is plain data and serializes to JSON, so the
+compile cache can store it beside the object bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+BufferKind = Literal["arena", "input", "constant"]
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One array's storage. Arena buffers live at `offset` in the execution's arena; input
+    buffers are the caller's arrays; constant buffers are globals of the object file."""
+
+    id: int
+    kind: BufferKind
+    dtype: str
+    dims: tuple[int, ...]
+    nbytes: int
+    offset: int = 0
+    input_index: int = -1
+    symbol: str = ""
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """Call `kernel(table, begin, end)` over work items [0, extent), split across threads in
+    contiguous ranges of at least `grain` items. Any split computes the same bits."""
+
+    kernel: str
+    extent: int
+    grain: int
+    instruction: str
+    kind: Literal["kernel"] = "kernel"
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """Copy whole buffers, `sources[i]` to `targets[i]`, all reads before any write."""
+
+    sources: tuple[int, ...]
+    targets: tuple[int, ...]
+    kind: Literal["copy"] = "copy"
+
+
+@dataclass(frozen=True)
+class WhileStep:
+    """Run `condition` and read the pred buffer `predicate`; while it is true run `body`,
+    then copy `body_results` onto `state` (the loop's buffers)."""
+
+    condition: tuple[Step, ...]
+    predicate: int
+    body: tuple[Step, ...]
+    state: tuple[int, ...]
+    body_results: tuple[int, ...]
+    instruction: str
+    kind: Literal["while"] = "while"
+
+
+@dataclass(frozen=True)
+class ConditionalStep:
+    """Read the selector buffer (pred, or s32 branch index with out-of-range meaning the last
+    branch) and run that branch's steps (which end by copying its results to the outputs)."""
+
+    selector: int
+    selector_is_pred: bool
+    branches: tuple[tuple[Step, ...], ...]
+    instruction: str
+    kind: Literal["conditional"] = "conditional"
+
+
+Step = KernelStep | CopyStep | WhileStep | ConditionalStep
+
+
+@dataclass
+class Plan:
+    """Buffers, the steps of the entry computation, and which buffers are the inputs and the
+    flattened outputs."""
+
+    buffers: list[Buffer] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    arena_bytes: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "buffers": [asdict(b) for b in self.buffers],
+            "steps": [_step_to_json(s) for s in self.steps],
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "arena_bytes": self.arena_bytes,
+        }
+
+    @staticmethod
+    def from_json(data: dict) -> Plan:
+        buffers = [Buffer(**{**b, "dims": tuple(b["dims"])}) for b in data["buffers"]]
+        return Plan(
+            buffers=buffers,
+            steps=[_step_from_json(s) for s in data["steps"]],
+            inputs=list(data["inputs"]),
+            outputs=list(data["outputs"]),
+            arena_bytes=int(data["arena_bytes"]),
+        )
+
+
+def _step_to_json(step: Step) -> dict:
+    data = asdict(step)
+    if isinstance(step, WhileStep):
+        data["condition"] = [_step_to_json(s) for s in step.condition]
+        data["body"] = [_step_to_json(s) for s in step.body]
+    elif isinstance(step, ConditionalStep):
+        data["branches"] = [[_step_to_json(s) for s in branch] for branch in step.branches]
+    return data
+
+
+def _step_from_json(data: dict) -> Step:
+    kind = data["kind"]
+    if kind == "kernel":
+        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"])
+    if kind == "copy":
+        return CopyStep(tuple(data["sources"]), tuple(data["targets"]))
+    if kind == "while":
+        return WhileStep(
+            condition=tuple(_step_from_json(s) for s in data["condition"]),
+            predicate=data["predicate"],
+            body=tuple(_step_from_json(s) for s in data["body"]),
+            state=tuple(data["state"]),
+            body_results=tuple(data["body_results"]),
+            instruction=data["instruction"],
+        )
+    if kind == "conditional":
+        return ConditionalStep(
+            selector=data["selector"],
+            selector_is_pred=data["selector_is_pred"],
+            branches=tuple(tuple(_step_from_json(s) for s in b) for b in data["branches"]),
+            instruction=data["instruction"],
+        )
+    raise ValueError(f"unknown step kind {kind!r}")

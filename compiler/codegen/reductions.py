@@ -1,0 +1,276 @@
+"""Reductions: `reduce` in the contract's pinned order (blocks of 4096, 16 lanes folded as
+one vector, pairwise trees), and `reduce-window`. Mirror of compiler/reference/reductions.py.
+
+The reducer computation is inlined on lane values of whatever width a step needs: a 16-lane
+vector for the lane folds, 8, 4, 2 and 1 lanes down the tree, scalars for the block tree.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from compiler.codegen import plan as P
+from compiler.codegen.elementwise import ElementEmitter
+from compiler.codegen.kernel import (
+    I32,
+    I64,
+    Kernel,
+    lanes,
+    ravel,
+    row_major_strides,
+    storage_type,
+    unravel,
+)
+from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo import attributes as attr
+from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.shape import ArrayShape, TupleShape
+
+LANES = 16
+BLOCK = 4096
+
+Values = list[ir.Value]
+
+
+class Reducer:
+    """The reducer computation applied to lists of lane values (one per reduced input)."""
+
+    def __init__(self, kernel: Kernel, computation: Computation) -> None:
+        self.emitter = ElementEmitter(kernel)
+        self.computation = computation
+
+    def __call__(self, acc: Values, item: Values) -> Values:
+        return self.emitter.emit_computation(self.computation, acc + item)
+
+
+def _shuffle(builder: ir.IRBuilder, vector: ir.Value, indices: list[int]) -> ir.Value:
+    mask = ir.Constant(ir.VectorType(I32, len(indices)), indices)
+    return builder.shuffle_vector(vector, ir.Constant(vector.type, ir.Undefined), mask)
+
+
+def vector_tree(builder: ir.IRBuilder, reduce: Reducer, vectors: Values) -> Values:
+    """The pairwise tree over the 16 lanes of each vector: (0,1),(2,3),... then pairs of
+    those; returns scalars."""
+    width = LANES
+    while width > 1:
+        half = width // 2
+        evens = [_shuffle(builder, v, list(range(0, width, 2))) if half > 1 else builder.extract_element(v, I32(0)) for v in vectors]
+        odds = [_shuffle(builder, v, list(range(1, width, 2))) if half > 1 else builder.extract_element(v, I32(1)) for v in vectors]
+        vectors = reduce(evens, odds)
+        width = half
+    return vectors
+
+
+def scalar_tree(reduce: Reducer, items: list[Values]) -> Values:
+    """The pairwise tree over a statically known list of values."""
+    while len(items) > 1:
+        paired = [reduce(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
+        if len(items) % 2:
+            paired.append(items[-1])
+        items = paired
+    return items[0]
+
+
+class SequenceReader:
+    """Loads element k of one output element's reduced sequence, for every input."""
+
+    def __init__(self, kernel: Kernel, instruction: Instruction, operands: list[Ref], kept: list[int], reduced: list[int]) -> None:
+        self.kernel = kernel
+        half = len(operands) // 2
+        self.shapes = [op.array_shape for op in instruction.operands[:half]]
+        self.bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
+        dims = self.shapes[0].dims
+        strides = row_major_strides(dims)
+        self.kept_strides = [strides[d] for d in kept]
+        self.reduced_dims = tuple(dims[d] for d in reduced)
+        self.reduced_strides = [strides[d] for d in reduced]
+        # The sequence is contiguous when the reduced dimensions are the trailing ones.
+        self.contiguous = reduced == list(range(len(dims) - len(reduced), len(dims)))
+        self.base_offset: ir.Value = I64(0)
+
+    def set_output(self, kept_index: list[ir.Value]) -> None:
+        self.base_offset = ravel(self.kernel.builder, kept_index, self.kept_strides)
+
+    def _offset(self, k: ir.Value) -> ir.Value:
+        b = self.kernel.builder
+        if self.contiguous:
+            return b.add(self.base_offset, k)
+        return b.add(self.base_offset, ravel(b, unravel(b, k, self.reduced_dims), self.reduced_strides))
+
+    def scalars(self, k: ir.Value) -> Values:
+        return [self.kernel.load(base, shape.dtype, self._offset(k)) for base, shape in zip(self.bases, self.shapes, strict=True)]
+
+    def vectors(self, start: ir.Value, count: int, filler: Values | None = None) -> Values:
+        """`count` consecutive sequence elements from `start` in lanes 0..count-1 of 16-lane
+        vectors; the other lanes hold `filler`'s lanes (or are undefined)."""
+        b = self.kernel.builder
+        if self.contiguous and count == LANES:
+            return [self.kernel.load(base, shape.dtype, self._offset(start), LANES) for base, shape in zip(self.bases, self.shapes, strict=True)]
+        out = []
+        for position, (base, shape) in enumerate(zip(self.bases, self.shapes, strict=True)):
+            vector = filler[position] if filler is not None else ir.Constant(lanes(storage_type(shape.dtype), LANES), ir.Undefined)
+            for lane in range(count):
+                element = self.kernel.load(base, shape.dtype, self._offset(b.add(start, I64(lane))))
+                vector = b.insert_element(vector, element, I32(lane))
+            out.append(vector)
+        return out
+
+
+def _lane_mask(count: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(ir.IntType(1), LANES), [1 if i < count else 0 for i in range(LANES)])
+
+
+def reduce_block(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, length: int) -> Values:
+    """The reduction of one block of `length` elements from `start` (lanes, then the tree)."""
+    b = kernel.builder
+    if length < LANES:
+        return scalar_tree(reduce, [reader.scalars(b.add(start, I64(i))) for i in range(length)])
+    full_steps = length // LANES
+    lane_values = reader.vectors(start, LANES)
+    if full_steps > 1:
+        slots = [kernel.alloca(v.type, name="lanes") for v in lane_values]
+        for slot, value in zip(slots, lane_values, strict=True):
+            b.store(value, slot)
+        with kernel.loop(I64(1), I64(full_steps), 1, "step") as step:
+            current = [b.load(slot) for slot in slots]
+            item = reader.vectors(b.add(start, b.mul(step, I64(LANES))), LANES)
+            for slot, value in zip(slots, reduce(current, item), strict=True):
+                b.store(value, slot)
+        lane_values = [b.load(slot) for slot in slots]
+    remainder = length % LANES
+    if remainder:
+        item = reader.vectors(b.add(start, I64(full_steps * LANES)), remainder, filler=lane_values)
+        folded = reduce(lane_values, item)
+        mask = _lane_mask(remainder)
+        lane_values = [b.select(mask, f, v) for f, v in zip(folded, lane_values, strict=True)]
+    return vector_tree(b, reduce, lane_values)
+
+
+def emit_reduce_element(kernel: Kernel, reduce: Reducer, reader: SequenceReader, n: int, inits: Values) -> Values:
+    """The whole pinned reduction of one output element's sequence of n elements."""
+    b = kernel.builder
+    if n == 0:
+        return inits
+    full_blocks, tail = divmod(n, BLOCK)
+    count = full_blocks + (1 if tail else 0)
+    if count == 1:
+        result = reduce_block(kernel, reduce, reader, I64(0), BLOCK if full_blocks else tail)
+        return reduce(inits, result)
+    arrays = [kernel.alloca(v.type, count, name="blocks") for v in inits]
+    with kernel.loop(I64(0), I64(full_blocks), 1, "block") as block:
+        results = reduce_block(kernel, reduce, reader, b.mul(block, I64(BLOCK)), BLOCK)
+        for array, value in zip(arrays, results, strict=True):
+            b.store(value, b.gep(array, [block], source_etype=value.type))
+    if tail:
+        results = reduce_block(kernel, reduce, reader, I64(full_blocks * BLOCK), tail)
+        for array, value in zip(arrays, results, strict=True):
+            b.store(value, b.gep(array, [I64(full_blocks)], source_etype=value.type))
+    types = [v.type for v in inits]
+    remaining = count
+    while remaining > 1:
+        pairs = remaining // 2
+        with kernel.loop(I64(0), I64(pairs), 1, "pair") as pair:
+            left = b.mul(pair, I64(2))
+            right = b.add(left, I64(1))
+            a = [b.load(b.gep(arr, [left], source_etype=t), typ=t) for arr, t in zip(arrays, types, strict=True)]
+            c = [b.load(b.gep(arr, [right], source_etype=t), typ=t) for arr, t in zip(arrays, types, strict=True)]
+            for arr, t, value in zip(arrays, types, reduce(a, c), strict=True):
+                b.store(value, b.gep(arr, [pair], source_etype=t))
+        if remaining % 2:
+            for arr, t in zip(arrays, types, strict=True):
+                b.store(b.load(b.gep(arr, [I64(remaining - 1)], source_etype=t), typ=t), b.gep(arr, [I64(pairs)], source_etype=t))
+        remaining = pairs + remaining % 2
+    result = [b.load(arr, typ=t) for arr, t in zip(arrays, types, strict=True)]
+    return reduce(inits, result)
+
+
+def _result_shapes(instruction: Instruction) -> list[ArrayShape]:
+    shape = instruction.shape
+    return list(shape.elements) if isinstance(shape, TupleShape) else [shape]  # type: ignore[list-item]
+
+
+def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    half = len(operands) // 2
+    input_shape = instruction.operands[0].array_shape
+    dims: tuple[int, ...] = instruction.attrs["dimensions"]  # type: ignore[assignment]
+    reduced = sorted(dims)
+    kept = [d for d in range(input_shape.rank) if d not in dims]
+    out_shapes = _result_shapes(instruction)
+    outputs = [lowering.new_buffer(s) for s in out_shapes]
+    out_dims = out_shapes[0].dims
+    count = out_shapes[0].element_count
+    n = 1
+    for d in reduced:
+        n *= input_shape.dims[d]
+    computation = instruction.attrs["to_apply"]
+    assert isinstance(computation, Computation)
+    if count:
+        with lowering.kernels.kernel("reduce") as kernel:
+            b = kernel.builder
+            reduce = Reducer(kernel, computation)
+            reader = SequenceReader(kernel, instruction, operands, kept, reduced)
+            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
+            with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
+                reader.set_output(unravel(b, index, out_dims))
+                results = emit_reduce_element(kernel, reduce, reader, n, inits)
+                for output, shape, value in zip(outputs, out_shapes, results, strict=True):
+                    kernel.store(value, kernel.buffer(output), shape.dtype, index)
+        grain = max(1, 65536 // max(n, 1))
+        steps.append(P.KernelStep(kernel.name, count, grain, instruction.name))
+    return outputs[0] if half == 1 else tuple(outputs)
+
+
+def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """acc = init, then acc = reducer(acc, v) over window positions in row-major order; a
+    position in padding or in a base-dilation hole contributes init."""
+    half = len(operands) // 2
+    input_shape = instruction.operands[0].array_shape
+    window = instruction.attrs["window"]
+    computation = instruction.attrs["to_apply"]
+    assert isinstance(window, attr.Window) and isinstance(computation, Computation)
+    out_shapes = _result_shapes(instruction)
+    outputs = [lowering.new_buffer(s) for s in out_shapes]
+    count = out_shapes[0].element_count
+    strides = row_major_strides(input_shape.dims)
+    if count:
+        with lowering.kernels.kernel("reduce_window") as kernel:
+            b = kernel.builder
+            reduce = Reducer(kernel, computation)
+            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
+            bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
+            dtypes = [op.array_shape.dtype for op in instruction.operands[:half]]
+            slots = [kernel.alloca(init.type, name="acc") for init in inits]
+            window_sizes = tuple(w.size for w in window.dims)
+            total = 1
+            for size in window_sizes:
+                total *= size
+            with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
+                multi = unravel(b, index, out_shapes[0].dims)
+                for slot, init in zip(slots, inits, strict=True):
+                    b.store(init, slot)
+                with kernel.loop(I64(0), I64(total), 1, "pos") as flat_position:
+                    position = unravel(b, flat_position, window_sizes)
+                    inside = ir.Constant(ir.IntType(1), 1)
+                    indices = []
+                    for o, k, w, size in zip(multi, position, window.dims, input_shape.dims, strict=True):
+                        dilated = b.sub(b.add(b.mul(o, I64(w.stride)), b.mul(k, I64(w.window_dilation))), I64(w.pad_low))
+                        index_in = b.sdiv(dilated, I64(w.base_dilation)) if w.base_dilation > 1 else dilated
+                        on_grid = b.icmp_signed("==", b.srem(dilated, I64(w.base_dilation)), I64(0)) if w.base_dilation > 1 else ir.Constant(ir.IntType(1), 1)
+                        ok = b.and_(on_grid, b.and_(b.icmp_signed(">=", dilated, I64(0)), b.icmp_signed("<", index_in, I64(size))))
+                        inside = b.and_(inside, ok)
+                        indices.append(b.select(ok, index_in, I64(0)))
+                    if input_shape.element_count:
+                        offset = ravel(b, indices, strides)
+                        values = [b.select(inside, kernel.load(base, dtype, offset), init) for base, dtype, init in zip(bases, dtypes, inits, strict=True)]
+                    else:
+                        values = list(inits)
+                    acc = reduce([b.load(slot) for slot in slots], values)
+                    for slot, value in zip(slots, acc, strict=True):
+                        b.store(value, slot)
+                for output, shape, slot in zip(outputs, out_shapes, slots, strict=True):
+                    kernel.store(b.load(slot), kernel.buffer(output), shape.dtype, index)
+        steps.append(P.KernelStep(kernel.name, count, 1024, instruction.name))
+    return outputs[0] if half == 1 else tuple(outputs)
+
+
+EMITTERS = {"reduce": _emit_reduce, "reduce-window": _emit_reduce_window}

@@ -1,0 +1,62 @@
+"""The compile driver: HLO text or a Program in, Executable out, through the compile cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attest.digests import sha256_hex, text_digest
+from compiler import cache as compile_cache
+from compiler.codegen import data_movement, dot_conv, elementwise, reductions, sort_gather_scatter
+from compiler.codegen.lower import Emitter, lower_module
+from compiler.codegen.plan import Plan
+from compiler.codegen.target import CompilerConfig, compile_ir, load_config
+from compiler.hlo.printer import canonical_text
+from compiler.program import Program, load_program
+from compiler.runtime.executable import Executable
+
+# The emitters of every op family, by opcode (structural ops are handled by the lowering).
+EMITTERS: dict[str, Emitter] = {
+    **elementwise.EMITTERS,
+    **data_movement.EMITTERS,
+    **reductions.EMITTERS,
+    **dot_conv.EMITTERS,
+    **sort_gather_scatter.EMITTERS,
+}
+
+
+def generate(program: Program, config: CompilerConfig) -> tuple[str, Plan, str]:
+    """LLVM IR text, the plan and the optimized graph's canonical text for a program."""
+    optimized = program.module  # the pass pipeline (a later stage) rewrites this module
+    lowering, plan = lower_module(optimized, config, EMITTERS)
+    return str(lowering.kernels.module), plan, canonical_text(optimized)
+
+
+def compile_program(
+    program: Program,
+    config: CompilerConfig | None = None,
+    *,
+    threads: int = 1,
+    cache_dir: str | Path | None | bool = None,
+) -> Executable:
+    """Compiles a verified program (or loads it from the compile cache)."""
+    config = config or load_config()
+    cache = compile_cache.open_cache(cache_dir)
+    key = compile_cache.cache_key(program.hlo_hash, config)
+    entry = cache.get(key) if cache is not None else None
+    if entry is None:
+        ir_text, plan, graph_text = generate(program, config)
+        object_bytes = compile_ir(ir_text, config)
+        entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), sha256_hex(object_bytes))
+        if cache is not None:
+            cache.put(key, entry)
+    hashes = {"hlo_hash": program.hlo_hash, "graph_hash": entry.graph_hash, "binary_hash": entry.binary_hash}
+    return Executable(program, config, entry.plan, entry.object_bytes, hashes, threads=threads)
+
+
+def compile(source: str | bytes, *, target: str | None = None, config: CompilerConfig | None = None, threads: int = 1, cache_dir: str | Path | None | bool = None) -> Executable:  # noqa: A001
+    """Compiles HLO text with the pinned configuration (configs/compiler.toml), optionally
+    for another target CPU."""
+    config = config or load_config()
+    if target is not None:
+        config = config.with_target(cpu=target)
+    return compile_program(load_program(source), config, threads=threads, cache_dir=cache_dir)

@@ -1,0 +1,161 @@
+"""Executable: compiled object code plus its plan, run on numpy arrays.
+
+Each run gets its own arena (one allocation holding every intermediate buffer), validates the
+inputs, follows the plan's steps (kernels on the worker pool, buffer copies, while loops,
+conditionals) and returns the outputs as fresh arrays.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.codegen import plan as P
+from compiler.codegen.target import CompilerConfig
+from compiler.hlo.dtypes import from_name
+from compiler.program import Program
+from compiler.reference.evaluator import EvaluationError, check_argument
+from compiler.runtime.loader import LoadedObject, load_object
+from compiler.runtime.threads import WorkerPool
+
+KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+ARENA_ALIGNMENT = 64
+
+StepObserver = Callable[[str, "RunState"], None]
+
+
+@dataclass
+class RunState:
+    """One execution's memory: the arena, the input arrays and the pointer table."""
+
+    executable: Executable
+    inputs: list[np.ndarray]
+    arena: np.ndarray
+    table: ctypes.Array
+    pool: WorkerPool
+
+    def view(self, buffer_id: int) -> np.ndarray:
+        """The bytes of a buffer as a uint8 array (read-only for constants)."""
+        buffer = self.executable.plan.buffers[buffer_id]
+        if buffer.kind == "arena":
+            return self.arena[buffer.offset : buffer.offset + buffer.nbytes]
+        if buffer.kind == "input":
+            return self.inputs[buffer.input_index].reshape(-1).view(np.uint8)
+        address = self.executable.constant_address(buffer.symbol)
+        return np.ctypeslib.as_array((ctypes.c_uint8 * buffer.nbytes).from_address(address)) if buffer.nbytes else np.zeros(0, np.uint8)
+
+    def array(self, buffer_id: int) -> np.ndarray:
+        """A copy of a buffer as an array of its element type and dimensions."""
+        buffer = self.executable.plan.buffers[buffer_id]
+        dtype = from_name(buffer.dtype).numpy
+        return self.view(buffer_id).copy().view(dtype).reshape(buffer.dims)
+
+
+@dataclass
+class Executable:
+    """A compiled module: `run(*arrays)` returns the outputs; `hashes` identifies exactly what
+    runs (hlo_hash of the program, graph_hash of the optimized graph, binary_hash of the
+    object bytes)."""
+
+    program: Program
+    config: CompilerConfig
+    plan: P.Plan
+    object_bytes: bytes
+    hashes: dict[str, str]
+    threads: int = 1
+    _loaded: LoadedObject | None = field(default=None, repr=False)
+    _kernels: dict[str, Callable] = field(default_factory=dict, repr=False)
+    _constants: dict[str, int] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self._loaded = load_object(self.object_bytes, self.config)
+
+    def kernel(self, name: str) -> Callable:
+        if name not in self._kernels:
+            self._kernels[name] = KERNEL_SIGNATURE(self._loaded.address(name))  # type: ignore[union-attr]
+        return self._kernels[name]
+
+    def constant_address(self, symbol: str) -> int:
+        if symbol not in self._constants:
+            address = self._loaded.engine.get_global_value_address(symbol)  # type: ignore[union-attr]
+            if not address:
+                raise RuntimeError(f"object has no constant {symbol!r}")
+            self._constants[symbol] = address
+        return self._constants[symbol]
+
+    def run(
+        self,
+        *arrays: np.ndarray,
+        threads: int | None = None,
+        max_while_iterations: int | None = None,
+        observer: StepObserver | None = None,
+    ) -> list[np.ndarray]:
+        """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs."""
+        parameters = self.program.parameter_shapes
+        if len(arrays) != len(parameters):
+            raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
+        inputs = [check_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
+        pool = WorkerPool(threads or self.threads)
+        try:
+            state = self._state(inputs, pool)
+            self._run_steps(state, self.plan.steps, max_while_iterations, observer)
+            return [state.array(b) for b in self.plan.outputs]
+        finally:
+            pool.close()
+
+    def _state(self, inputs: list[np.ndarray], pool: WorkerPool) -> RunState:
+        storage = np.zeros(self.plan.arena_bytes + ARENA_ALIGNMENT, dtype=np.uint8)
+        skip = (-storage.ctypes.data) % ARENA_ALIGNMENT
+        arena = storage[skip : skip + self.plan.arena_bytes]
+        table = (ctypes.c_void_p * max(len(self.plan.buffers), 1))()
+        base = arena.ctypes.data
+        for buffer in self.plan.buffers:
+            if buffer.kind == "arena":
+                table[buffer.id] = base + buffer.offset
+            elif buffer.kind == "input":
+                table[buffer.id] = inputs[buffer.input_index].ctypes.data
+            else:
+                table[buffer.id] = self.constant_address(buffer.symbol)
+        return RunState(self, inputs, arena, table, pool)
+
+    def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
+        for step in steps:
+            if isinstance(step, P.KernelStep):
+                function = self.kernel(step.kernel)
+                table = ctypes.cast(state.table, ctypes.c_void_p)
+                state.pool.run(lambda begin, end, f=function, t=table: f(t, begin, end), step.extent, step.grain)
+                if observer is not None:
+                    observer(step.instruction, state)
+            elif isinstance(step, P.CopyStep):
+                staged = [state.view(source).copy() for source in step.sources]
+                for target, data in zip(step.targets, staged, strict=True):
+                    state.view(target)[:] = data
+            elif isinstance(step, P.WhileStep):
+                self._run_while(state, step, limit, observer)
+            elif isinstance(step, P.ConditionalStep):
+                self._run_steps(state, step.branches[self._branch(state, step)], limit, observer)
+
+    def _run_while(self, state: RunState, step: P.WhileStep, limit: int | None, observer: StepObserver | None) -> None:
+        iterations = 0
+        while True:
+            self._run_steps(state, step.condition, limit, observer)
+            if not state.view(step.predicate)[0]:
+                return
+            if limit is not None and iterations >= limit:
+                raise EvaluationError(f"while loop %{step.instruction} ran past the limit of {limit} iterations")
+            self._run_steps(state, step.body, limit, observer)
+            self._run_steps(state, (P.CopyStep(step.body_results, step.state),), limit, observer)
+            iterations += 1
+
+    @staticmethod
+    def _branch(state: RunState, step: P.ConditionalStep) -> int:
+        raw = state.view(step.selector)
+        if step.selector_is_pred:
+            return 0 if raw[0] else 1
+        index = int(raw.view(np.int32)[0])
+        return index if 0 <= index < len(step.branches) else len(step.branches) - 1
