@@ -15,10 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from attest.digests import tensor_digest
+from compiler.codegen.target import CompilerConfig, ConfigError, load_config, validate_target
+from compiler.driver import compile_program
 from compiler.hlo import HloError
 from compiler.hlo.dtypes import from_numpy
 from compiler.program import Program, load_program
 from compiler.reference import EvaluationError, evaluate
+from compiler.runtime.executable import Executable
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 EXIT_OK = 0
@@ -92,14 +95,61 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _config(args: argparse.Namespace) -> CompilerConfig:
+    try:
+        config = load_config(args.config) if getattr(args, "config", None) else load_config()
+        if args.target:
+            config = config.with_target(cpu=args.target)
+            validate_target(config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return config
+
+
+def _compile(args: argparse.Namespace, program: Program) -> Executable:
+    config = _config(args)
+    try:
+        return compile_program(program, config, threads=getattr(args, "threads", 1) or 1)
+    except HloError as exc:
+        raise UsageError(f"{args.module}: {exc}") from None
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    program = _read_program(args.module)
+    executable = _compile(args, program)
+    report = {
+        "source_hash": program.source_hash,
+        **executable.hashes,
+        "config": executable.config.as_dict(),
+        "kernels": len(executable.plan_kernels()),
+        "arena_bytes": executable.plan.arena_bytes,
+        "object_bytes": len(executable.object_bytes),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    for key in ("source_hash", "hlo_hash", "graph_hash", "binary_hash"):
+        print(f"{key:<12} {report[key]}")
+    config = executable.config
+    print(f"target       {config.triple} cpu={config.cpu} features={config.features or '-'} opt={config.opt_level}")
+    print(f"kernels      {report['kernels']}, object {report['object_bytes']} bytes, arena {report['arena_bytes']} bytes")
+    return EXIT_OK
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     program = _read_program(args.module)
     try:
         inputs = [load_npy(path) for path in args.inputs]
     except TensorFileError as exc:
         raise UsageError(str(exc)) from None
+    hashes: dict[str, str | None] = {"graph_hash": None, "binary_hash": None}
     try:
-        outputs = evaluate(program.module, inputs, max_while_iterations=args.max_while_iterations)
+        if args.backend == "reference":
+            outputs = evaluate(program.module, inputs, max_while_iterations=args.max_while_iterations)
+        else:
+            executable = _compile(args, program)
+            hashes = dict(executable.hashes)
+            outputs = executable.run(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations)
     except EvaluationError as exc:
         raise UsageError(f"{args.module}: {exc}") from None
     if args.out:
@@ -109,16 +159,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         "backend": args.backend,
         "source_hash": program.source_hash,
         "hlo_hash": program.hlo_hash,
-        "graph_hash": None,
-        "binary_hash": None,
+        "graph_hash": hashes["graph_hash"],
+        "binary_hash": hashes["binary_hash"],
         "outputs": records,
     }
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
     print(f"backend      {args.backend}")
-    print(f"source_hash  {program.source_hash}")
-    print(f"hlo_hash     {program.hlo_hash}")
+    for key in ("source_hash", "hlo_hash", "graph_hash", "binary_hash"):
+        if report[key] is not None:
+            print(f"{key:<12} {report[key]}")
     for record, array in zip(records, outputs, strict=True):
         print(f"{record['name']:<6} {_shape_text(array):<18} {record['digest']}")
         print(f"       {_preview(array)}")
@@ -135,6 +186,11 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def _add_target_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", metavar="CPU", help="LLVM CPU name, e.g. x86-64-v2, x86-64-v3, x86-64-v4 (default: configs/compiler.toml)")
+    parser.add_argument("--config", metavar="TOML", help="compiler configuration file (default: configs/compiler.toml)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -158,16 +214,32 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.set_defaults(handler=cmd_inspect)
 
+    compile_ = commands.add_parser(
+        "compile",
+        help="compile an HLO module to pinned native code; print its hashes",
+        description="Compile an HLO module for the pinned target (configs/compiler.toml, or "
+        "--target) and print hlo_hash, graph_hash (the optimized graph) and binary_hash "
+        "(the exact object bytes that run). Compiled objects are cached by hlo_hash and the "
+        "whole compiler configuration.",
+    )
+    compile_.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    _add_target_options(compile_)
+    compile_.add_argument("--json", action="store_true", help="print one JSON object")
+    compile_.set_defaults(handler=cmd_compile, threads=1)
+
     run = commands.add_parser(
         "run",
         help="run an HLO module on .npy inputs",
         description="Run an HLO module on inputs given as .npy files in parameter order and "
-        "print each output's type, shape and digest. The reference backend evaluates the "
-        "numerics contract directly with numpy (slow, exact).",
+        "print each output's type, shape and digest. The llvm backend (default) runs pinned "
+        "native code; the reference backend evaluates the numerics contract directly with "
+        "numpy (slow). Both give the same bits.",
     )
     run.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
     run.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
-    run.add_argument("--backend", choices=["reference"], default="reference", help="execution backend (default: reference)")
+    run.add_argument("--backend", choices=["llvm", "reference"], default="llvm", help="execution backend (default: llvm)")
+    _add_target_options(run)
+    run.add_argument("--threads", type=_positive_int, default=1, metavar="N", help="worker threads (results do not depend on it; default 1)")
     run.add_argument("--out", metavar="OUT.npz", help="write outputs as out0, out1, ... to an .npz file")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--max-while-iterations", type=_positive_int, metavar="N", help="stop a while loop after N iterations (bad input)")

@@ -102,66 +102,108 @@ def _splat(emitter: ElementEmitter, value: ir.Value, width: int) -> ir.Value:
     return emitter.splat(value, width)
 
 
-def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs: int, batch: int, m: int, k: int, n: int, acc_type: DType, steps: list[P.Step]) -> int:
-    """C[b, i, j] = chain over k of lhs[b, i, k] * rhs[b, k, j], row blocks of ROW_BLOCK rows
-    and column vectors of the target's width. C is laid out as the dot's result (batch, lhs
+def panel_width(config) -> int:
+    """Columns per packed panel of the rhs: two vectors of the target."""
+    return 2 * vector_width(config)
+
+
+def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels: int, batch: int, m: int, k: int, n: int, acc_type: DType, steps: list[P.Step]) -> int:
+    """C[b, i, j] = chain over k of lhs[b, i, k] * rhs[b, k, j].
+
+    lhs is (B, M, K) row-major; the rhs comes packed in panels (B, ceil(N/PW), K, PW) with
+    zero columns past N. A work item is a block of ROW_BLOCK rows; for each panel it keeps
+    ROW_BLOCK x PW chains in vector registers. C is laid out as the dot's result (batch, lhs
     free, rhs free dimensions, row-major)."""
     output = lowering.new_buffer(ArrayShape.of(acc_type, instruction.array_shape.dims))
     if batch * m * n == 0:
         return output
     width = vector_width(lowering.config)
+    panel = panel_width(lowering.config)
+    panels = -(-n // panel)
     row_blocks = -(-m // ROW_BLOCK)
-    element = storage_type(acc_type)
-    vector = lanes(element, width)
+    vector = lanes(storage_type(acc_type), width)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
         emitter = ElementEmitter(kernel)
-        a_base, b_base, c_base = kernel.buffer(lhs), kernel.buffer(rhs), kernel.buffer(output)
-        slots = [kernel.alloca(vector, name=f"acc{r}") for r in range(ROW_BLOCK)]
-        scalar_slot = kernel.alloca(element, name="acc")
-        vector_columns = n // width * width
+        a_base, p_base, c_base = kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output)
+        slots = [[kernel.alloca(vector, name=f"acc{r}_{v}") for v in range(panel // width)] for r in range(ROW_BLOCK)]
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
             batch_index = b.udiv(item, I64(row_blocks))
             first_row = b.mul(b.urem(item, I64(row_blocks)), I64(ROW_BLOCK))
-            a_batch = b.mul(batch_index, I64(m * k))
-            b_batch = b.mul(batch_index, I64(k * n))
-            c_batch = b.mul(batch_index, I64(m * n))
             rows_left = b.sub(I64(m), first_row)
-            full = b.icmp_signed(">=", rows_left, I64(ROW_BLOCK))
-            with b.if_else(full) as (then, otherwise):
+            with b.if_else(b.icmp_signed(">=", rows_left, I64(ROW_BLOCK))) as (then, otherwise):
                 with then:
-                    _row_block(kernel, emitter, slots, scalar_slot, a_base, b_base, c_base, a_batch, b_batch, c_batch, first_row, ROW_BLOCK, k, n, width, vector_columns, acc_type)
+                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, ROW_BLOCK, m, k, n, width, panel, panels, acc_type)
                 with otherwise, kernel.loop(I64(0), rows_left, 1, "row") as row:
-                    _row_block(kernel, emitter, slots, scalar_slot, a_base, b_base, c_base, a_batch, b_batch, c_batch, b.add(first_row, row), 1, k, n, width, vector_columns, acc_type)
-    steps.append(P.KernelStep(kernel.name, batch * row_blocks, max(1, 8192 // max(k * n // 64, 1)), instruction.name))
+                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, b.add(first_row, row), 1, m, k, n, width, panel, panels, acc_type)
+    grain = max(1, 16384 // max(k * panels * panel // 64, 1))
+    steps.append(P.KernelStep(kernel.name, batch * row_blocks, grain, instruction.name))
     return output
 
 
-def _row_block(kernel, emitter, slots, scalar_slot, a_base, b_base, c_base, a_batch, b_batch, c_batch, first_row, rows, k, n, width, vector_columns, acc_type) -> None:
+def _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, rows, m, k, n, width, panel, panels, acc_type) -> None:
     b = kernel.builder
-    zero_vector = constant(slots[0].allocated_type, 0)
-    a_rows = [b.add(a_batch, b.mul(b.add(first_row, I64(r)), I64(k))) for r in range(rows)]
-    c_rows = [b.add(c_batch, b.mul(b.add(first_row, I64(r)), I64(n))) for r in range(rows)]
-    if vector_columns:
-        with kernel.loop(I64(0), I64(vector_columns), width, "col") as column:
+    vectors = panel // width
+    zero = constant(slots[0][0].allocated_type, 0)
+    a_rows = [b.mul(b.add(b.mul(batch_index, I64(m)), b.add(first_row, I64(r))), I64(k)) for r in range(rows)]
+    c_rows = [b.mul(b.add(b.mul(batch_index, I64(m)), b.add(first_row, I64(r))), I64(n)) for r in range(rows)]
+    with kernel.loop(I64(0), I64(panels), 1, "panel") as panel_index:
+        for r in range(rows):
+            for v in range(vectors):
+                b.store(zero, slots[r][v])
+        panel_base = b.mul(b.add(b.mul(batch_index, I64(panels)), panel_index), I64(k * panel))
+        with kernel.loop(I64(0), I64(k), 1, "k") as kk:
+            row_base = b.add(panel_base, b.mul(kk, I64(panel)))
+            b_vectors = [kernel.load(p_base, acc_type, b.add(row_base, I64(v * width)), width) for v in range(vectors)]
             for r in range(rows):
-                b.store(zero_vector, slots[r])
-            with kernel.loop(I64(0), I64(k), 1, "k") as kk:
-                b_vector = kernel.load(b_base, acc_type, b.add(b_batch, b.add(b.mul(kk, I64(n)), column)), width)
+                a_value = emitter.splat(kernel.load(a_base, acc_type, b.add(a_rows[r], kk)), width)
+                for v in range(vectors):
+                    b.store(multiply_add(kernel, a_value, b_vectors[v], b.load(slots[r][v]), acc_type), slots[r][v])
+        first_column = b.mul(panel_index, I64(panel))
+        full = b.icmp_signed("<=", b.add(first_column, I64(panel)), I64(n))
+        with b.if_else(full) as (then, otherwise):
+            with then:
                 for r in range(rows):
-                    a_value = _splat(emitter, kernel.load(a_base, acc_type, b.add(a_rows[r], kk)), width)
-                    b.store(multiply_add(kernel, a_value, b_vector, b.load(slots[r]), acc_type), slots[r])
-            for r in range(rows):
-                kernel.store(b.load(slots[r]), c_base, acc_type, b.add(c_rows[r], column))
-    if vector_columns < n:
-        with kernel.loop(I64(vector_columns), I64(n), 1, "tail") as column:
-            for r in range(rows):
-                b.store(constant(scalar_slot.allocated_type, 0), scalar_slot)
-                with kernel.loop(I64(0), I64(k), 1, "k") as kk:
-                    b_value = kernel.load(b_base, acc_type, b.add(b_batch, b.add(b.mul(kk, I64(n)), column)))
-                    a_value = kernel.load(a_base, acc_type, b.add(a_rows[r], kk))
-                    b.store(multiply_add(kernel, a_value, b_value, b.load(scalar_slot), acc_type), scalar_slot)
-                kernel.store(b.load(scalar_slot), c_base, acc_type, b.add(c_rows[r], column))
+                    for v in range(vectors):
+                        kernel.store(b.load(slots[r][v]), c_base, acc_type, b.add(c_rows[r], b.add(first_column, I64(v * width))))
+            with otherwise:
+                # The last panel: only the columns below n exist.
+                for r in range(rows):
+                    for v in range(vectors):
+                        accumulated = b.load(slots[r][v])
+                        for lane in range(width):
+                            column = b.add(first_column, I64(v * width + lane))
+                            with b.if_then(b.icmp_signed("<", column, I64(n))):
+                                kernel.store(b.extract_element(accumulated, I32(lane)), c_base, acc_type, b.add(c_rows[r], column))
+
+
+def pack_rhs(lowering: Lowering, instruction: Instruction, source: int, shape: ArrayShape, groups: tuple[list[int], list[int], list[int]], acc_type: DType, steps: list[P.Step]) -> int:
+    """The rhs as panels (B, ceil(N/PW), K, PW) in acc_type: element [b, p, kk, w] is
+    rhs[b, kk, p*PW + w], where b, kk and the column run row-major over the operand's batch,
+    contracting and free dimensions (`groups`); +0 past N."""
+    panel = panel_width(lowering.config)
+    sizes = [[shape.dims[d] for d in group] for group in groups]
+    batch, k, n = (_product(group) for group in sizes)
+    panels = -(-n // panel)
+
+    def source_index(b, target):
+        batch_index, panel_index, kk, lane = target
+        column = b.add(b.mul(panel_index, I64(panel)), lane)
+        inside = b.icmp_signed("<", column, I64(n))
+        indices = [I64(0)] * shape.rank
+        for flat, group, group_sizes in zip((batch_index, kk, b.select(inside, column, I64(0))), groups, sizes, strict=True):
+            for dim, value in zip(group, unravel(b, flat, tuple(group_sizes)) if group else [], strict=True):
+                indices[dim] = value
+        return indices, inside
+
+    return emit_rearrange(lowering, instruction, source, shape, (batch, panels, k, panel), acc_type, source_index, steps)
+
+
+def _product(values) -> int:
+    total = 1
+    for value in values:
+        total *= value
+    return total
 
 
 def _emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
@@ -173,21 +215,12 @@ def _emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref],
     rc: tuple[int, ...] = instruction.attrs.get("rhs_contracting_dims", ())  # type: ignore[assignment]
     lhs_free = [d for d in range(lhs_shape.rank) if d not in lb + lc]
     rhs_free = [d for d in range(rhs_shape.rank) if d not in rb + rc]
-
-    def product(dims) -> int:
-        total = 1
-        for d in dims:
-            total *= d
-        return total
-
-    batch = product(lhs_shape.dims[d] for d in lb)
-    m = product(lhs_shape.dims[d] for d in lhs_free)
-    k = product(lhs_shape.dims[d] for d in lc)
-    n = product(rhs_shape.dims[d] for d in rhs_free)
-    lhs_order = list(lb) + lhs_free + list(lc)
-    rhs_order = list(rb) + list(rc) + rhs_free
-    lhs = _canonical(lowering, instruction, operands[0], lhs_shape, lhs_order, acc_type, steps)  # type: ignore[arg-type]
-    rhs = _canonical(lowering, instruction, operands[1], rhs_shape, rhs_order, acc_type, steps)  # type: ignore[arg-type]
+    batch = _product(lhs_shape.dims[d] for d in lb)
+    m = _product(lhs_shape.dims[d] for d in lhs_free)
+    k = _product(lhs_shape.dims[d] for d in lc)
+    n = _product(rhs_shape.dims[d] for d in rhs_free)
+    lhs = _canonical(lowering, instruction, operands[0], lhs_shape, list(lb) + lhs_free + list(lc), acc_type, steps)  # type: ignore[arg-type]
+    rhs = pack_rhs(lowering, instruction, operands[1], rhs_shape, (list(rb), list(rc), rhs_free), acc_type, steps)  # type: ignore[arg-type]
     accumulated = emit_gemm(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps)
     return _finish(lowering, instruction, accumulated, acc_type, steps)
 

@@ -146,42 +146,54 @@ def reduce_block(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start:
     return vector_tree(b, reduce, lane_values)
 
 
-def emit_reduce_element(kernel: Kernel, reduce: Reducer, reader: SequenceReader, n: int, inits: Values) -> Values:
-    """The whole pinned reduction of one output element's sequence of n elements."""
+def tree_in_memory(kernel: Kernel, reduce: Reducer, arrays: list[ir.Value], types: list[ir.Type], count: int) -> Values:
+    """The pairwise tree over `count` values stored at `arrays` (one array per input),
+    computed in place; returns the result."""
     b = kernel.builder
-    if n == 0:
-        return inits
-    full_blocks, tail = divmod(n, BLOCK)
-    count = full_blocks + (1 if tail else 0)
-    if count == 1:
-        result = reduce_block(kernel, reduce, reader, I64(0), BLOCK if full_blocks else tail)
-        return reduce(inits, result)
-    arrays = [kernel.alloca(v.type, count, name="blocks") for v in inits]
-    with kernel.loop(I64(0), I64(full_blocks), 1, "block") as block:
-        results = reduce_block(kernel, reduce, reader, b.mul(block, I64(BLOCK)), BLOCK)
-        for array, value in zip(arrays, results, strict=True):
-            b.store(value, b.gep(array, [block], source_etype=value.type))
-    if tail:
-        results = reduce_block(kernel, reduce, reader, I64(full_blocks * BLOCK), tail)
-        for array, value in zip(arrays, results, strict=True):
-            b.store(value, b.gep(array, [I64(full_blocks)], source_etype=value.type))
-    types = [v.type for v in inits]
+
+    def at(array: ir.Value, t: ir.Type, index: ir.Value) -> ir.Value:
+        return b.gep(array, [index], source_etype=t)
+
     remaining = count
     while remaining > 1:
         pairs = remaining // 2
         with kernel.loop(I64(0), I64(pairs), 1, "pair") as pair:
             left = b.mul(pair, I64(2))
             right = b.add(left, I64(1))
-            a = [b.load(b.gep(arr, [left], source_etype=t), typ=t) for arr, t in zip(arrays, types, strict=True)]
-            c = [b.load(b.gep(arr, [right], source_etype=t), typ=t) for arr, t in zip(arrays, types, strict=True)]
+            a = [b.load(at(arr, t, left), typ=t) for arr, t in zip(arrays, types, strict=True)]
+            c = [b.load(at(arr, t, right), typ=t) for arr, t in zip(arrays, types, strict=True)]
             for arr, t, value in zip(arrays, types, reduce(a, c), strict=True):
-                b.store(value, b.gep(arr, [pair], source_etype=t))
+                b.store(value, at(arr, t, pair))
         if remaining % 2:
             for arr, t in zip(arrays, types, strict=True):
-                b.store(b.load(b.gep(arr, [I64(remaining - 1)], source_etype=t), typ=t), b.gep(arr, [I64(pairs)], source_etype=t))
+                b.store(b.load(at(arr, t, I64(remaining - 1)), typ=t), at(arr, t, I64(pairs)))
         remaining = pairs + remaining % 2
-    result = [b.load(arr, typ=t) for arr, t in zip(arrays, types, strict=True)]
-    return reduce(inits, result)
+    return [b.load(arr, typ=t) for arr, t in zip(arrays, types, strict=True)]
+
+
+def block_result(kernel: Kernel, reduce: Reducer, reader: SequenceReader, block: ir.Value, n: int) -> Values:
+    """The reduction of block number `block` of an n-element sequence."""
+    full_blocks, tail = divmod(n, BLOCK)
+    b = kernel.builder
+    if not tail:
+        return reduce_block(kernel, reduce, reader, b.mul(block, I64(BLOCK)), BLOCK)
+    types = [storage_type(shape.dtype) for shape in reader.shapes]
+    slots = [kernel.alloca(t, name="block") for t in types]
+    with b.if_else(b.icmp_signed("<", block, I64(full_blocks))) as (full, last):
+        with full:
+            for slot, value in zip(slots, reduce_block(kernel, reduce, reader, b.mul(block, I64(BLOCK)), BLOCK), strict=True):
+                b.store(value, slot)
+        with last:
+            for slot, value in zip(slots, reduce_block(kernel, reduce, reader, I64(full_blocks * BLOCK), tail), strict=True):
+                b.store(value, slot)
+    return [b.load(slot) for slot in slots]
+
+
+def emit_reduce_element(kernel: Kernel, reduce: Reducer, reader: SequenceReader, n: int, inits: Values) -> Values:
+    """The whole pinned reduction of one output element's sequence of n <= BLOCK elements."""
+    if n == 0:
+        return inits
+    return reduce(inits, reduce_block(kernel, reduce, reader, I64(0), n))
 
 
 def _result_shapes(instruction: Instruction) -> list[ArrayShape]:
@@ -190,6 +202,9 @@ def _result_shapes(instruction: Instruction) -> list[ArrayShape]:
 
 
 def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """One kernel when a sequence fits in one block. Longer sequences take two kernels: the
+    first computes every (output element, block) result in parallel, the second runs each
+    output element's tree over its blocks and applies the init value."""
     half = len(operands) // 2
     input_shape = instruction.operands[0].array_shape
     dims: tuple[int, ...] = instruction.attrs["dimensions"]  # type: ignore[assignment]
@@ -204,20 +219,47 @@ def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Re
         n *= input_shape.dims[d]
     computation = instruction.attrs["to_apply"]
     assert isinstance(computation, Computation)
-    if count:
+    result: Ref = outputs[0] if half == 1 else tuple(outputs)
+    if not count:
+        return result
+    init_refs = list(zip(operands[half:], instruction.operands[half:], strict=True))
+    blocks = -(-n // BLOCK)
+    if blocks <= 1:
         with lowering.kernels.kernel("reduce") as kernel:
             b = kernel.builder
             reduce = Reducer(kernel, computation)
             reader = SequenceReader(kernel, instruction, operands, kept, reduced)
-            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
+            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in init_refs]  # type: ignore[arg-type]
             with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
                 reader.set_output(unravel(b, index, out_dims))
-                results = emit_reduce_element(kernel, reduce, reader, n, inits)
-                for output, shape, value in zip(outputs, out_shapes, results, strict=True):
+                values = emit_reduce_element(kernel, reduce, reader, n, inits)
+                for output, shape, value in zip(outputs, out_shapes, values, strict=True):
                     kernel.store(value, kernel.buffer(output), shape.dtype, index)
-        grain = max(1, 65536 // max(n, 1))
-        steps.append(P.KernelStep(kernel.name, count, grain, instruction.name))
-    return outputs[0] if half == 1 else tuple(outputs)
+        steps.append(P.KernelStep(kernel.name, count, max(1, 65536 // max(n, 1)), instruction.name))
+        return result
+    partials = [lowering.new_buffer(ArrayShape.of(s.dtype, (count, blocks))) for s in out_shapes]
+    with lowering.kernels.kernel("reduce_blocks") as kernel:
+        b = kernel.builder
+        reduce = Reducer(kernel, computation)
+        reader = SequenceReader(kernel, instruction, operands, kept, reduced)
+        with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
+            reader.set_output(unravel(b, b.udiv(item, I64(blocks)), out_dims))
+            values = block_result(kernel, reduce, reader, b.urem(item, I64(blocks)), n)
+            for partial, shape, value in zip(partials, out_shapes, values, strict=True):
+                kernel.store(value, kernel.buffer(partial), shape.dtype, item)
+    steps.append(P.KernelStep(kernel.name, count * blocks, 1, instruction.name))
+    with lowering.kernels.kernel("reduce_tree") as kernel:
+        b = kernel.builder
+        reduce = Reducer(kernel, computation)
+        inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in init_refs]  # type: ignore[arg-type]
+        types = [storage_type(s.dtype) for s in out_shapes]
+        with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
+            arrays = [kernel.element_pointer(kernel.buffer(p), t, b.mul(index, I64(blocks))) for p, t in zip(partials, types, strict=True)]
+            values = reduce(inits, tree_in_memory(kernel, reduce, arrays, types, blocks))
+            for output, shape, value in zip(outputs, out_shapes, values, strict=True):
+                kernel.store(value, kernel.buffer(output), shape.dtype, index)
+    steps.append(P.KernelStep(kernel.name, count, max(1, 4096 // blocks), instruction.name))
+    return result
 
 
 def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -30,17 +31,21 @@ StepObserver = Callable[[str, "RunState"], None]
 
 @dataclass
 class RunState:
-    """One execution's memory: the arena, the input arrays and the pointer table."""
+    """One execution's memory: the arena, the input arrays, the output arrays that kernels
+    write directly (`outputs`, by buffer id) and the pointer table."""
 
     executable: Executable
     inputs: list[np.ndarray]
     arena: np.ndarray
     table: ctypes.Array
     pool: WorkerPool
+    outputs: dict[int, np.ndarray]
 
     def view(self, buffer_id: int) -> np.ndarray:
         """The bytes of a buffer as a uint8 array (read-only for constants)."""
         buffer = self.executable.plan.buffers[buffer_id]
+        if buffer_id in self.outputs:
+            return self.outputs[buffer_id].reshape(-1).view(np.uint8)
         if buffer.kind == "arena":
             return self.arena[buffer.offset : buffer.offset + buffer.nbytes]
         if buffer.kind == "input":
@@ -49,7 +54,9 @@ class RunState:
         return np.ctypeslib.as_array((ctypes.c_uint8 * buffer.nbytes).from_address(address)) if buffer.nbytes else np.zeros(0, np.uint8)
 
     def array(self, buffer_id: int) -> np.ndarray:
-        """A copy of a buffer as an array of its element type and dimensions."""
+        """A buffer as a fresh array of its element type and dimensions."""
+        if buffer_id in self.outputs:
+            return self.outputs.pop(buffer_id)
         buffer = self.executable.plan.buffers[buffer_id]
         dtype = from_name(buffer.dtype).numpy
         return self.view(buffer_id).copy().view(dtype).reshape(buffer.dims)
@@ -71,9 +78,31 @@ class Executable:
     _kernels: dict[str, Callable] = field(default_factory=dict, repr=False)
     _constants: dict[str, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _free_arenas: list[np.ndarray] = field(default_factory=list, repr=False)
+    _pools: dict[int, WorkerPool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._loaded = load_object(self.object_bytes, self.config)
+        # Worker threads end with the executable.
+        weakref.finalize(self, _close_pools, self._pools)
+
+    def plan_kernels(self) -> list[str]:
+        """Names of the kernels the plan calls, in plan order (sub-steps included)."""
+        names: list[str] = []
+
+        def visit(steps) -> None:
+            for step in steps:
+                if isinstance(step, P.KernelStep):
+                    names.append(step.kernel)
+                elif isinstance(step, P.WhileStep):
+                    visit(step.condition)
+                    visit(step.body)
+                elif isinstance(step, P.ConditionalStep):
+                    for branch in step.branches:
+                        visit(branch)
+
+        visit(self.plan.steps)
+        return names
 
     def kernel(self, name: str) -> Callable:
         if name not in self._kernels:
@@ -100,28 +129,58 @@ class Executable:
         if len(arrays) != len(parameters):
             raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
         inputs = [check_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
-        pool = WorkerPool(threads or self.threads)
+        arena = self._acquire_arena()
         try:
-            state = self._state(inputs, pool)
+            state = self._state(inputs, self._pool(threads or self.threads), arena)
             self._run_steps(state, self.plan.steps, max_while_iterations, observer)
             return [state.array(b) for b in self.plan.outputs]
         finally:
-            pool.close()
+            with self._lock:
+                self._free_arenas.append(arena)
 
-    def _state(self, inputs: list[np.ndarray], pool: WorkerPool) -> RunState:
-        storage = np.zeros(self.plan.arena_bytes + ARENA_ALIGNMENT, dtype=np.uint8)
+    def _pool(self, threads: int) -> WorkerPool:
+        with self._lock:
+            if threads not in self._pools:
+                self._pools[threads] = WorkerPool(threads)
+            return self._pools[threads]
+
+    def _acquire_arena(self) -> np.ndarray:
+        """An arena for one run: reused across runs (concurrent runs get their own)."""
+        with self._lock:
+            if self._free_arenas:
+                return self._free_arenas.pop()
+        # Every buffer is written before it is read, so the arena needs no clearing.
+        storage = np.empty(self.plan.arena_bytes + ARENA_ALIGNMENT, dtype=np.uint8)
         skip = (-storage.ctypes.data) % ARENA_ALIGNMENT
-        arena = storage[skip : skip + self.plan.arena_bytes]
+        return storage[skip : skip + self.plan.arena_bytes]
+
+    def _direct_outputs(self) -> dict[int, np.ndarray]:
+        """Fresh arrays for output buffers that kernels can write in place: arena buffers that
+        appear once among the outputs."""
+        counts: dict[int, int] = {}
+        for buffer_id in self.plan.outputs:
+            counts[buffer_id] = counts.get(buffer_id, 0) + 1
+        outputs = {}
+        for buffer_id, count in counts.items():
+            buffer = self.plan.buffers[buffer_id]
+            if count == 1 and buffer.kind == "arena":
+                outputs[buffer_id] = np.empty(buffer.dims, dtype=from_name(buffer.dtype).numpy)
+        return outputs
+
+    def _state(self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray) -> RunState:
+        outputs = self._direct_outputs()
         table = (ctypes.c_void_p * max(len(self.plan.buffers), 1))()
         base = arena.ctypes.data
         for buffer in self.plan.buffers:
-            if buffer.kind == "arena":
+            if buffer.id in outputs:
+                table[buffer.id] = outputs[buffer.id].ctypes.data
+            elif buffer.kind == "arena":
                 table[buffer.id] = base + buffer.offset
             elif buffer.kind == "input":
                 table[buffer.id] = inputs[buffer.input_index].ctypes.data
             else:
                 table[buffer.id] = self.constant_address(buffer.symbol)
-        return RunState(self, inputs, arena, table, pool)
+        return RunState(self, inputs, arena, table, pool, outputs)
 
     def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
         for step in steps:
@@ -159,3 +218,8 @@ class Executable:
             return 0 if raw[0] else 1
         index = int(raw.view(np.int32)[0])
         return index if 0 <= index < len(step.branches) else len(step.branches) - 1
+
+
+def _close_pools(pools: dict[int, WorkerPool]) -> None:
+    for pool in pools.values():
+        pool.close()

@@ -1,0 +1,132 @@
+"""The LLVM backend against numpy (and jax.jit on CPU, when JAX is installed) on elementwise
+chains, reductions and a 1024x1024x1024 f32 dot, in the same process. Prints times and
+ratios; it asserts nothing.
+
+    .venv/bin/python bench/backend_vs_numpy.py [--threads N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import compiler
+
+ELEMENTWISE_CHAIN = """HloModule chain
+ENTRY e {
+  x = f32[4194304]{0} parameter(0)
+  y = f32[4194304]{0} parameter(1)
+  a = f32[4194304]{0} multiply(x, y)
+  b = f32[4194304]{0} add(a, x)
+  c = f32[4194304]{0} maximum(b, y)
+  d = f32[4194304]{0} subtract(c, a)
+  ROOT r = f32[4194304]{0} multiply(d, d)
+}
+"""
+
+ROW_SUM = """HloModule rows
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[2048,2048]{1,0} parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[2048]{0} reduce(x, z), dimensions={1}, to_apply=add
+}
+"""
+
+FULL_MAX = """HloModule full
+mx {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] maximum(a, b)
+}
+ENTRY e {
+  x = f32[4194304]{0} parameter(0)
+  z = f32[] constant(-inf)
+  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=mx
+}
+"""
+
+DOT = """HloModule dot
+ENTRY e {
+  a = f32[1024,1024]{1,0} parameter(0)
+  b = f32[1024,1024]{1,0} parameter(1)
+  ROOT d = f32[1024,1024]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+TANH = """HloModule tanh
+ENTRY e {
+  x = f32[1048576]{0} parameter(0)
+  ROOT t = f32[1048576]{0} tanh(x)
+}
+"""
+
+
+def best_time(function: Callable[[], object], repeat: int) -> float:
+    function()  # warm up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def jax_function(kind: str):
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    functions = {
+        "chain": lambda x, y: (jnp.maximum(x * y + x, y) - x * y) ** 2,
+        "rows": lambda x: jnp.sum(x, axis=1),
+        "full": lambda x: jnp.max(x),
+        "dot": lambda a, b: a @ b,
+        "tanh": jnp.tanh,
+    }
+    compiled = jax.jit(functions[kind])
+    return lambda *args: compiled(*args).block_until_ready()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x4m, y4m = rng.standard_normal((2, 4194304), dtype=np.float32)
+    square = rng.standard_normal((2048, 2048), dtype=np.float32)
+    a, b = rng.standard_normal((2, 1024, 1024), dtype=np.float32)
+    x1m = rng.standard_normal(1048576, dtype=np.float32) * 4
+    cases = [
+        ("elementwise chain, 5 ops on 4M f32", "chain", ELEMENTWISE_CHAIN, (x4m, y4m), lambda x, y: np.square(np.maximum(x * y + x, y) - x * y), None),
+        ("row sums, 2048x2048 f32", "rows", ROW_SUM, (square,), lambda x: x.sum(axis=1), None),
+        ("max of 4M f32", "full", FULL_MAX, (x4m,), lambda x: x.max(), None),
+        ("dot 1024x1024x1024 f32", "dot", DOT, (a, b), lambda p, q: p @ q, 2 * 1024**3),
+        ("tanh of 1M f32 (correctly rounded)", "tanh", TANH, (x1m,), np.tanh, None),
+    ]
+    print(f"threads={args.threads}; best of {args.repeat}; ratio = numpy time / vxla time (>1: vxla faster)")
+    print(f"{'case':<40} {'vxla ms':>9} {'numpy ms':>9} {'ratio':>7} {'jax ms':>9} {'jax/vxla':>9}")
+    for label, kind, text, inputs, reference, flops in cases:
+        executable = compiler.compile(text, threads=args.threads, cache_dir=False)
+        ours = best_time(lambda e=executable, i=inputs: e.run(*i), args.repeat)
+        theirs = best_time(lambda r=reference, i=inputs: r(*i), args.repeat)
+        jax_call = jax_function(kind)
+        jax_time = best_time(lambda f=jax_call, i=inputs: f(*i), args.repeat) if jax_call else None
+        line = f"{label:<40} {ours * 1e3:9.2f} {theirs * 1e3:9.2f} {theirs / ours:7.2f}"
+        line += f" {jax_time * 1e3:9.2f} {jax_time / ours:9.2f}" if jax_time else f" {'-':>9} {'-':>9}"
+        if flops:
+            line += f"   vxla {flops / ours / 1e9:.1f} GFLOP/s, numpy {flops / theirs / 1e9:.1f} GFLOP/s ({theirs / ours:.0%})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

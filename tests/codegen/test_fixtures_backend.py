@@ -1,0 +1,71 @@
+"""The LLVM backend against the reference evaluator, bit for bit, on every fixture: for
+thread counts 1, 2 and 4, for targets x86-64-v2 (no FMA), v3 and v4, and in a second
+process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from compiler.codegen.target import load_config
+from compiler.driver import compile_program
+from compiler.program import load_program
+from compiler.reference import evaluate
+from tests.fixture_data import FIXTURE_NAMES, Fixture
+
+TARGETS = ["x86-64-v2", "x86-64-v3", "x86-64-v4"]
+_REFERENCE: dict[str, list[np.ndarray]] = {}
+
+
+def reference_outputs(fixture: Fixture) -> list[np.ndarray]:
+    if fixture.name not in _REFERENCE:
+        _REFERENCE[fixture.name] = evaluate(load_program(fixture.module_text).module, fixture.inputs())
+    return _REFERENCE[fixture.name]
+
+
+def assert_identical(outputs: list[np.ndarray], expected: list[np.ndarray], label: str) -> None:
+    assert len(outputs) == len(expected), label
+    for index, (got, want) in enumerate(zip(outputs, expected, strict=True)):
+        assert got.dtype == want.dtype and got.shape == want.shape, f"{label} out{index}"
+        if got.tobytes() != want.tobytes():
+            bits = {2: np.uint16, 4: np.uint32, 8: np.uint64, 1: np.uint8}[got.dtype.itemsize]
+            bad = np.flatnonzero(got.reshape(-1).view(bits) != want.reshape(-1).view(bits))
+            raise AssertionError(
+                f"{label} out{index}: {bad.size} elements differ, first at {bad[:5].tolist()}: "
+                f"got {got.reshape(-1)[bad[:5]]} want {want.reshape(-1)[bad[:5]]}"
+            )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_backend_is_bit_identical_to_the_reference(name: str, target: str, tmp_path_factory) -> None:
+    fixture = Fixture(name)
+    cache = tmp_path_factory.getbasetemp() / "compile-cache"
+    executable = compile_program(load_program(fixture.module_text), load_config().with_target(cpu=target), cache_dir=cache)
+    expected = reference_outputs(fixture)
+    for threads in (1, 2, 4):
+        assert_identical(executable.run(*fixture.inputs(), threads=threads), expected, f"{name} {target} threads={threads}")
+
+
+def test_compiling_in_two_processes_gives_the_same_bytes_and_bits(tmp_path) -> None:
+    fixture = Fixture("transformer_block")
+    script = (
+        "import json, sys\n"
+        "from compiler.codegen.target import load_config\n"
+        "from compiler.driver import compile_program\n"
+        "from compiler.program import load_program\n"
+        "from attest.digests import tensor_digest\n"
+        "from tests.fixture_data import Fixture\n"
+        "f = Fixture('transformer_block')\n"
+        "exe = compile_program(load_program(f.module_text), load_config(), cache_dir=False)\n"
+        "print(json.dumps({'hashes': exe.hashes, 'outputs': [tensor_digest(o) for o in exe.run(*f.inputs())]}))\n"
+    )
+    root = fixture.directory.parents[2]
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root).stdout) for _ in range(2)]
+    assert runs[0] == runs[1]
+    here = compile_program(load_program(fixture.module_text), load_config(), cache_dir=False)
+    assert here.hashes == runs[0]["hashes"]
