@@ -161,7 +161,7 @@ def _fma_f64_scalar(a: float, b: float, c: float) -> float:
     try:
         return total.numerator / total.denominator
     except OverflowError:
-        return math.copysign(math.inf, total)
+        return math.inf if total > 0 else -math.inf
 
 
 _fma_f64_vectorized = np.frompyfunc(_fma_f64_scalar, 3, 1)
