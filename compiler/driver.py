@@ -8,6 +8,7 @@ from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
 from compiler.codegen import data_movement, dot_conv, elementwise, reductions, sort_gather_scatter
 from compiler.codegen.lower import Emitter, lower_module
+from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan
 from compiler.codegen.target import CompilerConfig, compile_ir, load_config
 from compiler.hlo.printer import canonical_text
@@ -46,6 +47,9 @@ def compile_program(
     if entry is None:
         ir_text, plan, graph_text = generate(program, config)
         object_bytes = compile_ir(ir_text, config)
+        missing = undefined_symbols(object_bytes)
+        if missing:
+            raise RuntimeError(f"compiled object references symbols it does not define: {', '.join(missing)}")
         entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), sha256_hex(object_bytes))
         if cache is not None:
             cache.put(key, entry)
