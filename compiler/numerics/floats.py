@@ -150,6 +150,8 @@ def check_fp_environment() -> None:
 
 def _fma_f64_scalar(a: float, b: float, c: float) -> float:
     """fma(a, b, c) on Python floats, exactly rounded, by integer arithmetic."""
+    if math.isfinite(a) and math.isfinite(b) and math.isinf(c):
+        return c  # the exact product is finite, even where a * b would overflow
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         return a * b + c
     if a == 0.0 or b == 0.0:
