@@ -29,7 +29,7 @@ def generate(program: Program, config: CompilerConfig) -> tuple[str, Plan, str]:
     """LLVM IR text, the plan and the optimized graph's canonical text for a program."""
     optimized = program.module  # the pass pipeline (a later stage) rewrites this module
     lowering, plan = lower_module(optimized, config, EMITTERS)
-    return str(lowering.kernels.module), plan, canonical_text(optimized)
+    return lowering.kernels.ir_text(), plan, canonical_text(optimized)
 
 
 def compile_program(

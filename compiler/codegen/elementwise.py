@@ -12,9 +12,10 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
-from compiler.codegen.kernel import I1, I8, I64, Kernel, constant, lanes, storage_type, width_of
+from compiler.codegen.kernel import I8, I64, Kernel, constant, lanes, storage_type, width_of
 from compiler.codegen.lower import Lowering, Ref
-from compiler.hlo.dtypes import BF16, F16, F32, F64, PRED, DType
+from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
+from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
 
 NARROW = (F16, BF16)
@@ -302,32 +303,33 @@ class ElementEmitter:
     # --- scalar computations --------------------------------------------------------------
     def emit_computation(self, computation: Computation, arguments: list[ir.Value]) -> list[ir.Value]:
         """Inlines a computation of scalars on lane values; returns its (flattened) results."""
+        return _flatten(self._emit_structured(computation, arguments))
+
+    def _emit_structured(self, computation: Computation, arguments: list) -> object:
         values: dict[int, object] = {}
         for instruction in computation.post_order():
             opcode = instruction.opcode
+            operands = [values[id(op)] for op in instruction.operands]
             if opcode == "parameter":
                 value: object = arguments[instruction.parameter_number]  # type: ignore[index]
             elif opcode == "constant":
-                value = self._splat_literal(instruction, width_of(arguments[0]) if arguments else 1)
+                value = self._splat_literal(instruction, _max_width(arguments))
             elif opcode == "tuple":
-                value = tuple(values[id(op)] for op in instruction.operands)
+                value = tuple(operands)
             elif opcode == "get-tuple-element":
-                value = values[id(instruction.operands[0])][instruction.attrs["index"]]  # type: ignore[index]
+                value = operands[0][instruction.attrs["index"]]  # type: ignore[index]
             elif opcode == "copy":
-                value = values[id(instruction.operands[0])]
+                value = operands[0]
             elif opcode == "call":
                 callee = instruction.attrs["to_apply"]
                 assert isinstance(callee, Computation)
-                results = self.emit_computation(callee, [values[id(op)] for op in instruction.operands])  # type: ignore[misc]
-                value = results[0] if len(results) == 1 and not isinstance(callee.root.shape, tuple) and not hasattr(callee.root.shape, "elements") else tuple(results)
+                value = self._emit_structured(callee, operands)
             elif opcode in ELEMENTWISE_OPCODES:
-                operands = [values[id(op)] for op in instruction.operands]
                 value = self.emit(instruction, self._broadcast_operands(operands))  # type: ignore[arg-type]
             else:
-                raise NotImplementedError(f"{opcode} inside a scalar computation")
+                raise HloUnsupportedError(f"{opcode} inside a scalar computation is not supported", instruction.location, instruction.name)
             values[id(instruction)] = value
-        root = values[id(computation.root)]
-        return _flatten(root)
+        return values[id(computation.root)]
 
     def _broadcast_operands(self, operands: list[ir.Value]) -> list[ir.Value]:
         width = max(width_of(v) for v in operands)
@@ -368,6 +370,11 @@ def _bits_numpy(dtype: DType):
     import numpy as np
 
     return {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[dtype.bits]
+
+
+def _max_width(arguments: list) -> int:
+    widths = [width_of(a) for a in _flatten(tuple(arguments))]
+    return max(widths, default=1)
 
 
 def _flatten(value) -> list[ir.Value]:
@@ -446,4 +453,3 @@ EMITTERS = {
     "map": emit_map,
 }
 
-__all__ = ["EMITTERS", "ElementEmitter", "I1", "PRED", "vector_width"]

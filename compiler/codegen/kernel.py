@@ -70,6 +70,13 @@ class KernelModule:
     def __post_init__(self) -> None:
         self.module.triple = self.config.triple
 
+    def ir_text(self) -> str:
+        """The module's LLVM IR. Every function carries "no-builtins": otherwise LLVM turns
+        fill and copy loops into calls to the host's memset/memcpy, symbols the object must
+        not depend on (llvmlite cannot spell this string attribute, so it is added here)."""
+        lines = str(self.module).splitlines()
+        return "\n".join(f'{line} "no-builtins"' if line.startswith("define ") else line for line in lines) + "\n"
+
     def unique(self, hint: str) -> str:
         self._counter += 1
         clean = "".join(c if c.isalnum() else "_" for c in hint)

@@ -17,7 +17,6 @@ from compiler.codegen.kernel import I1, I32, I64, Kernel, ravel, row_major_strid
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
 from compiler.hlo.dtypes import DType
 from compiler.hlo.ir import Computation, Instruction
-from compiler.hlo.shape import ArrayShape
 
 
 def _computation(instruction: Instruction) -> Computation:
@@ -248,4 +247,3 @@ def _emit_scatter(lowering: Lowering, instruction: Instruction, operands: list[R
 
 EMITTERS = {"sort": _emit_sort, "gather": _emit_gather, "scatter": _emit_scatter}
 
-__all__ = ["EMITTERS", "ArrayShape"]
