@@ -674,6 +674,8 @@ def float_min_max(builder: Builder, a: Value, b: Value, dtype: DType, is_max: bo
     -0 < +0. Decided on the bits, ordered like IEEE totalOrder, so no float select is left to
     be folded."""
     layout = _layout(dtype)
+    if dtype in (F32, F64):
+        return _float_min_max_ordered(builder, a, b, dtype, is_max)
     a_bits = _to_bits(builder, a, dtype)
     b_bits = _to_bits(builder, b, dtype)
 
@@ -690,6 +692,23 @@ def float_min_max(builder: Builder, a: Value, b: Value, dtype: DType, is_max: bo
         bits = builder.select(a_greater, b_bits, a_bits)
     nan = builder.or_(_is_nan_bits(builder, a_bits, layout), _is_nan_bits(builder, b_bits, layout))
     bits = builder.select(nan, _int(bits, layout.bits, layout.canonical_nan), bits)
+    return _from_bits(builder, bits, dtype)
+
+
+def _float_min_max_ordered(builder: Builder, a: Value, b: Value, dtype: DType, is_max: bool) -> Value:
+    """f32/f64 maximum/minimum with fewer steps: an ordered comparison picks the larger
+    (smaller) value; equal values (so also -0 and +0) combine their bits with and (max) or or
+    (min), which keeps equal values and puts +0 above -0; NaN gives the canonical NaN. Every
+    select is on integer bits, so no float select is left for LLVM to fold."""
+    layout = _layout(dtype)
+    a_bits = _to_bits(builder, a, dtype)
+    b_bits = _to_bits(builder, b, dtype)
+    wins = builder.fcmp_ordered(">" if is_max else "<", a, b)
+    equal = builder.fcmp_ordered("==", a, b)
+    tie = builder.and_(a_bits, b_bits) if is_max else builder.or_(a_bits, b_bits)
+    bits = builder.select(equal, tie, builder.select(wins, a_bits, b_bits))
+    unordered = builder.fcmp_unordered("uno", a, b)
+    bits = builder.select(unordered, _int(bits, layout.bits, layout.canonical_nan), bits)
     return _from_bits(builder, bits, dtype)
 
 
