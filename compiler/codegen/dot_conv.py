@@ -42,10 +42,16 @@ def accumulation_type(result: DType) -> DType:
 
 
 def multiply_add(kernel: Kernel, a: ir.Value, b: ir.Value, acc: ir.Value, dtype: DType) -> ir.Value:
-    """One chain step in the accumulation type (integers wrap)."""
+    """One chain step in the accumulation type (integers wrap). Float steps leave NaN bits
+    as they are; `chain_result` canonicalizes once when the chain is stored."""
     if dtype.is_float:
-        return nir.fma(kernel.builder, a, b, acc, dtype, kernel.config)
+        return nir.fma(kernel.builder, a, b, acc, dtype, kernel.config, canonicalize=False)
     return kernel.builder.add(acc, kernel.builder.mul(a, b))
+
+
+def chain_result(kernel: Kernel, acc: ir.Value, dtype: DType) -> ir.Value:
+    """A finished chain as stored: canonical NaN for floats."""
+    return nir.canonicalize_nan(kernel.builder, acc, dtype) if dtype.is_float else acc
 
 
 def emit_rearrange(
@@ -165,12 +171,12 @@ def _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, firs
             with then:
                 for r in range(rows):
                     for v in range(vectors):
-                        kernel.store(b.load(slots[r][v]), c_base, acc_type, b.add(c_rows[r], b.add(first_column, I64(v * width))))
+                        kernel.store(chain_result(kernel, b.load(slots[r][v]), acc_type), c_base, acc_type, b.add(c_rows[r], b.add(first_column, I64(v * width))))
             with otherwise:
                 # The last panel: only the columns below n exist.
                 for r in range(rows):
                     for v in range(vectors):
-                        accumulated = b.load(slots[r][v])
+                        accumulated = chain_result(kernel, b.load(slots[r][v]), acc_type)
                         for lane in range(width):
                             column = b.add(first_column, I64(v * width + lane))
                             with b.if_then(b.icmp_signed("<", column, I64(n))):
@@ -361,7 +367,7 @@ def _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels,
                                 loaded = kernel.load(x_base, acc_type, x_offset(window_position, feature, feature_base, lane_batch))
                                 x_value = b.insert_element(x_value, loaded, I32(lane)) if lane_count > 1 else loaded
                         b.store(multiply_add(kernel, x_value, w_value, b.load(slot), acc_type), slot)
-                kernel.store(b.load(slot), out_base, acc_type, b.add(b.mul(item, I64(out_features)), first_feature))
+                kernel.store(chain_result(kernel, b.load(slot), acc_type), out_base, acc_type, b.add(b.mul(item, I64(out_features)), first_feature))
 
             if vector_features:
                 with kernel.loop(I64(0), I64(vector_features), width, "ovec") as first:

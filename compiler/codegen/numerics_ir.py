@@ -382,12 +382,20 @@ def _round_from_f64(builder: Builder, value: Value, target: DType) -> Value:
 
 
 def fma(
-    builder: Builder, a: Value, b: Value, c: Value, dtype: DType, config: CompilerConfig
+    builder: Builder,
+    a: Value,
+    b: Value,
+    c: Value,
+    dtype: DType,
+    config: CompilerConfig,
+    canonicalize: bool = True,
 ) -> Value:
     """IEEE fusedMultiplyAdd a*b+c on f32 or f64 values, one rounding, canonical NaN.
 
     `llvm.fma` when the target has FMA instructions; otherwise an exact emulation (LLVM would
-    call libm's fma), which gives the same bits."""
+    call libm's fma), which gives the same bits. A chain of fmas may pass canonicalize=False
+    for its steps and canonicalize once at the end: a NaN stays NaN along the chain, so only
+    the last step's NaN bits can reach a result."""
     if dtype not in (F32, F64):
         raise ValueError(f"fma is defined on f32 and f64, not {dtype.name}")
     if config.has_fma:
@@ -397,7 +405,7 @@ def fma(
     else:
         name = f"vxla.fma_f64_emulated.{_mangle(a.type)}"
         result = _helper(builder, name, [a, b, c], lambda h, p: _fma_f64_emulated(h, *p))
-    return canonicalize_nan(builder, result, dtype)
+    return canonicalize_nan(builder, result, dtype) if canonicalize else result
 
 
 def _fma_f32_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
