@@ -6,6 +6,9 @@ binary64: each function is a pinned algorithm, a fixed sequence of IEEE binary64
 that the backend reproduces bit for bit. power and atan2 are pinned in both precisions; the
 binary32 versions are the binary64 results rounded once to binary32.
 Every NaN produced is the canonical quiet NaN. docs/numerics.md (section 3) is the normative text.
+
+Each pinned algorithm is written once in the small DSL of `dsl.py` and executed by two
+backends: numpy (`numpy_ops.py`, this reference) and LLVM IR (compiler/codegen/mathlib_ir.py).
 """
 
 from __future__ import annotations
@@ -18,10 +21,9 @@ import numpy as np
 from compiler.hlo.dtypes import from_numpy
 from compiler.numerics.floats import canonicalize_nans
 
-from .atan2 import atan2 as _atan2_f64
 from .correctly_rounded import unary_f32 as _unary_f32
-from .pinned_f64 import PINNED_F64
-from .power import power as _power_f64
+from .numpy_ops import NUMPY
+from .pinned_f64 import BINARY_ALGORITHMS, PINNED_F64
 
 __all__ = ["UNARY_FUNCTIONS", "atan2", "power", "unary"]
 
@@ -98,12 +100,12 @@ def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     rounded value in rare cases).
     """
     xf, yf = _binary("power", x, y)
-    r = _chunked(_power_f64, x.dtype, xf, yf)
+    r = _chunked(partial(BINARY_ALGORITHMS["power"], NUMPY), x.dtype, xf, yf)
     return canonicalize_nans(r, from_numpy(r.dtype)).reshape(x.shape)
 
 
 def atan2(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Pinned atan2(y, x) with C99 Annex F special cases; float32 as for power."""
     yf, xf = _binary("atan2", y, x)
-    r = _chunked(_atan2_f64, y.dtype, yf, xf)
+    r = _chunked(partial(BINARY_ALGORITHMS["atan2"], NUMPY), y.dtype, yf, xf)
     return canonicalize_nans(r, from_numpy(r.dtype)).reshape(y.shape)

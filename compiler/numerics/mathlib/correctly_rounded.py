@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dsl import Ops, Value
 from .mpfr_reference import correctly_rounded_f32
 from .pinned_f64 import PINNED_F64
 
@@ -58,3 +59,30 @@ def unary_f32(name: str, x: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(ambiguous(v, r)).tolist():
         r[i] = correctly_rounded_f32(name, float(x[i]))
     return r
+
+
+# Half the binary32 precision gap of binary64: a binary32 midpoint m in the normal range has
+# binary64 bits ending in 1 followed by 28 zeros (the 29 bits below binary32's last bit).
+_LOW29 = (1 << 29) - 1
+_MIDPOINT_LOW29 = 1 << 28
+# The AMBIGUITY_BAND around a value in [2**e, 2**(e+1)) is below 2**13 binary64 ulps of
+# that binade (and of the binade below); this margin doubles that.
+_NEAR_ULPS = 1 << 14
+_F32_MIN_NORMAL_BITS = 0x3810000000000000  # 2**-126 as binary64 bits
+
+
+def near_f32_boundary(ops: Ops, v: Value) -> Value:
+    """Mask of binary64 values v that may be within AMBIGUITY_BAND of a binary32 rounding
+    boundary (DSL code; a cheap superset of `ambiguous`, with no false negatives).
+
+    True where the low 29 fraction bits of v are within 2**14 of a midpoint's pattern (this
+    covers every midpoint in the binary32 normal range, and the overflow threshold
+    2**128 - 2**103, which is the midpoint above FLT_MAX), or where 0 < |v| < 2**-126 (the
+    subnormal range, where the grid is coarser). The compiled binary32 functions look their
+    inputs up in the exception table only where this holds.
+    """
+    mag = ops.bits(v) & 0x7FFFFFFFFFFFFFFF
+    low = mag & _LOW29
+    near = (low >= _MIDPOINT_LOW29 - _NEAR_ULPS) & (low <= _MIDPOINT_LOW29 + _NEAR_ULPS)
+    tiny = (mag > 0) & (mag < _F32_MIN_NORMAL_BITS)
+    return near | tiny

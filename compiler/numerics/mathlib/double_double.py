@@ -1,17 +1,19 @@
-"""Error-free transformations and double-double steps (binary64, no fma).
+"""Error-free transformations and double-double steps (binary64, no fma; DSL code).
 
 Each function is a fixed sequence of binary64 operations with round-to-nearest-even; the
-operation order written here is the order of the pinned algorithm.
+operation order written here is the order of the pinned algorithm. They use only the
+operators, so they run unchanged on every backend of the DSL (compiler.numerics.mathlib.dsl);
+an operand may be a Python float constant.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from .dsl import Value
 
 SPLITTER = 134217729.0  # 2**27 + 1 (Veltkamp splitting constant)
 
 
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def two_sum(a: Value, b: Value) -> tuple[Value, Value]:
     """(s, e) with s = RN(a + b) and s + e = a + b exactly (Knuth)."""
     s = a + b
     bb = s - a
@@ -19,14 +21,14 @@ def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, e
 
 
-def fast_two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fast_two_sum(a: Value, b: Value) -> tuple[Value, Value]:
     """(s, e) with s = RN(a + b), s + e = a + b exactly, valid when |a| >= |b| (Dekker)."""
     s = a + b
     e = b - (s - a)
     return s, e
 
 
-def split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def split(a: Value) -> tuple[Value, Value]:
     """Veltkamp split a = hi + lo, each with at most 26 significant bits (|a| < 2**996)."""
     c = SPLITTER * a
     hi = c - (c - a)
@@ -34,7 +36,7 @@ def split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi, lo
 
 
-def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def two_prod(a: Value, b: Value) -> tuple[Value, Value]:
     """(p, e) with p = RN(a * b) and p + e = a * b exactly barring underflow (Dekker)."""
     p = a * b
     ah, al = split(a)
@@ -43,9 +45,7 @@ def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p, e
 
 
-def dd_divide(
-    nh: np.ndarray, nl: np.ndarray, dh: np.ndarray, dl: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def dd_divide(nh: Value, nl: Value, dh: Value, dl: Value) -> tuple[Value, Value]:
     """(q, c): q = RN(nh / dh) and c a binary64 correction with q + c ~ (nh + nl)/(dh + dl).
 
     c = ((((nh - p) - e) + nl) - q * dl) / dh where (p, e) = two_prod(q, dh).
@@ -54,3 +54,14 @@ def dd_divide(
     p, e = two_prod(q, dh)
     r = (((nh - p) - e) + nl) - q * dl
     return q, r / dh
+
+
+def horner(coeffs: tuple[float, ...], x: Value) -> Value:
+    """coeffs[0] + x*(coeffs[1] + x*(...)), evaluated from the last coefficient inwards.
+
+    p = coeffs[-1], then p = p * x + c for the others (a multiplication, then an addition).
+    """
+    p = coeffs[-1]
+    for c in coeffs[-2::-1]:
+        p = p * x + c
+    return p

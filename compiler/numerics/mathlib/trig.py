@@ -1,15 +1,19 @@
-"""Pinned binary64 sin and cos: argument reduction and kernels."""
+"""Pinned binary64 sin and cos: argument reduction and kernels (DSL code)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from . import constants as C
-from .double_double import fast_two_sum, two_prod, two_sum
-from .exp_log import horner
-from .ieee import F64, FRAC_MASK, I64, U64, biased_exponent
+from .double_double import fast_two_sum, horner, two_prod, two_sum
+from .dsl import Ops, Table, Value
+from .ieee import FRAC_MASK, biased_exponent
+from .numpy_ops import NUMPY
 
 CODY_WAITE_LIMIT = 2.0**20  # |x| below this: Cody-Waite; at or above: Payne-Hanek
+NAN = math.nan
 
 # Payne-Hanek geometry: a 182-bit window of 2/pi, as 7 limbs of 26 bits.
 _LIMB_BITS = 26
@@ -31,41 +35,45 @@ def _two_over_pi_windows() -> np.ndarray:
         shift = C.TRIG_TWO_OVER_PI_NBITS - (s + _WINDOW_BITS - 1)
         window = (bits >> shift) & ((1 << _WINDOW_BITS) - 1)
         rows.append([(window >> (_LIMB_BITS * t)) & _LIMB_MASK for t in range(_LIMBS)])
-    return np.array(rows, dtype=I64)
+    return np.array(rows, dtype=np.int64)
 
 
 _WINDOWS = _two_over_pi_windows()
+# WINDOW_LIMBS[t][s - S_MIN]: limb t of the window starting at s (one table per limb).
+WINDOW_LIMBS = tuple(
+    Table(f"trig_window_limb{t}", [int(v) for v in _WINDOWS[:, t]]) for t in range(_LIMBS)
+)
 
 
-def reduce_cody_waite(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def reduce_cody_waite(ops: Ops, a: Value) -> tuple[Value, Value, Value]:
     """For 0 <= a < 2**20: (q, rh, rl) with a = k*pi/2 + rh + rl, q = k mod 4."""
-    kf = np.rint(a * C.TRIG_TWO_OVER_PI)
+    kf = ops.rint(a * C.TRIG_TWO_OVER_PI)
     t = a - kf * C.TRIG_PIO2_C1  # exact: k < 2**20, C1 has 33 bits, Sterbenz
     s1, e1 = two_sum(t, -(kf * C.TRIG_PIO2_C2))  # k*C2 exact
     s2, e2 = two_sum(s1, -(kf * C.TRIG_PIO2_C3))  # k*C3 exact
     low = (e1 + e2) - kf * C.TRIG_PIO2_C4
     rh, rl = fast_two_sum(s2, low)
-    return kf.astype(I64) & 3, rh, rl
+    return ops.to_int(kf) & 3, rh, rl
 
 
-def reduce_payne_hanek(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def payne_hanek(ops: Ops, a: Value) -> tuple[Value, Value, Value]:
     """For finite a >= 2**20: (q, rh, rl) with a = k*pi/2 + r, q = k mod 4, |r| <= pi/4.
 
     a = M * 2**E with M a 53-bit integer. P = M * G(E - 1) mod 2**182 is computed exactly
     in 26-bit limbs; P * 2**-180 = a * 2/pi mod 4 up to 2**-127.
     """
-    bits = a.view(U64)
-    big_e = biased_exponent(a) - 1075
-    mant = ((bits & FRAC_MASK) | U64(1 << 52)).astype(I64)
-    g = _WINDOWS[big_e - 1 - _S_MIN]  # shape (n, 7)
+    big_e = biased_exponent(ops, a) - 1075
+    mant = (ops.bits(a) & FRAC_MASK) | (1 << 52)
+    row = big_e - 1 - _S_MIN
+    g = [ops.table(limb, row) for limb in WINDOW_LIMBS]
     m0 = mant & _LIMB_MASK
     m1 = mant >> _LIMB_BITS
     limbs = []
-    carry = np.zeros_like(mant)
+    carry = None
     for t in range(_LIMBS):
-        col = m0 * g[:, t] + carry
+        col = m0 * g[t] if carry is None else m0 * g[t] + carry
         if t > 0:
-            col = col + m1 * g[:, t - 1]
+            col = col + m1 * g[t - 1]
         limbs.append(col & _LIMB_MASK)
         carry = col >> _LIMB_BITS
     # Round to the nearest quadrant: add 1/2 (bit 23 of the top limb), then the top two
@@ -73,8 +81,8 @@ def reduce_payne_hanek(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     top = limbs[6] + (1 << 23)
     q = (top >> 24) & 3
     s6 = (top & ((1 << 24) - 1)) - (1 << 23)
-    lf = [limb.astype(F64) for limb in limbs]
-    hi_part = s6.astype(F64) * 2.0**-24 + lf[5] * 2.0**-50  # exact (50 bits)
+    lf = [ops.to_float(limb) for limb in limbs]
+    hi_part = ops.to_float(s6) * 2.0**-24 + lf[5] * 2.0**-50  # exact (50 bits)
     mid_part = lf[4] * 2.0**-76 + lf[3] * 2.0**-102  # exact (52 bits)
     low_part = lf[2] * 2.0**-128 + lf[1] * 2.0**-154  # exact (52 bits)
     fh, fl = two_sum(hi_part, mid_part)
@@ -86,21 +94,24 @@ def reduce_payne_hanek(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return q, rh, rl
 
 
-def reduce(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def reduce_payne_hanek(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """payne_hanek on numpy arrays (the reference backend)."""
+    return payne_hanek(NUMPY, a)
+
+
+def reduce(ops: Ops, a: Value) -> tuple[Value, Value, Value]:
     """(q, rh, rl) for finite a >= 0: a = k*pi/2 + rh + rl with q = k mod 4."""
-    small = a < CODY_WAITE_LIMIT
-    if small.all():
-        return reduce_cody_waite(a)
-    q = np.empty(a.shape, dtype=I64)
-    rh = np.empty_like(a)
-    rl = np.empty_like(a)
-    for mask, fn in ((small, reduce_cody_waite), (~small, reduce_payne_hanek)):
-        if mask.any():
-            q[mask], rh[mask], rl[mask] = fn(a[mask])
-    return q, rh, rl
+    return ops.branch(
+        a < CODY_WAITE_LIMIT,
+        lambda v: reduce_cody_waite(ops, v),
+        lambda v: payne_hanek(ops, v),
+        (a,),
+        safe_true=(0.0,),
+        safe_false=(CODY_WAITE_LIMIT,),
+    )
 
 
-def sin_kernel(rh: np.ndarray, rl: np.ndarray) -> np.ndarray:
+def sin_kernel(rh: Value, rl: Value) -> Value:
     """sin(rh + rl) for |rh| <= pi/4 (Taylor to r^19)."""
     z = rh * rh
     p = horner(C.SIN_POLY, z)
@@ -109,7 +120,7 @@ def sin_kernel(rh: np.ndarray, rl: np.ndarray) -> np.ndarray:
     return rh + (t + u)
 
 
-def cos_kernel(rh: np.ndarray, rl: np.ndarray) -> np.ndarray:
+def cos_kernel(rh: Value, rl: Value) -> Value:
     """cos(rh + rl) for |rh| <= pi/4 (Taylor to r^20)."""
     z = rh * rh
     p = horner(C.COS_POLY, z)
@@ -118,27 +129,27 @@ def cos_kernel(rh: np.ndarray, rl: np.ndarray) -> np.ndarray:
     return w + (((1.0 - w) - hz) + ((z * z) * p - rh * rl))
 
 
-def _sin_cos(x: np.ndarray, want_sin: bool) -> np.ndarray:
-    finite = np.isfinite(x)
-    a = np.where(finite, np.abs(x), 0.0)
-    q, rh, rl = reduce(a)
+def _sin_cos(ops: Ops, x: Value, want_sin: bool) -> Value:
+    finite = ops.isfinite(x)
+    a = ops.where(finite, ops.abs(x), 0.0)
+    q, rh, rl = reduce(ops, a)
     s = sin_kernel(rh, rl)
     c = cos_kernel(rh, rl)
     if not want_sin:
         q = (q + 1) & 3  # cos(x) = sin(x + pi/2)
-    y = np.where((q & 1) == 0, s, c)
-    y = np.where(q >= 2, -y, y)
+    y = ops.where((q & 1) == 0, s, c)
+    y = ops.where(q >= 2, -y, y)
     if want_sin:
-        y = np.where(x < 0.0, -y, y)  # sin(-x) = -sin(x)
-        y = np.where(x == 0.0, x, y)
-    return np.where(finite, y, np.nan)
+        y = ops.where(x < 0.0, -y, y)  # sin(-x) = -sin(x)
+        y = ops.where(x == 0.0, x, y)
+    return ops.where(finite, y, NAN)
 
 
-def sin(x: np.ndarray) -> np.ndarray:
+def sin(ops: Ops, x: Value) -> Value:
     """Pinned binary64 sine."""
-    return _sin_cos(x, True)
+    return _sin_cos(ops, x, True)
 
 
-def cos(x: np.ndarray) -> np.ndarray:
+def cos(ops: Ops, x: Value) -> Value:
     """Pinned binary64 cosine."""
-    return _sin_cos(x, False)
+    return _sin_cos(ops, x, False)
