@@ -6,7 +6,14 @@ from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
-from compiler.codegen import data_movement, dot_conv, elementwise, reductions, sort_gather_scatter
+from compiler.codegen import (
+    buffer_assignment,
+    data_movement,
+    dot_conv,
+    elementwise,
+    reductions,
+    sort_gather_scatter,
+)
 from compiler.codegen.lower import Emitter, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan
@@ -26,10 +33,14 @@ EMITTERS: dict[str, Emitter] = {
 
 
 def generate(program: Program, config: CompilerConfig) -> tuple[str, Plan, str]:
-    """LLVM IR text, the plan and the optimized graph's canonical text for a program."""
+    """LLVM IR text, the plan and the optimized graph's text for a program. The graph text is
+    the canonical text of the optimized module followed by its buffer assignment."""
     optimized = program.module  # the pass pipeline (a later stage) rewrites this module
     lowering, plan = lower_module(optimized, config, EMITTERS)
-    return lowering.kernels.ir_text(), plan, canonical_text(optimized)
+    assignment = buffer_assignment.assign(plan, lowering.in_place)
+    plan = buffer_assignment.apply(plan, assignment)
+    plan.no_reuse_bytes = assignment.no_reuse_bytes
+    return lowering.kernels.ir_text(), plan, canonical_text(optimized) + buffer_assignment.describe(plan)
 
 
 def compile_program(

@@ -163,7 +163,10 @@ def _dynamic_update_slice(lowering: Lowering, instruction: Instruction, operands
         replaced = kernel.load(kernel.buffer(operands[1]), update.dtype, ravel(b, safe, update_strides))  # type: ignore[arg-type]
         return b.select(inside, replaced, original)
 
-    return _emit(lowering, instruction, steps, element)
+    output = _emit(lowering, instruction, steps, element)
+    # Element o reads only operand[o] and the update: the operand may be overwritten in place.
+    lowering.in_place.append((output, operands[0]))  # type: ignore[arg-type]
+    return output
 
 
 def _concatenate(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:

@@ -425,6 +425,11 @@ def emit_elementwise(lowering: Lowering, instruction: Instruction, operands: lis
         with kernel.loop(vector_end, kernel.end, 1, "s") as index:
             body(index, 1)
     steps.append(P.KernelStep(kernel.name, count, grain=16384, instruction=instruction.name))
+    # Each element is read before it is written at the same position: an operand of the same
+    # size may share the output's memory when this is its last use.
+    for ref, scalar in zip(operands, scalar_operand, strict=True):
+        if not scalar and isinstance(ref, int) and lowering.buffer(ref).nbytes == shape.byte_size:
+            lowering.in_place.append((output, ref))
     return output
 
 

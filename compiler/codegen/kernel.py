@@ -65,6 +65,8 @@ class KernelModule:
     config: CompilerConfig
     module: ir.Module = field(default_factory=lambda: ir.Module(name="vxla"))
     kernel_names: list[str] = field(default_factory=list)
+    # The buffers each kernel touches, by kernel name (filled when a kernel is finished).
+    kernel_buffers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _counter: int = 0
 
     def __post_init__(self) -> None:
@@ -114,6 +116,7 @@ class KernelModule:
         kernel.finish()
         self._export(name, body)
         self.kernel_names.append(name)
+        self.kernel_buffers[name] = tuple(sorted(kernel._pointers))
         kernel.name = name
         kernel.finished = True
 

@@ -9,6 +9,7 @@ kernels of their computations. Every other instruction is emitted by its op fami
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,6 +38,8 @@ class Lowering:
     kernels: KernelModule = field(init=False)
     buffers: list[P.Buffer] = field(default_factory=list)
     arena_bytes: int = 0
+    # (output, operand) buffer pairs a kernel may compute in place (see buffer_assignment).
+    in_place: list[tuple[int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.kernels = KernelModule(self.config)
@@ -79,7 +82,7 @@ class Lowering:
         """Steps that compute `computation` with its parameters bound to `parameters`."""
         steps: list[P.Step] = []
         values: dict[int, Ref] = {}
-        for instruction in computation.post_order():
+        for instruction in computation.execution_order():
             operands = [values[id(op)] for op in instruction.operands]
             if instruction.opcode == "parameter":
                 result = parameters[instruction.parameter_number]  # type: ignore[index]
@@ -165,6 +168,21 @@ class Lowering:
         return output
 
 
+def _with_buffers(step: P.Step, kernel_buffers: dict[str, tuple[int, ...]]) -> P.Step:
+    """The step with every kernel step's list of touched buffers filled in."""
+    if isinstance(step, P.KernelStep):
+        return dataclasses.replace(step, buffers=kernel_buffers[step.kernel])
+    if isinstance(step, P.WhileStep):
+        return dataclasses.replace(
+            step,
+            condition=tuple(_with_buffers(s, kernel_buffers) for s in step.condition),
+            body=tuple(_with_buffers(s, kernel_buffers) for s in step.body),
+        )
+    if isinstance(step, P.ConditionalStep):
+        return dataclasses.replace(step, branches=tuple(tuple(_with_buffers(s, kernel_buffers) for s in b) for b in step.branches))
+    return step
+
+
 def flatten_ref(ref: Ref) -> list[int]:
     if isinstance(ref, tuple):
         out: list[int] = []
@@ -185,7 +203,7 @@ def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emi
     steps, result = lowering.lower_computation(module.entry, list(inputs))
     plan = P.Plan(
         buffers=lowering.buffers,
-        steps=steps,
+        steps=[_with_buffers(s, lowering.kernels.kernel_buffers) for s in steps],
         inputs=inputs,
         outputs=flatten_ref(result),
         arena_bytes=lowering.arena_bytes,

@@ -38,6 +38,7 @@ class KernelStep:
     extent: int
     grain: int
     instruction: str
+    buffers: tuple[int, ...] = ()  # every buffer the kernel reads or writes
     kind: Literal["kernel"] = "kernel"
 
 
@@ -79,6 +80,28 @@ class ConditionalStep:
 Step = KernelStep | CopyStep | WhileStep | ConditionalStep
 
 
+def touched(step: Step) -> list[int]:
+    """Every buffer a step (with its nested steps) reads or writes, sorted."""
+    found: set[int] = set()
+    if isinstance(step, KernelStep):
+        found.update(step.buffers)
+    elif isinstance(step, CopyStep):
+        found.update(step.sources)
+        found.update(step.targets)
+    elif isinstance(step, WhileStep):
+        found.add(step.predicate)
+        found.update(step.state)
+        found.update(step.body_results)
+        for inner in step.condition + step.body:
+            found.update(touched(inner))
+    else:
+        found.add(step.selector)
+        for branch in step.branches:
+            for inner in branch:
+                found.update(touched(inner))
+    return sorted(found)
+
+
 @dataclass
 class Plan:
     """Buffers, the steps of the entry computation, and which buffers are the inputs and the
@@ -89,6 +112,7 @@ class Plan:
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     arena_bytes: int = 0
+    no_reuse_bytes: int = 0  # the arena without reuse: what buffer assignment saved
 
     def to_json(self) -> dict:
         return {
@@ -97,6 +121,7 @@ class Plan:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "arena_bytes": self.arena_bytes,
+            "no_reuse_bytes": self.no_reuse_bytes,
         }
 
     @staticmethod
@@ -108,6 +133,7 @@ class Plan:
             inputs=list(data["inputs"]),
             outputs=list(data["outputs"]),
             arena_bytes=int(data["arena_bytes"]),
+            no_reuse_bytes=int(data.get("no_reuse_bytes", 0)),
         )
 
 
@@ -124,7 +150,7 @@ def _step_to_json(step: Step) -> dict:
 def _step_from_json(data: dict) -> Step:
     kind = data["kind"]
     if kind == "kernel":
-        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"])
+        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"], tuple(data["buffers"]))
     if kind == "copy":
         return CopyStep(tuple(data["sources"]), tuple(data["targets"]))
     if kind == "while":

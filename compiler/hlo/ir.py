@@ -81,6 +81,8 @@ class Computation:
     instructions: list[Instruction]
     root: Instruction
     location: SourceLocation | None = None
+    # Set by the scheduling pass: `instructions` is then the execution order.
+    scheduled: bool = False
 
     @property
     def parameters(self) -> list[Instruction]:
@@ -114,6 +116,15 @@ class Computation:
             done.add(id(instruction))
             order.append(instruction)
         return order
+
+    def execution_order(self) -> list[Instruction]:
+        """The order instructions run in: the schedule once the scheduling pass has set one,
+        otherwise the post order. Only instructions the root depends on, parameters first."""
+        order = self.post_order()
+        if not self.scheduled:
+            return order
+        live = {id(i) for i in order}
+        return [i for i in self.instructions if id(i) in live]
 
     def __repr__(self) -> str:
         return f"<Computation %{self.name} ({len(self.instructions)} instructions)>"

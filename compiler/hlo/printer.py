@@ -41,14 +41,15 @@ class CanonicalPrinter:
             layout = _program_shape(params, result)
         else:
             layout = _program_shape([p.shape for p in entry.parameters], entry.root.shape)
-        lines = [f"HloModule m, entry_computation_layout={{{layout}}}", ""]
+        scheduled = ", is_scheduled=true" if entry.scheduled else ""
+        lines = [f"HloModule m{scheduled}, entry_computation_layout={{{layout}}}", ""]
         for computation in self.computations:
             lines.extend(self.print_computation(computation))
             lines.append("")
         return "\n".join(lines)
 
     def print_computation(self, computation: Computation) -> list[str]:
-        order = computation.post_order()
+        order = computation.execution_order()
         names = {id(instr): f"{instr.opcode}.{index}" for index, instr in enumerate(order)}
         prefix = "ENTRY " if computation is self.module.entry else ""
         lines = [f"{prefix}%{self.computation_name(computation)} {{"]

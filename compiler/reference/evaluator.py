@@ -45,7 +45,7 @@ class Evaluator:
     ) -> Value:
         """The value of `computation`'s root given its parameter values."""
         values: dict[int, Value] = {}
-        for instruction in computation.post_order():
+        for instruction in computation.execution_order():
             if instruction.opcode == "parameter":
                 value = arguments[instruction.parameter_number]
             else:

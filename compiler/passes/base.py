@@ -1,0 +1,114 @@
+"""The pass framework: a pass has a name, a version and `run(module) -> changed`; a pipeline
+is an ordered list of passes and bounded fixed-point groups, fixed in code.
+
+pipeline_id is the SHA-256 of the pipeline's description (every pass's name, version and
+options, in order, with the groups' bounds); it is part of CompilerConfig and of every trace,
+so a change to any pass that can change the optimized graph must bump that pass's version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from compiler.hlo.ir import Module
+from compiler.hlo.verifier import verify_module
+
+
+class Pass(Protocol):
+    """One rewrite of a module, in place."""
+
+    name: str
+    version: int
+
+    def run(self, module: Module) -> bool:
+        """Rewrites `module`; returns whether anything changed."""
+        ...
+
+    def options(self) -> dict:
+        """Settings that change what the pass does (part of pipeline_id)."""
+        ...
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Runs its passes in order, again and again, until none changes the module or
+    `max_iterations` rounds have run."""
+
+    name: str
+    passes: tuple[Pass, ...]
+    max_iterations: int = 8
+
+
+Stage = Pass | FixedPoint
+PassObserver = Callable[[int, str, Module], None]
+
+
+def describe(stage: Stage) -> dict:
+    if isinstance(stage, FixedPoint):
+        return {"group": stage.name, "max_iterations": stage.max_iterations, "passes": [describe(p) for p in stage.passes]}
+    return {"pass": stage.name, "version": stage.version, "options": stage.options()}
+
+
+@dataclass
+class Pipeline:
+    """An ordered list of stages."""
+
+    stages: tuple[Stage, ...]
+    verify_each: bool = True
+    history: list[tuple[str, bool]] = field(default_factory=list)
+
+    def description(self) -> list[dict]:
+        return [describe(s) for s in self.stages]
+
+    @property
+    def pipeline_id(self) -> str:
+        text = json.dumps(self.description(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def pass_names(self) -> list[str]:
+        names: list[str] = []
+        for stage in self.stages:
+            names.extend(f"{p.name}@{p.version}" for p in (stage.passes if isinstance(stage, FixedPoint) else (stage,)))
+        return names
+
+    def run(self, module: Module, observer: PassObserver | None = None) -> Module:
+        """Runs every stage on `module` (in place) and returns it. `observer` sees the module
+        after every pass run, numbered from 1."""
+        counter = 0
+
+        def run_pass(p: Pass) -> bool:
+            nonlocal counter
+            changed = p.run(module)
+            counter += 1
+            self.history.append((p.name, changed))
+            if self.verify_each:
+                verify_module(module)
+            if observer is not None:
+                observer(counter, p.name, module)
+            return changed
+
+        for stage in self.stages:
+            if isinstance(stage, FixedPoint):
+                for _ in range(stage.max_iterations):
+                    if not any([run_pass(p) for p in stage.passes]):
+                        break
+            else:
+                run_pass(stage)
+        return module
+
+
+class SimplePass:
+    """Base for passes without options."""
+
+    name = "unnamed"
+    version = 1
+
+    def options(self) -> dict:
+        return {}
+
+    def run(self, module: Module) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError

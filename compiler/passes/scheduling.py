@@ -1,0 +1,117 @@
+"""Scheduling: a deterministic topological order of each computation, chosen greedily to keep
+the bytes of live values low.
+
+At every step the scheduler takes, among the instructions whose operands have all run, the
+one that frees the most bytes (operands whose last use it is) net of the bytes it allocates;
+ties go to the earliest instruction of the post order. Instructions that allocate nothing
+(parameters, constants, tuples, get-tuple-element, copy) run as soon as they are ready.
+"""
+
+from __future__ import annotations
+
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import flatten
+from compiler.passes.base import SimplePass
+
+# Opcodes whose value reuses storage that exists already (no new buffer).
+ALIASING = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "copy"})
+
+
+def value_bytes(instruction: Instruction) -> int:
+    """Bytes of new storage an instruction's value needs."""
+    if instruction.opcode in ALIASING:
+        return 0
+    return sum(s.byte_size for s in flatten(instruction.shape))
+
+
+def storage_owners(instruction: Instruction, cache: dict[int, list[Instruction]]) -> list[Instruction]:
+    """The instructions whose buffers hold this value (itself, or what it aliases)."""
+    key = id(instruction)
+    if key not in cache:
+        if instruction.opcode in ("tuple", "get-tuple-element", "copy"):
+            owners: list[Instruction] = []
+            for operand in instruction.operands:
+                for owner in storage_owners(operand, cache):
+                    if all(owner is not o for o in owners):
+                        owners.append(owner)
+            cache[key] = owners
+        else:
+            cache[key] = [instruction]
+    return cache[key]
+
+
+def schedule(computation: Computation) -> list[Instruction]:
+    """The memory-lowering order of the instructions the root depends on."""
+    order = computation.post_order()
+    position = {id(i): n for n, i in enumerate(order)}
+    owners_cache: dict[int, list[Instruction]] = {}
+    # For every owning value, how many instructions still have to read it.
+    pending_reads: dict[int, int] = {}
+    readers: dict[int, list[Instruction]] = {id(i): [] for i in order}
+    for instruction in order:
+        for operand in _unique(instruction.operands):
+            readers[id(operand)].append(instruction)
+            for owner in storage_owners(operand, owners_cache):
+                pending_reads[id(owner)] = pending_reads.get(id(owner), 0) + 1
+    for owner in storage_owners(computation.root, owners_cache):
+        pending_reads[id(owner)] = pending_reads.get(id(owner), 0) + 1  # outputs stay live
+    waiting = {id(i): len(_unique(i.operands)) for i in order}
+    ready = [i for i in order if waiting[id(i)] == 0]
+    result: list[Instruction] = []
+    while ready:
+        chosen = min(ready, key=lambda i: (-_benefit(i, pending_reads, owners_cache), position[id(i)]))
+        ready.remove(chosen)
+        result.append(chosen)
+        for operand in _unique(chosen.operands):
+            for owner in storage_owners(operand, owners_cache):
+                pending_reads[id(owner)] -= 1
+        for reader in readers[id(chosen)]:
+            waiting[id(reader)] -= 1
+            if waiting[id(reader)] == 0:
+                ready.append(reader)
+    assert len(result) == len(order), "schedule lost instructions"
+    return result
+
+
+def _unique(instructions: list[Instruction]) -> list[Instruction]:
+    seen: list[Instruction] = []
+    for instruction in instructions:
+        if all(instruction is not s for s in seen):
+            seen.append(instruction)
+    return seen
+
+
+def _benefit(instruction: Instruction, pending_reads: dict[int, int], cache: dict[int, list[Instruction]]) -> int:
+    if instruction.opcode in ALIASING:
+        return 1 << 62  # free to run: it allocates nothing
+    freed = 0
+    counted: list[Instruction] = []
+    for operand in _unique(instruction.operands):
+        for owner in storage_owners(operand, cache):
+            if any(owner is c for c in counted):
+                continue
+            counted.append(owner)
+            reads_here = sum(1 for op in _unique(instruction.operands) if any(owner is o for o in storage_owners(op, cache)))
+            if pending_reads.get(id(owner), 0) == reads_here:
+                freed += value_bytes(owner)
+    return freed - value_bytes(instruction)
+
+
+class Scheduling(SimplePass):
+    """Fixes the execution order of every computation (see the module docstring)."""
+
+    name = "scheduling"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        changed = False
+        for computation in module.computations:
+            ordered = schedule(computation)
+            live = {id(i) for i in ordered}
+            rest = [i for i in computation.instructions if id(i) not in live]
+            new_order = ordered + rest
+            if not computation.scheduled or any(a is not b for a, b in zip(new_order, computation.instructions, strict=True)):
+                changed = True
+            computation.instructions = new_order
+            computation.scheduled = True
+        return changed
