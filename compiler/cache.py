@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from attest.digests import sha256_hex
+from compiler.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
 from compiler.codegen.target import CompilerConfig
 
@@ -72,19 +72,8 @@ class CompileCache:
     def put(self, key: str, entry: Entry) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         meta = {"binary_hash": entry.binary_hash, "graph_hash": entry.graph_hash, "plan": entry.plan.to_json()}
-        _write_atomic(self.directory / f"{key}.o", entry.object_bytes)
-        _write_atomic(self.directory / f"{key}.json", json.dumps(meta).encode())
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        write_bytes_atomic(self.directory / f"{key}.o", entry.object_bytes)
+        write_bytes_atomic(self.directory / f"{key}.json", json.dumps(meta).encode())
 
 
 def default_directory() -> Path:

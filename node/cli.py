@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from attest.digests import tensor_digest
+from compiler.atomic_files import write_text_atomic
 from compiler.codegen.target import CompilerConfig, ConfigError, load_config, validate_target
-from compiler.driver import compile_program
-from compiler.hlo import HloError
+from compiler.driver import compile_program, generate
+from compiler.hlo import HloError, Module, canonical_text
 from compiler.hlo.dtypes import from_numpy
+from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.reference import EvaluationError, evaluate
 from compiler.runtime.executable import Executable
@@ -101,6 +103,8 @@ def _config(args: argparse.Namespace) -> CompilerConfig:
         if args.target:
             config = config.with_target(cpu=args.target)
             validate_target(config)
+        if getattr(args, "pipeline", None):
+            config = config.with_pipeline(args.pipeline)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return config
@@ -114,25 +118,66 @@ def _compile(args: argparse.Namespace, program: Program) -> Executable:
         raise UsageError(f"{args.module}: {exc}") from None
 
 
+def _dump_directory(path: str) -> Path:
+    """The --dump-passes directory, created if needed; refused if it is a file."""
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--dump-passes {path}: not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--dump-passes {path}: {exc.strerror}") from None
+    return directory
+
+
+def _dump_passes(directory: Path, program: Program, config: CompilerConfig) -> list[str]:
+    """Writes the module before and after every pass, and the hashed optimized graph; returns
+    the file names written, in order."""
+    written: list[str] = []
+
+    def write(name: str, text: str) -> None:
+        write_text_atomic(directory / name, text)
+        written.append(name)
+
+    def observe(number: int, pass_name: str, module: Module) -> None:
+        write(f"{number:03d}-{pass_name}.hlo", canonical_text(module))
+
+    write("000-input.hlo", program.canonical_text)
+    _, _, graph_text = generate(program, config, observe)
+    write("graph.txt", graph_text)
+    return written
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     program = _read_program(args.module)
+    directory = _dump_directory(args.dump_passes) if args.dump_passes else None
     executable = _compile(args, program)
+    plan = executable.plan
+    config = executable.config
     report = {
         "source_hash": program.source_hash,
         **executable.hashes,
-        "config": executable.config.as_dict(),
+        "config": config.as_dict(),
+        "passes": pipeline_named(config.pipeline).pass_names(),
         "kernels": len(executable.plan_kernels()),
-        "arena_bytes": executable.plan.arena_bytes,
+        "peak_bytes": plan.arena_bytes,
+        "no_reuse_bytes": plan.no_reuse_bytes,
         "object_bytes": len(executable.object_bytes),
     }
+    if directory is not None:
+        report["dumped"] = [str(directory / name) for name in _dump_passes(directory, program, config)]
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
     for key in ("source_hash", "hlo_hash", "graph_hash", "binary_hash"):
         print(f"{key:<12} {report[key]}")
-    config = executable.config
     print(f"target       {config.triple} cpu={config.cpu} features={config.features or '-'} opt={config.opt_level}")
-    print(f"kernels      {report['kernels']}, object {report['object_bytes']} bytes, arena {report['arena_bytes']} bytes")
+    print(f"pipeline     {config.pipeline} {config.pipeline_id[:16]} ({len(report['passes'])} passes)")
+    saved = 1 - plan.arena_bytes / plan.no_reuse_bytes if plan.no_reuse_bytes else 0.0
+    print(f"memory       peak {plan.arena_bytes} bytes, {plan.no_reuse_bytes} without reuse ({saved:.1%} saved)")
+    print(f"kernels      {report['kernels']}, object {report['object_bytes']} bytes")
+    if directory is not None:
+        print(f"dumped       {len(report['dumped'])} files to {directory}")
     return EXIT_OK
 
 
@@ -224,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
     _add_target_options(compile_)
+    compile_.add_argument("--pipeline", choices=sorted(PIPELINES), help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
+    compile_.add_argument("--dump-passes", metavar="DIR", help="write the module after every pass (NNN-PASS.hlo, canonical text) and the hashed optimized graph (graph.txt, whose SHA-256 is graph_hash) to DIR")
     compile_.add_argument("--json", action="store_true", help="print one JSON object")
     compile_.set_defaults(handler=cmd_compile, threads=1)
 

@@ -4,13 +4,14 @@ files."""
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
+
+from compiler.atomic_files import write_atomic
 
 
 class TensorFileError(ValueError):
@@ -41,19 +42,12 @@ def npy_bytes(array: np.ndarray) -> bytes:
 def save_npz_atomic(path: str | Path, arrays: Sequence[np.ndarray], prefix: str = "out") -> None:
     """Writes arrays as `{prefix}0`, `{prefix}1`, ... into an .npz; the file appears complete
     or not at all (written beside it, then renamed)."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
-                for index, array in enumerate(arrays):
-                    info = zipfile.ZipInfo(f"{prefix}{index}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                    info.external_attr = 0o644 << 16
-                    archive.writestr(info, npy_bytes(array))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+
+    def fill(handle: BinaryIO) -> None:
+        with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED) as archive:
+            for index, array in enumerate(arrays):
+                info = zipfile.ZipInfo(f"{prefix}{index}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, npy_bytes(array))
+
+    write_atomic(path, fill)

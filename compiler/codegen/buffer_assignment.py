@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from compiler.codegen import plan as P
 
-VERSION = 1
+VERSION = 2
 ALIGNMENT = 64
 
 
@@ -74,7 +74,7 @@ def assign(plan: P.Plan, in_place_candidates: list[tuple[int, int]]) -> Assignme
     claimed: set[int] = set()
     merged: list[tuple[int, int]] = []
     for output, operand in in_place_candidates:
-        if output not in intervals or operand not in intervals or operand in outputs or operand in claimed:
+        if output not in intervals or operand not in intervals or operand in outputs or operand in claimed or output in shares:
             continue
         if plan.buffers[output].nbytes != plan.buffers[operand].nbytes:
             continue
@@ -140,7 +140,7 @@ def conflicts(plan: P.Plan, assignment: Assignment) -> list[tuple[int, int]]:
 
 def describe(plan: P.Plan) -> str:
     """The buffer assignment as text (part of the optimized graph that graph_hash covers)."""
-    lines = [f"BufferAssignment arena_bytes={plan.arena_bytes}"]
+    lines = [f"BufferAssignment version={VERSION} arena_bytes={plan.arena_bytes}"]
     for b in plan.buffers:
         place = {"arena": f"offset={b.offset}", "input": f"input={b.input_index}", "constant": f"constant={b.symbol}"}[b.kind]
         lines.append(f"  buffer {b.id} {b.dtype}[{','.join(map(str, b.dims))}] {place}")
