@@ -1,7 +1,9 @@
-"""Scheduling: a deterministic topological order of each computation, chosen greedily to keep
-the bytes of live values low.
+"""Scheduling: a deterministic topological order of each computation that keeps the bytes of
+live values low.
 
-At every step the scheduler takes, among the instructions whose operands have all run, the
+Two candidates are built and the one with the lower estimated peak of live bytes is kept (the
+post order on a tie): the post order (depth first from the root, good on chains) and a
+greedy list schedule. At every step the greedy scheduler takes, among the instructions whose operands have all run, the
 one that frees the most bytes (operands whose last use it is) net of the bytes it allocates;
 ties go to the earliest instruction of the post order. Instructions that allocate nothing
 (parameters, constants, tuples, get-tuple-element, copy) run as soon as they are ready.
