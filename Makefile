@@ -26,7 +26,13 @@ demo: setup
 	@echo "== inspect: a transformer block exported from JAX"
 	$(BIN)/vxla inspect $(DEMO)/module.hlo
 	@echo
-	@echo "== run it under the numerics contract (reference backend)"
+	@echo "== compile it: pinned pass pipeline and target; the hashes identify the exact program, graph and machine code"
+	$(BIN)/vxla compile $(DEMO)/module.hlo
+	@echo
+	@echo "== run the native code (2 threads)"
+	$(BIN)/vxla run $(DEMO)/module.hlo $(DEMO_INPUTS) --threads 2
+	@echo
+	@echo "== run the reference evaluator (the executable numerics contract): the same digests"
 	$(BIN)/vxla run $(DEMO)/module.hlo $(DEMO_INPUTS) --backend reference
 
 # Regenerates tests/fixtures from JAX (a development tool, not a dependency of the package).
