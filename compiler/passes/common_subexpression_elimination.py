@@ -1,0 +1,99 @@
+"""Common subexpression elimination.
+
+Two instructions of one computation are merged when they have the same opcode, the same
+shape (layout included), the same operands (by identity, after earlier merges), the same
+attributes (compared in their canonical printed form, called computations by identity) and,
+for constants, the same element type, dimensions and literal bytes. Every supported op is a
+pure function of its operands under the numerics contract (random number generation and
+other side effects are rejected by the frontend), so the merged value is bit-identical.
+
+Determinism: instructions are visited in the computation's post order (a depth-first order
+from the root, independent of names and of the text order of independent instructions); the
+first one visited with a given key is kept. Keys are tuples of strings and integers, never
+object ids.
+"""
+
+from __future__ import annotations
+
+from compiler.hlo.attributes import format_attribute
+from compiler.hlo.editing import replace_all_uses
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.passes.base import SimplePass
+
+# Opcodes never merged: parameters are distinct inputs by definition. (Side-effecting and
+# random opcodes do not get past the frontend; they are listed for safety should that change.)
+NEVER_MERGED = frozenset(
+    {"parameter", "rng", "rng-bit-generator", "rng-get-and-update-state", "custom-call"}
+)
+
+
+class _Keyer:
+    """Builds merge keys for one module's instructions."""
+
+    def __init__(self, module: Module) -> None:
+        # Called computations compared by identity, named by their position in the module.
+        self.computation_numbers = {id(c): n for n, c in enumerate(module.computations)}
+
+    def computation_name(self, computation: Computation) -> str:
+        return f"c{self.computation_numbers[id(computation)]}"
+
+    def key(self, instruction: Instruction, operand_numbers: list[int]) -> tuple:
+        attributes = tuple(
+            (name, format_attribute(instruction.attrs[name], self.computation_name))
+            for name in sorted(instruction.attrs)
+        )
+        literal: tuple = ()
+        if instruction.literal is not None:
+            literal = (
+                str(instruction.literal.dtype),
+                instruction.literal.shape,
+                instruction.literal.tobytes(),
+            )
+        return (
+            instruction.opcode,
+            str(instruction.shape),
+            tuple(operand_numbers),
+            attributes,
+            literal,
+        )
+
+
+def eliminate_common_subexpressions(computation: Computation, keyer: _Keyer) -> bool:
+    """Merges duplicates in one computation; the duplicates are removed. True if any was."""
+    order = computation.post_order()
+    number: dict[int, int] = {}  # instruction id -> position of its representative in `order`
+    representatives: dict[tuple, int] = {}
+    merged: list[Instruction] = []
+    for position, instruction in enumerate(order):
+        operand_numbers = [number[id(op)] for op in instruction.operands]
+        if instruction.opcode in NEVER_MERGED:
+            number[id(instruction)] = position
+            continue
+        key = keyer.key(instruction, operand_numbers)
+        if key in representatives:
+            keep = order[representatives[key]]
+            replace_all_uses(computation, instruction, keep)
+            number[id(instruction)] = representatives[key]
+            merged.append(instruction)
+        else:
+            representatives[key] = position
+            number[id(instruction)] = position
+    if merged:
+        gone = {id(i) for i in merged}
+        computation.instructions = [i for i in computation.instructions if id(i) not in gone]
+    return bool(merged)
+
+
+class CommonSubexpressionElimination(SimplePass):
+    """Merges identical pure instructions within each computation."""
+
+    name = "common-subexpression-elimination"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        """Merges duplicates in every computation; returns whether any were merged."""
+        keyer = _Keyer(module)
+        changed = False
+        for computation in module.computations:
+            changed |= eliminate_common_subexpressions(computation, keyer)
+        return changed
