@@ -127,16 +127,21 @@ def check_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray
         raise EvaluationError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
     array = np.asarray(array)
     expected = shape.dtype.numpy
-    wanted = shape.str_without_layout()
-    got = f"{array.dtype}[{','.join(str(d) for d in array.shape)}]"
+    if array.dtype == expected and array.shape == shape.dims and array.flags.c_contiguous:
+        return array  # the common case, checked without building any message
     if array.dtype != expected:
         raw_bf16 = shape.dtype.name == "bf16" and array.dtype.itemsize == 2 and array.dtype.kind in "Vu"
         if not raw_bf16:
-            raise EvaluationError(f"parameter {position} expects {wanted}, got an array of {got}")
+            raise EvaluationError(_mismatch(shape, array, position))
         array = np.require(array, requirements="C").view(expected)
     if tuple(array.shape) != shape.dims:
-        raise EvaluationError(f"parameter {position} expects {wanted}, got an array of {got}")
+        raise EvaluationError(_mismatch(shape, array, position))
     return np.require(array, requirements="C")
+
+
+def _mismatch(shape: ArrayShape, array: np.ndarray, position: int) -> str:
+    got = f"{array.dtype}[{','.join(str(d) for d in array.shape)}]"
+    return f"parameter {position} expects {shape.str_without_layout()}, got an array of {got}"
 
 
 def evaluate_module(

@@ -78,11 +78,15 @@ class Executable:
     _kernels: dict[str, Callable] = field(default_factory=dict, repr=False)
     _constants: dict[str, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _free_arenas: list[np.ndarray] = field(default_factory=list, repr=False)
+    # Arenas free for the next run, each with its pointer table (arena and constant entries
+    # filled once; input and output entries are set by every run).
+    _free_arenas: list[tuple[np.ndarray, ctypes.Array]] = field(default_factory=list, repr=False)
     _pools: dict[int, WorkerPool] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._loaded = load_object(self.object_bytes, self.config)
+        self._parameter_shapes = self.program.parameter_shapes
+        self._input_slots = [(b.id, b.input_index) for b in self.plan.buffers if b.kind == "input"]
         # Worker threads end with the executable.
         weakref.finalize(self, _close_pools, self._pools)
 
@@ -125,18 +129,18 @@ class Executable:
         observer: StepObserver | None = None,
     ) -> list[np.ndarray]:
         """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs."""
-        parameters = self.program.parameter_shapes
+        parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
             raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
         inputs = [check_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
-        arena = self._acquire_arena()
+        arena, table = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), arena)
+            state = self._state(inputs, self._pool(threads or self.threads), arena, table)
             self._run_steps(state, self.plan.steps, max_while_iterations, observer)
             return [state.array(b) for b in self.plan.outputs]
         finally:
             with self._lock:
-                self._free_arenas.append(arena)
+                self._free_arenas.append((arena, table))
 
     def _pool(self, threads: int) -> WorkerPool:
         with self._lock:
@@ -144,15 +148,24 @@ class Executable:
                 self._pools[threads] = WorkerPool(threads)
             return self._pools[threads]
 
-    def _acquire_arena(self) -> np.ndarray:
-        """An arena for one run: reused across runs (concurrent runs get their own)."""
+    def _acquire_arena(self) -> tuple[np.ndarray, ctypes.Array]:
+        """An arena for one run and its pointer table: reused across runs (concurrent runs
+        get their own)."""
         with self._lock:
             if self._free_arenas:
                 return self._free_arenas.pop()
         # Every buffer is written before it is read, so the arena needs no clearing.
         storage = np.empty(self.plan.arena_bytes + ARENA_ALIGNMENT, dtype=np.uint8)
         skip = (-storage.ctypes.data) % ARENA_ALIGNMENT
-        return storage[skip : skip + self.plan.arena_bytes]
+        arena = storage[skip : skip + self.plan.arena_bytes]
+        table = (ctypes.c_void_p * max(len(self.plan.buffers), 1))()
+        base = arena.ctypes.data
+        for buffer in self.plan.buffers:
+            if buffer.kind == "arena":
+                table[buffer.id] = base + buffer.offset
+            elif buffer.kind == "constant":
+                table[buffer.id] = self.constant_address(buffer.symbol)
+        return arena, table
 
     def _direct_outputs(self) -> dict[int, np.ndarray]:
         """Fresh arrays for output buffers that kernels can write in place: arena buffers that
@@ -167,27 +180,19 @@ class Executable:
                 outputs[buffer_id] = np.empty(buffer.dims, dtype=from_name(buffer.dtype).numpy)
         return outputs
 
-    def _state(self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray) -> RunState:
+    def _state(self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray, table: ctypes.Array) -> RunState:
         outputs = self._direct_outputs()
-        table = (ctypes.c_void_p * max(len(self.plan.buffers), 1))()
-        base = arena.ctypes.data
-        for buffer in self.plan.buffers:
-            if buffer.id in outputs:
-                table[buffer.id] = outputs[buffer.id].ctypes.data
-            elif buffer.kind == "arena":
-                table[buffer.id] = base + buffer.offset
-            elif buffer.kind == "input":
-                table[buffer.id] = inputs[buffer.input_index].ctypes.data
-            else:
-                table[buffer.id] = self.constant_address(buffer.symbol)
+        for buffer_id, input_index in self._input_slots:
+            table[buffer_id] = inputs[input_index].ctypes.data
+        for buffer_id, array in outputs.items():
+            table[buffer_id] = array.ctypes.data  # the same buffers every run: no reset needed
         return RunState(self, inputs, arena, table, pool, outputs)
 
     def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
         for step in steps:
             if isinstance(step, P.KernelStep):
                 function = self.kernel(step.kernel)
-                table = ctypes.cast(state.table, ctypes.c_void_p)
-                state.pool.run(lambda begin, end, f=function, t=table: f(t, begin, end), step.extent, step.grain)
+                state.pool.run(function, step.extent, step.grain, ctypes.addressof(state.table))
                 if observer is not None:
                     observer(step.instruction, state)
             elif isinstance(step, P.CopyStep):

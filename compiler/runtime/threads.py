@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 
 
-def partition(extent: int, parts: int, grain: int) -> list[tuple[int, int]]:
+@lru_cache(maxsize=4096)
+def partition(extent: int, parts: int, grain: int) -> tuple[tuple[int, int], ...]:
     """Contiguous ranges covering [0, extent): at most `parts`, each at least `grain` long
     (except when extent itself is smaller)."""
     if extent <= 0:
-        return []
+        return ()
     count = max(1, min(parts, extent // max(grain, 1)))
     base, extra = divmod(extent, count)
     ranges, start = [], 0
@@ -23,7 +25,7 @@ def partition(extent: int, parts: int, grain: int) -> list[tuple[int, int]]:
         stop = start + base + (1 if index < extra else 0)
         ranges.append((start, stop))
         start = stop
-    return ranges
+    return tuple(ranges)
 
 
 class WorkerPool:
@@ -35,17 +37,18 @@ class WorkerPool:
         self.threads = threads
         self._executor = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="vxla") if threads > 1 else None
 
-    def run(self, kernel: Callable[[int, int], None], extent: int, grain: int) -> None:
-        """Calls kernel(begin, end) over a partition of [0, extent) and waits for all."""
+    def run(self, kernel: Callable[..., object], extent: int, grain: int, *leading: object) -> None:
+        """Calls kernel(*leading, begin, end) over a partition of [0, extent) and waits for
+        all."""
         ranges = partition(extent, self.threads, grain)
         if not ranges:
             return
         if self._executor is None or len(ranges) == 1:
             for begin, end in ranges:
-                kernel(begin, end)
+                kernel(*leading, begin, end)
             return
-        futures = [self._executor.submit(kernel, begin, end) for begin, end in ranges[1:]]
-        kernel(*ranges[0])
+        futures = [self._executor.submit(kernel, *leading, begin, end) for begin, end in ranges[1:]]
+        kernel(*leading, *ranges[0])
         for future in futures:
             future.result()
 
