@@ -3,7 +3,8 @@
 Every array value gets a buffer (no reuse yet: the memory planning pass will add it). Tuples
 are trees of buffers and cost nothing; get-tuple-element and copy reuse their operand's
 buffers (values are never written twice, except a while loop's state, which the loop owns).
-`call` and `fusion` are inlined. While loops and conditionals become runtime steps around the
+`call` and `fusion` are inlined, except loop fusions (kind=kLoop), which become one kernel
+(compiler/codegen/fusion.py). While loops and conditionals become runtime steps around the
 kernels of their computations. Every other instruction is emitted by its op family's module.
 """
 
@@ -101,6 +102,13 @@ class Lowering:
             return operands[0]
         if opcode == "constant":
             return self._constant(instruction)
+        if opcode == "fusion" and instruction.attrs.get("kind") == "kLoop":
+            # Imported here: the fusion codegen builds on this module.
+            from compiler.codegen.fusion import emit_loop_fusion
+
+            fused = emit_loop_fusion(self, instruction, operands, steps)
+            if fused is not None:
+                return fused
         if opcode in ("call", "fusion"):
             callee = instruction.attrs.get("to_apply", instruction.attrs.get("calls"))
             assert isinstance(callee, Computation)

@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compiler.passes.base import FixedPoint, Pipeline
+from compiler.passes.loop_fusion import LoopFusion
 from compiler.passes.scheduling import Scheduling
 
 
 def default_pipeline() -> Pipeline:
     """Simplification to a fixed point, fusion, then scheduling."""
     simplification: tuple = ()
-    fusion: tuple = ()
+    fusion: tuple = (LoopFusion(),)
     stages: list = []
     if simplification:
         stages.append(FixedPoint("simplification", simplification, max_iterations=8))

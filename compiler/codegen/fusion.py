@@ -1,0 +1,345 @@
+"""Loop fusions (kind=kLoop): one kernel, one loop over the fusion's output elements, no
+intermediate buffers.
+
+Every instruction of the fused computation is an element generator: given an index into its
+own shape it produces its value there. Parameters load from their buffers, elementwise ops
+apply the element emitter of elementwise.py to their operands' values at the same index, and
+index-mapping ops (broadcast, reshape, transpose, reverse, slice, pad, concatenate, iota) map
+the index onto their operands. Each value is computed by the same per-element code as the
+unfused kernels, so the bits are the same; only the memory traffic changes.
+
+When every index map on the way from the root is the identity on flat indices (same-shape
+elementwise ops, reshape, broadcasts of scalars) the loop runs W lanes at a time like the
+elementwise kernels, plus a scalar tail; otherwise it runs one element at a time. A value is
+computed once per index (generators are memoized per index object), and concatenate branches
+so only the operand that owns an element is computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from compiler.codegen import numerics_ir as nir
+from compiler.codegen import plan as P
+from compiler.codegen.elementwise import ELEMENTWISE_OPCODES, ElementEmitter, vector_width
+from compiler.codegen.kernel import I64, Kernel, ravel, row_major_strides, storage_type, unravel
+from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo.dtypes import S64
+from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.shape import ArrayShape
+
+INDEX_MAPPING = frozenset({"broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "iota"})
+
+
+class Index:
+    """A position in an array of shape `dims`: its flat row-major index and/or multi-index,
+    each computed on demand (and then kept, so callers must use an index only in blocks its
+    values dominate). `lanes` > 1 means `lanes` consecutive flat positions."""
+
+    def __init__(self, builder: ir.IRBuilder, dims: tuple[int, ...], flat: ir.Value | None = None,
+                 multi: list[ir.Value] | None = None, lanes: int = 1) -> None:  # fmt: skip
+        self.builder = builder
+        self.dims = dims
+        self._flat = flat
+        self._multi = multi
+        self.lanes = lanes
+
+    def flat(self) -> ir.Value:
+        if self._flat is None:
+            assert self._multi is not None
+            self._flat = ravel(self.builder, self._multi, row_major_strides(self.dims))
+        return self._flat
+
+    def multi(self) -> list[ir.Value]:
+        if self._multi is None:
+            assert self._flat is not None and self.lanes == 1, "multi-indices exist on the scalar path only"
+            self._multi = unravel(self.builder, self._flat, self.dims)
+        return self._multi
+
+
+def _shape(instruction: Instruction) -> ArrayShape:
+    return instruction.array_shape
+
+
+def _is_scalar_operand(user: Instruction, operand: Instruction) -> bool:
+    """An elementwise operand of rank 0 that stands for every element (select, clamp)."""
+    return _shape(operand).rank == 0 and _shape(user).rank > 0
+
+
+def supported(computation: Computation) -> bool:
+    """Whether every instruction of the fused computation has an element generator."""
+    if not isinstance(computation.root.shape, ArrayShape) or computation.root.opcode == "parameter":
+        return False
+    for instruction in computation.post_order():
+        if not isinstance(instruction.shape, ArrayShape):
+            return False
+        opcode = instruction.opcode
+        if opcode in ("parameter", "constant") or opcode in INDEX_MAPPING:
+            continue
+        if opcode == "bitcast-convert":
+            if _shape(instruction.operands[0]).dtype.bits != _shape(instruction).dtype.bits:
+                return False
+            continue
+        if opcode not in ELEMENTWISE_OPCODES:
+            return False
+    return True
+
+
+def flat_identity(computation: Computation) -> tuple[bool, list[int]]:
+    """Whether every value the root reads at a non-scalar position is read at the root's own
+    flat index (the vector path needs this), and the parameters read only that way: their
+    element at a position is read just before the output's element there is written, so
+    they may share the output's memory. A parameter also read at a fixed position (under a
+    rank-0 value) may not: a later element would read what an earlier one wrote."""
+    identity = True
+    at_position: list[int] = []
+    elsewhere: set[int] = set()
+    pending: list[tuple[Instruction, bool]] = [(computation.root, True)]
+    seen: set[tuple[int, bool]] = set()
+    while pending:
+        instruction, positional = pending.pop()
+        positional = positional and _shape(instruction).rank > 0
+        if (id(instruction), positional) in seen:
+            continue
+        seen.add((id(instruction), positional))
+        opcode = instruction.opcode
+        if opcode == "parameter":
+            number = instruction.parameter_number
+            if not positional:
+                elsewhere.add(number)  # type: ignore[arg-type]
+            elif number not in at_position:
+                at_position.append(number)  # type: ignore[arg-type]
+            continue
+        scalar_broadcast = opcode == "broadcast" and _shape(instruction.operands[0]).rank == 0
+        if positional and opcode in INDEX_MAPPING and opcode != "reshape" and not scalar_broadcast:
+            identity = False
+        pending.extend((operand, positional) for operand in instruction.operands)
+    safe = [n for n in sorted(at_position) if n not in elsewhere] if identity else []
+    return identity, safe
+
+
+@dataclass
+class FusionEmitter:
+    """Emits the element generators of one fused computation inside one kernel."""
+
+    kernel: Kernel
+    lowering: Lowering
+    computation: Computation
+    parameters: list[int]  # the buffer of each parameter, by parameter number
+
+    def __post_init__(self) -> None:
+        self.builder = self.kernel.builder
+        self.elements = ElementEmitter(self.kernel)
+        self.memo: dict[tuple[int, int], ir.Value] = {}
+        # Index objects stay referenced while their ids key the memo.
+        self.indices: list[Index] = []
+        self.constants: dict[int, int] = {}
+        self.scalars: dict[int, ir.Value] = {}
+        self._scalar_index: Index | None = None
+
+    def preload_scalars(self) -> None:
+        """Loads rank-0 parameters once, before the loops (read before anything is written)."""
+        for parameter in self.computation.parameters:
+            if _shape(parameter).rank == 0 and _shape(parameter).element_count:
+                base = self.kernel.buffer(self.parameters[parameter.parameter_number])  # type: ignore[index]
+                self.scalars[id(parameter)] = self.kernel.load(base, _shape(parameter).dtype, I64(0))
+
+    def scalar_index(self) -> Index:
+        """The one position of rank-0 values (shared, so their values are computed once)."""
+        if self._scalar_index is None:
+            self._scalar_index = self.new_index((), I64(0), [])
+        return self._scalar_index
+
+    def new_index(self, dims: tuple[int, ...], flat: ir.Value | None = None, multi: list[ir.Value] | None = None, lanes: int = 1) -> Index:
+        index = Index(self.builder, dims, flat, multi, lanes)
+        self.indices.append(index)
+        return index
+
+    def reset(self) -> None:
+        """Forgets computed values (a new loop body: earlier values do not dominate it)."""
+        self.memo = {}
+        self.indices = []
+        self._scalar_index = None
+
+    def value(self, instruction: Instruction, index: Index) -> ir.Value:
+        """The value of `instruction` at `index` (memoized per index object)."""
+        key = (id(instruction), id(index))
+        if key not in self.memo:
+            self.memo[key] = self._generate(instruction, index)
+        return self.memo[key]
+
+    def _generate(self, instruction: Instruction, index: Index) -> ir.Value:
+        opcode = instruction.opcode
+        shape = _shape(instruction)
+        if opcode == "parameter":
+            return self._parameter(instruction, index)
+        if opcode == "constant":
+            return self._constant(instruction, index)
+        if opcode in ELEMENTWISE_OPCODES:
+            return self._elementwise(instruction, index)
+        b = self.builder
+        operand = instruction.operands[0] if instruction.operands else None
+        if opcode == "reshape":
+            assert operand is not None
+            return self.value(operand, self.new_index(_shape(operand).dims, index.flat(), lanes=index.lanes))
+        if opcode == "broadcast":
+            assert operand is not None
+            if _shape(operand).rank == 0:
+                return self.elements.splat(self.value(operand, self.scalar_index()), index.lanes)
+            dims = instruction.attrs.get("dimensions", ())
+            multi = index.multi()
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=[multi[d] for d in dims]))  # type: ignore[union-attr]
+        multi = index.multi()
+        if opcode == "transpose":
+            assert operand is not None
+            perm = instruction.attrs["dimensions"]
+            mapped: list[ir.Value] = [I64(0)] * shape.rank
+            for position, source in enumerate(perm):  # type: ignore[arg-type]
+                mapped[source] = multi[position]
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped))
+        if opcode == "reverse":
+            assert operand is not None
+            flipped = set(instruction.attrs["dimensions"])  # type: ignore[arg-type]
+            dims = _shape(operand).dims
+            mapped = [b.sub(I64(dims[d] - 1), m) if d in flipped else m for d, m in enumerate(multi)]
+            return self.value(operand, self.new_index(dims, multi=mapped))
+        if opcode == "slice":
+            assert operand is not None
+            spec = instruction.attrs["slice"]
+            mapped = [b.add(I64(d.start), b.mul(m, I64(d.stride))) for d, m in zip(spec, multi, strict=True)]  # type: ignore[arg-type]
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped))
+        if opcode == "iota":
+            return nir.convert(b, multi[instruction.attrs["iota_dimension"]], S64, shape.dtype, self.kernel.config)  # type: ignore[index]
+        if opcode == "pad":
+            return self._pad(instruction, multi)
+        if opcode == "concatenate":
+            return self._concatenate(instruction, multi)
+        raise AssertionError(f"no element generator for {opcode}")
+
+    def _parameter(self, instruction: Instruction, index: Index) -> ir.Value:
+        if id(instruction) in self.scalars:
+            return self.elements.splat(self.scalars[id(instruction)], index.lanes)
+        base = self.kernel.buffer(self.parameters[instruction.parameter_number])  # type: ignore[index]
+        return self.kernel.load(base, _shape(instruction).dtype, index.flat(), index.lanes)
+
+    def _constant(self, instruction: Instruction, index: Index) -> ir.Value:
+        if _shape(instruction).rank == 0:
+            return self.elements._splat_literal(instruction, index.lanes)
+        if id(instruction) not in self.constants:
+            self.constants[id(instruction)] = self.lowering._constant(instruction)
+        base = self.kernel.buffer(self.constants[id(instruction)])
+        return self.kernel.load(base, _shape(instruction).dtype, index.flat(), index.lanes)
+
+    def _elementwise(self, instruction: Instruction, index: Index) -> ir.Value:
+        values = []
+        for operand in instruction.operands:
+            if _is_scalar_operand(instruction, operand):
+                values.append(self.elements.splat(self.value(operand, self.scalar_index()), index.lanes))
+            else:
+                values.append(self.value(operand, index))
+        return self.elements.emit(instruction, values)
+
+    def _pad(self, instruction: Instruction, multi: list[ir.Value]) -> ir.Value:
+        """The operand's element where the output position is on the grid, else the fill
+        value; the operand is read at a clamped (valid) index either way, then selected."""
+        b = self.builder
+        source = _shape(instruction.operands[0])
+        fill = self.value(instruction.operands[1], self.scalar_index())
+        if source.element_count == 0:
+            return fill
+        inside = ir.Constant(ir.IntType(1), 1)
+        positions = []
+        for m, p, size in zip(multi, instruction.attrs.get("padding", ()), source.dims, strict=True):  # type: ignore[arg-type]
+            shifted = b.sub(m, I64(p.low))
+            step = p.interior + 1
+            position = b.sdiv(shifted, I64(step)) if step > 1 else shifted
+            on_grid = b.icmp_signed("==", b.srem(shifted, I64(step)), I64(0)) if step > 1 else ir.Constant(ir.IntType(1), 1)
+            in_range = b.and_(b.icmp_signed(">=", shifted, I64(0)), b.icmp_signed("<", position, I64(size)))
+            inside = b.and_(inside, b.and_(on_grid, in_range))
+            positions.append(position)
+        safe = [b.select(inside, p, I64(0)) for p in positions]
+        value = self.value(instruction.operands[0], self.new_index(source.dims, multi=safe))
+        return b.select(inside, value, fill)
+
+    def _concatenate(self, instruction: Instruction, multi: list[ir.Value]) -> ir.Value:
+        """Branches on the position along the axis: only the owning operand is computed."""
+        b = self.builder
+        axis = instruction.attrs["dimensions"][0]  # type: ignore[index]
+        parts = [(op, _shape(op)) for op in instruction.operands if _shape(op).dims[axis]]
+        merge = b.append_basic_block("concat.merge")
+        incoming: list[tuple[ir.Value, ir.Block]] = []
+        offset = 0
+        saved = self.memo
+        for number, (operand, shape) in enumerate(parts):
+            end = offset + shape.dims[axis]
+            last = number == len(parts) - 1
+            if not last:
+                here = b.append_basic_block("concat.part")
+                rest = b.append_basic_block("concat.rest")
+                b.cbranch(b.icmp_signed("<", multi[axis], I64(end)), here, rest)
+                b.position_at_end(here)
+            # Values computed in a branch do not dominate the merge: a scoped memo.
+            self.memo = dict(saved)
+            mapped = list(multi)
+            mapped[axis] = b.sub(multi[axis], I64(offset)) if offset else multi[axis]
+            incoming.append((self.value(operand, self.new_index(shape.dims, multi=mapped)), b.block))
+            b.branch(merge)
+            if not last:
+                b.position_at_end(rest)
+            offset = end
+        self.memo = saved
+        b.position_at_end(merge)
+        phi = b.phi(storage_type(_shape(instruction).dtype))
+        for value, block in incoming:
+            phi.add_incoming(value, block)
+        return phi
+
+
+def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
+    """A kLoop fusion as one kernel over its output elements, or None when its computation
+    holds an op without an element generator (the lowering then inlines it op by op)."""
+    computation = instruction.attrs.get("calls")
+    if not isinstance(computation, Computation) or not supported(computation):
+        return None
+    if not all(isinstance(ref, int) for ref in operands):
+        return None
+    shape = instruction.array_shape
+    output = lowering.new_buffer(shape)
+    count = shape.element_count
+    if count == 0:
+        return output
+    vector, in_place = flat_identity(computation)
+    width = vector_width(lowering.config) if vector else 1
+    with lowering.kernels.kernel("fusion") as kernel:
+        emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
+        emitter.preload_scalars()
+        b = kernel.builder
+        out_base = kernel.buffer(output)
+
+        def body(flat: ir.Value, lanes: int) -> None:
+            emitter.reset()
+            # The scalar path unravels the output index once, before any branch.
+            multi = unravel(b, flat, shape.dims) if not vector else None
+            index = emitter.new_index(shape.dims, flat, multi, lanes)
+            kernel.store(emitter.value(computation.root, index), out_base, shape.dtype, flat)
+
+        if vector:
+            span = b.sub(kernel.end, kernel.begin)
+            vector_end = b.add(kernel.begin, b.mul(b.udiv(span, I64(width)), I64(width)))
+            with kernel.loop(kernel.begin, vector_end, width, "v") as index:
+                body(index, width)
+            with kernel.loop(vector_end, kernel.end, 1, "s") as index:
+                body(index, 1)
+        else:
+            with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
+                body(index, 1)
+    steps.append(P.KernelStep(kernel.name, count, grain=16384 if vector else 4096, instruction=instruction.name))
+    # Those operands' elements are read at the output element's own flat position, before
+    # it is written: a same-size one may share the output's memory.
+    for number in in_place:
+        ref = operands[number]
+        if isinstance(ref, int) and lowering.buffer(ref).nbytes == shape.byte_size:
+            lowering.in_place.append((output, ref))
+    return output

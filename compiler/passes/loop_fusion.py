@@ -1,0 +1,223 @@
+"""Loop fusion: chains of elementwise and index-mapping ops become one `fusion` instruction
+(kind=kLoop) whose called computation the backend computes in a single loop over the output
+elements, without intermediate buffers (compiler/codegen/fusion.py).
+
+Grouping is the classic single-output producer/consumer rule. Instructions are visited from
+the root back (reverse post order, so every user is decided before its producer); a fusible
+instruction joins the group of its users when all of its users belong to one group and it is
+not the computation's root, otherwise it starts a group of its own. Only a group's root has
+users outside the group, so a group can never reach itself through an outside instruction: no
+cycles.
+
+Cheap producers are duplicated instead: a scalar constant, an iota, or a broadcast of a scalar
+used by several groups is copied into every group that reads it. Recomputing a value is
+bit-exact under the numerics contract (docs/numerics.md), because every op's result is a pure
+function of its operands' bits: the copy computes exactly the bits the original would have.
+Expensive ops (transcendental math, divide, power, ...) are never duplicated; they fuse only
+into a group that holds all of their users.
+
+Only computations that run as steps are rewritten (the entry, while conditions and bodies,
+conditional branches, called computations); scalar computations (reducers, comparators, map
+and scatter computations) are emitted inline and keep their plain form, and existing
+fusions' computations are left as they are. Reduce, dot, convolution, sort, gather, scatter,
+while and conditional are never fused.
+"""
+
+from __future__ import annotations
+
+from compiler.hlo.editing import (
+    NameAllocator,
+    remove_dead,
+    remove_unreachable_computations,
+    replace_all_uses,
+    users,
+)
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import ArrayShape
+from compiler.passes.base import SimplePass
+
+# Elementwise opcodes the backend's element emitter computes (compiler/codegen/elementwise.py).
+ELEMENTWISE = frozenset(
+    {
+        "negate", "abs", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz",
+        "sqrt", "not", "is-finite", "convert", "add", "subtract", "multiply", "divide",
+        "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor", "shift-left",
+        "shift-right-logical", "shift-right-arithmetic", "compare", "select", "clamp",
+        "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic",
+        "rsqrt", "cbrt", "erf", "sine", "cosine",
+    }
+)  # fmt: skip
+
+# Ops that only map output indices to operand indices (or produce values from the index).
+INDEX_MAPPING = frozenset({"broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "iota"})
+
+# Attributes of the control-flow ops whose computations run as steps of the plan.
+_STEP_COMPUTATIONS = ("condition", "body", "true_computation", "false_computation", "branch_computations")
+
+
+def is_fusible(instruction: Instruction) -> bool:
+    """Whether the loop fusion codegen can compute `instruction` per output element."""
+    if not isinstance(instruction.shape, ArrayShape):
+        return False
+    if any(not isinstance(op.shape, ArrayShape) for op in instruction.operands):
+        return False
+    opcode = instruction.opcode
+    if opcode in ELEMENTWISE or opcode in INDEX_MAPPING:
+        return True
+    if opcode == "bitcast-convert":
+        # Only between equal widths is it elementwise (otherwise it changes the shape).
+        return instruction.operands[0].array_shape.dtype.bits == instruction.array_shape.dtype.bits
+    return opcode == "constant" and instruction.array_shape.rank == 0
+
+
+def is_duplicable(instruction: Instruction) -> bool:
+    """Cheap producers copied into every group that reads them (see the module docstring)."""
+    opcode = instruction.opcode
+    if opcode == "constant":
+        return isinstance(instruction.shape, ArrayShape) and instruction.array_shape.rank == 0
+    if opcode == "iota":
+        return True
+    if opcode == "broadcast":
+        operand = instruction.operands[0]
+        return isinstance(operand.shape, ArrayShape) and operand.array_shape.rank == 0 and operand.opcode in ("constant", "parameter")
+    return False
+
+
+def step_computations(module: Module) -> list[Computation]:
+    """Computations that run as plan steps, in module order: the entry and what while,
+    conditional and call instructions in them call (never reducers or comparators, which
+    the backend inlines as scalar code, nor fusions' computations)."""
+    chosen: dict[int, Computation] = {}
+    pending = [module.entry]
+    while pending:
+        computation = pending.pop()
+        if id(computation) in chosen:
+            continue
+        chosen[id(computation)] = computation
+        for instruction in computation.instructions:
+            keys = _STEP_COMPUTATIONS + (("to_apply", "calls") if instruction.opcode == "call" else ())
+            for key in keys:
+                value = instruction.attrs.get(key)
+                callees = value if isinstance(value, tuple) else (value,)
+                pending.extend(c for c in callees if isinstance(c, Computation))
+    # A computation also used as a scalar computation stays as it is.
+    scalar_ids = {id(c) for c in _scalar_computations(module)}
+    return [c for c in module.computations if id(c) in chosen and id(c) not in scalar_ids]
+
+
+def _scalar_computations(module: Module) -> list[Computation]:
+    """Computations called by anything but call/while/conditional (reducers, comparators,
+    map and scatter computations, fusions), and everything they call."""
+    found: list[Computation] = []
+    seen: set[int] = set()
+    pending: list[Computation] = []
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            if instruction.opcode in ("while", "conditional", "call"):
+                continue
+            pending.extend(instruction.called_computations())
+    while pending:
+        computation = pending.pop(0)
+        if id(computation) in seen:
+            continue
+        seen.add(id(computation))
+        found.append(computation)
+        for instruction in computation.instructions:
+            pending.extend(instruction.called_computations())
+    return found
+
+
+def group_instructions(computation: Computation) -> list[list[Instruction]]:
+    """The fusion groups of `computation`: each a list of instructions in post order whose
+    last element is the group's root. Groups worth fusing only (two or more ops that are not
+    constants)."""
+    order = computation.post_order()
+    user_map = users(computation)
+    group_of: dict[int, int] = {}
+    members: list[list[Instruction]] = []
+    for instruction in reversed(order):
+        if not is_fusible(instruction):
+            continue
+        its_users = user_map.get(id(instruction), [])
+        user_groups = {group_of.get(id(u), -1) for u in its_users}
+        joins = (
+            its_users
+            and instruction is not computation.root
+            and len(user_groups) == 1
+            and -1 not in user_groups
+        )
+        if joins:
+            group = user_groups.pop()
+        else:
+            group = len(members)
+            members.append([])
+        group_of[id(instruction)] = group
+        members[group].append(instruction)
+    groups = []
+    for group in members:
+        group.reverse()  # post order: operands before users, root last
+        if sum(1 for i in group if i.opcode != "constant") >= 2:
+            groups.append(group)
+    # Deterministic order: by the position of the group's root in the post order.
+    position = {id(i): n for n, i in enumerate(order)}
+    groups.sort(key=lambda g: position[id(g[-1])])
+    return groups
+
+
+def fuse_group(module: Module, computation: Computation, group: list[Instruction], names: NameAllocator) -> Instruction:
+    """Replaces `group` (post order, root last) by a kLoop fusion instruction calling a new
+    computation; returns the fusion instruction."""
+    inside = {id(i) for i in group}
+    root = group[-1]
+    parameters: list[Instruction] = []
+    arguments: list[Instruction] = []
+    copies: dict[int, Instruction] = {}
+    fused: list[Instruction] = []
+
+    def inner(value: Instruction) -> Instruction:
+        """The fused computation's stand-in for an outside operand."""
+        if id(value) in copies:
+            return copies[id(value)]
+        if is_duplicable(value):
+            twin = Instruction(names.fresh(value.name), value.opcode, value.shape, [inner(op) for op in value.operands],
+                               dict(value.attrs), value.literal, location=value.location)  # fmt: skip
+            fused.append(twin)
+        else:
+            twin = Instruction(names.fresh("param"), "parameter", value.shape, parameter_number=len(parameters))
+            parameters.append(twin)
+            arguments.append(value)
+        copies[id(value)] = twin
+        return twin
+
+    for instruction in group:
+        instruction.operands = [op if id(op) in inside else inner(op) for op in instruction.operands]
+        fused.append(instruction)
+    called = Computation(names.fresh("fused_computation"), parameters + fused, root, computation.location)
+    fusion = Instruction(names.fresh("fusion"), "fusion", root.shape, arguments, {"kind": "kLoop", "calls": called}, location=root.location)
+    position = next(n for n, i in enumerate(computation.instructions) if i is root)
+    computation.instructions[position] = fusion
+    computation.instructions = [i for i in computation.instructions if id(i) not in inside]
+    replace_all_uses(computation, root, fusion)
+    index = next(n for n, c in enumerate(module.computations) if c is computation)
+    module.computations.insert(index, called)
+    return fusion
+
+
+class LoopFusion(SimplePass):
+    """Fuses elementwise and index-mapping chains into kLoop fusions (module docstring)."""
+
+    name = "loop-fusion"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        names = NameAllocator(module)
+        changed = False
+        for computation in step_computations(module):
+            for group in group_instructions(computation):
+                fuse_group(module, computation, group, names)
+                changed = True
+            if changed:
+                remove_dead(computation)
+        if changed:
+            remove_unreachable_computations(module)
+        return changed
