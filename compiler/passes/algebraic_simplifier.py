@@ -1,0 +1,224 @@
+"""Algebraic simplification, restricted to rewrites that are bit-exact under the numerics
+contract for every input: NaNs with any payload or sign, +-0, +-inf, subnormals and the
+extreme integers.
+
+Every rewrite replaces an instruction by one of its operands (an existing value), and only
+when the two shapes are equal including the layout, so users see the same shape. "c" below
+is a constant, or a broadcast of a constant, whose elements all equal the value shown.
+
+Integers (two's complement, wrapping; contract section 2) -- never floats:
+- `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x / 1` -> `x`: exact in modular arithmetic
+  (`INT_MIN / 1 = INT_MIN`, no overflow).
+- `x * 0`, `0 * x` -> the zero operand.
+- `shift-left`/`shift-right-logical`/`shift-right-arithmetic` by 0 -> `x`.
+- `negate(negate(x))` -> `x`: wrapping negation is an involution (`-INT_MIN = INT_MIN`).
+Integers and pred (bitwise, or logical for pred):
+- `x & all-ones`, `x | 0`, `x ^ 0` (either operand order) -> `x`;
+- `x & 0` -> the zero operand, `x | all-ones` -> the all-ones operand;
+- `not(not(x))` -> `x`;
+- `convert` to the same element type -> `x` (integer to integer is a wrap to the same
+  width, pred to pred is `x != 0`: both the identity).
+Any element type (these only move or select bits, which the contract keeps exactly,
+NaN payloads included):
+- `select(true, a, b)` -> `a`, `select(false, a, b)` -> `b`, `select(p, a, a)` -> `a`;
+- `slice` of the whole operand with stride 1, `concatenate` of one operand, `pad` with
+  all-zero low/high/interior, `reverse` of no dimensions -> the operand.
+
+Deliberately NOT done (each would change bits for some input):
+- float `x * 1.0`, `x + (-0.0)`, `x - 0.0`, `x / 1.0`: the arithmetic result of a NaN is
+  the canonical NaN, so a NaN input with a payload or a sign would come out differently;
+- float `x + 0.0`: also changes `-0` to `+0`;
+- float `negate(negate(x))`: negate canonicalizes a NaN result, so a payload is lost;
+- float `convert` to the same type: docs/numerics.md section 2 says a float-to-float
+  convert gives the canonical NaN for a NaN (the reference evaluator copies a same-type
+  convert unchanged; until the two agree, the rewrite is not made);
+- float `x * 0` -> 0 (NaN, inf and the sign of zero), `x - x` -> 0 (NaN, inf).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.hlo import attributes as attr
+from compiler.hlo.editing import replace_all_uses
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import ArrayShape
+from compiler.passes.base import SimplePass
+
+
+def uniform_constant(instruction: Instruction) -> np.ndarray | None:
+    """The elements of a constant (or a broadcast of a constant), flattened, if all are
+    equal; None otherwise."""
+    source = instruction
+    if source.opcode == "broadcast" and source.operands[0].opcode == "constant":
+        source = source.operands[0]
+    if source.opcode != "constant" or source.literal is None:
+        return None
+    flat = np.asarray(source.literal).reshape(-1)
+    if flat.size == 0:
+        return None
+    view = flat.view(np.uint8).reshape(flat.size, -1)  # compare bits, not values
+    if not (view == view[0]).all():
+        return None
+    return flat
+
+
+def _is(instruction: Instruction, kind: str) -> bool:
+    """Whether `instruction` is a uniform constant of `kind`: zero, one or all-ones."""
+    flat = uniform_constant(instruction)
+    if flat is None:
+        return False
+    value = flat[:1]
+    if kind == "zero":
+        return not bool(value.any())
+    if kind == "one":
+        return bool((value == 1).all())
+    if kind == "ones":  # every bit set (true for pred)
+        if value.dtype == np.bool_:
+            return bool(value.all())
+        return bool((value == np.invert(np.zeros((), value.dtype))).all())
+    raise ValueError(kind)
+
+
+def _integer(instruction: Instruction) -> bool:
+    shape = instruction.shape
+    return isinstance(shape, ArrayShape) and not shape.dtype.is_float and not shape.dtype.is_pred
+
+
+def _bits(instruction: Instruction) -> bool:
+    shape = instruction.shape
+    return isinstance(shape, ArrayShape) and not shape.dtype.is_float
+
+
+def _either(instruction: Instruction, kind: str) -> tuple[Instruction, Instruction] | None:
+    """(the constant of `kind`, the other operand) for a binary op, if one operand is one."""
+    a, b = instruction.operands
+    if _is(b, kind):
+        return b, a
+    if _is(a, kind):
+        return a, b
+    return None
+
+
+def simplified(instruction: Instruction) -> Instruction | None:
+    """An existing value bit-identical to `instruction` for every input, or None."""
+    op = instruction.opcode
+    operands = instruction.operands
+    if op in (
+        "add",
+        "multiply",
+        "subtract",
+        "divide",
+        "shift-left",
+        "shift-right-logical",
+        "shift-right-arithmetic",
+    ):
+        if not _integer(instruction):
+            return None
+        if op == "add":
+            pair = _either(instruction, "zero")
+            return pair[1] if pair else None
+        if op == "multiply":
+            pair = _either(instruction, "one")
+            if pair:
+                return pair[1]
+            pair = _either(instruction, "zero")
+            return pair[0] if pair else None
+        if op == "divide":
+            return operands[0] if _is(operands[1], "one") else None
+        # subtract and the shifts: only the right operand is neutral.
+        return operands[0] if _is(operands[1], "zero") else None
+    if op in ("and", "or", "xor"):
+        if not _bits(instruction):
+            return None
+        if op == "and":
+            pair = _either(instruction, "ones")
+            if pair:
+                return pair[1]
+            pair = _either(instruction, "zero")
+            return pair[0] if pair else None
+        pair = _either(instruction, "zero")
+        if pair:
+            return pair[1]
+        if op == "or":
+            pair = _either(instruction, "ones")
+            return pair[0] if pair else None
+        return None
+    if op == "negate":
+        inner = operands[0]
+        return inner.operands[0] if _integer(instruction) and inner.opcode == "negate" else None
+    if op == "not":
+        inner = operands[0]
+        return inner.operands[0] if _bits(instruction) and inner.opcode == "not" else None
+    if op == "convert":
+        source = operands[0].shape
+        if (
+            _bits(instruction)
+            and isinstance(source, ArrayShape)
+            and source.dtype == instruction.array_shape.dtype
+        ):
+            return operands[0]
+        return None
+    if op == "select":
+        predicate, on_true, on_false = operands
+        if on_true is on_false:
+            return on_true
+        if _is(predicate, "ones"):
+            return on_true
+        if _is(predicate, "zero"):
+            return on_false
+        return None
+    if op == "slice":
+        spec = instruction.attrs["slice"]
+        assert isinstance(spec, tuple)
+        dims = operands[0].array_shape.dims
+        if all(
+            d.start == 0 and d.limit == n and d.stride == 1 for d, n in zip(spec, dims, strict=True)
+        ):
+            return operands[0]
+        return None
+    if op == "concatenate":
+        return operands[0] if len(operands) == 1 else None
+    if op == "pad":
+        config = instruction.attrs["padding"]
+        assert isinstance(config, tuple)
+        if all(
+            isinstance(p, attr.PadDim) and p.low == 0 and p.high == 0 and p.interior == 0
+            for p in config
+        ):
+            return operands[0]
+        return None
+    if op == "reverse":
+        return operands[0] if not instruction.attrs.get("dimensions") else None
+    return None
+
+
+def simplify(computation: Computation) -> bool:
+    """Applies the rewrites in post order; returns whether any applied."""
+    changed = False
+    for instruction in computation.post_order():
+        replacement = simplified(instruction)
+        if (
+            replacement is not None
+            and replacement is not instruction
+            and replacement.shape == instruction.shape
+        ):
+            replace_all_uses(computation, instruction, replacement)
+            changed = True
+    return changed
+
+
+class AlgebraicSimplifier(SimplePass):
+    """Bit-exact algebraic identities (see the module docstring for the list and the ones
+    left out on purpose)."""
+
+    name = "algebraic-simplifier"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        """Simplifies every computation; replaced instructions are left to dead code
+        elimination."""
+        changed = False
+        for computation in module.computations:
+            changed |= simplify(computation)
+        return changed
