@@ -10,14 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.passes.algebraic_simplifier import AlgebraicSimplifier
 from compiler.passes.base import FixedPoint, Pipeline
+from compiler.passes.call_inlining import CallInlining
+from compiler.passes.common_subexpression_elimination import CommonSubexpressionElimination
+from compiler.passes.constant_folding import ConstantFolding
+from compiler.passes.dead_code_elimination import DeadCodeElimination
+from compiler.passes.layout_assignment import LayoutAssignment
 from compiler.passes.loop_fusion import LoopFusion
 from compiler.passes.scheduling import Scheduling
+from compiler.passes.shape_canonicalization import ShapeCanonicalization
+from compiler.passes.tuple_simplification import TupleSimplification
 
 
 def default_pipeline() -> Pipeline:
     """Simplification to a fixed point, fusion, then scheduling."""
-    simplification: tuple = ()
+    simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
     fusion: tuple = (LoopFusion(),)
     stages: list = []
     if simplification:
