@@ -12,6 +12,7 @@ from compiler.codegen import (
     dot_conv,
     elementwise,
     reductions,
+    sequences,
     sort_gather_scatter,
 )
 from compiler.codegen.lower import Emitter, lower_module
@@ -51,7 +52,9 @@ def generate(program: Program, config: CompilerConfig, observer: PassObserver | 
     assignment = buffer_assignment.assign(plan, lowering.in_place)
     plan = buffer_assignment.apply(plan, assignment)
     plan.no_reuse_bytes = assignment.no_reuse_bytes
-    return lowering.kernels.ir_text(), plan, canonical_text(optimized) + buffer_assignment.describe(plan)
+    graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
+    plan.steps = sequences.merge_small_steps(plan.steps, lowering.kernels)
+    return lowering.kernels.ir_text(), plan, graph_text
 
 
 def compile_program(

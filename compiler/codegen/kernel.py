@@ -120,6 +120,26 @@ class KernelModule:
         kernel.name = name
         kernel.finished = True
 
+    def sequence(self, parts: list[tuple[str, int]]) -> str:
+        """An exported kernel that runs the given kernels one after another, each over its
+        whole extent [0, extent) (its own `begin`/`end` are ignored); returns its name. The
+        bodies are called directly, inside one floating-point environment switch."""
+        name = self.unique("seq")
+        body = ir.Function(self.module, KERNEL_TYPE, f"{name}.body")
+        body.linkage = "internal"
+        body.attributes.add("nounwind")
+        builder = ir.IRBuilder(body.append_basic_block("entry"))
+        table = body.args[0]
+        touched: set[int] = set()
+        for kernel_name, extent in parts:
+            builder.call(self.module.globals[f"{kernel_name}.body"], [table, I64(0), I64(extent)])
+            touched.update(self.kernel_buffers[kernel_name])
+        builder.ret_void()
+        self._export(name, body)
+        self.kernel_names.append(name)
+        self.kernel_buffers[name] = tuple(sorted(touched))
+        return name
+
     def _export(self, name: str, body: ir.Function) -> None:
         wrapper = ir.Function(self.module, KERNEL_TYPE, name)
         wrapper.attributes.add("nounwind")

@@ -39,6 +39,9 @@ class KernelStep:
     grain: int
     instruction: str
     buffers: tuple[int, ...] = ()  # every buffer the kernel reads or writes
+    # For a kernel that runs a sequence of kernels in one call: those steps, in order (run
+    # one by one instead when each instruction's output must be observed).
+    parts: tuple[KernelStep, ...] = ()
     kind: Literal["kernel"] = "kernel"
 
 
@@ -139,7 +142,9 @@ class Plan:
 
 def _step_to_json(step: Step) -> dict:
     data = asdict(step)
-    if isinstance(step, WhileStep):
+    if isinstance(step, KernelStep):
+        data["parts"] = [_step_to_json(s) for s in step.parts]
+    elif isinstance(step, WhileStep):
         data["condition"] = [_step_to_json(s) for s in step.condition]
         data["body"] = [_step_to_json(s) for s in step.body]
     elif isinstance(step, ConditionalStep):
@@ -150,7 +155,8 @@ def _step_to_json(step: Step) -> dict:
 def _step_from_json(data: dict) -> Step:
     kind = data["kind"]
     if kind == "kernel":
-        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"], tuple(data["buffers"]))
+        parts = tuple(_step_from_json(s) for s in data.get("parts", ()))
+        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"], tuple(data["buffers"]), parts)  # type: ignore[arg-type]
     if kind == "copy":
         return CopyStep(tuple(data["sources"]), tuple(data["targets"]))
     if kind == "while":

@@ -91,12 +91,15 @@ class Executable:
         weakref.finalize(self, _close_pools, self._pools)
 
     def plan_kernels(self) -> list[str]:
-        """Names of the kernels the plan calls, in plan order (sub-steps included)."""
+        """Names of the kernels the plan runs, in plan order (sub-steps included; the kernels
+        of a sequence rather than the sequence)."""
         names: list[str] = []
 
         def visit(steps) -> None:
             for step in steps:
-                if isinstance(step, P.KernelStep):
+                if isinstance(step, P.KernelStep) and step.parts:
+                    visit(step.parts)
+                elif isinstance(step, P.KernelStep):
                     names.append(step.kernel)
                 elif isinstance(step, P.WhileStep):
                     visit(step.condition)
@@ -191,6 +194,9 @@ class Executable:
     def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
         for step in steps:
             if isinstance(step, P.KernelStep):
+                if step.parts and observer is not None:
+                    self._run_steps(state, step.parts, limit, observer)
+                    continue
                 function = self.kernel(step.kernel)
                 state.pool.run(function, step.extent, step.grain, ctypes.addressof(state.table))
                 if observer is not None:
