@@ -73,18 +73,25 @@ def emit_rearrange(
     if count == 0:
         return output
     source_strides = row_major_strides(source_shape.dims)
+    # A work item is a row of the last target dimension: the outer indices are unravelled
+    # once per row, and the index arithmetic of the inner loop is affine in its counter.
+    row = target_dims[-1] if target_dims else 1
+    outer_dims = target_dims[:-1]
     with lowering.kernels.kernel("rearrange") as kernel:
         b = kernel.builder
-        with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
-            target = unravel(b, index, target_dims)
-            indices, inside = source_index(b, target)
-            safe = [b.select(inside, i, I64(0)) for i in indices] if inside is not None else indices
-            value = kernel.load(kernel.buffer(source), source_shape.dtype, ravel(b, safe, source_strides))  # type: ignore[arg-type]
-            value = nir.convert(b, value, source_shape.dtype, dtype, kernel.config)
-            if inside is not None:
-                value = b.select(inside, value, constant(value.type, 0))
-            kernel.store(value, kernel.buffer(output), dtype, index)
-    steps.append(P.KernelStep(kernel.name, count, 16384, instruction.name))
+        with kernel.loop(kernel.begin, kernel.end, 1, "row") as row_index:
+            outer = unravel(b, row_index, outer_dims) if outer_dims else []
+            row_start = b.mul(row_index, I64(row))
+            with kernel.loop(I64(0), I64(row), 1, "j") as j:
+                target = [*outer, j] if target_dims else []
+                indices, inside = source_index(b, target)
+                safe = [b.select(inside, i, I64(0)) for i in indices] if inside is not None else indices
+                value = kernel.load(kernel.buffer(source), source_shape.dtype, ravel(b, safe, source_strides))  # type: ignore[arg-type]
+                value = nir.convert(b, value, source_shape.dtype, dtype, kernel.config)
+                if inside is not None:
+                    value = b.select(inside, value, constant(value.type, 0))
+                kernel.store(value, kernel.buffer(output), dtype, b.add(row_start, j))
+    steps.append(P.KernelStep(kernel.name, count // row, max(1, 16384 // row), instruction.name))
     return output
 
 
