@@ -87,6 +87,7 @@ class Executable:
         self._loaded = load_object(self.object_bytes, self.config)
         self._parameter_shapes = self.program.parameter_shapes
         self._input_slots = [(b.id, b.input_index) for b in self.plan.buffers if b.kind == "input"]
+        self._direct_output_specs = self._direct_output_specs_of_plan()
         # Worker threads end with the executable.
         weakref.finalize(self, _close_pools, self._pools)
 
@@ -173,22 +174,25 @@ class Executable:
     def _direct_outputs(self) -> dict[int, np.ndarray]:
         """Fresh arrays for output buffers that kernels can write in place: arena buffers that
         appear once among the outputs."""
+        return {buffer_id: np.empty(dims, dtype=dtype) for buffer_id, dims, dtype in self._direct_output_specs}
+
+    def _direct_output_specs_of_plan(self) -> list[tuple[int, tuple[int, ...], np.dtype]]:
         counts: dict[int, int] = {}
         for buffer_id in self.plan.outputs:
             counts[buffer_id] = counts.get(buffer_id, 0) + 1
-        outputs = {}
+        specs = []
         for buffer_id, count in counts.items():
             buffer = self.plan.buffers[buffer_id]
             if count == 1 and buffer.kind == "arena":
-                outputs[buffer_id] = np.empty(buffer.dims, dtype=from_name(buffer.dtype).numpy)
-        return outputs
+                specs.append((buffer_id, buffer.dims, np.dtype(from_name(buffer.dtype).numpy)))
+        return specs
 
     def _state(self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray, table: ctypes.Array) -> RunState:
         outputs = self._direct_outputs()
         for buffer_id, input_index in self._input_slots:
-            table[buffer_id] = inputs[input_index].ctypes.data
+            table[buffer_id] = _address(inputs[input_index])
         for buffer_id, array in outputs.items():
-            table[buffer_id] = array.ctypes.data  # the same buffers every run: no reset needed
+            table[buffer_id] = _address(array)  # the same buffers every run: no reset needed
         return RunState(self, inputs, arena, table, pool, outputs)
 
     def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
@@ -229,6 +233,15 @@ class Executable:
             return 0 if raw[0] else 1
         index = int(raw.view(np.int32)[0])
         return index if 0 <= index < len(step.branches) else len(step.branches) - 1
+
+
+def _address(array: np.ndarray) -> int:
+    """The address of a C-contiguous array's first element. Through the buffer protocol for
+    writable arrays (half the cost of `array.ctypes.data`, which matters on small models)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):  # read-only or empty
+        return array.ctypes.data
 
 
 def _close_pools(pools: dict[int, WorkerPool]) -> None:
