@@ -93,3 +93,23 @@ def test_each_pass_alone_keeps_reference_outputs(pass_type) -> None:
         module = _module(fixture)
         pass_type().run(module)
         _assert_same(fixture, module)
+
+
+def _renamed_and_reordered(module: Module) -> Module:
+    """The same program with every instruction renamed and each computation's instructions
+    listed in reverse (the order of the list carries no meaning before scheduling)."""
+    for computation in module.computations:
+        for number, instruction in enumerate(computation.instructions):
+            instruction.name = (
+                f"renamed_{computation.name}_{len(computation.instructions) - number}"
+            )
+        computation.instructions = list(reversed(computation.instructions))
+    return module
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_simplification_ignores_names_and_instruction_order(name: str) -> None:
+    fixture = Fixture(name)
+    plain = Pipeline((_simplification_group(),)).run(_module(fixture))
+    shuffled = Pipeline((_simplification_group(),)).run(_renamed_and_reordered(_module(fixture)))
+    assert canonical_text(shuffled) == canonical_text(plain)
