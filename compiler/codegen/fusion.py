@@ -24,8 +24,18 @@ from llvmlite import ir
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ELEMENTWISE_OPCODES, ElementEmitter, vector_width
-from compiler.codegen.kernel import I64, Kernel, ravel, row_major_strides, storage_type, unravel
+from compiler.codegen.kernel import (
+    I32,
+    I64,
+    Kernel,
+    lanes,
+    ravel,
+    row_major_strides,
+    storage_type,
+    unravel,
+)
 from compiler.codegen.lower import Lowering, Ref
+from compiler.codegen.reductions import Inputs, emit_reduce
 from compiler.hlo.dtypes import S64
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape
@@ -68,11 +78,18 @@ def _is_scalar_operand(user: Instruction, operand: Instruction) -> bool:
     return _shape(operand).rank == 0 and _shape(user).rank > 0
 
 
-def supported(computation: Computation) -> bool:
-    """Whether every instruction of the fused computation has an element generator."""
-    if not isinstance(computation.root.shape, ArrayShape) or computation.root.opcode == "parameter":
+def supported(computation: Computation, root_opcode: str | None = None) -> bool:
+    """Whether every instruction of the fused computation has an element generator (the
+    root excepted when `root_opcode` names what it must be instead)."""
+    root = computation.root
+    if root_opcode is not None:
+        if root.opcode != root_opcode:
+            return False
+    elif not isinstance(root.shape, ArrayShape) or root.opcode == "parameter":
         return False
     for instruction in computation.post_order():
+        if root_opcode is not None and instruction is root:
+            continue
         if not isinstance(instruction.shape, ArrayShape):
             return False
         opcode = instruction.opcode
@@ -87,7 +104,7 @@ def supported(computation: Computation) -> bool:
     return True
 
 
-def flat_identity(computation: Computation) -> tuple[bool, list[int]]:
+def flat_identity(computation: Computation, root: Instruction | None = None) -> tuple[bool, list[int]]:
     """Whether every value the root reads at a non-scalar position is read at the root's own
     flat index (the vector path needs this), and the parameters read only that way: their
     element at a position is read just before the output's element there is written, so
@@ -96,7 +113,7 @@ def flat_identity(computation: Computation) -> tuple[bool, list[int]]:
     identity = True
     at_position: list[int] = []
     elsewhere: set[int] = set()
-    pending: list[tuple[Instruction, bool]] = [(computation.root, True)]
+    pending: list[tuple[Instruction, bool]] = [(root or computation.root, True)]
     seen: set[tuple[int, bool]] = set()
     while pending:
         instruction, positional = pending.pop()
@@ -343,3 +360,54 @@ def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: lis
         if isinstance(ref, int) and lowering.buffer(ref).nbytes == shape.byte_size:
             lowering.in_place.append((output, ref))
     return output
+
+
+class GeneratedInputs(Inputs):
+    """A fused reduce's inputs and init values computed by their generators. Each element is
+    generated afresh (the reduction emits loops and branches, so no value is reused across
+    reads); W consecutive elements are generated as one vector when the input's chain is
+    the identity on flat indices, lane by lane otherwise."""
+
+    def __init__(self, emitter: FusionEmitter, reduce: Instruction) -> None:
+        self.emitter = emitter
+        self.reduce = reduce
+        self.half = len(reduce.operands) // 2
+        self.vector = [flat_identity(emitter.computation, op)[0] for op in reduce.operands[: self.half]]
+
+    def element(self, number: int, offset: ir.Value, count: int = 1) -> ir.Value:
+        emitter = self.emitter
+        operand = self.reduce.operands[number]
+        dims = _shape(operand).dims
+        if count == 1 or self.vector[number]:
+            emitter.reset()
+            return emitter.value(operand, emitter.new_index(dims, offset, lanes=count))
+        b = emitter.builder
+        vector = ir.Constant(lanes(storage_type(_shape(operand).dtype), count), ir.Undefined)
+        for lane in range(count):
+            emitter.reset()
+            element = emitter.value(operand, emitter.new_index(dims, b.add(offset, I64(lane))))
+            vector = b.insert_element(vector, element, I32(lane))
+        return vector
+
+    def init(self, number: int) -> ir.Value:
+        self.emitter.reset()
+        return self.emitter.value(self.reduce.operands[self.half + number], self.emitter.scalar_index())
+
+
+def emit_input_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
+    """A kInput fusion (a reduce over generated inputs): the reduce's kernels, unchanged in
+    order, reading each input element from its generator instead of a buffer. None when the
+    computation is not a reduce over generator-computable inputs."""
+    computation = instruction.attrs.get("calls")
+    if not isinstance(computation, Computation) or not supported(computation, "reduce"):
+        return None
+    if not all(isinstance(ref, int) for ref in operands):
+        return None
+    reduce = computation.root
+
+    def make_inputs(kernel: Kernel) -> Inputs:
+        emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
+        emitter.preload_scalars()
+        return GeneratedInputs(emitter, reduce)
+
+    return emit_reduce(lowering, reduce, steps, make_inputs)

@@ -7,6 +7,8 @@ vector for the lane folds, 8, 4, 2 and 1 lanes down the tree, scalars for the bl
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from compiler.codegen import plan as P
@@ -71,14 +73,34 @@ def scalar_tree(reduce: Reducer, items: list[Values]) -> Values:
     return items[0]
 
 
-class SequenceReader:
-    """Loads element k of one output element's reduced sequence, for every input."""
+class Inputs:
+    """Where a reduce's inputs come from inside one kernel: element `offset` (a flat
+    row-major index) of input `number`, `count` consecutive elements at a time, and the init
+    values. This one loads from buffers; a reduction input fusion computes the elements
+    instead (compiler/codegen/fusion.py). The reduction order does not depend on it."""
 
-    def __init__(self, kernel: Kernel, instruction: Instruction, operands: list[Ref], kept: list[int], reduced: list[int]) -> None:
+    def __init__(self, kernel: Kernel, instruction: Instruction, operands: list[Ref]) -> None:
         self.kernel = kernel
         half = len(operands) // 2
+        self.shapes = [op.array_shape for op in instruction.operands]
+        self.refs = list(operands)
+        self.half = half
+
+    def element(self, number: int, offset: ir.Value, count: int = 1) -> ir.Value:
+        return self.kernel.load(self.kernel.buffer(self.refs[number]), self.shapes[number].dtype, offset, count)  # type: ignore[arg-type]
+
+    def init(self, number: int) -> ir.Value:
+        return self.kernel.load(self.kernel.buffer(self.refs[self.half + number]), self.shapes[self.half + number].dtype, I64(0))  # type: ignore[arg-type]
+
+
+class SequenceReader:
+    """Reads element k of one output element's reduced sequence, for every input."""
+
+    def __init__(self, kernel: Kernel, instruction: Instruction, inputs: Inputs, kept: list[int], reduced: list[int]) -> None:
+        self.kernel = kernel
+        half = len(instruction.operands) // 2
         self.shapes = [op.array_shape for op in instruction.operands[:half]]
-        self.bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
+        self.inputs = inputs
         dims = self.shapes[0].dims
         strides = row_major_strides(dims)
         self.kept_strides = [strides[d] for d in kept]
@@ -98,19 +120,21 @@ class SequenceReader:
         return b.add(self.base_offset, ravel(b, unravel(b, k, self.reduced_dims), self.reduced_strides))
 
     def scalars(self, k: ir.Value) -> Values:
-        return [self.kernel.load(base, shape.dtype, self._offset(k)) for base, shape in zip(self.bases, self.shapes, strict=True)]
+        offset = self._offset(k)
+        return [self.inputs.element(number, offset) for number in range(len(self.shapes))]
 
     def vectors(self, start: ir.Value, count: int, filler: Values | None = None) -> Values:
         """`count` consecutive sequence elements from `start` in lanes 0..count-1 of 16-lane
         vectors; the other lanes hold `filler`'s lanes (or are undefined)."""
         b = self.kernel.builder
         if self.contiguous and count == LANES:
-            return [self.kernel.load(base, shape.dtype, self._offset(start), LANES) for base, shape in zip(self.bases, self.shapes, strict=True)]
+            offset = self._offset(start)
+            return [self.inputs.element(number, offset, LANES) for number in range(len(self.shapes))]
         out = []
-        for position, (base, shape) in enumerate(zip(self.bases, self.shapes, strict=True)):
+        for position, shape in enumerate(self.shapes):
             vector = filler[position] if filler is not None else ir.Constant(lanes(storage_type(shape.dtype), LANES), ir.Undefined)
             for lane in range(count):
-                element = self.kernel.load(base, shape.dtype, self._offset(b.add(start, I64(lane))))
+                element = self.inputs.element(position, self._offset(b.add(start, I64(lane))))
                 vector = b.insert_element(vector, element, I32(lane))
             out.append(vector)
         return out
@@ -202,10 +226,16 @@ def _result_shapes(instruction: Instruction) -> list[ArrayShape]:
 
 
 def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """A reduce reading its inputs from buffers (see emit_reduce)."""
+    return emit_reduce(lowering, instruction, steps, lambda kernel: Inputs(kernel, instruction, operands))
+
+
+def emit_reduce(lowering: Lowering, instruction: Instruction, steps: list[P.Step], make_inputs: Callable[[Kernel], Inputs]) -> Ref:
     """One kernel when a sequence fits in one block. Longer sequences take two kernels: the
     first computes every (output element, block) result in parallel, the second runs each
-    output element's tree over its blocks and applies the init value."""
-    half = len(operands) // 2
+    output element's tree over its blocks and applies the init value. `make_inputs` gives
+    each kernel its source of input elements and init values."""
+    half = len(instruction.operands) // 2
     input_shape = instruction.operands[0].array_shape
     dims: tuple[int, ...] = instruction.attrs["dimensions"]  # type: ignore[assignment]
     reduced = sorted(dims)
@@ -222,14 +252,14 @@ def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Re
     result: Ref = outputs[0] if half == 1 else tuple(outputs)
     if not count:
         return result
-    init_refs = list(zip(operands[half:], instruction.operands[half:], strict=True))
     blocks = -(-n // BLOCK)
     if blocks <= 1:
         with lowering.kernels.kernel("reduce") as kernel:
             b = kernel.builder
             reduce = Reducer(kernel, computation)
-            reader = SequenceReader(kernel, instruction, operands, kept, reduced)
-            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in init_refs]  # type: ignore[arg-type]
+            inputs = make_inputs(kernel)
+            reader = SequenceReader(kernel, instruction, inputs, kept, reduced)
+            inits = [inputs.init(number) for number in range(half)]
             with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
                 reader.set_output(unravel(b, index, out_dims))
                 values = emit_reduce_element(kernel, reduce, reader, n, inits)
@@ -241,7 +271,7 @@ def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Re
     with lowering.kernels.kernel("reduce_blocks") as kernel:
         b = kernel.builder
         reduce = Reducer(kernel, computation)
-        reader = SequenceReader(kernel, instruction, operands, kept, reduced)
+        reader = SequenceReader(kernel, instruction, make_inputs(kernel), kept, reduced)
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
             reader.set_output(unravel(b, b.udiv(item, I64(blocks)), out_dims))
             values = block_result(kernel, reduce, reader, b.urem(item, I64(blocks)), n)
@@ -251,7 +281,8 @@ def _emit_reduce(lowering: Lowering, instruction: Instruction, operands: list[Re
     with lowering.kernels.kernel("reduce_tree") as kernel:
         b = kernel.builder
         reduce = Reducer(kernel, computation)
-        inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in init_refs]  # type: ignore[arg-type]
+        inputs = make_inputs(kernel)
+        inits = [inputs.init(number) for number in range(half)]
         types = [storage_type(s.dtype) for s in out_shapes]
         with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
             arrays = [kernel.element_pointer(kernel.buffer(p), t, b.mul(index, I64(blocks))) for p, t in zip(partials, types, strict=True)]

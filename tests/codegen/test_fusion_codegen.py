@@ -20,7 +20,7 @@ TARGETS = ["x86-64-v2", "x86-64-v3", "x86-64-v4"]
 def run_everywhere(text: str, arrays: list[np.ndarray], targets: list[str] = TARGETS) -> list[str]:
     """Compiles `text` for every target and runs it with 1, 2 and 4 threads; every output
     must have the reference's bytes. Returns the instruction names of the entry plan's
-    kernel steps (of the last target)."""
+    kernels (of the last target; kernels run as one sequence counted one by one)."""
     expected = evaluate(load_module(text), arrays)
     kernels: list[str] = []
     for target in targets:
@@ -30,7 +30,7 @@ def run_everywhere(text: str, arrays: list[np.ndarray], targets: list[str] = TAR
             for index, (g, e) in enumerate(zip(got, expected, strict=True)):
                 assert g.dtype == e.dtype and g.shape == e.shape, f"{target} threads={threads} out{index}"
                 assert g.reshape(-1).view(np.uint8).tobytes() == e.reshape(-1).view(np.uint8).tobytes(), f"{target} threads={threads} out{index}"
-        kernels = [step.instruction for step in executable.plan.steps if step.kind == "kernel"]
+        kernels = [part.instruction for step in executable.plan.steps if step.kind == "kernel" for part in (step.parts or (step,))]
     return kernels
 
 
@@ -158,3 +158,70 @@ ENTRY e {{
 """
     rng = np.random.default_rng(11)
     run_everywhere(text, [values(rng, "f32", (LONG,))], ["x86-64-v3"])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "s32"])
+def test_input_fusions_written_in_the_text(dtype: str) -> None:
+    """kInput fusions: a reduce over a generated chain, with long rows (two kernels, block
+    partials), reduced leading dimensions through a transpose (lanes generated one by one),
+    and a variadic argmax over a generated iota; the pinned reduction order is kept."""
+    rows, long_row, cols = 3, 9000 + 5, 37
+    rng = np.random.default_rng(sum(map(ord, dtype)))
+    text = f"""HloModule t
+add {{
+  a = {dtype}[] parameter(0)
+  b = {dtype}[] parameter(1)
+  ROOT s = {dtype}[] add(a, b)
+}}
+argmax {{
+  a = {dtype}[] parameter(0)
+  i = s32[] parameter(1)
+  b = {dtype}[] parameter(2)
+  j = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  v = {dtype}[] select(gt, a, b)
+  k = s32[] select(gt, i, j)
+  ROOT t = ({dtype}[], s32[]) tuple(v, k)
+}}
+long_rows {{
+  x = {shape_text(dtype, (rows, long_row))} parameter(0)
+  s = {dtype}[] parameter(1)
+  sb = {shape_text(dtype, (rows, long_row))} broadcast(s), dimensions={{}}
+  m = {shape_text(dtype, (rows, long_row))} multiply(x, sb)
+  a = {shape_text(dtype, (rows, long_row))} abs(m)
+  z = {dtype}[] constant(0)
+  ROOT r = {shape_text(dtype, (rows,))} reduce(a, z), dimensions={{1}}, to_apply=add
+}}
+leading {{
+  x = {shape_text(dtype, (cols, rows * 11))} parameter(0)
+  t = {shape_text(dtype, (rows * 11, cols))} transpose(x), dimensions={{1,0}}
+  n = {shape_text(dtype, (rows * 11, cols))} negate(t)
+  z = {dtype}[] constant(1)
+  ROOT r = {shape_text(dtype, (cols,))} reduce(n, z), dimensions={{0}}, to_apply=add
+}}
+arg {{
+  x = {shape_text(dtype, (cols, rows * 11))} parameter(0)
+  y = {shape_text(dtype, (cols, rows * 11))} parameter(1)
+  d = {shape_text(dtype, (cols, rows * 11))} subtract(x, y)
+  io = s32[{cols},{rows * 11}]{{1,0}} iota(), iota_dimension=1
+  lo = {dtype}[] parameter(2)
+  zero = s32[] constant(0)
+  ROOT r = ({shape_text(dtype, (cols,))}, s32[{cols}]{{0}}) reduce(d, io, lo, zero), dimensions={{1}}, to_apply=argmax
+}}
+ENTRY e {{
+  x = {shape_text(dtype, (rows, long_row))} parameter(0)
+  s = {dtype}[] parameter(1)
+  w = {shape_text(dtype, (cols, rows * 11))} parameter(2)
+  v = {shape_text(dtype, (cols, rows * 11))} parameter(3)
+  f = {shape_text(dtype, (rows,))} fusion(x, s), kind=kInput, calls=long_rows
+  g = {shape_text(dtype, (cols,))} fusion(w), kind=kInput, calls=leading
+  h = ({shape_text(dtype, (cols,))}, s32[{cols}]{{0}}) fusion(w, v, s), kind=kInput, calls=arg
+  h0 = {shape_text(dtype, (cols,))} get-tuple-element(h), index=0
+  h1 = s32[{cols}]{{0}} get-tuple-element(h), index=1
+  ROOT o = ({shape_text(dtype, (rows,))}, {shape_text(dtype, (cols,))}, {shape_text(dtype, (cols,))}, s32[{cols}]{{0}}) tuple(f, g, h0, h1)
+}}
+"""
+    arrays = [values(rng, dtype, (rows, long_row)), values(rng, dtype, ()), values(rng, dtype, (cols, rows * 11)), values(rng, dtype, (cols, rows * 11))]
+    kernels = run_everywhere(text, arrays, TARGETS if dtype == "f32" else ["x86-64-v3"])
+    # Two kernels for the long rows, one for each short reduction: no elementwise kernel.
+    assert len(kernels) == 4

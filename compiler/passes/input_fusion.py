@@ -1,0 +1,116 @@
+"""Reduction input fusion: a `reduce` whose input is computed by an elementwise or
+index-mapping chain (a kLoop fusion, or one fusible instruction) used by nothing else reads
+that chain's values as it goes instead of a buffer. The reduce and its producers become one
+`fusion` with kind=kInput whose root is the reduce (compiler/codegen/fusion.py).
+
+The reduction itself is unchanged: the same blocks, lane folds and pairwise trees of the
+contract, in the same order, over the same input bits (a producer computes exactly the bits
+it would have stored, every op being a pure function of its operands' bits), so the result
+is bit-identical. Runs after loop fusion; scalar constants (init values, fills) are copied
+into the fusion.
+"""
+
+from __future__ import annotations
+
+from compiler.hlo.editing import (
+    NameAllocator,
+    clone_computation,
+    remove_dead,
+    remove_unreachable_computations,
+    replace_all_uses,
+    users,
+)
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.passes.base import SimplePass
+from compiler.passes.loop_fusion import is_duplicable, is_fusible, step_computations
+
+
+def _absorbable(producer: Instruction, reduce: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> bool:
+    """A kLoop fusion or a fusible non-constant instruction read by `reduce` alone."""
+    if producer is computation.root or user_map.get(id(producer), []) != [reduce]:
+        return False
+    if producer.opcode == "fusion":
+        return producer.attrs.get("kind") == "kLoop"
+    return is_fusible(producer) and producer.opcode != "constant"
+
+
+def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, names: NameAllocator, user_map: dict[int, list[Instruction]]) -> bool:
+    """Replaces `reduce` and its absorbable input producers by a kInput fusion; False if no
+    input has a producer worth fusing."""
+    half = len(reduce.operands) // 2
+    absorbed = []
+    for operand in reduce.operands[:half]:
+        if _absorbable(operand, reduce, computation, user_map) and all(operand is not a for a in absorbed):
+            absorbed.append(operand)
+    if not absorbed:
+        return False
+    parameters: list[Instruction] = []
+    arguments: list[Instruction] = []
+    body: list[Instruction] = []
+    stand_ins: dict[int, Instruction] = {}
+
+    def outside(value: Instruction) -> Instruction:
+        """The fused computation's stand-in for a value computed outside the fusion."""
+        if id(value) not in stand_ins:
+            if is_duplicable(value):
+                twin = Instruction(names.fresh(value.name), value.opcode, value.shape, [outside(op) for op in value.operands],
+                                   dict(value.attrs), value.literal, location=value.location)  # fmt: skip
+                body.append(twin)
+            else:
+                twin = Instruction(names.fresh("param"), "parameter", value.shape, parameter_number=len(parameters))
+                parameters.append(twin)
+                arguments.append(value)
+            stand_ins[id(value)] = twin
+        return stand_ins[id(value)]
+
+    inner: dict[int, Instruction] = {}
+    for producer in absorbed:
+        if producer.opcode == "fusion":
+            callee = producer.attrs["calls"]
+            assert isinstance(callee, Computation)
+            copy, mapping = clone_computation(callee, names)
+            bound = {id(mapping[id(p)]): outside(arg) for p, arg in zip(callee.parameters, producer.operands, strict=True)}
+            for instruction in copy.post_order():
+                if instruction.opcode == "parameter":
+                    continue
+                instruction.operands = [bound.get(id(op), op) for op in instruction.operands]
+                body.append(instruction)
+            inner[id(producer)] = bound.get(id(copy.root), copy.root)
+        else:
+            producer.operands = [outside(op) for op in producer.operands]
+            body.append(producer)
+            inner[id(producer)] = producer
+    fused_reduce = Instruction(names.fresh(reduce.name), "reduce", reduce.shape, [inner.get(id(op)) or outside(op) for op in reduce.operands],
+                               dict(reduce.attrs), location=reduce.location)  # fmt: skip
+    body.append(fused_reduce)
+    called = Computation(names.fresh("fused_reduction"), parameters + body, fused_reduce, computation.location)
+    fusion = Instruction(names.fresh("fusion"), "fusion", reduce.shape, arguments, {"kind": "kInput", "calls": called}, location=reduce.location)
+    position = next(n for n, i in enumerate(computation.instructions) if i is reduce)
+    computation.instructions[position] = fusion
+    replace_all_uses(computation, reduce, fusion)
+    index = next(n for n, c in enumerate(module.computations) if c is computation)
+    module.computations.insert(index, called)
+    return True
+
+
+class InputFusion(SimplePass):
+    """Fuses the input producers of reduces into kInput fusions (module docstring)."""
+
+    name = "input-fusion"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        names = NameAllocator(module)
+        changed = False
+        for computation in step_computations(module):
+            reduces = [i for i in computation.post_order() if i.opcode == "reduce"]
+            fused_here = False
+            for reduce in reduces:
+                # Users are recomputed: an earlier fusion replaced instructions.
+                fused_here |= fuse_reduce(module, computation, reduce, names, users(computation))
+            if fused_here:
+                remove_dead(computation)
+                changed = True
+        if changed:
+            remove_unreachable_computations(module)
+        return changed
