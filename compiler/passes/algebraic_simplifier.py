@@ -16,11 +16,14 @@ Integers and pred (bitwise, or logical for pred):
 - `x & all-ones`, `x | 0`, `x ^ 0` (either operand order) -> `x`;
 - `x & 0` -> the zero operand, `x | all-ones` -> the all-ones operand;
 - `not(not(x))` -> `x`;
+- `x & x`, `x | x`, `maximum(x, x)`, `minimum(x, x)` -> `x` (bitwise, or an order on
+  integers: the same value either way);
 - `convert` to the same element type -> `x` (integer to integer is a wrap to the same
   width, pred to pred is `x != 0`: both the identity).
 Any element type (these only move or select bits, which the contract keeps exactly,
 NaN payloads included):
 - `select(true, a, b)` -> `a`, `select(false, a, b)` -> `b`, `select(p, a, a)` -> `a`;
+- `select(not(p), a, b)` -> `select(p, b, a)` (rewritten in place; `not` of pred is logical);
 - `slice` of the whole operand with stride 1, `concatenate` of one operand, `pad` with
   all-zero low/high/interior, `reverse` of no dimensions -> the operand.
 
@@ -32,7 +35,8 @@ Deliberately NOT done (each would change bits for some input):
 - float `convert` to the same type: docs/numerics.md section 2 says a float-to-float
   convert gives the canonical NaN for a NaN (the reference evaluator copies a same-type
   convert unchanged; until the two agree, the rewrite is not made);
-- float `x * 0` -> 0 (NaN, inf and the sign of zero), `x - x` -> 0 (NaN, inf).
+- float `x * 0` -> 0 (NaN, inf and the sign of zero), `x - x` -> 0 (NaN, inf);
+- float `maximum(x, x)`, `minimum(x, x)` -> `x`: a NaN comes out canonical.
 """
 
 from __future__ import annotations
@@ -128,6 +132,8 @@ def simplified(instruction: Instruction) -> Instruction | None:
             return operands[0] if _is(operands[1], "one") else None
         # subtract and the shifts: only the right operand is neutral.
         return operands[0] if _is(operands[1], "zero") else None
+    if op in ("and", "or", "maximum", "minimum") and operands[0] is operands[1]:
+        return operands[0] if _bits(instruction) else None
     if op in ("and", "or", "xor"):
         if not _bits(instruction):
             return None
@@ -193,10 +199,23 @@ def simplified(instruction: Instruction) -> Instruction | None:
     return None
 
 
+def swap_negated_select(instruction: Instruction) -> bool:
+    """`select(not(p), a, b)` becomes `select(p, b, a)` in place; True if it did."""
+    if instruction.opcode != "select":
+        return False
+    predicate, on_true, on_false = instruction.operands
+    if predicate.opcode != "not":
+        return False
+    instruction.operands = [predicate.operands[0], on_false, on_true]
+    return True
+
+
 def simplify(computation: Computation) -> bool:
     """Applies the rewrites in post order; returns whether any applied."""
     changed = False
     for instruction in computation.post_order():
+        while swap_negated_select(instruction):
+            changed = True
         replacement = simplified(instruction)
         if (
             replacement is not None
@@ -213,7 +232,7 @@ class AlgebraicSimplifier(SimplePass):
     left out on purpose)."""
 
     name = "algebraic-simplifier"
-    version = 1
+    version = 2
 
     def run(self, module: Module) -> bool:
         """Simplifies every computation; replaced instructions are left to dead code

@@ -74,6 +74,10 @@ CASES: list[tuple[str, list[str], str, str, str]] = [
     ("x|ones", [*INTS, "pred"], "or(x, c)", "ONES", "c"),
     ("x^0", [*INTS, "pred"], "xor(x, c)", "ZERO", "x"),
     ("0^x", [*INTS, "pred"], "xor(c, x)", "ZERO", "x"),
+    ("x&x", [*INTS, "pred"], "and(x, x)", "ZERO", "x"),
+    ("x|x", [*INTS, "pred"], "or(x, x)", "ZERO", "x"),
+    ("max(x,x)", [*INTS, "pred"], "maximum(x, x)", "ZERO", "x"),
+    ("min(x,x)", [*INTS, "pred"], "minimum(x, x)", "ZERO", "x"),
     ("select-true", [*INTS, "pred", *FLOATS], "select(t, x, y)", "ZERO", "x"),
     ("select-false", [*INTS, "pred", *FLOATS], "select(f, x, y)", "ZERO", "y"),
     ("select-same", [*INTS, "pred", *FLOATS], "select(s, x, x)", "ZERO", "x"),
@@ -129,6 +133,35 @@ def test_nested_rewrite_is_bit_exact(dtype: str, body: str, result: str) -> None
     lines = body.replace("{T}", dtype).replace("{N}", str(N))
     text = f"HloModule m\nENTRY e {{\n  x = {dtype}[{N}] parameter(0)\n  {lines}\n}}\n"
     _check(text, result)
+
+
+@pytest.mark.parametrize("dtype", [*INTS, "pred", *FLOATS])
+@pytest.mark.parametrize("scalar", [False, True])
+def test_select_on_a_negated_predicate_swaps_its_branches(dtype: str, scalar: bool) -> None:
+    predicate = "pred[]" if scalar else f"pred[{N}]"
+    text = f"""HloModule m
+ENTRY e {{
+  x = {dtype}[{N}] parameter(0)
+  y = {dtype}[{N}] parameter(1)
+  s = {predicate} parameter(2)
+  n = {predicate} not(s)
+  m = {predicate} not(n)
+  ROOT r = {dtype}[{N}] select(m, x, y)
+}}
+"""
+    before, after, changed = run_pass(AlgebraicSimplifier(), text)
+    assert changed
+    DeadCodeElimination().run(after)
+    # not(not(s)) is s, or the select swaps twice: either way no `not` is left.
+    assert [i.opcode for i in after.entry.execution_order()] == ["parameter"] * 3 + ["select"]
+    assert [op.name for op in after.entry.root.operands] == ["s", "x", "y"]
+    assert_bit_identical(before, after, inputs_for(before))
+    single = text.replace(f"  m = {predicate} not(n)\n", "").replace("select(m,", "select(n,")
+    before, after, changed = run_pass(AlgebraicSimplifier(), single)
+    assert changed
+    DeadCodeElimination().run(after)
+    assert [op.name for op in after.entry.root.operands] == ["s", "y", "x"]
+    assert_bit_identical(before, after, inputs_for(before))
 
 
 def test_a_plain_constant_operand_works_like_a_broadcast_one() -> None:
