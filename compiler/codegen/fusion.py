@@ -85,10 +85,15 @@ def supported(computation: Computation, root_opcode: str | None = None) -> bool:
     if root_opcode is not None:
         if root.opcode != root_opcode:
             return False
+    elif root.opcode == "tuple":
+        # Multi-output: one loop over the one shape of all results.
+        results = root.operands
+        if not results or any(not isinstance(r.shape, ArrayShape) or r.array_shape.dims != results[0].array_shape.dims for r in results):
+            return False
     elif not isinstance(root.shape, ArrayShape) or root.opcode == "parameter":
         return False
     for instruction in computation.post_order():
-        if root_opcode is not None and instruction is root:
+        if instruction is root and (root_opcode is not None or root.opcode == "tuple"):
             continue
         if not isinstance(instruction.shape, ArrayShape):
             return False
@@ -314,33 +319,46 @@ class FusionEmitter:
         return phi
 
 
+def results_of(computation: Computation) -> list[Instruction]:
+    """The instructions computing a loop fusion's results: the root, or its tuple's operands."""
+    root = computation.root
+    return list(root.operands) if root.opcode == "tuple" else [root]
+
+
 def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
-    """A kLoop fusion as one kernel over its output elements, or None when its computation
-    holds an op without an element generator (the lowering then inlines it op by op)."""
+    """A kLoop fusion as one kernel over its output elements (every result of a
+    multi-output fusion at each position), or None when its computation holds an op without
+    an element generator (the lowering then inlines it op by op)."""
     computation = instruction.attrs.get("calls")
     if not isinstance(computation, Computation) or not supported(computation):
         return None
     if not all(isinstance(ref, int) for ref in operands):
         return None
-    shape = instruction.array_shape
-    output = lowering.new_buffer(shape)
+    results = results_of(computation)
+    result: Ref = lowering.new_buffers(instruction.shape)
+    outputs = [result] if computation.root.opcode != "tuple" else list(result)  # type: ignore[arg-type]
+    shape = results[0].array_shape
     count = shape.element_count
     if count == 0:
-        return output
-    vector, in_place = flat_identity(computation)
+        return result
+    maps = [flat_identity(computation, r) for r in results]
+    vector = all(identity for identity, _ in maps)
     width = vector_width(lowering.config) if vector else 1
     with lowering.kernels.kernel("fusion") as kernel:
         emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
         emitter.preload_scalars()
         b = kernel.builder
-        out_base = kernel.buffer(output)
+        bases = [kernel.buffer(output) for output in outputs]  # type: ignore[arg-type]
 
         def body(flat: ir.Value, lanes: int) -> None:
             emitter.reset()
             # The scalar path unravels the output index once, before any branch.
             multi = unravel(b, flat, shape.dims) if not vector else None
             index = emitter.new_index(shape.dims, flat, multi, lanes)
-            kernel.store(emitter.value(computation.root, index), out_base, shape.dtype, flat)
+            # Every result is computed before any is stored.
+            values = [emitter.value(r, index) for r in results]
+            for value, base, r in zip(values, bases, results, strict=True):
+                kernel.store(value, base, r.array_shape.dtype, flat)
 
         if vector:
             span = b.sub(kernel.end, kernel.begin)
@@ -353,13 +371,15 @@ def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: lis
             with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
                 body(index, 1)
     steps.append(P.KernelStep(kernel.name, count, grain=16384 if vector else 4096, instruction=instruction.name))
-    # Those operands' elements are read at the output element's own flat position, before
-    # it is written: a same-size one may share the output's memory.
-    for number in in_place:
-        ref = operands[number]
-        if isinstance(ref, int) and lowering.buffer(ref).nbytes == shape.byte_size:
-            lowering.in_place.append((output, ref))
-    return output
+    if len(results) == 1:
+        # Those operands' elements are read at the output element's own flat position,
+        # before it is written: a same-size one may share the output's memory. (Not with
+        # several results: two of them could be given the same operand's memory.)
+        for number in maps[0][1]:
+            ref = operands[number]
+            if isinstance(ref, int) and lowering.buffer(ref).nbytes == shape.byte_size:
+                lowering.in_place.append((outputs[0], ref))  # type: ignore[arg-type]
+    return result
 
 
 class GeneratedInputs(Inputs):

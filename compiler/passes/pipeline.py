@@ -19,6 +19,7 @@ from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.input_fusion import InputFusion
 from compiler.passes.layout_assignment import LayoutAssignment
 from compiler.passes.loop_fusion import LoopFusion
+from compiler.passes.multi_output_fusion import MultiOutputFusion
 from compiler.passes.scheduling import Scheduling
 from compiler.passes.shape_canonicalization import ShapeCanonicalization
 from compiler.passes.tuple_simplification import TupleSimplification
@@ -27,7 +28,7 @@ from compiler.passes.tuple_simplification import TupleSimplification
 def default_pipeline() -> Pipeline:
     """Simplification to a fixed point, fusion, then scheduling."""
     simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
-    fusion: tuple = (LoopFusion(), InputFusion())
+    fusion: tuple = (LoopFusion(), InputFusion(), MultiOutputFusion())
     stages: list = []
     if simplification:
         stages.append(FixedPoint("simplification", simplification, max_iterations=8))

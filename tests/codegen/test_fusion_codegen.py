@@ -225,3 +225,36 @@ ENTRY e {{
     kernels = run_everywhere(text, arrays, TARGETS if dtype == "f32" else ["x86-64-v3"])
     # Two kernels for the long rows, one for each short reduction: no elementwise kernel.
     assert len(kernels) == 4
+
+
+def test_multi_output_fusions() -> None:
+    """A kLoop fusion with a tuple root written in the text (scalar path, through a
+    transpose and a pad) and sibling fusions merged by the pipeline (vector path)."""
+    a, b = 61, 53
+    text = f"""HloModule t
+fused {{
+  x = f32[{a},{b}]{{1,0}} parameter(0)
+  t = f32[{b},{a}]{{1,0}} transpose(x), dimensions={{1,0}}
+  z = f32[] constant(0)
+  pd = f32[{b + 1},{a}]{{1,0}} pad(t, z), padding=0_1x0_0
+  n = f32[{b + 1},{a}]{{1,0}} negate(pd)
+  c = s32[{b + 1},{a}]{{1,0}} convert(pd)
+  ROOT r = (f32[{b + 1},{a}]{{1,0}}, s32[{b + 1},{a}]{{1,0}}) tuple(n, c)
+}}
+ENTRY e {{
+  x = f32[{a},{b}]{{1,0}} parameter(0)
+  y = f32[{LONG}]{{0}} parameter(1)
+  w = f32[{LONG}]{{0}} parameter(2)
+  f = (f32[{b + 1},{a}]{{1,0}}, s32[{b + 1},{a}]{{1,0}}) fusion(x), kind=kLoop, calls=fused
+  f0 = f32[{b + 1},{a}]{{1,0}} get-tuple-element(f), index=0
+  f1 = s32[{b + 1},{a}]{{1,0}} get-tuple-element(f), index=1
+  p = f32[{LONG}]{{0}} multiply(y, w)
+  q = f32[{LONG}]{{0}} negate(p)
+  u = f32[{LONG}]{{0}} subtract(y, w)
+  v = f32[{LONG}]{{0}} abs(u)
+  ROOT o = (f32[{b + 1},{a}]{{1,0}}, s32[{b + 1},{a}]{{1,0}}, f32[{LONG}]{{0}}, f32[{LONG}]{{0}}) tuple(f0, f1, q, v)
+}}
+"""
+    rng = np.random.default_rng(5)
+    kernels = run_everywhere(text, [values(rng, "f32", (a, b)), values(rng, "f32", (LONG,)), values(rng, "f32", (LONG,))])
+    assert len(kernels) == 2
