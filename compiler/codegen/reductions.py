@@ -30,6 +30,15 @@ from compiler.hlo.shape import ArrayShape, TupleShape
 
 LANES = 16
 BLOCK = 4096
+# Independent accumulators per lane for order-free reducers (see Reducer.order_free).
+UNROLL = 4
+
+# Reducers whose result on a sequence is the same for every grouping and order of it, bit for
+# bit under the contract: maximum and minimum (the greatest or least element with -0 < +0,
+# or the canonical NaN if any element is NaN) for every type; and wrapping integer add and
+# multiply and the bitwise ops on integers and pred.
+_ORDER_FREE_ANY_TYPE = frozenset({"maximum", "minimum"})
+_ORDER_FREE_INTEGER = frozenset({"add", "multiply", "and", "or", "xor"})
 
 Values = list[ir.Value]
 
@@ -40,9 +49,25 @@ class Reducer:
     def __init__(self, kernel: Kernel, computation: Computation) -> None:
         self.emitter = ElementEmitter(kernel)
         self.computation = computation
+        self.order_free = is_order_free(computation)
 
     def __call__(self, acc: Values, item: Values) -> Values:
         return self.emitter.emit_computation(self.computation, acc + item)
+
+
+def is_order_free(computation: Computation) -> bool:
+    """Whether the reducer is one associative and commutative op on its two scalar
+    parameters, exactly (then more accumulators than the contract's 16 lanes give the same
+    bits, and the lane loop need not wait for each step's result)."""
+    parameters = computation.parameters
+    root = computation.root
+    if len(parameters) != 2 or len(computation.post_order()) != 3 or not isinstance(root.shape, ArrayShape):
+        return False
+    if root.shape.rank != 0 or {id(op) for op in root.operands} != {id(p) for p in parameters}:
+        return False
+    if root.opcode in _ORDER_FREE_ANY_TYPE:
+        return True
+    return root.opcode in _ORDER_FREE_INTEGER and not root.shape.dtype.is_float
 
 
 def _shuffle(builder: ir.IRBuilder, vector: ir.Value, indices: list[int]) -> ir.Value:
@@ -150,8 +175,11 @@ def reduce_block(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start:
     if length < LANES:
         return scalar_tree(reduce, [reader.scalars(b.add(start, I64(i))) for i in range(length)])
     full_steps = length // LANES
-    lane_values = reader.vectors(start, LANES)
-    if full_steps > 1:
+    if reduce.order_free and full_steps >= 2 * UNROLL:
+        lane_values = _order_free_lanes(kernel, reduce, reader, start, full_steps)
+    else:
+        lane_values = reader.vectors(start, LANES)
+    if full_steps > 1 and not (reduce.order_free and full_steps >= 2 * UNROLL):
         slots = [kernel.alloca(v.type, name="lanes") for v in lane_values]
         for slot, value in zip(slots, lane_values, strict=True):
             b.store(value, slot)
@@ -168,6 +196,30 @@ def reduce_block(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start:
         mask = _lane_mask(remainder)
         lane_values = [b.select(mask, f, v) for f, v in zip(folded, lane_values, strict=True)]
     return vector_tree(b, reduce, lane_values)
+
+
+def _order_free_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, full_steps: int) -> Values:
+    """The 16 lane values after all full steps, for an order-free reducer: UNROLL
+    accumulators take interleaved steps (independent dependency chains), then combine."""
+    b = kernel.builder
+    rounds, leftover = divmod(full_steps, UNROLL)
+    accumulators = [reader.vectors(b.add(start, I64(u * LANES)), LANES) for u in range(UNROLL)]
+    slots = [[kernel.alloca(v.type, name=f"lanes{u}") for v in values] for u, values in enumerate(accumulators)]
+    for row, values in zip(slots, accumulators, strict=True):
+        for slot, value in zip(row, values, strict=True):
+            b.store(value, slot)
+    with kernel.loop(I64(1), I64(rounds), 1, "round") as round_index:
+        base = b.add(start, b.mul(round_index, I64(UNROLL * LANES)))
+        for u, row in enumerate(slots):
+            item = reader.vectors(b.add(base, I64(u * LANES)), LANES)
+            for slot, value in zip(row, reduce([b.load(slot) for slot in row], item), strict=True):
+                b.store(value, slot)
+    combined = [b.load(slot) for slot in slots[0]]
+    for row in slots[1:]:
+        combined = reduce(combined, [b.load(slot) for slot in row])
+    for extra in range(leftover):
+        combined = reduce(combined, reader.vectors(b.add(start, I64((rounds * UNROLL + extra) * LANES)), LANES))
+    return combined
 
 
 def tree_in_memory(kernel: Kernel, reduce: Reducer, arrays: list[ir.Value], types: list[ir.Type], count: int) -> Values:
