@@ -24,6 +24,7 @@ Any element type (these only move or select bits, which the contract keeps exact
 NaN payloads included):
 - `select(true, a, b)` -> `a`, `select(false, a, b)` -> `b`, `select(p, a, a)` -> `a`;
 - `select(not(p), a, b)` -> `select(p, b, a)` (rewritten in place; `not` of pred is logical);
+- `select(p, true, false)` -> `p` for a pred result of p's shape (a pred holds only 0 or 1);
 - `slice` of the whole operand with stride 1, `concatenate` of one operand, `pad` with
   all-zero low/high/interior, `reverse` of no dimensions -> the operand.
 
@@ -173,6 +174,8 @@ def simplified(instruction: Instruction) -> Instruction | None:
             return on_true
         if _is(predicate, "zero"):
             return on_false
+        if instruction.array_shape.dtype.is_pred and _is(on_true, "ones") and _is(on_false, "zero"):
+            return predicate
         return None
     if op == "slice":
         spec = instruction.attrs["slice"]
@@ -232,7 +235,7 @@ class AlgebraicSimplifier(SimplePass):
     left out on purpose)."""
 
     name = "algebraic-simplifier"
-    version = 2
+    version = 3
 
     def run(self, module: Module) -> bool:
         """Simplifies every computation; replaced instructions are left to dead code

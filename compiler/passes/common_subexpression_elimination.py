@@ -7,6 +7,11 @@ for constants, the same element type, dimensions and literal bytes. Every suppor
 pure function of its operands under the numerics contract (random number generation and
 other side effects are rejected by the frontend), so the merged value is bit-identical.
 
+Called computations are deduplicated first: two computations (other than the entry) with the
+same canonical text, their own callees already merged, are one computation; callers are
+pointed at the first in the module's reachable order (callees before callers), so reduces
+over equal reducers (JAX emits one reducer per reduce) can merge too.
+
 Determinism: instructions are visited in the computation's post order (a depth-first order
 from the root, independent of names and of the text order of independent instructions); the
 first one visited with a given key is kept. Keys are tuples of strings and integers, never
@@ -16,8 +21,9 @@ object ids.
 from __future__ import annotations
 
 from compiler.hlo.attributes import format_attribute
-from compiler.hlo.editing import replace_all_uses
-from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.editing import remove_unreachable_computations, replace_all_uses
+from compiler.hlo.ir import COMPUTATION_ATTRIBUTES, Computation, Instruction, Module
+from compiler.hlo.printer import CanonicalPrinter
 from compiler.passes.base import SimplePass
 
 # Opcodes never merged: parameters are distinct inputs by definition. (Side-effecting and
@@ -25,6 +31,56 @@ from compiler.passes.base import SimplePass
 NEVER_MERGED = frozenset(
     {"parameter", "rng", "rng-bit-generator", "rng-get-and-update-state", "custom-call"}
 )
+
+
+class _BodyPrinter(CanonicalPrinter):
+    """Prints a computation's body with each callee named after its representative."""
+
+    def __init__(self, module: Module, representative: dict[int, Computation]) -> None:
+        super().__init__(module)
+        self.representative = representative
+
+    def computation_name(self, computation: Computation) -> str:
+        return super().computation_name(self.representative.get(id(computation), computation))
+
+    def body(self, computation: Computation) -> str:
+        return "\n".join(self.print_computation(computation)[1:])  # without the name line
+
+
+def _retarget(value: object, representative: dict[int, Computation]) -> object:
+    if isinstance(value, Computation):
+        return representative.get(id(value), value)
+    if isinstance(value, tuple):
+        return tuple(_retarget(v, representative) for v in value)
+    return value
+
+
+def merge_identical_computations(module: Module) -> bool:
+    """Points every caller of a computation at the first one with the same canonical text;
+    the duplicates become unreachable and are dropped. True if any caller changed."""
+    representative: dict[int, Computation] = {}
+    printer = _BodyPrinter(module, representative)
+    first_with_body: dict[str, Computation] = {}
+    for computation in module.reachable_computations():
+        if computation is module.entry:
+            continue
+        body = printer.body(computation)
+        if body in first_with_body:
+            representative[id(computation)] = first_with_body[body]
+        else:
+            first_with_body[body] = computation
+    if not representative:
+        return False
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            for key in COMPUTATION_ATTRIBUTES:
+                if key in instruction.attrs:
+                    instruction.attrs = {
+                        **instruction.attrs,
+                        key: _retarget(instruction.attrs[key], representative),
+                    }
+    remove_unreachable_computations(module)
+    return True
 
 
 class _Keyer:
@@ -88,12 +144,12 @@ class CommonSubexpressionElimination(SimplePass):
     """Merges identical pure instructions within each computation."""
 
     name = "common-subexpression-elimination"
-    version = 1
+    version = 2
 
     def run(self, module: Module) -> bool:
         """Merges duplicates in every computation; returns whether any were merged."""
+        changed = merge_identical_computations(module)
         keyer = _Keyer(module)
-        changed = False
         for computation in module.computations:
             changed |= eliminate_common_subexpressions(computation, keyer)
         return changed

@@ -164,6 +164,29 @@ ENTRY e {{
     assert_bit_identical(before, after, inputs_for(before))
 
 
+@pytest.mark.parametrize("scalar", [False, True])
+def test_select_of_true_and_false_is_the_predicate(scalar: bool) -> None:
+    # A scalar predicate has another shape than the result: that one stays.
+    predicate = "pred[]" if scalar else f"pred[{N}]"
+    text = f"""HloModule m
+ENTRY e {{
+  s = {predicate} parameter(0)
+  t = pred[] constant(true)
+  f = pred[] constant(false)
+  bt = pred[{N}] broadcast(t), dimensions={{}}
+  bf = pred[{N}] broadcast(f), dimensions={{}}
+  ROOT r = pred[{N}] select(s, bt, bf)
+}}
+"""
+    before, after, changed = run_pass(AlgebraicSimplifier(), text)
+    assert changed != scalar
+    assert after.entry.root.name == ("r" if scalar else "s")
+    assert_bit_identical(before, after, inputs_for(before))
+    swapped = text.replace("select(s, bt, bf)", "select(s, bf, bt)")
+    before, after, changed = run_pass(AlgebraicSimplifier(), swapped)
+    assert not changed
+
+
 def test_a_plain_constant_operand_works_like_a_broadcast_one() -> None:
     text = """HloModule m
 ENTRY e {

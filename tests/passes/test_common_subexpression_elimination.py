@@ -52,13 +52,13 @@ def test_identical_instructions_merge_and_different_ones_do_not() -> None:
     assert ops.count("exponential") == 1
     # m1 and m2 merge; m3 has its operands the other way round.
     assert ops.count("multiply") == 2
-    # 0 and -0 have different bits; reduce with a different (equal-looking) computation stays.
+    # 0 and -0 have different bits; add_again is the same computation as add.
     assert ops.count("constant") == 2
-    assert ops.count("reduce") == 3
+    assert ops.count("reduce") == 2
     assert ops.count("compare") == 2
     root = after.entry.root
     assert root.operands[0] is root.operands[1]
-    assert root.operands[2] is not root.operands[0] and root.operands[3] is not root.operands[0]
+    assert root.operands[2] is not root.operands[0] and root.operands[3] is root.operands[0]
     assert_bit_identical(before, after, inputs_for(before))
 
 
@@ -106,3 +106,53 @@ def test_deterministic_under_renaming_and_reordering() -> None:
     _, one, _ = run_pass(CommonSubexpressionElimination(), TEXT)
     _, two, _ = run_pass(CommonSubexpressionElimination(), variant)
     assert canonical(one) == canonical(two)
+
+
+REDUCERS = """HloModule m
+add_a {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+add_b {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT z = f32[] add(x, y)
+}
+add_swapped {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT z = f32[] add(y, x)
+}
+outer_a {
+  p = f32[4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add_a
+}
+outer_b {
+  p = f32[4] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=add_b
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  z = f32[] constant(0)
+  r1 = f32[] reduce(p, z), dimensions={0}, to_apply=add_a
+  r2 = f32[] reduce(p, z), dimensions={0}, to_apply=add_b
+  r3 = f32[] reduce(p, z), dimensions={0}, to_apply=add_swapped
+  c1 = f32[] call(p), to_apply=outer_a
+  c2 = f32[] call(p), to_apply=outer_b
+  ROOT t = (f32[], f32[], f32[], f32[], f32[]) tuple(r1, r2, r3, c1, c2)
+}
+"""
+
+
+def test_identical_computations_merge_so_their_callers_can() -> None:
+    before, after, changed = run_pass(CommonSubexpressionElimination(), REDUCERS)
+    assert changed
+    # add_b is add_a; outer_b (after that) is outer_a; add(y, x) is a different computation.
+    assert [c.name for c in after.computations] == ["add_a", "add_swapped", "outer_a", "e"]
+    root = after.entry.root
+    assert root.operands[0] is root.operands[1] and root.operands[3] is root.operands[4]
+    assert root.operands[2] is not root.operands[0]
+    assert_bit_identical(before, after, inputs_for(before))
