@@ -12,6 +12,8 @@ changes any element's chain.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
@@ -35,6 +37,9 @@ from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 
 ROW_BLOCK = 4
+
+# Called at the end of a gemm work item: (kernel, accumulation buffer, flat begin, flat end).
+Epilogue = Callable[[Kernel, int, ir.Value, ir.Value], None]
 
 
 def accumulation_type(result: DType) -> DType:
@@ -120,13 +125,16 @@ def panel_width(config) -> int:
     return 2 * vector_width(config)
 
 
-def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels: int, batch: int, m: int, k: int, n: int, acc_type: DType, steps: list[P.Step]) -> int:
+def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels: int, batch: int, m: int, k: int, n: int, acc_type: DType, steps: list[P.Step],
+              epilogue: Epilogue | None = None) -> int:  # fmt: skip
     """C[b, i, j] = chain over k of lhs[b, i, k] * rhs[b, k, j].
 
     lhs is (B, M, K) row-major; the rhs comes packed in panels (B, ceil(N/PW), K, PW) with
     zero columns past N. A work item is a block of ROW_BLOCK rows; for each panel it keeps
     ROW_BLOCK x PW chains in vector registers. C is laid out as the dot's result (batch, lhs
-    free, rhs free dimensions, row-major)."""
+    free, rhs free dimensions, row-major). An `epilogue` (a kOutput fusion) runs at the end of
+    each work item over the flat range of C the item has just finished, while it is in cache;
+    the chains themselves do not change."""
     output = lowering.new_buffer(ArrayShape.of(acc_type, instruction.array_shape.dims))
     if batch * m * n == 0:
         return output
@@ -149,6 +157,10 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
                     _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, ROW_BLOCK, m, k, n, width, panel, panels, acc_type)
                 with otherwise, kernel.loop(I64(0), rows_left, 1, "row") as row:
                     _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, b.add(first_row, row), 1, m, k, n, width, panel, panels, acc_type)
+            if epilogue is not None:
+                rows = b.select(b.icmp_signed(">=", rows_left, I64(ROW_BLOCK)), I64(ROW_BLOCK), rows_left)
+                start = b.mul(b.add(b.mul(batch_index, I64(m)), first_row), I64(n))
+                epilogue(kernel, output, start, b.add(start, b.mul(rows, I64(n))))
     grain = max(1, 16384 // max(k * panels * panel // 64, 1))
     steps.append(P.KernelStep(kernel.name, batch * row_blocks, grain, instruction.name))
     return output
@@ -220,6 +232,12 @@ def _product(values) -> int:
 
 
 def _emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    return emit_dot(lowering, instruction, operands, steps)
+
+
+def emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step], epilogue: Epilogue | None = None) -> Ref:
+    """The dot's kernels; with an `epilogue`, its result must be in the accumulation type
+    (the epilogue reads the accumulation buffer, see emit_gemm)."""
     lhs_shape, rhs_shape = instruction.operands[0].array_shape, instruction.operands[1].array_shape
     acc_type = accumulation_type(instruction.array_shape.dtype)
     lb: tuple[int, ...] = instruction.attrs.get("lhs_batch_dims", ())  # type: ignore[assignment]
@@ -234,7 +252,8 @@ def _emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref],
     n = _product(rhs_shape.dims[d] for d in rhs_free)
     lhs = _canonical(lowering, instruction, operands[0], lhs_shape, list(lb) + lhs_free + list(lc), acc_type, steps)  # type: ignore[arg-type]
     rhs = pack_rhs(lowering, instruction, operands[1], rhs_shape, (list(rb), list(rc), rhs_free), acc_type, steps)  # type: ignore[arg-type]
-    accumulated = emit_gemm(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps)
+    accumulated = emit_gemm(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps, epilogue)
+    assert epilogue is None or acc_type == instruction.array_shape.dtype
     return _finish(lowering, instruction, accumulated, acc_type, steps)
 
 

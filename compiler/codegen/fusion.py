@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
+from compiler.codegen.dot_conv import accumulation_type, emit_dot
 from compiler.codegen.elementwise import ELEMENTWISE_OPCODES, ElementEmitter, vector_width
 from compiler.codegen.kernel import (
     I32,
@@ -78,9 +79,10 @@ def _is_scalar_operand(user: Instruction, operand: Instruction) -> bool:
     return _shape(operand).rank == 0 and _shape(user).rank > 0
 
 
-def supported(computation: Computation, root_opcode: str | None = None) -> bool:
+def supported(computation: Computation, root_opcode: str | None = None, stored: Instruction | None = None) -> bool:
     """Whether every instruction of the fused computation has an element generator (the
-    root excepted when `root_opcode` names what it must be instead)."""
+    root excepted when `root_opcode` names what it must be instead, and `stored`: a value
+    another kernel part stores, read from its buffer)."""
     root = computation.root
     if root_opcode is not None:
         if root.opcode != root_opcode:
@@ -94,6 +96,8 @@ def supported(computation: Computation, root_opcode: str | None = None) -> bool:
         return False
     for instruction in computation.post_order():
         if instruction is root and (root_opcode is not None or root.opcode == "tuple"):
+            continue
+        if instruction is stored:
             continue
         if not isinstance(instruction.shape, ArrayShape):
             return False
@@ -109,7 +113,28 @@ def supported(computation: Computation, root_opcode: str | None = None) -> bool:
     return True
 
 
-def flat_identity(computation: Computation, root: Instruction | None = None) -> tuple[bool, list[int]]:
+def read_at_own_position(computation: Computation, target: Instruction) -> bool:
+    """Whether the root reads `target` only at the root's own flat index (through
+    same-shape elementwise ops and reshapes), never moved, broadcast or as a scalar."""
+    pending: list[tuple[Instruction, bool]] = [(computation.root, True)]
+    seen: set[tuple[int, bool]] = set()
+    while pending:
+        instruction, same = pending.pop()
+        if (id(instruction), same) in seen:
+            continue
+        seen.add((id(instruction), same))
+        if instruction is target:
+            if not same:
+                return False
+            continue
+        keeps = instruction.opcode in ELEMENTWISE_OPCODES or instruction.opcode == "reshape"
+        for operand in instruction.operands:
+            moved = not keeps or (instruction.opcode != "reshape" and _shape(operand).dims != _shape(instruction).dims)
+            pending.append((operand, same and not moved))
+    return True
+
+
+def flat_identity(computation: Computation, root: Instruction | None = None, opaque: Instruction | None = None) -> tuple[bool, list[int]]:
     """Whether every value the root reads at a non-scalar position is read at the root's own
     flat index (the vector path needs this), and the parameters read only that way: their
     element at a position is read just before the output's element there is written, so
@@ -127,6 +152,8 @@ def flat_identity(computation: Computation, root: Instruction | None = None) -> 
             continue
         seen.add((id(instruction), positional))
         opcode = instruction.opcode
+        if instruction is opaque:
+            continue  # a stored value, read at the position like a parameter
         if opcode == "parameter":
             number = instruction.parameter_number
             if not positional:
@@ -160,6 +187,9 @@ class FusionEmitter:
         self.constants: dict[int, int] = {}
         self.scalars: dict[int, ir.Value] = {}
         self._scalar_index: Index | None = None
+        # Instructions whose values another kernel part already stored (a kOutput fusion's
+        # dot): buffer ids, read at the instruction's flat index like parameters.
+        self.stored: dict[int, int] = {}
 
     def preload_scalars(self) -> None:
         """Loads rank-0 parameters once, before the loops (read before anything is written)."""
@@ -195,6 +225,8 @@ class FusionEmitter:
     def _generate(self, instruction: Instruction, index: Index) -> ir.Value:
         opcode = instruction.opcode
         shape = _shape(instruction)
+        if id(instruction) in self.stored:
+            return self.kernel.load(self.kernel.buffer(self.stored[id(instruction)]), shape.dtype, index.flat(), index.lanes)
         if opcode == "parameter":
             return self._parameter(instruction, index)
         if opcode == "constant":
@@ -325,6 +357,36 @@ def results_of(computation: Computation) -> list[Instruction]:
     return list(root.operands) if root.opcode == "tuple" else [root]
 
 
+def emit_element_loop(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], begin: ir.Value, end: ir.Value, vector: bool) -> None:
+    """The loop computing every result at each flat output index in [begin, end) and storing
+    it (all results computed before any is stored): W lanes at a time plus a scalar tail on
+    the vector path, one element at a time otherwise."""
+    kernel = emitter.kernel
+    b = kernel.builder
+    shape = results[0].array_shape
+
+    def body(flat: ir.Value, lanes: int) -> None:
+        emitter.reset()
+        # The scalar path unravels the output index once, before any branch.
+        multi = unravel(b, flat, shape.dims) if not vector else None
+        index = emitter.new_index(shape.dims, flat, multi, lanes)
+        values = [emitter.value(r, index) for r in results]
+        for value, base, r in zip(values, bases, results, strict=True):
+            kernel.store(value, base, r.array_shape.dtype, flat)
+
+    if vector:
+        width = vector_width(kernel.config)
+        span = b.sub(end, begin)
+        vector_end = b.add(begin, b.mul(b.udiv(span, I64(width)), I64(width)))
+        with kernel.loop(begin, vector_end, width, "v") as index:
+            body(index, width)
+        with kernel.loop(vector_end, end, 1, "s") as index:
+            body(index, 1)
+    else:
+        with kernel.loop(begin, end, 1, "i") as index:
+            body(index, 1)
+
+
 def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
     """A kLoop fusion as one kernel over its output elements (every result of a
     multi-output fusion at each position), or None when its computation holds an op without
@@ -343,33 +405,11 @@ def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: lis
         return result
     maps = [flat_identity(computation, r) for r in results]
     vector = all(identity for identity, _ in maps)
-    width = vector_width(lowering.config) if vector else 1
     with lowering.kernels.kernel("fusion") as kernel:
         emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
         emitter.preload_scalars()
-        b = kernel.builder
         bases = [kernel.buffer(output) for output in outputs]  # type: ignore[arg-type]
-
-        def body(flat: ir.Value, lanes: int) -> None:
-            emitter.reset()
-            # The scalar path unravels the output index once, before any branch.
-            multi = unravel(b, flat, shape.dims) if not vector else None
-            index = emitter.new_index(shape.dims, flat, multi, lanes)
-            # Every result is computed before any is stored.
-            values = [emitter.value(r, index) for r in results]
-            for value, base, r in zip(values, bases, results, strict=True):
-                kernel.store(value, base, r.array_shape.dtype, flat)
-
-        if vector:
-            span = b.sub(kernel.end, kernel.begin)
-            vector_end = b.add(kernel.begin, b.mul(b.udiv(span, I64(width)), I64(width)))
-            with kernel.loop(kernel.begin, vector_end, width, "v") as index:
-                body(index, width)
-            with kernel.loop(vector_end, kernel.end, 1, "s") as index:
-                body(index, 1)
-        else:
-            with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
-                body(index, 1)
+        emit_element_loop(emitter, results, bases, kernel.begin, kernel.end, vector)
     steps.append(P.KernelStep(kernel.name, count, grain=16384 if vector else 4096, instruction=instruction.name))
     if len(results) == 1:
         # Those operands' elements are read at the output element's own flat position,
@@ -431,3 +471,33 @@ def emit_input_fusion(lowering: Lowering, instruction: Instruction, operands: li
         return GeneratedInputs(emitter, reduce)
 
     return emit_reduce(lowering, reduce, steps, make_inputs)
+
+
+def emit_output_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
+    """A kOutput fusion (a dot and an elementwise epilogue): the dot's kernels, unchanged,
+    with the epilogue computed at the end of each gemm work item over the elements that item
+    has just accumulated (compiler/codegen/dot_conv.py). None when the computation is not
+    one dot over parameters read by generator-computable ops at the root's own positions."""
+    computation = instruction.attrs.get("calls")
+    if not isinstance(computation, Computation) or not all(isinstance(ref, int) for ref in operands):
+        return None
+    dots = [i for i in computation.post_order() if i.opcode == "dot"]
+    if len(dots) != 1 or computation.root.opcode == "tuple" or not supported(computation, stored=dots[0]):
+        return None
+    dot, root = dots[0], computation.root
+    dtype = dot.array_shape.dtype
+    if any(op.opcode != "parameter" for op in dot.operands) or accumulation_type(dtype) != dtype:
+        return None
+    if dot is root or dot.array_shape.dims != root.array_shape.dims or not read_at_own_position(computation, dot):
+        return None
+    output = lowering.new_buffer(root.array_shape)
+    vector = flat_identity(computation, opaque=dot)[0]
+
+    def epilogue(kernel: Kernel, accumulated: int, begin: ir.Value, end: ir.Value) -> None:
+        emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
+        emitter.stored[id(dot)] = accumulated
+        emitter.preload_scalars()
+        emit_element_loop(emitter, [root], [kernel.buffer(output)], begin, end, vector)
+
+    emit_dot(lowering, dot, [operands[p.parameter_number] for p in dot.operands], steps, epilogue)  # type: ignore[index]
+    return output

@@ -4,7 +4,8 @@ Every array value gets a buffer (no reuse yet: the memory planning pass will add
 are trees of buffers and cost nothing; get-tuple-element and copy reuse their operand's
 buffers (values are never written twice, except a while loop's state, which the loop owns).
 `call` and `fusion` are inlined, except loop fusions (kind=kLoop), which become one kernel,
-and reduction input fusions (kind=kInput), whose reduce computes its inputs as it reads them
+reduction input fusions (kind=kInput), whose reduce computes its inputs as it reads them,
+and dot epilogue fusions (kind=kOutput), computed inside the dot's kernel
 (compiler/codegen/fusion.py). While loops and conditionals become runtime steps around the
 kernels of their computations. Every other instruction is emitted by its op family's module.
 """
@@ -103,12 +104,12 @@ class Lowering:
             return operands[0]
         if opcode == "constant":
             return self._constant(instruction)
-        if opcode == "fusion" and instruction.attrs.get("kind") in ("kLoop", "kInput"):
+        if opcode == "fusion" and instruction.attrs.get("kind") in ("kLoop", "kInput", "kOutput"):
             # Imported here: the fusion codegen builds on this module.
-            from compiler.codegen.fusion import emit_input_fusion, emit_loop_fusion
+            from compiler.codegen import fusion
 
-            emit = emit_loop_fusion if instruction.attrs["kind"] == "kLoop" else emit_input_fusion
-            fused = emit(self, instruction, operands, steps)
+            emit = {"kLoop": fusion.emit_loop_fusion, "kInput": fusion.emit_input_fusion, "kOutput": fusion.emit_output_fusion}
+            fused = emit[str(instruction.attrs["kind"])](self, instruction, operands, steps)
             if fused is not None:
                 return fused
         if opcode in ("call", "fusion"):

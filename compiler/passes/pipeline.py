@@ -16,6 +16,7 @@ from compiler.passes.call_inlining import CallInlining
 from compiler.passes.common_subexpression_elimination import CommonSubexpressionElimination
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.dead_code_elimination import DeadCodeElimination
+from compiler.passes.epilogue_fusion import EpilogueFusion
 from compiler.passes.input_fusion import InputFusion
 from compiler.passes.layout_assignment import LayoutAssignment
 from compiler.passes.loop_fusion import LoopFusion
@@ -28,7 +29,7 @@ from compiler.passes.tuple_simplification import TupleSimplification
 def default_pipeline() -> Pipeline:
     """Simplification to a fixed point, fusion, then scheduling."""
     simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
-    fusion: tuple = (LoopFusion(), InputFusion(), MultiOutputFusion())
+    fusion: tuple = (LoopFusion(), EpilogueFusion(), InputFusion(), MultiOutputFusion())
     stages: list = []
     if simplification:
         stages.append(FixedPoint("simplification", simplification, max_iterations=8))

@@ -258,3 +258,37 @@ ENTRY e {{
     rng = np.random.default_rng(5)
     kernels = run_everywhere(text, [values(rng, "f32", (a, b)), values(rng, "f32", (LONG,)), values(rng, "f32", (LONG,))])
     assert len(kernels) == 2
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "s32"])
+def test_dot_epilogue_fusions(dtype: str) -> None:
+    """kOutput fusions formed by the pipeline: bias (a broadcast row: the scalar epilogue),
+    activation and residual after a dot whose rows and columns do not fill the row blocks
+    and panels, and a batched dot with a same-shape epilogue (the vector epilogue)."""
+    m, k, n = 1001, 256, 41
+    rng = np.random.default_rng(sum(map(ord, dtype)) + 1)
+    s = lambda *dims: shape_text(dtype, dims)  # noqa: E731
+    text = f"""HloModule t
+ENTRY e {{
+  x = {s(m, k)} parameter(0)
+  w = {s(k, n)} parameter(1)
+  b = {s(n)} parameter(2)
+  r = {s(m, n)} parameter(3)
+  y = {s(3, 5, 7)} parameter(4)
+  d = {s(m, n)} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  bb = {s(m, n)} broadcast(b), dimensions={{1}}
+  a = {s(m, n)} add(d, bb)
+  z = {dtype}[] constant(0)
+  zb = {s(m, n)} broadcast(z), dimensions={{}}
+  act = {s(m, n)} maximum(a, zb)
+  o = {s(m, n)} subtract(act, r)
+  e = {s(3, 5, 5)} dot(y, y), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+  en = {s(3, 5, 5)} negate(e)
+  em = {s(3, 5, 5)} multiply(en, e)
+  ROOT t = ({s(m, n)}, {s(3, 5, 5)}) tuple(o, em)
+}}
+"""
+    arrays = [values(rng, dtype, (m, k)), values(rng, dtype, (k, n)), values(rng, dtype, (n,)), values(rng, dtype, (m, n)), values(rng, dtype, (3, 5, 7))]
+    kernels = run_everywhere(text, arrays, TARGETS if dtype == "f32" else ["x86-64-v3"])
+    # Only the dots' kernels (packing, the gemm): no separate elementwise kernel.
+    assert kernels and all(name.startswith("dot") for name in kernels), kernels

@@ -1,0 +1,107 @@
+"""Dot epilogue fusion: a `dot` whose only user is a loop fusion (bias, activation, residual,
+scaling...) that reads the dot's result only at its own output position becomes one
+`fusion` with kind=kOutput: the epilogue is computed inside the dot's kernel, right after
+each block of rows is accumulated, instead of in a second pass over memory
+(compiler/codegen/fusion.py, compiler/codegen/dot_conv.py).
+
+The dot's fma chains are untouched and the epilogue computes each element with the same
+per-element code as the loop fusion, from the same bits, so the result is bit-identical.
+Only dots whose result is their accumulation type fuse (an f16/bf16 dot rounds its f32
+chains in a separate step); convolutions are not fused. Runs after loop fusion.
+"""
+
+from __future__ import annotations
+
+from compiler.codegen.dot_conv import accumulation_type
+from compiler.codegen.fusion import read_at_own_position
+from compiler.hlo.editing import (
+    NameAllocator,
+    clone_computation,
+    remove_dead,
+    remove_unreachable_computations,
+    replace_all_uses,
+    users,
+)
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import ArrayShape
+from compiler.passes.base import SimplePass
+from compiler.passes.loop_fusion import step_computations
+
+
+def _epilogue_of(dot: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> Instruction | None:
+    """The single-output loop fusion that is the dot's only user and reads it in place."""
+    if dot is computation.root or not isinstance(dot.shape, ArrayShape):
+        return None
+    dtype = dot.array_shape.dtype
+    its_users = user_map.get(id(dot), [])
+    if accumulation_type(dtype) != dtype or len(its_users) != 1:
+        return None
+    fusion = its_users[0]
+    if fusion.opcode != "fusion" or fusion.attrs.get("kind") != "kLoop" or not isinstance(fusion.shape, ArrayShape):
+        return None
+    callee = fusion.attrs["calls"]
+    assert isinstance(callee, Computation)
+    if fusion.array_shape.dims != dot.array_shape.dims or callee.root.opcode == "parameter":
+        return None
+    reads = [p for p, argument in zip(callee.parameters, fusion.operands, strict=True) if argument is dot]
+    return fusion if all(read_at_own_position(callee, p) for p in reads) else None
+
+
+def fuse_epilogue(module: Module, computation: Computation, dot: Instruction, fusion: Instruction, names: NameAllocator) -> Instruction:
+    """Replaces `dot` and its epilogue `fusion` by one kOutput fusion."""
+    callee = fusion.attrs["calls"]
+    assert isinstance(callee, Computation)
+    copy, mapping = clone_computation(callee, names)
+    arguments: list[Instruction] = []
+    parameters: list[Instruction] = []
+
+    def parameter_for(value: Instruction) -> Instruction:
+        for argument, parameter in zip(arguments, parameters, strict=True):
+            if argument is value:
+                return parameter
+        parameter = Instruction(names.fresh("param"), "parameter", value.shape, parameter_number=len(parameters))
+        arguments.append(value)
+        parameters.append(parameter)
+        return parameter
+
+    inner_dot = Instruction(names.fresh(dot.name), "dot", dot.shape, [parameter_for(op) for op in dot.operands], dict(dot.attrs), location=dot.location)
+    bound: dict[int, Instruction] = {}
+    for parameter, argument in zip(callee.parameters, fusion.operands, strict=True):
+        bound[id(mapping[id(parameter)])] = inner_dot if argument is dot else parameter_for(argument)
+    body = [inner_dot]
+    for instruction in copy.post_order():
+        if instruction.opcode != "parameter":
+            instruction.operands = [bound.get(id(op), op) for op in instruction.operands]
+            body.append(instruction)
+    called = Computation(names.fresh("fused_output"), parameters + body, copy.root, computation.location)
+    fused = Instruction(names.fresh("fusion"), "fusion", fusion.shape, arguments, {"kind": "kOutput", "calls": called}, location=fusion.location)
+    position = next(n for n, i in enumerate(computation.instructions) if i is fusion)
+    computation.instructions[position] = fused
+    replace_all_uses(computation, fusion, fused)
+    index = next(n for n, c in enumerate(module.computations) if c is computation)
+    module.computations.insert(index, called)
+    return fused
+
+
+class EpilogueFusion(SimplePass):
+    """Fuses a dot's elementwise epilogue into the dot (module docstring)."""
+
+    name = "epilogue-fusion"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        names = NameAllocator(module)
+        changed = False
+        for computation in step_computations(module):
+            fused_here = False
+            for dot in [i for i in computation.post_order() if i.opcode == "dot"]:
+                epilogue = _epilogue_of(dot, computation, users(computation))
+                if epilogue is not None:
+                    fuse_epilogue(module, computation, dot, epilogue, names)
+                    fused_here = True
+            if fused_here:
+                remove_dead(computation)
+                changed = True
+        if changed:
+            remove_unreachable_computations(module)
+        return changed

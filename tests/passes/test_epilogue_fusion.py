@@ -1,0 +1,101 @@
+"""The dot epilogue fusion pass (after loop fusion) on small hand-written modules: which
+kOutput fusions it forms, that the printed text is a fixed point, and that the reference
+evaluator's bits do not change."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.hlo import load_module
+from compiler.hlo.ir import Computation, Module
+from compiler.hlo.printer import canonical_text
+from compiler.hlo.verifier import verify_module
+from compiler.passes.epilogue_fusion import EpilogueFusion
+from compiler.passes.loop_fusion import LoopFusion
+from compiler.reference import evaluate
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -3.5, 2.0, 7.25, -1e30, 3.0, 0.5], dtype=np.float32)
+
+
+def fused(text: str) -> Module:
+    module = load_module(text)
+    LoopFusion().run(module)
+    EpilogueFusion().run(module)
+    verify_module(module)
+    return module
+
+
+def check(text: str, *arrays: np.ndarray) -> Module:
+    before = evaluate(load_module(text), list(arrays))
+    module = fused(text)
+    printed = canonical_text(module)
+    assert canonical_text(load_module(printed)) == printed
+    after = evaluate(load_module(printed), list(arrays))
+    for got, want in zip(after, before, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    return module
+
+
+def kinds(computation: Computation) -> list[tuple[str, list[str]]]:
+    out = []
+    for instruction in computation.execution_order():
+        if instruction.opcode == "fusion":
+            callee = instruction.attrs["calls"]
+            assert isinstance(callee, Computation)
+            out.append((str(instruction.attrs["kind"]), [i.opcode for i in callee.execution_order() if i.opcode != "parameter"]))
+    return out
+
+
+def test_bias_and_activation_fuse_into_the_dot() -> None:
+    text = """HloModule m
+ENTRY e {
+  x = f32[3,4]{1,0} parameter(0)
+  w = f32[4,2]{1,0} parameter(1)
+  b = f32[2]{0} parameter(2)
+  d = f32[3,2]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[3,2]{1,0} broadcast(b), dimensions={1}
+  a = f32[3,2]{1,0} add(d, bb)
+  ROOT t = f32[3,2]{1,0} tanh(a)
+}
+"""
+    module = check(text, SPECIALS.reshape(3, 4), SPECIALS[:8].reshape(4, 2), SPECIALS[8:10].copy())
+    assert kinds(module.entry) == [("kOutput", ["dot", "broadcast", "add", "tanh"])]
+
+
+def test_dots_that_must_stay_apart() -> None:
+    """Read moved (transposed), read twice, and an f16 dot (rounded in a separate step)."""
+    text = """HloModule m
+ENTRY e {
+  x = f32[3,3]{1,0} parameter(0)
+  h = f16[3,3]{1,0} parameter(1)
+  d = f32[3,3]{1,0} dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[3,3]{1,0} transpose(d), dimensions={1,0}
+  n = f32[3,3]{1,0} negate(t)
+  d2 = f32[3,3]{1,0} dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  a2 = f32[3,3]{1,0} abs(d2)
+  s2 = f32[3,3]{1,0} add(d2, a2)
+  dh = f16[3,3]{1,0} dot(h, h), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  nh = f16[3,3]{1,0} negate(dh)
+  ah = f16[3,3]{1,0} abs(nh)
+  ROOT r = (f32[3,3]{1,0}, f32[3,3]{1,0}, f16[3,3]{1,0}, f32[3,3]{1,0}) tuple(n, s2, ah, a2)
+}
+"""
+    module = check(text, SPECIALS[:9].reshape(3, 3), SPECIALS[:9].reshape(3, 3).astype(np.float16))
+    assert "kOutput" not in [kind for kind, _ in kinds(module.entry)]
+
+
+def test_deterministic() -> None:
+    text = """HloModule m
+ENTRY e {
+  x = s32[2,3,4]{2,1,0} parameter(0)
+  d = s32[2,3,3]{2,1,0} dot(x, x), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+  n = s32[2,3,3]{2,1,0} negate(d)
+  ROOT m = s32[2,3,3]{2,1,0} multiply(n, d)
+}
+"""
+    one, two = fused(text), fused(text)
+    assert canonical_text(one) == canonical_text(two)
+    assert [i.name for i in one.instructions()] == [i.name for i in two.instructions()]
+    module = check(text, np.arange(-12, 12, dtype=np.int32).reshape(2, 3, 4) * 99991)
+    assert kinds(module.entry) == [("kOutput", ["dot", "negate", "multiply"])]
