@@ -45,10 +45,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import attributes as attr
-from compiler.hlo.editing import replace_all_uses
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
+from compiler.passes.forwarding import Forwarding
 
 
 def uniform_constant(instruction: Instruction) -> np.ndarray | None:
@@ -216,7 +216,9 @@ def swap_negated_select(instruction: Instruction) -> bool:
 def simplify(computation: Computation) -> bool:
     """Applies the rewrites in post order; returns whether any applied."""
     changed = False
+    forwarding = Forwarding(computation)
     for instruction in computation.post_order():
+        forwarding.visit(instruction)
         while swap_negated_select(instruction):
             changed = True
         replacement = simplified(instruction)
@@ -225,9 +227,8 @@ def simplify(computation: Computation) -> bool:
             and replacement is not instruction
             and replacement.shape == instruction.shape
         ):
-            replace_all_uses(computation, instruction, replacement)
-            changed = True
-    return changed
+            forwarding.replace(instruction, replacement)
+    return forwarding.finish() or changed
 
 
 class AlgebraicSimplifier(SimplePass):
@@ -235,7 +236,7 @@ class AlgebraicSimplifier(SimplePass):
     left out on purpose)."""
 
     name = "algebraic-simplifier"
-    version = 3
+    version = 4
 
     def run(self, module: Module) -> bool:
         """Simplifies every computation; replaced instructions are left to dead code

@@ -14,7 +14,6 @@ from compiler.hlo.editing import (
     NameAllocator,
     clone_computation,
     remove_unreachable_computations,
-    replace_all_uses,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import SimplePass
@@ -27,39 +26,50 @@ def called_computation(instruction: Instruction) -> Computation:
     return callee
 
 
-def inline_call(computation: Computation, call: Instruction, names: NameAllocator) -> None:
-    """Replaces `call` (an instruction of `computation`) by a copy of its callee's body."""
-    callee = called_computation(call)
-    copy, mapping = clone_computation(callee, names)
-    # Parameters of the copy stand for the call's operands.
-    replacement: dict[int, Instruction] = {}
-    for parameter in callee.parameters:
-        assert parameter.parameter_number is not None
-        replacement[id(mapping[id(parameter)])] = call.operands[parameter.parameter_number]
-    body = [i for i in copy.instructions if i.opcode != "parameter"]
-    for instruction in body:
-        instruction.operands = [replacement.get(id(op), op) for op in instruction.operands]
-        computation.instructions.insert(computation.instructions.index(call), instruction)
-    result = replacement.get(id(copy.root), copy.root)
-    replace_all_uses(computation, call, result)
-    computation.instructions = [i for i in computation.instructions if i is not call]
+def inline_calls(computation: Computation, names: NameAllocator) -> bool:
+    """Replaces every `call` of `computation` by a copy of its callee's body, listed where the
+    call was. One sweep over the instructions: uses of a call (and of a copied parameter)
+    are redirected at the end, so the cost is linear in the size of the result."""
+    if not any(i.opcode == "call" for i in computation.instructions):
+        return False
+    forward: dict[int, Instruction] = {}  # a call or a copied parameter -> what it stands for
+    instructions: list[Instruction] = []
+    for instruction in computation.instructions:
+        if instruction.opcode != "call":
+            instructions.append(instruction)
+            continue
+        callee = called_computation(instruction)
+        copy, mapping = clone_computation(callee, names)
+        for parameter in callee.parameters:
+            assert parameter.parameter_number is not None
+            forward[id(mapping[id(parameter)])] = instruction.operands[parameter.parameter_number]
+        instructions.extend(i for i in copy.instructions if i.opcode != "parameter")
+        forward[id(instruction)] = copy.root
+
+    def resolve(value: Instruction) -> Instruction:
+        while id(value) in forward:
+            value = forward[id(value)]
+        return value
+
+    for instruction in instructions:
+        instruction.operands = [resolve(op) for op in instruction.operands]
+    computation.instructions = instructions
+    computation.root = resolve(computation.root)
+    return True
 
 
 class CallInlining(SimplePass):
     """Inlines every `call`, then drops unreachable computations."""
 
     name = "call-inlining"
-    version = 1
+    version = 2
 
     def run(self, module: Module) -> bool:
         """Inlines all calls in every reachable computation; returns whether any was."""
         names = NameAllocator(module)
         changed = False
         for computation in module.reachable_computations():
-            calls = [i for i in computation.instructions if i.opcode == "call"]
-            for call in calls:
-                inline_call(computation, call, names)
-                changed = True
+            changed |= inline_calls(computation, names)
         if changed:
             remove_unreachable_computations(module)
         return changed

@@ -21,10 +21,11 @@ object ids.
 from __future__ import annotations
 
 from compiler.hlo.attributes import format_attribute
-from compiler.hlo.editing import remove_unreachable_computations, replace_all_uses
+from compiler.hlo.editing import remove_unreachable_computations
 from compiler.hlo.ir import COMPUTATION_ATTRIBUTES, Computation, Instruction, Module
 from compiler.hlo.printer import CanonicalPrinter
 from compiler.passes.base import SimplePass
+from compiler.passes.forwarding import Forwarding
 
 # Opcodes never merged: parameters are distinct inputs by definition. (Side-effecting and
 # random opcodes do not get past the frontend; they are listed for safety should that change.)
@@ -120,20 +121,22 @@ def eliminate_common_subexpressions(computation: Computation, keyer: _Keyer) -> 
     number: dict[int, int] = {}  # instruction id -> position of its representative in `order`
     representatives: dict[tuple, int] = {}
     merged: list[Instruction] = []
+    forwarding = Forwarding(computation)
     for position, instruction in enumerate(order):
+        forwarding.visit(instruction)
         operand_numbers = [number[id(op)] for op in instruction.operands]
         if instruction.opcode in NEVER_MERGED:
             number[id(instruction)] = position
             continue
         key = keyer.key(instruction, operand_numbers)
         if key in representatives:
-            keep = order[representatives[key]]
-            replace_all_uses(computation, instruction, keep)
+            forwarding.replace(instruction, order[representatives[key]])
             number[id(instruction)] = representatives[key]
             merged.append(instruction)
         else:
             representatives[key] = position
             number[id(instruction)] = position
+    forwarding.finish()
     if merged:
         gone = {id(i) for i in merged}
         computation.instructions = [i for i in computation.instructions if id(i) not in gone]
@@ -144,7 +147,7 @@ class CommonSubexpressionElimination(SimplePass):
     """Merges identical pure instructions within each computation."""
 
     name = "common-subexpression-elimination"
-    version = 2
+    version = 3
 
     def run(self, module: Module) -> bool:
         """Merges duplicates in every computation; returns whether any were merged."""

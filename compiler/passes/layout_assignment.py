@@ -24,8 +24,8 @@ shape, and the backend never needs a strided bitcast kernel. The pass is idempot
 
 from __future__ import annotations
 
-from compiler.hlo.editing import NameAllocator, insert_before
-from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.editing import NameAllocator
+from compiler.hlo.ir import Instruction, Module
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
 
@@ -43,8 +43,9 @@ def _new(
     )
 
 
-def lower_bitcast(computation: Computation, bitcast: Instruction, names: NameAllocator) -> None:
-    """Rewrites one `bitcast` in place into logical-index ops (see the module docstring)."""
+def lower_bitcast(bitcast: Instruction, names: NameAllocator) -> list[Instruction]:
+    """Rewrites one `bitcast` in place into logical-index ops (see the module docstring);
+    returns the new instructions that must be listed before it."""
     source = bitcast.operands[0].array_shape
     target = bitcast.array_shape
     source_major_to_minor = tuple(reversed(source.minor_to_major))
@@ -69,14 +70,15 @@ def lower_bitcast(computation: Computation, bitcast: Instruction, names: NameAll
     if not steps:
         steps.append(("reshape", ArrayShape.of(target.dtype, target.dims), {}))
     current = bitcast.operands[0]
+    added: list[Instruction] = []
     for opcode, shape, attrs in steps[:-1]:
-        step = _new(names, bitcast.name, opcode, shape, current, attrs)
-        insert_before(computation, step, bitcast)
-        current = step
+        current = _new(names, bitcast.name, opcode, shape, current, attrs)
+        added.append(current)
     opcode, _, attrs = steps[-1]
     bitcast.opcode = opcode
     bitcast.operands = [current]
     bitcast.attrs = dict(attrs)
+    return added
 
 
 class LayoutAssignment(SimplePass):
@@ -90,9 +92,15 @@ class LayoutAssignment(SimplePass):
         names = NameAllocator(module)
         changed = False
         for computation in module.computations:
-            for instruction in [i for i in computation.instructions if i.opcode == "bitcast"]:
-                lower_bitcast(computation, instruction, names)
-                changed = True
+            if not any(i.opcode == "bitcast" for i in computation.instructions):
+                continue
+            instructions: list[Instruction] = []
+            for instruction in computation.instructions:
+                if instruction.opcode == "bitcast":
+                    instructions.extend(lower_bitcast(instruction, names))
+                instructions.append(instruction)
+            computation.instructions = instructions
+            changed = True
         for computation in module.computations:
             for instruction in computation.instructions:
                 pinned = computation is module.entry and (

@@ -18,9 +18,9 @@ the two shapes are equal including the layout, so no user sees a different layou
 
 from __future__ import annotations
 
-from compiler.hlo.editing import replace_all_uses
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import SimplePass
+from compiler.passes.forwarding import Forwarding
 
 
 def _dims(instruction: Instruction) -> tuple[int, ...]:
@@ -67,23 +67,25 @@ def canonicalize(instruction: Instruction) -> Instruction | None | bool:
 def canonicalize_shapes(computation: Computation) -> bool:
     """Applies the rules in post order until none applies to the instruction."""
     changed = False
+    forwarding = Forwarding(computation)
     for instruction in computation.post_order():
+        forwarding.visit(instruction)
         while True:
             outcome = canonicalize(instruction)
             if outcome is None:
                 break
             changed = True
             if isinstance(outcome, Instruction):
-                replace_all_uses(computation, instruction, outcome)
+                forwarding.replace(instruction, outcome)
                 break
-    return changed
+    return forwarding.finish() or changed
 
 
 class ShapeCanonicalization(SimplePass):
     """Collapses reshape, transpose and broadcast chains."""
 
     name = "shape-canonicalization"
-    version = 1
+    version = 2
 
     def run(self, module: Module) -> bool:
         """Canonicalizes every computation; dead inner ops are left to dead code elimination."""

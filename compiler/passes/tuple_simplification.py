@@ -13,10 +13,10 @@ tuple it was, which keeps outputs distinct from the parameters' buffers.
 
 from __future__ import annotations
 
-from compiler.hlo.editing import replace_all_uses
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import TupleShape
 from compiler.passes.base import SimplePass
+from compiler.passes.forwarding import Forwarding
 
 
 def _forwarded(instruction: Instruction) -> Instruction | None:
@@ -51,22 +51,22 @@ def _forwarded(instruction: Instruction) -> Instruction | None:
 
 def simplify_tuples(computation: Computation, is_entry: bool) -> bool:
     """Applies both rules to one computation, in post order (so chains collapse at once)."""
-    changed = False
+    forwarding = Forwarding(computation)
     for instruction in computation.post_order():
+        forwarding.visit(instruction)
         if is_entry and instruction is computation.root and instruction.opcode == "tuple":
             continue
         replacement = _forwarded(instruction)
         if replacement is not None:
-            replace_all_uses(computation, instruction, replacement)
-            changed = True
-    return changed
+            forwarding.replace(instruction, replacement)
+    return forwarding.finish()
 
 
 class TupleSimplification(SimplePass):
     """Forwards tuple elements past tuple/get-tuple-element pairs."""
 
     name = "tuple-simplification"
-    version = 1
+    version = 2
 
     def run(self, module: Module) -> bool:
         """Simplifies every computation; dead tuples are left to dead code elimination."""
