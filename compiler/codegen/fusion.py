@@ -18,6 +18,7 @@ so only the operand that owns an element is computed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from llvmlite import ir
 
@@ -36,7 +37,7 @@ from compiler.codegen.kernel import (
     unravel,
 )
 from compiler.codegen.lower import Lowering, Ref
-from compiler.codegen.reductions import Inputs, emit_reduce
+from compiler.codegen.reductions import LANES, Inputs, emit_reduce
 from compiler.hlo.dtypes import S64
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape
@@ -50,12 +51,15 @@ class Index:
     values dominate). `lanes` > 1 means `lanes` consecutive flat positions."""
 
     def __init__(self, builder: ir.IRBuilder, dims: tuple[int, ...], flat: ir.Value | None = None,
-                 multi: list[ir.Value] | None = None, lanes: int = 1) -> None:  # fmt: skip
+                 multi: list[ir.Value] | None = None, lanes: int = 1, row: bool = False) -> None:  # fmt: skip
         self.builder = builder
         self.dims = dims
         self._flat = flat
         self._multi = multi
         self.lanes = lanes
+        # The lanes lie along the last dimension inside one row: the multi-index of the first
+        # lane, plus the lane number on the last dimension, is every lane's position.
+        self.row = row
 
     def flat(self) -> ir.Value:
         if self._flat is None:
@@ -65,7 +69,7 @@ class Index:
 
     def multi(self) -> list[ir.Value]:
         if self._multi is None:
-            assert self._flat is not None and self.lanes == 1, "multi-indices exist on the scalar path only"
+            assert self._flat is not None and (self.lanes == 1 or self.row), "multi-indices exist on the scalar and row paths only"
             self._multi = unravel(self.builder, self._flat, self.dims)
         return self._multi
 
@@ -169,6 +173,66 @@ def flat_identity(computation: Computation, root: Instruction | None = None, opa
     return identity, safe
 
 
+def row_vectorizable(computation: Computation, width: int, root: Instruction | None = None, opaque: Instruction | None = None) -> bool:
+    """Whether `width` consecutive positions along the root's last dimension, inside one row,
+    map to `width` consecutive positions along the last dimension of every value read in
+    row mode (or to a single position of a value read in scalar mode, which is then splat):
+    then the loop can run a vector per row chunk instead of one element at a time.
+
+    Broadcasts keep row mode when the output's last dimension comes from the operand's last
+    dimension, and switch the operand to scalar mode when it does not come from the operand
+    at all; transposes must keep the last dimension last, slices must have stride 1 on it,
+    reverse must not flip it, pad must not pad it, concatenate must not join along it, and a
+    reshape must keep its size (or both sizes must be multiples of `width`, so an aligned
+    chunk never crosses a row of the operand)."""
+    pending: list[tuple[Instruction, bool]] = [(root or computation.root, True)]
+    seen: set[tuple[int, bool]] = set()
+    while pending:
+        instruction, in_row = pending.pop()
+        shape = _shape(instruction)
+        in_row = in_row and shape.rank > 0
+        if (id(instruction), in_row) in seen:
+            continue
+        seen.add((id(instruction), in_row))
+        if instruction is opaque or instruction.opcode in ("parameter", "constant") or not in_row:
+            if not in_row:
+                pending.extend((operand, False) for operand in instruction.operands)
+            continue
+        opcode = instruction.opcode
+        last = shape.rank - 1
+        operands = instruction.operands
+        if opcode == "broadcast":
+            dims = tuple(instruction.attrs.get("dimensions", ()))  # type: ignore[arg-type]
+            if last in dims and dims[-1] != last:
+                return False
+            pending.append((operands[0], last in dims))
+            continue
+        if opcode == "reshape":
+            source = _shape(operands[0]).dims
+            if source and (source[-1] == shape.dims[-1] or (source[-1] % width == 0 and shape.dims[-1] % width == 0)):
+                pending.append((operands[0], True))
+                continue
+            return False
+        if opcode == "transpose" and tuple(instruction.attrs["dimensions"])[-1] != last:  # type: ignore[arg-type]
+            return False
+        if opcode == "slice" and instruction.attrs["slice"][last].stride != 1:  # type: ignore[index]
+            return False
+        if opcode == "reverse" and last in tuple(instruction.attrs["dimensions"]):  # type: ignore[arg-type]
+            return False
+        if opcode == "pad":
+            padding = instruction.attrs.get("padding", ())[last]  # type: ignore[index]
+            if (padding.low, padding.high, padding.interior) != (0, 0, 0):
+                return False
+            pending.append((operands[0], True))
+            pending.append((operands[1], False))
+            continue
+        if opcode == "concatenate" and instruction.attrs["dimensions"][0] == last:  # type: ignore[index]
+            return False
+        for operand in operands:
+            pending.append((operand, not _is_scalar_operand(instruction, operand)))
+    return True
+
+
 @dataclass
 class FusionEmitter:
     """Emits the element generators of one fused computation inside one kernel."""
@@ -204,8 +268,8 @@ class FusionEmitter:
             self._scalar_index = self.new_index((), I64(0), [])
         return self._scalar_index
 
-    def new_index(self, dims: tuple[int, ...], flat: ir.Value | None = None, multi: list[ir.Value] | None = None, lanes: int = 1) -> Index:
-        index = Index(self.builder, dims, flat, multi, lanes)
+    def new_index(self, dims: tuple[int, ...], flat: ir.Value | None = None, multi: list[ir.Value] | None = None, lanes: int = 1, row: bool = False) -> Index:
+        index = Index(self.builder, dims, flat, multi, lanes, row)
         self.indices.append(index)
         return index
 
@@ -237,39 +301,50 @@ class FusionEmitter:
         operand = instruction.operands[0] if instruction.operands else None
         if opcode == "reshape":
             assert operand is not None
-            return self.value(operand, self.new_index(_shape(operand).dims, index.flat(), lanes=index.lanes))
+            return self.value(operand, self.new_index(_shape(operand).dims, index.flat(), lanes=index.lanes, row=index.row))
         if opcode == "broadcast":
             assert operand is not None
             if _shape(operand).rank == 0:
                 return self.elements.splat(self.value(operand, self.scalar_index()), index.lanes)
-            dims = instruction.attrs.get("dimensions", ())
+            dims = tuple(instruction.attrs.get("dimensions", ()))  # type: ignore[arg-type]
             multi = index.multi()
-            return self.value(operand, self.new_index(_shape(operand).dims, multi=[multi[d] for d in dims]))  # type: ignore[union-attr]
+            mapped_multi = [multi[d] for d in dims]
+            if index.lanes > 1 and shape.rank - 1 not in dims:
+                # Row mode, and the operand does not vary along the row: one value, splat.
+                return self.elements.splat(self.value(operand, self.new_index(_shape(operand).dims, multi=mapped_multi)), index.lanes)
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped_multi, lanes=index.lanes, row=index.row))
         multi = index.multi()
+        lanes_here = {"lanes": index.lanes, "row": index.row}
         if opcode == "transpose":
             assert operand is not None
             perm = instruction.attrs["dimensions"]
             mapped: list[ir.Value] = [I64(0)] * shape.rank
             for position, source in enumerate(perm):  # type: ignore[arg-type]
                 mapped[source] = multi[position]
-            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped))
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped, **lanes_here))
         if opcode == "reverse":
             assert operand is not None
             flipped = set(instruction.attrs["dimensions"])  # type: ignore[arg-type]
             dims = _shape(operand).dims
             mapped = [b.sub(I64(dims[d] - 1), m) if d in flipped else m for d, m in enumerate(multi)]
-            return self.value(operand, self.new_index(dims, multi=mapped))
+            return self.value(operand, self.new_index(dims, multi=mapped, **lanes_here))
         if opcode == "slice":
             assert operand is not None
             spec = instruction.attrs["slice"]
             mapped = [b.add(I64(d.start), b.mul(m, I64(d.stride))) for d, m in zip(spec, multi, strict=True)]  # type: ignore[arg-type]
-            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped))
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped, **lanes_here))
         if opcode == "iota":
-            return nir.convert(b, multi[instruction.attrs["iota_dimension"]], S64, shape.dtype, self.kernel.config)  # type: ignore[index]
+            dimension = instruction.attrs["iota_dimension"]
+            position = multi[dimension]  # type: ignore[index]
+            if index.lanes > 1:
+                position = self.elements.splat(position, index.lanes)
+                if dimension == shape.rank - 1:
+                    position = b.add(position, ir.Constant(position.type, list(range(index.lanes))))
+            return nir.convert(b, position, S64, shape.dtype, self.kernel.config)
         if opcode == "pad":
-            return self._pad(instruction, multi)
+            return self._pad(instruction, multi, index)
         if opcode == "concatenate":
-            return self._concatenate(instruction, multi)
+            return self._concatenate(instruction, multi, index)
         raise AssertionError(f"no element generator for {opcode}")
 
     def _parameter(self, instruction: Instruction, index: Index) -> ir.Value:
@@ -295,12 +370,13 @@ class FusionEmitter:
                 values.append(self.value(operand, index))
         return self.elements.emit(instruction, values)
 
-    def _pad(self, instruction: Instruction, multi: list[ir.Value]) -> ir.Value:
+    def _pad(self, instruction: Instruction, multi: list[ir.Value], index: Index) -> ir.Value:
         """The operand's element where the output position is on the grid, else the fill
-        value; the operand is read at a clamped (valid) index either way, then selected."""
+        value; the operand is read at a clamped (valid) index either way, then selected. (In
+        row mode the last dimension is not padded, so the choice is the same for all lanes.)"""
         b = self.builder
         source = _shape(instruction.operands[0])
-        fill = self.value(instruction.operands[1], self.scalar_index())
+        fill = self.elements.splat(self.value(instruction.operands[1], self.scalar_index()), index.lanes)
         if source.element_count == 0:
             return fill
         inside = ir.Constant(ir.IntType(1), 1)
@@ -314,10 +390,10 @@ class FusionEmitter:
             inside = b.and_(inside, b.and_(on_grid, in_range))
             positions.append(position)
         safe = [b.select(inside, p, I64(0)) for p in positions]
-        value = self.value(instruction.operands[0], self.new_index(source.dims, multi=safe))
+        value = self.value(instruction.operands[0], self.new_index(source.dims, multi=safe, lanes=index.lanes, row=index.row))
         return b.select(inside, value, fill)
 
-    def _concatenate(self, instruction: Instruction, multi: list[ir.Value]) -> ir.Value:
+    def _concatenate(self, instruction: Instruction, multi: list[ir.Value], index: Index) -> ir.Value:
         """Branches on the position along the axis: only the owning operand is computed."""
         b = self.builder
         axis = instruction.attrs["dimensions"][0]  # type: ignore[index]
@@ -338,14 +414,14 @@ class FusionEmitter:
             self.memo = dict(saved)
             mapped = list(multi)
             mapped[axis] = b.sub(multi[axis], I64(offset)) if offset else multi[axis]
-            incoming.append((self.value(operand, self.new_index(shape.dims, multi=mapped)), b.block))
+            incoming.append((self.value(operand, self.new_index(shape.dims, multi=mapped, lanes=index.lanes, row=index.row)), b.block))
             b.branch(merge)
             if not last:
                 b.position_at_end(rest)
             offset = end
         self.memo = saved
         b.position_at_end(merge)
-        phi = b.phi(storage_type(_shape(instruction).dtype))
+        phi = b.phi(lanes(storage_type(_shape(instruction).dtype), index.lanes))
         for value, block in incoming:
             phi.add_incoming(value, block)
         return phi
@@ -357,31 +433,63 @@ def results_of(computation: Computation) -> list[Instruction]:
     return list(root.operands) if root.opcode == "tuple" else [root]
 
 
-def emit_element_loop(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], begin: ir.Value, end: ir.Value, vector: bool) -> None:
+LoopMode = Literal["flat", "row", "scalar"]
+
+
+def loop_mode(computation: Computation, results: list[Instruction], width: int, opaque: Instruction | None = None) -> LoopMode:
+    """How a fusion's element loop runs: W flat positions at a time when every index map is
+    the flat identity, W positions along the last dimension of a row when the maps keep
+    rows (row_vectorizable) and rows are at least W long, else one element at a time."""
+    if all(flat_identity(computation, r, opaque)[0] for r in results):
+        return "flat"
+    dims = results[0].array_shape.dims
+    if dims and dims[-1] >= width and all(row_vectorizable(computation, width, r, opaque) for r in results):
+        return "row"
+    return "scalar"
+
+
+def emit_element_loop(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], begin: ir.Value, end: ir.Value, mode: LoopMode) -> None:
     """The loop computing every result at each flat output index in [begin, end) and storing
     it (all results computed before any is stored): W lanes at a time plus a scalar tail on
-    the vector path, one element at a time otherwise."""
+    the flat path; per row, W lanes along the last dimension plus a scalar tail on the row
+    path (begin and end must then be multiples of the row length); one element at a time
+    otherwise."""
     kernel = emitter.kernel
     b = kernel.builder
     shape = results[0].array_shape
+    width = vector_width(kernel.config)
 
-    def body(flat: ir.Value, lanes: int) -> None:
-        emitter.reset()
-        # The scalar path unravels the output index once, before any branch.
-        multi = unravel(b, flat, shape.dims) if not vector else None
-        index = emitter.new_index(shape.dims, flat, multi, lanes)
+    def store(index: Index, flat: ir.Value) -> None:
         values = [emitter.value(r, index) for r in results]
         for value, base, r in zip(values, bases, results, strict=True):
             kernel.store(value, base, r.array_shape.dtype, flat)
 
-    if vector:
-        width = vector_width(kernel.config)
+    def body(flat: ir.Value, lanes: int) -> None:
+        emitter.reset()
+        # The scalar path unravels the output index once, before any branch.
+        multi = unravel(b, flat, shape.dims) if mode == "scalar" else None
+        store(emitter.new_index(shape.dims, flat, multi, lanes), flat)
+
+    if mode == "flat":
         span = b.sub(end, begin)
         vector_end = b.add(begin, b.mul(b.udiv(span, I64(width)), I64(width)))
         with kernel.loop(begin, vector_end, width, "v") as index:
             body(index, width)
         with kernel.loop(vector_end, end, 1, "s") as index:
             body(index, 1)
+    elif mode == "row":
+        length = shape.dims[-1]
+        vector_length = length - length % width
+        with kernel.loop(b.udiv(begin, I64(length)), b.udiv(end, I64(length)), 1, "row") as row:
+            outer = unravel(b, row, shape.dims[:-1])
+            row_start = b.mul(row, I64(length))
+            for start, stop, lanes_now in ((0, vector_length, width), (vector_length, length, 1)):
+                if start == stop:
+                    continue
+                with kernel.loop(I64(start), I64(stop), lanes_now, "j" if lanes_now > 1 else "t") as j:
+                    emitter.reset()
+                    flat = b.add(row_start, j)
+                    store(emitter.new_index(shape.dims, flat, [*outer, j], lanes_now, row=lanes_now > 1), flat)
     else:
         with kernel.loop(begin, end, 1, "i") as index:
             body(index, 1)
@@ -404,13 +512,18 @@ def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: lis
     if count == 0:
         return result
     maps = [flat_identity(computation, r) for r in results]
-    vector = all(identity for identity, _ in maps)
+    mode = loop_mode(computation, results, vector_width(lowering.config))
+    # On the row path a work item is a row of the last dimension (rows are never split).
+    row = shape.dims[-1] if mode == "row" else 1
     with lowering.kernels.kernel("fusion") as kernel:
         emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
         emitter.preload_scalars()
         bases = [kernel.buffer(output) for output in outputs]  # type: ignore[arg-type]
-        emit_element_loop(emitter, results, bases, kernel.begin, kernel.end, vector)
-    steps.append(P.KernelStep(kernel.name, count, grain=16384 if vector else 4096, instruction=instruction.name))
+        b = kernel.builder
+        begin, end = (kernel.begin, kernel.end) if row == 1 else (b.mul(kernel.begin, I64(row)), b.mul(kernel.end, I64(row)))
+        emit_element_loop(emitter, results, bases, begin, end, mode)
+    grain = {"flat": 16384, "row": 8192, "scalar": 4096}[mode]
+    steps.append(P.KernelStep(kernel.name, count // row, grain=max(1, grain // row), instruction=instruction.name))
     if len(results) == 1:
         # Those operands' elements are read at the output element's own flat position,
         # before it is written: a same-size one may share the output's memory. (Not with
@@ -433,6 +546,12 @@ class GeneratedInputs(Inputs):
         self.reduce = reduce
         self.half = len(reduce.operands) // 2
         self.vector = [flat_identity(emitter.computation, op)[0] for op in reduce.operands[: self.half]]
+        # Vectors of 16 consecutive elements start at multiples of 16 (the contract's lanes),
+        # so they never cross a row whose length is a multiple of 16: the row path applies.
+        self.row = [
+            bool(_shape(op).dims) and _shape(op).dims[-1] % LANES == 0 and row_vectorizable(emitter.computation, LANES, op)
+            for op in reduce.operands[: self.half]
+        ]
 
     def element(self, number: int, offset: ir.Value, count: int = 1) -> ir.Value:
         emitter = self.emitter
@@ -441,6 +560,9 @@ class GeneratedInputs(Inputs):
         if count == 1 or self.vector[number]:
             emitter.reset()
             return emitter.value(operand, emitter.new_index(dims, offset, lanes=count))
+        if count == LANES and self.row[number]:
+            emitter.reset()
+            return emitter.value(operand, emitter.new_index(dims, offset, lanes=count, row=True))
         b = emitter.builder
         vector = ir.Constant(lanes(storage_type(_shape(operand).dtype), count), ir.Undefined)
         for lane in range(count):
@@ -491,13 +613,18 @@ def emit_output_fusion(lowering: Lowering, instruction: Instruction, operands: l
     if dot is root or dot.array_shape.dims != root.array_shape.dims or not read_at_own_position(computation, dot):
         return None
     output = lowering.new_buffer(root.array_shape)
-    vector = flat_identity(computation, opaque=dot)[0]
+    # Each gemm work item is whole rows of the result, so the row path applies too.
+    mode = loop_mode(computation, [root], vector_width(lowering.config), opaque=dot)
+    rhs = dot.operands[1].array_shape
+    rhs_free = rhs.rank - len(dot.attrs.get("rhs_batch_dims", ())) - len(dot.attrs.get("rhs_contracting_dims", ()))  # type: ignore[arg-type]
+    if mode == "row" and rhs_free == 0:
+        mode = "scalar"  # the result's last dimension is the lhs's: a work item is not whole rows
 
     def epilogue(kernel: Kernel, accumulated: int, begin: ir.Value, end: ir.Value) -> None:
         emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
         emitter.stored[id(dot)] = accumulated
         emitter.preload_scalars()
-        emit_element_loop(emitter, [root], [kernel.buffer(output)], begin, end, vector)
+        emit_element_loop(emitter, [root], [kernel.buffer(output)], begin, end, mode)
 
     emit_dot(lowering, dot, [operands[p.parameter_number] for p in dot.operands], steps, epilogue)  # type: ignore[index]
     return output

@@ -292,3 +292,120 @@ ENTRY e {{
     kernels = run_everywhere(text, arrays, TARGETS if dtype == "f32" else ["x86-64-v3"])
     # Only the dots' kernels (packing, the gemm): no separate elementwise kernel.
     assert kernels and all(name.startswith("dot") for name in kernels), kernels
+
+
+def _loop_modes(text: str, target: str = "x86-64-v3") -> list[str]:
+    """The loop mode of every kLoop fusion the default pipeline forms."""
+    from compiler.codegen.elementwise import vector_width
+    from compiler.codegen.fusion import loop_mode, results_of
+    from compiler.driver import optimize
+
+    config = load_config().with_target(cpu=target)
+    module = optimize(load_program(text), config)
+    modes = []
+    for instruction in module.entry.instructions:
+        if instruction.opcode == "fusion" and instruction.attrs.get("kind") == "kLoop":
+            computation = instruction.attrs["calls"]
+            modes.append(loop_mode(computation, results_of(computation), vector_width(config)))  # type: ignore[arg-type]
+    return modes
+
+
+@pytest.mark.parametrize("length", [7, 16, 37, 64])
+def test_row_path_fusions(length: int) -> None:
+    """Index maps that keep rows of the last dimension run a vector per row chunk: bias rows,
+    per-row values (softmax), transposes keeping the last dimension, slices, reverse, pad and
+    concatenate on other dimensions, iota, and reshapes keeping the row length; rows shorter
+    than, equal to and longer than the vector, with a scalar tail."""
+    rng = np.random.default_rng(length)
+    a, b, n = 3, 5, length
+    f = lambda *dims: shape_text("f32", dims)  # noqa: E731
+    text = f"""HloModule t
+r {{
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT m = f32[] maximum(p, q)
+}}
+ENTRY e {{
+  x = {f(a, b, n)} parameter(0)
+  bias = {f(n)} parameter(1)
+  y = {f(b, a, n)} parameter(2)
+  bb = {f(a, b, n)} broadcast(bias), dimensions={{2}}
+  xb = {f(a, b, n)} add(x, bb)
+  init = f32[] constant(-inf)
+  mx = {f(a, b)} reduce(x, init), dimensions={{2}}, to_apply=r
+  mb = {f(a, b, n)} broadcast(mx), dimensions={{0,1}}
+  sh = {f(a, b, n)} subtract(xb, mb)
+  ex = {f(a, b, n)} exponential(sh)
+  yt = {f(a, b, n)} transpose(y), dimensions={{1,0,2}}
+  rv = {f(a, b, n)} reverse(yt), dimensions={{0}}
+  io = {f(a, b, n)} iota(), iota_dimension=2
+  i0 = {f(a, b, n)} iota(), iota_dimension=1
+  s1 = {f(a, b, n)} multiply(ex, rv)
+  s2 = {f(a, b, n)} add(s1, io)
+  s3 = {f(a, b, n)} subtract(s2, i0)
+  sl = {f(2, b, n)} slice(s3), slice={{[0:3:2], [0:{b}], [0:{n}]}}
+  z = f32[] constant(-0)
+  pd = {f(5, b, n)} pad(sl, z), padding=1_1_1x0_0x0_0
+  cc = {f(8, b, n)} concatenate(pd, s3), dimensions={{0}}
+  ROOT rs = {f(8 * b, n)} reshape(cc)
+}}
+"""
+    arrays = [values(rng, "f32", (a, b, n)), values(rng, "f32", (n,)), values(rng, "f32", (b, a, n))]
+    run_everywhere(text, arrays)
+    modes = _loop_modes(text)
+    if length >= 8:
+        assert "row" in modes, modes
+
+
+@pytest.mark.parametrize("rows,length", [(4, 32), (6, 64)])
+def test_row_path_through_reshapes_of_whole_vectors(rows: int, length: int) -> None:
+    """A reshape that changes the row length keeps the row path when both lengths are
+    multiples of the vector width (an aligned chunk never crosses an operand row)."""
+    rng = np.random.default_rng(rows)
+    text = f"""HloModule t
+ENTRY e {{
+  x = f32[{rows},2,{length // 2}] parameter(0)
+  c = f32[{rows}] parameter(1)
+  xr = f32[{rows},{length}] reshape(x)
+  cb = f32[{rows},{length}] broadcast(c), dimensions={{0}}
+  ROOT m = f32[{rows},{length}] multiply(xr, cb)
+}}
+"""
+    run_everywhere(text, [values(rng, "f32", (rows, 2, length // 2)), values(rng, "f32", (rows,))])
+    assert _loop_modes(text) == ["row"]
+
+
+@pytest.mark.parametrize("length,reduced", [(32, "2"), (48, "1,2"), (40, "2")])
+def test_row_path_in_reduction_input_fusions(length: int, reduced: str) -> None:
+    """A softmax denominator: the reduce generates exp(x - max) through a per-row broadcast,
+    16 lanes at a time when rows are multiples of 16 (else lane by lane), in the contract's
+    order either way."""
+    rng = np.random.default_rng(length)
+    a, b = 3, 5
+    kept = "3" if reduced == "1,2" else "3,5"
+    text = f"""HloModule t
+mx {{
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT m = f32[] maximum(p, q)
+}}
+sum {{
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}}
+ENTRY e {{
+  x = f32[{a},{b},{length}] parameter(0)
+  init = f32[] constant(-inf)
+  m = f32[{a},{b}] reduce(x, init), dimensions={{2}}, to_apply=mx
+  mb = f32[{a},{b},{length}] broadcast(m), dimensions={{0,1}}
+  d = f32[{a},{b},{length}] subtract(x, mb)
+  ex = f32[{a},{b},{length}] exponential(d)
+  zero = f32[] constant(0)
+  ROOT s = f32[{kept}] reduce(ex, zero), dimensions={{{reduced}}}, to_apply=sum
+}}
+"""
+    # Mostly finite rows (NaN or inf in a row makes its whole sum NaN), specials in one row.
+    x = rng.standard_normal((a, b, length)).astype(np.float32)
+    x[0, 0] = values(rng, "f32", (length,))
+    run_everywhere(text, [x])
