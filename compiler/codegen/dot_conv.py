@@ -13,6 +13,7 @@ changes any element's chain.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from llvmlite import ir
 
@@ -125,8 +126,28 @@ def panel_width(config) -> int:
     return 2 * vector_width(config)
 
 
+@dataclass(frozen=True)
+class RhsLayout:
+    """Where element [b, p, kk, w] of the rhs panels is: batch * b + panel * p + row * kk + w
+    elements from the buffer's start. Packed panels are (B, ceil(N/PW), K, PW); an rhs that
+    is already (B, K, N) row-major in the accumulation type with N a multiple of PW is read
+    in place, as panels with row stride N (the same values, so the same chains)."""
+
+    batch: int
+    panel: int
+    row: int
+
+    @staticmethod
+    def packed(k: int, n: int, panel: int) -> RhsLayout:
+        return RhsLayout(-(-n // panel) * k * panel, k * panel, panel)
+
+    @staticmethod
+    def in_place(k: int, n: int, panel: int) -> RhsLayout:
+        return RhsLayout(k * n, panel, n)
+
+
 def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels: int, batch: int, m: int, k: int, n: int, acc_type: DType, steps: list[P.Step],
-              epilogue: Epilogue | None = None) -> int:  # fmt: skip
+              epilogue: Epilogue | None = None, rhs_layout: RhsLayout | None = None) -> int:  # fmt: skip
     """C[b, i, j] = chain over k of lhs[b, i, k] * rhs[b, k, j].
 
     lhs is (B, M, K) row-major; the rhs comes packed in panels (B, ceil(N/PW), K, PW) with
@@ -143,6 +164,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     panels = -(-n // panel)
     row_blocks = -(-m // ROW_BLOCK)
     vector = lanes(storage_type(acc_type), width)
+    layout = rhs_layout or RhsLayout.packed(k, n, panel)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
         emitter = ElementEmitter(kernel)
@@ -154,9 +176,9 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
             rows_left = b.sub(I64(m), first_row)
             with b.if_else(b.icmp_signed(">=", rows_left, I64(ROW_BLOCK))) as (then, otherwise):
                 with then:
-                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, ROW_BLOCK, m, k, n, width, panel, panels, acc_type)
+                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, ROW_BLOCK, m, k, n, width, panel, panels, acc_type, layout)
                 with otherwise, kernel.loop(I64(0), rows_left, 1, "row") as row:
-                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, b.add(first_row, row), 1, m, k, n, width, panel, panels, acc_type)
+                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, b.add(first_row, row), 1, m, k, n, width, panel, panels, acc_type, layout)
             if epilogue is not None:
                 rows = b.select(b.icmp_signed(">=", rows_left, I64(ROW_BLOCK)), I64(ROW_BLOCK), rows_left)
                 start = b.mul(b.add(b.mul(batch_index, I64(m)), first_row), I64(n))
@@ -166,7 +188,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     return output
 
 
-def _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, rows, m, k, n, width, panel, panels, acc_type) -> None:
+def _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, rows, m, k, n, width, panel, panels, acc_type, layout: RhsLayout) -> None:
     b = kernel.builder
     vectors = panel // width
     zero = constant(slots[0][0].allocated_type, 0)
@@ -176,9 +198,9 @@ def _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, firs
         for r in range(rows):
             for v in range(vectors):
                 b.store(zero, slots[r][v])
-        panel_base = b.mul(b.add(b.mul(batch_index, I64(panels)), panel_index), I64(k * panel))
+        panel_base = b.add(b.mul(batch_index, I64(layout.batch)), b.mul(panel_index, I64(layout.panel)))
         with kernel.loop(I64(0), I64(k), 1, "k") as kk:
-            row_base = b.add(panel_base, b.mul(kk, I64(panel)))
+            row_base = b.add(panel_base, b.mul(kk, I64(layout.row)))
             b_vectors = [kernel.load(p_base, acc_type, b.add(row_base, I64(v * width)), width) for v in range(vectors)]
             for r in range(rows):
                 a_value = emitter.splat(kernel.load(a_base, acc_type, b.add(a_rows[r], kk)), width)
@@ -251,8 +273,13 @@ def emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     k = _product(lhs_shape.dims[d] for d in lc)
     n = _product(rhs_shape.dims[d] for d in rhs_free)
     lhs = _canonical(lowering, instruction, operands[0], lhs_shape, list(lb) + lhs_free + list(lc), acc_type, steps)  # type: ignore[arg-type]
-    rhs = pack_rhs(lowering, instruction, operands[1], rhs_shape, (list(rb), list(rc), rhs_free), acc_type, steps)  # type: ignore[arg-type]
-    accumulated = emit_gemm(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps, epilogue)
+    panel = panel_width(lowering.config)
+    if list(rb) + list(rc) + rhs_free == list(range(rhs_shape.rank)) and rhs_shape.dtype == acc_type and n % panel == 0:
+        rhs, layout = operands[1], RhsLayout.in_place(k, n, panel)  # already (B, K, N) row-major
+    else:
+        rhs = pack_rhs(lowering, instruction, operands[1], rhs_shape, (list(rb), list(rc), rhs_free), acc_type, steps)  # type: ignore[arg-type]
+        layout = RhsLayout.packed(k, n, panel)
+    accumulated = emit_gemm(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps, epilogue, layout)  # type: ignore[arg-type]
     assert epilogue is None or acc_type == instruction.array_shape.dtype
     return _finish(lowering, instruction, accumulated, acc_type, steps)
 
