@@ -18,6 +18,7 @@ import numpy as np
 from compiler.codegen import plan as P
 from compiler.codegen.target import CompilerConfig
 from compiler.hlo.dtypes import from_name
+from compiler.hlo.shape import ArrayShape
 from compiler.program import Program
 from compiler.reference.evaluator import EvaluationError, check_argument
 from compiler.runtime.loader import LoadedObject, load_object
@@ -86,6 +87,9 @@ class Executable:
     def __post_init__(self) -> None:
         self._loaded = load_object(self.object_bytes, self.config)
         self._parameter_shapes = self.program.parameter_shapes
+        self._parameter_types = [
+            (np.dtype(shape.dtype.numpy), shape.dims) if isinstance(shape, ArrayShape) else (None, None) for shape in self._parameter_shapes
+        ]
         self._input_slots = [(b.id, b.input_index) for b in self.plan.buffers if b.kind == "input"]
         self._direct_output_specs = self._direct_output_specs_of_plan()
         # Worker threads end with the executable.
@@ -136,7 +140,11 @@ class Executable:
         parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
             raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
-        inputs = [check_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
+        inputs = list(arrays)
+        for index, (expected, array) in enumerate(zip(self._parameter_types, arrays, strict=True)):
+            # The common case without a call: an ndarray of exactly the parameter's type.
+            if not (type(array) is np.ndarray and array.dtype == expected[0] and array.shape == expected[1] and array.flags.c_contiguous):
+                inputs[index] = check_argument(parameters[index], array, index)
         arena, table = self._acquire_arena()
         try:
             state = self._state(inputs, self._pool(threads or self.threads), arena, table)
@@ -147,6 +155,9 @@ class Executable:
                 self._free_arenas.append((arena, table))
 
     def _pool(self, threads: int) -> WorkerPool:
+        pool = self._pools.get(threads)
+        if pool is not None:
+            return pool
         with self._lock:
             if threads not in self._pools:
                 self._pools[threads] = WorkerPool(threads)
