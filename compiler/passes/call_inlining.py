@@ -3,9 +3,9 @@
 Only `call` is inlined; `fusion`, `while`, `conditional`, `map`, `reduce`, ... keep their
 computations. Callees are processed before their callers (the module's reachable order), so
 a caller inlines a callee that has no calls left. Computations no longer reachable from the
-entry are dropped afterwards. The copy's instructions go right before the call, in the
-callee's order, with fresh names from the module's NameAllocator (deterministic by creation
-order).
+entry are dropped afterwards. The copy's instructions take the call's place in the list, in
+the callee's order, with fresh names from the module's NameAllocator (deterministic by
+creation order).
 """
 
 from __future__ import annotations
