@@ -6,10 +6,12 @@ All digests are lower-case hex SHA-256.
 from __future__ import annotations
 
 import hashlib
+import sys
 
 import numpy as np
 
 TENSOR_DIGEST_VERSION = "vxla.tensor.v1"
+TUPLE_DIGEST_VERSION = "vxla.tuple.v1"
 
 # Element type names of the digest header, by numpy dtype name (bfloat16 comes from ml_dtypes).
 _TYPE_NAMES = {
@@ -78,5 +80,26 @@ def tensor_digest(array: np.ndarray) -> str:
     the same dimensions and the same values, with all NaNs counted as one value."""
     array = np.asarray(array)
     dims = ",".join(str(d) for d in array.shape)
-    header = f"{TENSOR_DIGEST_VERSION}\n{element_type_name(array.dtype)}[{dims}]\n".encode()
-    return sha256_hex(header + canonical_tensor_bytes(array))
+    type_name = element_type_name(array.dtype)
+    hasher = hashlib.sha256(f"{TENSOR_DIGEST_VERSION}\n{type_name}[{dims}]\n".encode())
+    contiguous = np.require(array, requirements="C")
+    native_little = sys.byteorder == "little" and contiguous.dtype.byteorder in ("=", "<", "|")
+    if native_little and not (type_name in _CANONICAL_NAN and _has_nan(contiguous, type_name)):
+        # Already the canonical bytes: hash the array's memory without copying it.
+        hasher.update(contiguous.reshape(-1).view(np.uint8).data)
+    else:
+        hasher.update(canonical_tensor_bytes(contiguous))
+    return hasher.hexdigest()
+
+
+def _has_nan(array: np.ndarray, type_name: str) -> bool:
+    if type_name == "bf16":
+        bits = array.view(np.uint16)
+        return bool(((bits & np.uint16(0x7FFF)) > np.uint16(0x7F80)).any())
+    return bool(np.isnan(array).any())
+
+
+def tuple_digest(digests: list[str]) -> str:
+    """Digest of a tuple value (an instruction with several outputs): SHA-256 over a header and
+    its elements' digests in order, one per line."""
+    return text_digest(TUPLE_DIGEST_VERSION + "\n" + "".join(d + "\n" for d in digests))

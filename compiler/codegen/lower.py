@@ -23,12 +23,15 @@ from compiler.codegen.kernel import KernelModule
 from compiler.codegen.target import CompilerConfig
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.printer import canonical_names
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape
 
 Ref = int | tuple  # a buffer id, or a tuple of Refs
 Emitter = Callable[["Lowering", Instruction, list[Ref], list[P.Step]], Ref]
 
 ALIGNMENT = 64
+# Instructions without a value of their own: no trace point.
+_NOT_TRACED = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
 
 
 @dataclass
@@ -81,10 +84,13 @@ class Lowering:
         return self.buffers[buffer_id]
 
     # --- computations ---------------------------------------------------------------------
-    def lower_computation(self, computation: Computation, parameters: list[Ref]) -> tuple[list[P.Step], Ref]:
-        """Steps that compute `computation` with its parameters bound to `parameters`."""
+    def lower_computation(self, computation: Computation, parameters: list[Ref], trace: list[P.TracePoint] | None = None) -> tuple[list[P.Step], Ref]:
+        """Steps that compute `computation` with its parameters bound to `parameters`. With
+        `trace`, a trace point is recorded for every instruction that computes a value (not
+        parameters, constants and the tuple plumbing, whose values are other values)."""
         steps: list[P.Step] = []
         values: dict[int, Ref] = {}
+        names = canonical_names(computation) if trace is not None else {}
         for instruction in computation.execution_order():
             operands = [values[id(op)] for op in instruction.operands]
             if instruction.opcode == "parameter":
@@ -92,6 +98,8 @@ class Lowering:
             else:
                 result = self.lower_instruction(instruction, operands, steps)
             values[id(instruction)] = result
+            if trace is not None and instruction.opcode not in _NOT_TRACED:
+                trace.append(P.TracePoint(len(steps), names[id(instruction)], instruction.opcode, tuple(flatten_ref(result))))
         return steps, values[id(computation.root)]
 
     def lower_instruction(self, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
@@ -211,12 +219,14 @@ def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emi
         if not isinstance(parameter.shape, ArrayShape):
             raise HloUnsupportedError("entry parameters must be arrays, not tuples", parameter.location, parameter.name)
         inputs.append(lowering.input_buffer(parameter.shape, index))
-    steps, result = lowering.lower_computation(module.entry, list(inputs))
+    trace: list[P.TracePoint] = []
+    steps, result = lowering.lower_computation(module.entry, list(inputs), trace)
     plan = P.Plan(
         buffers=lowering.buffers,
         steps=[_with_buffers(s, lowering.kernels.kernel_buffers) for s in steps],
         inputs=inputs,
         outputs=flatten_ref(result),
         arena_bytes=lowering.arena_bytes,
+        trace_points=trace,
     )
     return lowering, plan

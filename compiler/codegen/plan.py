@@ -105,6 +105,19 @@ def touched(step: Step) -> list[int]:
     return sorted(found)
 
 
+@dataclass(frozen=True)
+class TracePoint:
+    """An entry instruction whose value is final once `after_step` top-level steps have run
+    (the steps of a sequence counted one by one) and before any later step can overwrite its
+    buffers: where an op-level trace takes its digest. `name` is its name in the optimized
+    graph's canonical text."""
+
+    after_step: int
+    name: str
+    opcode: str
+    buffers: tuple[int, ...]
+
+
 @dataclass
 class Plan:
     """Buffers, the steps of the entry computation, and which buffers are the inputs and the
@@ -116,6 +129,7 @@ class Plan:
     outputs: list[int] = field(default_factory=list)
     arena_bytes: int = 0
     no_reuse_bytes: int = 0  # the arena without reuse: what buffer assignment saved
+    trace_points: list[TracePoint] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -125,6 +139,7 @@ class Plan:
             "outputs": self.outputs,
             "arena_bytes": self.arena_bytes,
             "no_reuse_bytes": self.no_reuse_bytes,
+            "trace_points": [[t.after_step, t.name, t.opcode, list(t.buffers)] for t in self.trace_points],
         }
 
     @staticmethod
@@ -137,6 +152,7 @@ class Plan:
             outputs=list(data["outputs"]),
             arena_bytes=int(data["arena_bytes"]),
             no_reuse_bytes=int(data.get("no_reuse_bytes", 0)),
+            trace_points=[TracePoint(int(a), str(n), str(o), tuple(b)) for a, n, o, b in data.get("trace_points", [])],
         )
 
 

@@ -20,6 +20,12 @@ def _program_shape(params: tuple[Shape, ...] | list[Shape], result: Shape) -> st
     return "(" + ", ".join(str(p) for p in params) + ")->" + str(result)
 
 
+def canonical_names(computation: Computation) -> dict[int, str]:
+    """The name each instruction has in the canonical text, by id: `opcode.N`, N its
+    position in the execution order (what traces and --dump-passes show a user)."""
+    return {id(instr): f"{instr.opcode}.{index}" for index, instr in enumerate(computation.execution_order())}
+
+
 class CanonicalPrinter:
     """Prints one module canonically; holds the name maps for that one printing."""
 
@@ -50,7 +56,7 @@ class CanonicalPrinter:
 
     def print_computation(self, computation: Computation) -> list[str]:
         order = computation.execution_order()
-        names = {id(instr): f"{instr.opcode}.{index}" for index, instr in enumerate(order)}
+        names = canonical_names(computation)
         prefix = "ENTRY " if computation is self.module.entry else ""
         lines = [f"{prefix}%{self.computation_name(computation)} {{"]
         for instruction in order:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attest.digests import tensor_digest, tuple_digest
 from compiler.codegen import plan as P
 from compiler.codegen.target import CompilerConfig
 from compiler.hlo.dtypes import from_name
@@ -28,6 +29,25 @@ KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctype
 ARENA_ALIGNMENT = 64
 
 StepObserver = Callable[[str, "RunState"], None]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A deliberate error for tests and demos: bit `bit` of the named instruction's output
+    (its first buffer, little-endian bit order) is flipped right after it is computed, so
+    everything downstream computes on the wrong value, as a faulty node would."""
+
+    instruction: str
+    bit: int = 0
+
+
+@dataclass
+class TracedRun:
+    """A run's outputs and, in schedule order, every traced instruction's (name in the
+    optimized graph, opcode, output digest)."""
+
+    outputs: list[np.ndarray]
+    instructions: list[tuple[str, str, str]]
 
 
 @dataclass
@@ -153,6 +173,65 @@ class Executable:
         finally:
             with self._lock:
                 self._free_arenas.append((arena, table))
+
+    def run_traced(
+        self,
+        *arrays: np.ndarray,
+        threads: int | None = None,
+        max_while_iterations: int | None = None,
+        fault: Fault | None = None,
+    ) -> TracedRun:
+        """Runs the module like `run` and takes the digest of every traced instruction's
+        output (plan.trace_points) as soon as it is computed, before a later step can reuse
+        its memory; `fault` corrupts one instruction's output on purpose."""
+        points: dict[int, list[P.TracePoint]] = {}
+        for point in self.plan.trace_points:
+            points.setdefault(point.after_step, []).append(point)
+        if fault is not None:
+            self._check_fault(fault)
+        parameters = self._parameter_shapes
+        if len(arrays) != len(parameters):
+            raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
+        inputs = [check_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
+        records: list[tuple[str, str, str]] = []
+        arena, table = self._acquire_arena()
+        try:
+            state = self._state(inputs, self._pool(threads or self.threads), arena, table)
+            self._record(state, points.get(0, []), fault, records)
+            completed = 0
+            for step in self.plan.steps:
+                for part in step.parts if isinstance(step, P.KernelStep) and step.parts else (step,):
+                    self._run_steps(state, (part,), max_while_iterations, None)
+                    completed += 1
+                    self._record(state, points.get(completed, []), fault, records)
+            return TracedRun([state.array(b) for b in self.plan.outputs], records)
+        finally:
+            with self._lock:
+                self._free_arenas.append((arena, table))
+
+    def _check_fault(self, fault: Fault) -> None:
+        point = next((p for p in self.plan.trace_points if p.name == fault.instruction), None)
+        if point is None:
+            names = ", ".join(p.name for p in self.plan.trace_points)
+            raise ValueError(f"no traced instruction {fault.instruction!r}; traced: {names}")
+        buffer = self.plan.buffers[point.buffers[0]]
+        if buffer.kind != "arena":
+            raise ValueError(f"{fault.instruction} returns {buffer.kind} memory unchanged; choose an instruction that computes a value")
+        if not 0 <= fault.bit < 8 * buffer.nbytes:
+            raise ValueError(f"bit {fault.bit} is outside {fault.instruction}'s {8 * buffer.nbytes} bits")
+
+    def _record(self, state: RunState, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]]) -> None:
+        for point in points:
+            if fault is not None and point.name == fault.instruction:
+                data = state.view(point.buffers[0])
+                data[fault.bit // 8] ^= 1 << (fault.bit % 8)
+            digests = [tensor_digest(self._typed(state, b)) for b in point.buffers]
+            records.append((point.name, point.opcode, digests[0] if len(digests) == 1 else tuple_digest(digests)))
+
+    def _typed(self, state: RunState, buffer_id: int) -> np.ndarray:
+        """A buffer as an array of its type and dimensions, without copying."""
+        buffer = self.plan.buffers[buffer_id]
+        return state.view(buffer_id).view(from_name(buffer.dtype).numpy).reshape(buffer.dims)
 
     def _pool(self, threads: int) -> WorkerPool:
         pool = self._pools.get(threads)

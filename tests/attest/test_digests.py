@@ -6,8 +6,15 @@ import hashlib
 
 import ml_dtypes
 import numpy as np
+import pytest
 
-from attest.digests import canonical_tensor_bytes, sha256_hex, tensor_digest, text_digest
+from attest.digests import (
+    canonical_tensor_bytes,
+    element_type_name,
+    sha256_hex,
+    tensor_digest,
+    text_digest,
+)
 
 
 def test_digest_is_sha256_of_header_and_little_endian_bytes() -> None:
@@ -42,3 +49,30 @@ def test_signed_zero_changes_the_digest() -> None:
 def test_text_and_bytes() -> None:
     assert sha256_hex(b"abc") == hashlib.sha256(b"abc").hexdigest()
     assert text_digest("é") == hashlib.sha256("é".encode()).hexdigest()
+
+
+def _by_definition(array: np.ndarray) -> str:
+    array = np.asarray(array)
+    dims = ",".join(str(d) for d in array.shape)
+    header = f"vxla.tensor.v1\n{element_type_name(array.dtype)}[{dims}]\n".encode()
+    return sha256_hex(header + canonical_tensor_bytes(array))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "uint8", "bool", "int64"])
+def test_hashing_memory_in_place_matches_the_definition(dtype: str) -> None:
+    """tensor_digest hashes an array's memory directly when it is already canonical; it must
+    agree with the definition (header + canonical bytes) for NaN-free, NaN-holding,
+    non-contiguous and big-endian arrays alike."""
+    numpy_type = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(len(dtype))
+    x = (rng.standard_normal((4, 6)) * 100).astype(numpy_type)
+    variants = [x, x.T, x[:, ::2]]
+    if np.dtype(numpy_type).itemsize > 1 and dtype != "bfloat16":
+        variants.append(x.astype(np.dtype(numpy_type).newbyteorder(">")))
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
+        with_nan = x.copy()
+        with_nan.reshape(-1).view(np.uint8)[-1] |= 0x7F  # sign and top exponent bits set
+        with_nan.reshape(-1)[3] = np.nan
+        variants.append(with_nan)
+    for variant in variants:
+        assert tensor_digest(variant) == _by_definition(variant)
