@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -79,17 +80,40 @@ def tensor_digest(array: np.ndarray) -> str:
     the canonical bytes. Two tensors have the same digest exactly when they have the same type,
     the same dimensions and the same values, with all NaNs counted as one value."""
     array = np.asarray(array)
-    dims = ",".join(str(d) for d in array.shape)
-    type_name = element_type_name(array.dtype)
-    hasher = hashlib.sha256(f"{TENSOR_DIGEST_VERSION}\n{type_name}[{dims}]\n".encode())
     contiguous = np.require(array, requirements="C")
-    native_little = sys.byteorder == "little" and contiguous.dtype.byteorder in ("=", "<", "|")
-    if native_little and not (type_name in _CANONICAL_NAN and _has_nan(contiguous, type_name)):
-        # Already the canonical bytes: hash the array's memory without copying it.
-        hasher.update(contiguous.reshape(-1).view(np.uint8).data)
-    else:
-        hasher.update(canonical_tensor_bytes(contiguous))
-    return hasher.hexdigest()
+    digester = TensorDigester.of(array.dtype, array.shape)
+    if sys.byteorder == "little" and contiguous.dtype.byteorder in ("=", "<", "|"):
+        return digester.of_memory(contiguous.reshape(-1).view(np.uint8))
+    return digester.of_canonical_bytes(canonical_tensor_bytes(contiguous))
+
+
+@dataclass(frozen=True)
+class TensorDigester:
+    """tensor_digest for tensors of one element type and shape, with the header made once:
+    what a runtime uses to digest many buffers (an op-level trace) cheaply."""
+
+    dtype: np.dtype
+    type_name: str
+    header: bytes
+
+    @staticmethod
+    def of(dtype: np.dtype, dims: tuple[int, ...]) -> TensorDigester:
+        type_name = element_type_name(dtype)
+        header = f"{TENSOR_DIGEST_VERSION}\n{type_name}[{','.join(str(d) for d in dims)}]\n".encode()
+        return TensorDigester(np.dtype(dtype).newbyteorder("="), type_name, header)
+
+    def of_memory(self, memory: np.ndarray) -> str:
+        """The digest of a tensor stored in `memory`: a C-contiguous uint8 array holding its
+        elements in the machine's (little-endian) byte order. Hashed in place unless a NaN
+        needs canonicalizing."""
+        if self.type_name in _CANONICAL_NAN and _has_nan(memory.view(self.dtype), self.type_name):
+            return self.of_canonical_bytes(canonical_tensor_bytes(memory.view(self.dtype)))
+        hasher = hashlib.sha256(self.header)
+        hasher.update(memory.data)
+        return hasher.hexdigest()
+
+    def of_canonical_bytes(self, data: bytes) -> str:
+        return sha256_hex(self.header + data)
 
 
 def _has_nan(array: np.ndarray, type_name: str) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attest.digests import tensor_digest, tuple_digest
+from attest.digests import TensorDigester, tuple_digest
 from compiler.codegen import plan as P
 from compiler.codegen.target import CompilerConfig
 from compiler.hlo.dtypes import from_name
@@ -103,6 +103,7 @@ class Executable:
     # filled once; input and output entries are set by every run).
     _free_arenas: list[tuple[np.ndarray, ctypes.Array]] = field(default_factory=list, repr=False)
     _pools: dict[int, WorkerPool] = field(default_factory=dict, repr=False)
+    _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._loaded = load_object(self.object_bytes, self.config)
@@ -225,13 +226,15 @@ class Executable:
             if fault is not None and point.name == fault.instruction:
                 data = state.view(point.buffers[0])
                 data[fault.bit // 8] ^= 1 << (fault.bit % 8)
-            digests = [tensor_digest(self._typed(state, b)) for b in point.buffers]
+            digests = [self._digester(b).of_memory(state.view(b)) for b in point.buffers]
             records.append((point.name, point.opcode, digests[0] if len(digests) == 1 else tuple_digest(digests)))
 
-    def _typed(self, state: RunState, buffer_id: int) -> np.ndarray:
-        """A buffer as an array of its type and dimensions, without copying."""
-        buffer = self.plan.buffers[buffer_id]
-        return state.view(buffer_id).view(from_name(buffer.dtype).numpy).reshape(buffer.dims)
+    def _digester(self, buffer_id: int) -> TensorDigester:
+        digester = self._digesters.get(buffer_id)
+        if digester is None:
+            buffer = self.plan.buffers[buffer_id]
+            digester = self._digesters[buffer_id] = TensorDigester.of(np.dtype(from_name(buffer.dtype).numpy), buffer.dims)
+        return digester
 
     def _pool(self, threads: int) -> WorkerPool:
         pool = self._pools.get(threads)
