@@ -8,12 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from attest import (
+    KeyFileError,
+    StatementError,
+    init_key_files,
+    key_id,
+    load_private_key,
+    load_public_key,
+    normalize_contract,
+    sign_statement,
+)
 from attest.digests import tensor_digest
 from compiler.atomic_files import write_text_atomic
 from compiler.codegen.target import CompilerConfig, ConfigError, load_config, validate_target
@@ -23,8 +36,9 @@ from compiler.hlo.dtypes import from_numpy
 from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.reference import EvaluationError, evaluate
-from compiler.runtime.executable import Executable
+from compiler.runtime.executable import Executable, Fault
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
+from node.trace import TraceInputError, VerifyReport, build_statement, default_job_id, verify_trace
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -181,24 +195,123 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _key_dir() -> Path:
+    """The default key directory: $VXLA_HOME/keys, else ~/.vxla/keys."""
+    home = os.environ.get("VXLA_HOME")
+    return (Path(home) if home else Path.home() / ".vxla") / "keys"
+
+
+def _passphrase(args: argparse.Namespace) -> bytes | None:
+    """The key passphrase: --passphrase-file (its first line), else $VXLA_KEY_PASSPHRASE."""
+    if getattr(args, "passphrase_file", None):
+        try:
+            data = Path(args.passphrase_file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--passphrase-file {args.passphrase_file}: cannot read ({exc.strerror or exc})") from None
+        # A file written by `echo` ends with a newline that is not part of the passphrase.
+        passphrase = data.splitlines()[0] if data.strip() else b""
+        if not passphrase:
+            raise UsageError(f"--passphrase-file {args.passphrase_file}: empty")
+        return passphrase
+    value = os.environ.get("VXLA_KEY_PASSPHRASE")
+    return value.encode() if value else None
+
+
+def _load_signing_key(args: argparse.Namespace) -> Ed25519PrivateKey:
+    try:
+        return load_private_key(args.key, _passphrase(args))
+    except KeyFileError as exc:
+        raise UsageError(f"--key {exc}") from None
+
+
+def _fault(text: str) -> Fault:
+    """INSTRUCTION:BIT, e.g. fusion.3:17 (names may contain ':', so split at the last one)."""
+    name, sep, bit = text.rpartition(":")
+    if not sep or not name or not bit.isdigit():
+        raise argparse.ArgumentTypeError(f"expected INSTRUCTION:BIT (e.g. fusion.3:17), got {text!r}")
+    return Fault(name, int(bit))
+
+
+def _chain_id(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if not 0 <= value < 2**256:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..2**256-1, got {value}")
+    return value
+
+
+def _contract(text: str) -> str:
+    try:
+        return normalize_contract(text)
+    except StatementError:
+        raise argparse.ArgumentTypeError(f"expected 0x followed by 40 hex characters, got {text!r}") from None
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Refuse inconsistent tracing options before anything runs or is written."""
+    tracing = [name for name, value in (("--op-level", args.op_level), ("--job-id", args.job_id), ("--chain-id", args.chain_id), ("--contract", args.contract)) if value not in (None, False)]
+    if args.trace is None and (args.key or tracing):
+        raise UsageError(f"{args.key and '--key' or tracing[0]} needs --trace TRACE.json")
+    if args.trace is not None and not args.key:
+        raise UsageError("--trace needs --key KEYFILE (the node's private key; see vxla keys init)")
+    if args.backend == "reference" and (args.trace is not None or args.fault is not None):
+        raise UsageError("--trace and --fault need the llvm backend (the reference evaluator has no binary to attest)")
+    if args.job_id is not None and not args.job_id:
+        raise UsageError("--job-id must not be empty")
+    for name, path in (("--trace", args.trace), ("--out", args.out)):
+        if path is not None and Path(path).is_dir():
+            raise UsageError(f"{name} {path}: is a directory")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    _check_run_options(args)
+    signing_key = _load_signing_key(args) if args.trace is not None else None
     program = _read_program(args.module)
     try:
         inputs = [load_npy(path) for path in args.inputs]
     except TensorFileError as exc:
         raise UsageError(str(exc)) from None
     hashes: dict[str, str | None] = {"graph_hash": None, "binary_hash": None}
+    traced = None
     try:
         if args.backend == "reference":
             outputs = evaluate(program.module, inputs, max_while_iterations=args.max_while_iterations)
         else:
+            started = time.perf_counter_ns()
             executable = _compile(args, program)
+            compiled = time.perf_counter_ns()
             hashes = dict(executable.hashes)
-            outputs = executable.run(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations)
+            if args.op_level or args.fault is not None:
+                try:
+                    traced = executable.run_traced(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations, fault=args.fault)
+                except ValueError as exc:
+                    if isinstance(exc, EvaluationError):
+                        raise
+                    raise UsageError(f"--fault: {exc}") from None
+                outputs = traced.outputs
+            else:
+                outputs = executable.run(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations)
+            executed = time.perf_counter_ns()
     except EvaluationError as exc:
         raise UsageError(f"{args.module}: {exc}") from None
+    envelope_text = None
+    if signing_key is not None:
+        try:
+            statement = build_statement(
+                program, executable, inputs, traced if traced is not None else outputs,
+                job_id=args.job_id or default_job_id(program, inputs), chain_id=args.chain_id,
+                contract=args.contract, key_id=key_id(signing_key), threads=args.threads,
+                timings_ns={"compile": compiled - started, "execute": executed - compiled}, op_level=args.op_level,
+            )  # fmt: skip
+        except (ValueError, TraceInputError) as exc:
+            raise UsageError(f"--trace: {exc}") from None
+        envelope_text = sign_statement(statement, signing_key).to_json() + "\n"
     if args.out:
         save_npz_atomic(args.out, outputs)
+    if envelope_text is not None:
+        write_text_atomic(args.trace, envelope_text)
     records = _output_records(outputs)
     report = {
         "backend": args.backend,
@@ -208,6 +321,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "binary_hash": hashes["binary_hash"],
         "outputs": records,
     }
+    if signing_key is not None:
+        report["trace"] = args.trace
+        report["key_id"] = key_id(signing_key)
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
@@ -220,6 +336,92 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"       {_preview(array)}")
     if args.out:
         print(f"wrote {args.out}")
+    if signing_key is not None:
+        level = "op-level" if args.op_level else "outputs-only"
+        fault = f", fault injected at {args.fault.instruction} bit {args.fault.bit}" if args.fault else ""
+        print(f"wrote {args.trace} ({level} trace signed by {key_id(signing_key)[:16]}{fault})")
+    return EXIT_OK
+
+
+def _trusted_keys(args: argparse.Namespace) -> list[Ed25519PublicKey]:
+    """--trusted-key files, else every *.pub in the default key directory."""
+    paths = [Path(p) for p in args.trusted_key] if args.trusted_key else sorted(_key_dir().glob("*.pub"))
+    if not paths:
+        raise UsageError(f"no trusted keys: give --trusted-key PUB.pem, or put public keys (*.pub) in {_key_dir()} (vxla keys init)")
+    try:
+        return [load_public_key(path) for path in paths]
+    except KeyFileError as exc:
+        raise UsageError(f"trusted key {exc}") from None
+
+
+def _print_report(report: VerifyReport, trace_path: str) -> None:
+    predicate = None if report.statement is None else report.statement.predicate
+    print(f"trace        {trace_path}")
+    if predicate is not None:
+        binding = f"job {predicate.job_id}"
+        if predicate.chain_id is not None:
+            binding += f", chain {predicate.chain_id}"
+        if predicate.contract is not None:
+            binding += f", contract {predicate.contract}"
+        print(f"             {binding}, signed by {predicate.key_id[:16]}")
+    for check in report.checks:
+        print(f"{'ok' if check.ok else 'FAILED':<6} {check.name:<14} {check.message}")
+    for item in report.not_checked:
+        print(f"{'-':<6} {'not checked':<14} {item}")
+    if report.first_divergence is not None:
+        print(f"first divergence: {report.first_divergence.line()}")
+    if report.ok:
+        print("result: verified")
+    else:
+        print("result: DIFFERENT: " + ", ".join(c.name for c in report.failed) + " failed")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        envelope_text = Path(args.trace).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{args.trace}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{args.trace}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"{args.trace}: cannot read ({exc.strerror})") from None
+    if args.inputs and not args.module:
+        raise UsageError("--inputs needs --module MODULE.hlo (inputs are checked by re-executing it)")
+    module_source = _read_program(args.module).source if args.module else None
+    try:
+        inputs = [load_npy(path) for path in args.inputs] if args.module else None
+    except TensorFileError as exc:
+        raise UsageError(str(exc)) from None
+    trusted = _trusted_keys(args)
+    try:
+        report = verify_trace(
+            envelope_text, trusted, module_source=module_source, inputs=inputs,
+            job_id=args.job_id, chain_id=args.chain_id, contract=args.contract, threads=args.threads,
+        )  # fmt: skip
+    except TraceInputError as exc:
+        raise UsageError(f"{args.trace}: {exc}" if str(exc).startswith("not a signed trace") else str(exc)) from None
+    if args.json:
+        print(json.dumps({"trace": args.trace, **report.to_dict()}, indent=2))
+    else:
+        _print_report(report, args.trace)
+    return EXIT_OK if report.ok else EXIT_DIFFERENT
+
+
+def cmd_keys_init(args: argparse.Namespace) -> int:
+    directory = Path(args.dir) if args.dir else _key_dir()
+    passphrase = _passphrase(args)
+    try:
+        files = init_key_files(directory, passphrase=passphrase)
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{directory}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps({"key_id": files.key_id, "private_key": str(files.private_path), "public_key": str(files.public_path), "encrypted": passphrase is not None}, indent=2))
+        return EXIT_OK
+    print(f"key_id       {files.key_id}")
+    print(f"private key  {files.private_path}{' (passphrase-encrypted)' if passphrase else ''}")
+    print(f"public key   {files.public_path}")
     return EXIT_OK
 
 
@@ -290,7 +492,60 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="OUT.npz", help="write outputs as out0, out1, ... to an .npz file")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--max-while-iterations", type=_positive_int, metavar="N", help="stop a while loop after N iterations (bad input)")
+    traces = run.add_argument_group(
+        "signed traces",
+        "With --trace, write a DSSE envelope (in-toto Statement, Ed25519) that binds the program, "
+        "compiler identity, graph_hash, binary_hash, input and output digests and the job; "
+        "check it with vxla verify.",
+    )
+    traces.add_argument("--trace", metavar="TRACE.json", help="write a signed execution trace to TRACE.json (needs --key)")
+    traces.add_argument("--key", metavar="KEYFILE", help="the node's Ed25519 private key (PEM), e.g. ~/.vxla/keys/node.key from vxla keys init")
+    traces.add_argument("--passphrase-file", metavar="FILE", help="passphrase of an encrypted key (first line of FILE; default: $VXLA_KEY_PASSPHRASE)")
+    traces.add_argument("--op-level", action="store_true", help="also record every instruction's output digest in schedule order and their Merkle root, so a verifier can name the first diverging instruction")
+    traces.add_argument("--job-id", metavar="ID", help="job the trace is for (default: local-<hash of hlo_hash and input digests>)")
+    traces.add_argument("--chain-id", type=_chain_id, metavar="N", help="EVM chain id the trace is for (replay protection)")
+    traces.add_argument("--contract", type=_contract, metavar="0x...", help="contract address the trace is for (replay protection)")
+    traces.add_argument("--fault", type=_fault, metavar="INSTRUCTION:BIT", help="for tests and demos only: flip bit BIT of the named instruction's output (a name from an op-level trace) right after it is computed, as a faulty node would")
     run.set_defaults(handler=cmd_run)
+
+    verify = commands.add_parser(
+        "verify",
+        help="check a signed trace: signatures, and by recompiling and re-executing, its hashes",
+        description="Check a signed execution trace. Always: every signature against the trusted "
+        "keys, the statement's structure and, when given, the job id, chain id and contract. "
+        "With --module: source_hash and hlo_hash, then a fresh compilation with the recorded "
+        "compiler configuration (refused if this vxla cannot reproduce it) checked against "
+        "graph_hash and binary_hash. With --inputs too: the input digests, a re-execution and "
+        "the output digests; when the trace has op-level data, the first instruction whose "
+        "digest differs is printed (with its Merkle inclusion proofs checked).",
+        epilog="Exit status: 0 every check passed, 1 something differs (the failed checks are "
+        "named), 2 bad input (unreadable or malformed trace, missing files, no trusted keys).",
+    )
+    verify.add_argument("trace", metavar="TRACE.json", help="the signed trace (DSSE envelope JSON) from vxla run --trace")
+    verify.add_argument("--module", metavar="MODULE.hlo", help="the HLO module the trace claims to run; recompiled and checked")
+    verify.add_argument("--inputs", metavar="IN.npy", nargs="+", default=[], help="the inputs, in parameter order; re-executed and checked (needs --module)")
+    verify.add_argument("--trusted-key", metavar="PUB.pem", action="append", default=[], help="a trusted public key (repeatable; default: every *.pub in $VXLA_HOME/keys or ~/.vxla/keys)")
+    verify.add_argument("--job-id", metavar="ID", help="require this job id")
+    verify.add_argument("--chain-id", type=_chain_id, metavar="N", help="require this chain id")
+    verify.add_argument("--contract", type=_contract, metavar="0x...", help="require this contract address")
+    verify.add_argument("--threads", type=_positive_int, default=1, metavar="N", help="worker threads for the re-execution (results do not depend on it; default 1)")
+    verify.add_argument("--json", action="store_true", help="print one JSON object: ok, checks [{name, ok, message}], not_checked, first_divergence")
+    verify.set_defaults(handler=cmd_verify)
+
+    keys = commands.add_parser("keys", help="manage the node's signing keys", description="Manage the node's Ed25519 signing keys.")
+    key_commands = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")
+    key_commands.required = True
+    keys_init = key_commands.add_parser(
+        "init",
+        help="create a new key pair (node.key, node.pub)",
+        description="Create a new Ed25519 key pair: DIR/node.key (PKCS#8 PEM, mode 0600, encrypted "
+        "when a passphrase is given) and DIR/node.pub. Prints the key id (SHA-256 of the raw "
+        "public key). Refuses to overwrite existing key files.",
+    )
+    keys_init.add_argument("--dir", metavar="DIR", help="key directory (default: $VXLA_HOME/keys, else ~/.vxla/keys)")
+    keys_init.add_argument("--passphrase-file", metavar="FILE", help="encrypt the private key with the first line of FILE (default: $VXLA_KEY_PASSPHRASE if set)")
+    keys_init.add_argument("--json", action="store_true", help="print one JSON object")
+    keys_init.set_defaults(handler=cmd_keys_init)
     return parser
 
 

@@ -1,0 +1,578 @@
+"""Signed execution traces for the node: turning a run into a Statement, and checking a trace
+by recompiling and re-executing it.
+
+This is the one place in `node` that maps compiler objects (Program, Executable, TracedRun)
+onto the attest trace format, so `vxla run --trace` and `vxla verify` cannot drift apart:
+the verifier builds the statement of its own re-execution with the same `build_statement`
+the node used, and compares the two with `attest.first_divergence`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+import attest
+from attest import (
+    CompilerIdentity,
+    Divergence,
+    Envelope,
+    EnvelopeError,
+    Execution,
+    OpTrace,
+    Predicate,
+    RunMetadata,
+    Statement,
+    Target,
+    TensorRecord,
+    VerificationError,
+    digest_leaves,
+    tensor_digest,
+    verify_inclusion,
+    verify_signatures,
+)
+from attest import Program as ProgramRecord
+from attest.verify import TrustedKeys
+from compiler.codegen.target import CompilerConfig, ConfigError, validate_target
+from compiler.driver import compile_program
+from compiler.hlo import HloError
+from compiler.hlo.dtypes import from_numpy
+from compiler.passes.pipeline import PIPELINES, pipeline_named
+from compiler.program import Program, load_program
+from compiler.reference.evaluator import EvaluationError, check_argument
+from compiler.runtime.executable import Executable, TracedRun
+
+# The trace's compiler identity has no opt_level field, so a verifier cannot learn it from a
+# trace: nodes sign traces only for the pinned level, and verifiers rebuild with it.
+TRACE_OPT_LEVEL = CompilerConfig().opt_level
+
+
+class TraceInputError(ValueError):
+    """Input that cannot be checked at all (not a trace, not a module, wrong inputs): a
+    usage problem, not a verification failure. The message names the problem."""
+
+
+def vxla_version() -> str:
+    """The installed vxla version (what a trace records as compiler.vxla_version)."""
+    try:
+        return metadata.version("vxla")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def numerics_contract_name(contract_version: int) -> str:
+    """The numerics contract as a trace names it."""
+    return f"numerics.v{contract_version}"
+
+
+def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
+    """The trace's compiler identity for `config` (everything that pins the binary)."""
+    return CompilerIdentity(
+        vxla_version=vxla_version(),
+        numerics_contract=numerics_contract_name(config.contract_version),
+        pipeline_id=config.pipeline_id,
+        passes=tuple(pipeline_named(config.pipeline).pass_names()),
+        target=Target(triple=config.triple, cpu=config.cpu, features=config.features),
+        llvmlite_version=config.llvmlite_version,
+        llvm_version=config.llvm_version,
+    )
+
+
+def checked_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The inputs as the module takes them (bfloat16 .npy records viewed as bfloat16);
+    raises TraceInputError on a wrong count, type or shape."""
+    shapes = program.parameter_shapes
+    if len(inputs) != len(shapes):
+        raise TraceInputError(f"module takes {len(shapes)} inputs, got {len(inputs)}")
+    try:
+        return [
+            check_argument(shape, array, i)
+            for i, (shape, array) in enumerate(zip(shapes, inputs, strict=True))
+        ]
+    except EvaluationError as error:
+        raise TraceInputError(str(error)) from None
+
+
+def tensor_records(arrays: Sequence[np.ndarray], prefix: str) -> tuple[TensorRecord, ...]:
+    """`prefix`0, `prefix`1, ... records (HLO element type, dimensions, tensor digest)."""
+    return tuple(
+        TensorRecord(
+            name=f"{prefix}{i}",
+            dtype=from_numpy(a.dtype).name,
+            shape=tuple(a.shape),
+            digest=tensor_digest(a),
+        )
+        for i, a in enumerate(arrays)
+    )
+
+
+def default_job_id(program: Program, inputs: Sequence[np.ndarray]) -> str:
+    """A job id for a run outside any job: derived from the program and the input digests,
+    so two nodes running the same module on the same inputs bind their traces to the same id."""
+    records = [r.digest for r in tensor_records(checked_inputs(program, inputs), "in")]
+    text = json.dumps({"hlo_hash": program.hlo_hash, "inputs": records}, sort_keys=True)
+    return "local-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def build_statement(
+    program: Program,
+    executable: Executable,
+    inputs: Sequence[np.ndarray],
+    run: TracedRun | Sequence[np.ndarray],
+    *,
+    job_id: str,
+    chain_id: int | None,
+    contract: str | None,
+    key_id: str,
+    threads: int,
+    timings_ns: Mapping[str, int],
+    op_level: bool,
+) -> Statement:
+    """The statement describing one execution of `executable` on `inputs`.
+
+    `run` is a TracedRun (from `Executable.run_traced`) or the plain outputs. With `op_level`
+    the per-instruction digests of the TracedRun go into `op_trace` (ValueError if `run` has
+    none). `contract` may be in any letter case. Raises ValueError for a config whose
+    opt_level a trace cannot record (see TRACE_OPT_LEVEL).
+    """
+    config = executable.config
+    if config.opt_level != TRACE_OPT_LEVEL:
+        raise ValueError(
+            f"opt_level {config.opt_level}: a trace does not record the optimization level, so only "
+            f"opt_level {TRACE_OPT_LEVEL} can be traced and re-executed by a verifier"
+        )
+    outputs = run.outputs if isinstance(run, TracedRun) else list(run)
+    op_trace = None
+    if op_level:
+        if not isinstance(run, TracedRun):
+            raise ValueError("op-level statement needs a TracedRun (Executable.run_traced)")
+        # A module whose result is a parameter or constant computes nothing to trace; the
+        # format says "no op-level data" with null rather than an empty list.
+        op_trace = OpTrace.from_instructions(run.instructions) if run.instructions else None
+    hashes = executable.hashes
+    predicate = Predicate(
+        job_id=job_id,
+        chain_id=chain_id,
+        contract=None if contract is None else attest.normalize_contract(contract),
+        key_id=key_id,
+        deterministic=Execution(
+            program=ProgramRecord(source_hash=program.source_hash, hlo_hash=program.hlo_hash),
+            compiler=compiler_identity(config),
+            graph_hash=hashes["graph_hash"],
+            binary_hash=hashes["binary_hash"],
+            inputs=tensor_records(checked_inputs(program, inputs), "in"),
+            outputs=tensor_records(outputs, "out"),
+            op_trace=op_trace,
+        ),
+        run=RunMetadata(threads=threads, timings_ns=dict(timings_ns)),
+    )
+    return Statement.build(predicate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification check: a short name (signatures, hlo_hash, outputs, ...), whether it
+    passed, and a message saying what was compared or what failed."""
+
+    name: str
+    ok: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "message": self.message}
+
+
+@dataclass(frozen=True)
+class FirstDivergence:
+    """The first instruction where the trace and the re-execution differ, with both digests;
+    `proofs_ok` says both inclusion proofs verified against the respective Merkle roots."""
+
+    index: int
+    name: str
+    opcode: str
+    trace_digest: str | None
+    reexecuted_digest: str | None
+    proofs_ok: bool
+
+    def line(self) -> str:
+        """E.g. "instruction 12 fusion.7 (fusion): <digest> != <digest>"."""
+        return (
+            f"instruction {self.index} {self.name} ({self.opcode}): "
+            f"{self.trace_digest or 'absent'} != {self.reexecuted_digest or 'absent'}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "opcode": self.opcode,
+            "trace_digest": self.trace_digest,
+            "reexecuted_digest": self.reexecuted_digest,
+            "proofs_ok": self.proofs_ok,
+        }
+
+
+@dataclass
+class VerifyReport:
+    """Everything `verify_trace` checked, in order, plus what it could not check."""
+
+    checks: list[Check] = field(default_factory=list)
+    not_checked: list[str] = field(default_factory=list)
+    statement: Statement | None = None
+    first_divergence: FirstDivergence | None = None
+    divergence: Divergence | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed (and at least one ran)."""
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def add(self, name: str, ok: bool, message: str) -> bool:
+        self.checks.append(Check(name, ok, message))
+        return ok
+
+    def to_dict(self) -> dict[str, Any]:
+        predicate = None if self.statement is None else self.statement.predicate
+        return {
+            "ok": self.ok,
+            "job_id": None if predicate is None else predicate.job_id,
+            "chain_id": None if predicate is None else predicate.chain_id,
+            "contract": None if predicate is None else predicate.contract,
+            "key_id": None if predicate is None else predicate.key_id,
+            "checks": [c.to_dict() for c in self.checks],
+            "not_checked": list(self.not_checked),
+            "first_divergence": None
+            if self.first_divergence is None
+            else self.first_divergence.to_dict(),
+        }
+
+
+def parse_envelope(envelope_text: str | bytes) -> Envelope:
+    """The DSSE envelope in `envelope_text`; TraceInputError if it is not one at all."""
+    try:
+        return Envelope.from_json(envelope_text)
+    except EnvelopeError as error:
+        raise TraceInputError(f"not a signed trace: {error}") from None
+
+
+def _check_envelope(
+    report: VerifyReport,
+    envelope: Envelope,
+    trusted_keys: TrustedKeys,
+    job_id: str | None,
+    chain_id: int | None,
+    contract: str | None,
+) -> Statement | None:
+    """Signatures, then the statement, then the job binding (each its own check, all done by
+    attest so the rules live in one place)."""
+    try:
+        _, signers = verify_signatures(envelope, trusted_keys)
+    except VerificationError as error:
+        report.add("signatures", False, str(error))
+        return None
+    report.add(
+        "signatures",
+        True,
+        f"{len(signers)} valid signature(s) by trusted key(s) "
+        + ", ".join(k[:16] for k in signers),
+    )
+    try:
+        statement = attest.verify(envelope, trusted_keys)
+    except VerificationError as error:
+        report.add("statement", False, str(error))
+        return None
+    report.statement = statement
+    report.add(
+        "statement", True, f"well-formed execution statement for job {statement.predicate.job_id!r}"
+    )
+    if job_id is None and chain_id is None and contract is None:
+        report.not_checked.append("job binding (give --job-id, --chain-id or --contract)")
+        return statement
+    try:
+        attest.verify(envelope, trusted_keys, job_id=job_id, chain_id=chain_id, contract=contract)
+    except VerificationError as error:
+        report.add("job binding", False, str(error))
+        return None
+    wanted = ", ".join(
+        f"{k} {v}"
+        for k, v in (("job_id", job_id), ("chain_id", chain_id), ("contract", contract))
+        if v is not None
+    )
+    report.add("job binding", True, wanted)
+    return statement
+
+
+def recorded_config(identity: CompilerIdentity) -> CompilerConfig:
+    """The CompilerConfig a trace's compiler identity records, as this vxla rebuilds it.
+
+    Raises ConfigError naming the field when this compiler cannot reproduce it (another
+    pipeline id or pass list, numerics contract, LLVM or llvmlite version, unknown target).
+    A different vxla_version alone is not refused: the hashes decide whether it matters.
+    """
+    ours = CompilerConfig()
+    names = [
+        name
+        for name in sorted(PIPELINES)
+        if pipeline_named(name).pipeline_id == identity.pipeline_id
+    ]
+    if not names:
+        raise ConfigError(
+            f"compiler.pipeline_id {identity.pipeline_id[:16]}... is not a pipeline of this vxla ({vxla_version()})"
+        )
+    pipeline = names[0]
+    passes = tuple(pipeline_named(pipeline).pass_names())
+    if identity.passes != passes:
+        raise ConfigError(
+            f"compiler.passes: recorded {list(identity.passes)}, pipeline {pipeline!r} here runs {list(passes)}"
+        )
+    for name, recorded, here in (
+        (
+            "numerics_contract",
+            identity.numerics_contract,
+            numerics_contract_name(ours.contract_version),
+        ),
+        ("llvm_version", identity.llvm_version, ours.llvm_version),
+        ("llvmlite_version", identity.llvmlite_version, ours.llvmlite_version),
+    ):
+        if recorded != here:
+            raise ConfigError(f"compiler.{name}: recorded {recorded}, this vxla has {here}")
+    config = CompilerConfig(
+        triple=identity.target.triple,
+        cpu=identity.target.cpu,
+        features=identity.target.features,
+        opt_level=TRACE_OPT_LEVEL,
+        pipeline=pipeline,
+        pipeline_id=identity.pipeline_id,
+    )
+    validate_target(config)
+    return config
+
+
+def _compare_hash(report: VerifyReport, name: str, recorded: str, here: str, what: str) -> bool:
+    if recorded == here:
+        return report.add(name, True, f"{here} ({what})")
+    return report.add(name, False, f"trace has {recorded}, {what} gives {here}")
+
+
+def verify_trace(
+    envelope_text: str | bytes,
+    trusted_keys: TrustedKeys,
+    *,
+    module_source: bytes | str | None = None,
+    inputs: Sequence[np.ndarray] | None = None,
+    job_id: str | None = None,
+    chain_id: int | None = None,
+    contract: str | None = None,
+    threads: int = 1,
+    cache_dir: bool | str | None = False,
+) -> VerifyReport:
+    """Check a signed trace; returns a VerifyReport listing each check.
+
+    Always: the envelope's signatures against `trusted_keys`, the statement, and (when any is
+    given) the job id, chain id and contract. With `module_source`: its source_hash and
+    hlo_hash, the recorded compiler configuration (refused if this vxla cannot reproduce
+    it), a fresh compilation (no compile cache by default: a verifier must not trust the
+    node's cached graph) checked against graph_hash and binary_hash; with `inputs` too (or
+    a module without parameters): the input digests, a re-execution (op-level when the trace
+    has op-level data) and the output digests, and on a difference the first diverging
+    instruction with its inclusion proofs checked against both Merkle roots.
+
+    Raises TraceInputError when there is nothing to verify: not a DSSE envelope, a module
+    that does not parse, inputs that do not fit the module.
+    """
+    report = VerifyReport()
+    envelope = parse_envelope(envelope_text)
+    program = None
+    if module_source is not None:
+        try:
+            program = load_program(module_source)
+        except HloError as error:
+            raise TraceInputError(f"module: {error}") from None
+    if inputs is not None and program is None:
+        raise TraceInputError("inputs can only be checked against a module (give the module too)")
+    arrays = None if inputs is None or program is None else checked_inputs(program, inputs)
+    statement = _check_envelope(report, envelope, trusted_keys, job_id, chain_id, contract)
+    if statement is None:
+        return report
+    if program is None:
+        report.not_checked.append(
+            "program, compilation and outputs (give the module and its inputs)"
+        )
+        return report
+    recorded = statement.predicate.deterministic
+    _compare_hash(
+        report, "source_hash", recorded.program.source_hash, program.source_hash, "the module file"
+    )
+    if not _compare_hash(
+        report, "hlo_hash", recorded.program.hlo_hash, program.hlo_hash, "the module"
+    ):
+        report.not_checked.append("compilation and outputs (the trace is of another program)")
+        return report
+    try:
+        config = recorded_config(recorded.compiler)
+    except ConfigError as error:
+        report.add("compiler", False, f"cannot reproduce the recorded compiler: {error}")
+        return report
+    version_note = ""
+    if recorded.compiler.vxla_version != vxla_version():
+        version_note = (
+            f"; recorded by vxla {recorded.compiler.vxla_version}, rebuilt with {vxla_version()}"
+        )
+    report.add(
+        "compiler",
+        True,
+        f"pipeline {config.pipeline} {config.pipeline_id[:16]}, {config.triple} cpu={config.cpu}{version_note}",
+    )
+    executable = compile_program(program, config, threads=threads, cache_dir=cache_dir)
+    graph_ok = _compare_hash(
+        report, "graph_hash", recorded.graph_hash, executable.hashes["graph_hash"], "recompiling"
+    )
+    binary_ok = _compare_hash(
+        report, "binary_hash", recorded.binary_hash, executable.hashes["binary_hash"], "recompiling"
+    )
+    if not (graph_ok and binary_ok):
+        report.not_checked.append("outputs (the recompiled code differs from the trace's)")
+        return report
+    if arrays is None:
+        if program.parameter_shapes:
+            report.not_checked.append("inputs and outputs (give the inputs to re-execute)")
+            return report
+        arrays = []
+    if not _check_inputs(report, recorded.inputs, tensor_records(arrays, "in")):
+        report.not_checked.append("outputs (re-execution needs the trace's inputs)")
+        return report
+    _reexecute(report, statement, program, executable, arrays, threads)
+    return report
+
+
+def _check_inputs(
+    report: VerifyReport, recorded: Sequence[TensorRecord], given: Sequence[TensorRecord]
+) -> bool:
+    differing = [
+        f"{r.name}: trace has {r.dtype}{list(r.shape)} {r.digest}, given {g.dtype}{list(g.shape)} {g.digest}"
+        for r, g in zip(recorded, given, strict=False)
+        if r != g
+    ]
+    if len(recorded) != len(given):
+        differing.append(f"trace has {len(recorded)} inputs, given {len(given)}")
+    if differing:
+        return report.add("inputs", False, "input digest differs: " + "; ".join(differing))
+    return report.add("inputs", True, f"{len(given)} input digest(s) match")
+
+
+def _reexecute(
+    report: VerifyReport,
+    statement: Statement,
+    program: Program,
+    executable: Executable,
+    arrays: list[np.ndarray],
+    threads: int,
+) -> None:
+    predicate = statement.predicate
+    recorded = predicate.deterministic
+    op_level = recorded.op_trace is not None
+    started = time.perf_counter_ns()
+    try:
+        run: TracedRun | list[np.ndarray] = (
+            executable.run_traced(*arrays, threads=threads)
+            if op_level
+            else executable.run(*arrays, threads=threads)
+        )
+    except EvaluationError as error:
+        report.add("execution", False, f"re-execution failed: {error}")
+        return
+    elapsed = time.perf_counter_ns() - started
+    # The re-execution's own statement, bound to the same job, so first_divergence compares
+    # exactly what two honest nodes must agree on. It is never signed.
+    mine = build_statement(
+        program, executable, arrays, run,
+        job_id=predicate.job_id, chain_id=predicate.chain_id, contract=predicate.contract,
+        key_id=predicate.key_id, threads=threads, timings_ns={"execute": elapsed}, op_level=op_level,
+    )  # fmt: skip
+    divergence = attest.first_divergence(statement, mine)
+    report.divergence = divergence
+    theirs, ours = recorded.outputs, mine.predicate.deterministic.outputs
+    differing = [
+        f"{a.name}: trace has {a.digest}, re-execution gives {b.digest}"
+        for a, b in zip(theirs, ours, strict=False)
+        if a != b
+    ]
+    if len(theirs) != len(ours):
+        differing.append(f"trace has {len(theirs)} outputs, re-execution gives {len(ours)}")
+    if differing:
+        report.add("outputs", False, "; ".join(differing))
+    else:
+        report.add("outputs", True, f"{len(ours)} output digest(s) match")
+    if op_level:
+        _check_op_trace(
+            report, recorded.op_trace, mine.predicate.deterministic.op_trace, divergence
+        )
+    # Anything else the comparison found (compiler identity fields other than the version,
+    # already checked above, would land here if the two ever disagreed).
+    checked = ("outputs", "op_trace", "compiler.vxla_version")
+    rest = [
+        d.path
+        for d in divergence.differences
+        if not any(d.path.startswith(f"predicate.deterministic.{c}") for c in checked)
+    ]
+    if rest:
+        report.add("statement fields", False, "re-execution differs in " + ", ".join(rest))
+
+
+def _check_op_trace(
+    report: VerifyReport, theirs: OpTrace | None, ours: OpTrace | None, divergence: Divergence
+) -> None:
+    if theirs is None or ours is None:
+        report.add(
+            "op_trace",
+            False,
+            "the re-execution traced no instructions, the trace has op-level data",
+        )
+        return
+    first = divergence.first_instruction
+    if first is None:
+        report.add(
+            "op_trace",
+            True,
+            f"{len(ours.instructions)} instruction digests match, merkle_root {ours.merkle_root}",
+        )
+        return
+    # Check both proofs against the signed root and the re-execution's root: the reported
+    # digests are provably the ones each side committed to at that position.
+    proofs_ok = True
+    for record, proof, trace in (
+        (first.left, first.left_proof, theirs),
+        (first.right, first.right_proof, ours),
+    ):
+        if record is not None and proof is not None:
+            leaf = digest_leaves([record.digest])[0]
+            proofs_ok &= verify_inclusion(
+                leaf, proof, trace.merkle_root, leaf_count=len(trace.instructions)
+            )
+    report.first_divergence = FirstDivergence(
+        index=first.index, name=first.name, opcode=first.opcode,
+        trace_digest=first.left_digest, reexecuted_digest=first.right_digest, proofs_ok=proofs_ok,
+    )  # fmt: skip
+    proof_text = (
+        "inclusion proofs verified against both roots"
+        if proofs_ok
+        else "INCLUSION PROOFS DO NOT VERIFY"
+    )
+    report.add(
+        "op_trace", False, f"first divergence: {report.first_divergence.line()} ({proof_text})"
+    )
