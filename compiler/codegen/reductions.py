@@ -32,6 +32,8 @@ LANES = 16
 BLOCK = 4096
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
 UNROLL = 4
+# Accumulator pairs (greatest and least key) per lane for float maximum/minimum.
+EXTREMUM_UNROLL = 2
 
 # Reducers whose result on a sequence is the same for every grouping and order of it, bit for
 # bit under the contract: maximum and minimum (the greatest or least element with -0 < +0,
@@ -198,9 +200,78 @@ def reduce_block(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start:
     return vector_tree(b, reduce, lane_values)
 
 
+def _float_extremum(reduce: Reducer) -> str | None:
+    """"maximum" or "minimum" when the reducer is that op on f32/f64 (order-free, and
+    computable on integer keys), else None."""
+    root = reduce.computation.root
+    if reduce.order_free and root.opcode in ("maximum", "minimum") and root.array_shape.dtype.name in ("f32", "f64"):
+        return root.opcode
+    return None
+
+
+def _total_order_key(b: ir.IRBuilder, bits: ir.Value, width: int) -> ir.Value:
+    """Integer keys whose signed order is IEEE totalOrder (-NaN < -inf < ... < -0 < +0 < ...
+    < +inf < +NaN): negative values get their magnitude bits flipped. Applied twice it gives
+    the bits back."""
+    sign = b.ashr(bits, ir.Constant(bits.type, [width - 1] * LANES))
+    return b.xor(bits, b.and_(sign, ir.Constant(bits.type, [(1 << (width - 1)) - 1] * LANES)))
+
+
+def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, full_steps: int, op: str) -> Values:
+    """The 16 lane values after all full steps of a float maximum or minimum, computed on
+    totalOrder keys: a lane's result is its greatest (least) element with -0 < +0, or the
+    canonical NaN if it saw a NaN (a NaN key lies above +inf's or below -inf's). Integer
+    max/min per element instead of the float op's compare-and-select chain; the same bits."""
+    b = kernel.builder
+    dtype = reduce.computation.root.array_shape.dtype
+    width = dtype.bits
+    int_vector = ir.VectorType(ir.IntType(width), LANES)
+    float_vector = lanes(storage_type(dtype), LANES)
+
+    def keys_at(offset: ir.Value) -> ir.Value:
+        return _total_order_key(b, b.bitcast(reader.vectors(offset, LANES)[0], int_vector), width)
+
+    def fold(high: ir.Value, low: ir.Value, key: ir.Value) -> tuple[ir.Value, ir.Value]:
+        return b.select(b.icmp_signed(">", key, high), key, high), b.select(b.icmp_signed("<", key, low), key, low)
+
+    rounds, leftover = divmod(full_steps, EXTREMUM_UNROLL)
+    first = [keys_at(b.add(start, I64(u * LANES))) for u in range(EXTREMUM_UNROLL)]
+    highs = [kernel.alloca(int_vector, name=f"high{u}") for u in range(EXTREMUM_UNROLL)]
+    lows = [kernel.alloca(int_vector, name=f"low{u}") for u in range(EXTREMUM_UNROLL)]
+    for high, low, key in zip(highs, lows, first, strict=True):
+        b.store(key, high)
+        b.store(key, low)
+    with kernel.loop(I64(1), I64(rounds), 1, "round") as round_index:
+        base = b.add(start, b.mul(round_index, I64(EXTREMUM_UNROLL * LANES)))
+        for u in range(EXTREMUM_UNROLL):
+            high, low = fold(b.load(highs[u]), b.load(lows[u]), keys_at(b.add(base, I64(u * LANES))))
+            b.store(high, highs[u])
+            b.store(low, lows[u])
+    high, low = b.load(highs[0]), b.load(lows[0])
+    for u in range(1, EXTREMUM_UNROLL):
+        high, low = fold(high, low, b.load(highs[u]))
+        high, low = fold(high, low, b.load(lows[u]))
+    for extra in range(leftover):
+        high, low = fold(high, low, keys_at(b.add(start, I64((rounds * EXTREMUM_UNROLL + extra) * LANES))))
+    exponent_all_ones = ((1 << (width - 1)) - 1) ^ ((1 << (52 if width == 64 else 23)) - 1)
+    plus_inf_key = exponent_all_ones  # +inf's bits are its key
+    minus_inf_key = -plus_inf_key - 1  # -inf: sign bit set, magnitude bits flipped
+    nan = b.or_(
+        b.icmp_signed(">", high, ir.Constant(int_vector, [plus_inf_key] * LANES)),
+        b.icmp_signed("<", low, ir.Constant(int_vector, [minus_inf_key] * LANES)),
+    )
+    result_bits = _total_order_key(b, high if op == "maximum" else low, width)
+    canonical = (0x7FF8 << 48) if width == 64 else 0x7FC00000
+    result_bits = b.select(nan, ir.Constant(int_vector, [canonical] * LANES), result_bits)
+    return [b.bitcast(result_bits, float_vector)]
+
+
 def _order_free_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, full_steps: int) -> Values:
     """The 16 lane values after all full steps, for an order-free reducer: UNROLL
     accumulators take interleaved steps (independent dependency chains), then combine."""
+    extremum = _float_extremum(reduce)
+    if extremum is not None and len(reader.shapes) == 1:
+        return _extremum_lanes(kernel, reduce, reader, start, full_steps, extremum)
     b = kernel.builder
     rounds, leftover = divmod(full_steps, UNROLL)
     accumulators = [reader.vectors(b.add(start, I64(u * LANES)), LANES) for u in range(UNROLL)]

@@ -47,10 +47,12 @@ def _values(rng: np.random.Generator, dtype: str, n: int, variant: int) -> np.nd
         if variant == 1:  # zeros of both signs only: the -0 < +0 rule decides
             x = np.where(rng.random(shape) < 0.5, -0.0, 0.0).astype(NUMPY[dtype])
             x[1] = -0.0
-        elif variant == 2:  # one NaN somewhere, and infinities
+        elif variant == 2:  # a NaN in one row, a negative NaN with a payload in the other, infinities
             x[0, rng.integers(n)] = np.nan
             x[1, rng.integers(n)] = np.inf
             x[1, rng.integers(n)] = -np.inf
+            bits = np.uint64(0xFFF0000000000123) if dtype == "f64" else np.uint32(0xFF800123)
+            x[1].view(bits.dtype)[rng.integers(n)] = bits
         elif variant == 3:  # subnormals around zero
             x = (x * np.finfo(NUMPY[dtype]).tiny / 8).astype(NUMPY[dtype])
         return x
