@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup test lint demo fixtures bench clean
+.PHONY: setup test lint demo fixtures bench clean contracts
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,10 +16,21 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Contracts: the pinned solc-js and anvil of contracts/package-lock.json (npm ci, rerun only
+# when the lock file changes), then the reproducible build into contracts/artifacts/.
+NPM_STAMP := contracts/node_modules/.installed
+
+$(NPM_STAMP): contracts/package-lock.json
+	cd contracts && npm ci --no-audit --no-fund --silent
+	@touch $@
+
+contracts: $(NPM_STAMP)
+	node contracts/build.js
+
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup lint
+test: setup lint $(NPM_STAMP)
 	$(BIN)/python -m pytest -n 2 -q
 
 demo: setup
