@@ -9,6 +9,7 @@ the node used, and compares the two with `attest.first_divergence`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -59,8 +60,11 @@ class TraceInputError(ValueError):
     usage problem, not a verification failure. The message names the problem."""
 
 
+@functools.cache
 def vxla_version() -> str:
     """The installed vxla version (what a trace records as compiler.vxla_version)."""
+    # Cached: importlib.metadata parses the package's METADATA file on every call (about a
+    # millisecond, more than a small model's whole run).
     try:
         return metadata.version("vxla")
     except metadata.PackageNotFoundError:
@@ -72,8 +76,12 @@ def numerics_contract_name(contract_version: int) -> str:
     return f"numerics.v{contract_version}"
 
 
+@functools.lru_cache(maxsize=16)
 def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
-    """The trace's compiler identity for `config` (everything that pins the binary)."""
+    """The trace's compiler identity for `config` (everything that pins the binary).
+
+    Cached per config (both are frozen): building the pipeline to list its passes is
+    per-compilation work, not per-run work."""
     return CompilerIdentity(
         vxla_version=vxla_version(),
         numerics_contract=numerics_contract_name(config.contract_version),
@@ -134,13 +142,17 @@ def build_statement(
     threads: int,
     timings_ns: Mapping[str, int],
     op_level: bool,
+    input_records: Sequence[TensorRecord] | None = None,
 ) -> Statement:
     """The statement describing one execution of `executable` on `inputs`.
 
     `run` is a TracedRun (from `Executable.run_traced`) or the plain outputs. With `op_level`
     the per-instruction digests of the TracedRun go into `op_trace` (ValueError if `run` has
-    none). `contract` may be in any letter case. Raises ValueError for a config whose
-    opt_level a trace cannot record (see TRACE_OPT_LEVEL).
+    none). `contract` may be in any letter case. `input_records` (from `tensor_records(
+    checked_inputs(program, inputs), "in")`) spares hashing the inputs again when the caller
+    already has their digests, e.g. inputs stored by digest; hashing large inputs can cost
+    more than running a memory-bound model. Raises ValueError for a config whose opt_level a
+    trace cannot record (see TRACE_OPT_LEVEL).
     """
     config = executable.config
     if config.opt_level != TRACE_OPT_LEVEL:
@@ -167,7 +179,9 @@ def build_statement(
             compiler=compiler_identity(config),
             graph_hash=hashes["graph_hash"],
             binary_hash=hashes["binary_hash"],
-            inputs=tensor_records(checked_inputs(program, inputs), "in"),
+            inputs=tuple(input_records)
+            if input_records is not None
+            else tensor_records(checked_inputs(program, inputs), "in"),
             outputs=tensor_records(outputs, "out"),
             op_trace=op_trace,
         ),
