@@ -1,0 +1,50 @@
+"""Chain access for vxla nodes: the NodeRegistry and JobMarket contracts through web3.
+
+`ChainClient` owns the connection (nonces, gas, fees, receipts, revert decoding, logs);
+`NodeRegistry` and `JobMarket` are typed bindings over it; `deploy` deploys both, wired.
+"""
+
+from node.chain.artifacts import Artifact, load_artifact
+from node.chain.client import ChainClient, Sender, TxResult
+from node.chain.contracts import (
+    Deployment,
+    Job,
+    JobMarket,
+    NodeInfo,
+    NodeRegistry,
+    Phase,
+    Slot,
+    deploy,
+    seal_of,
+)
+from node.chain.errors import (
+    ChainError,
+    ContractRevert,
+    GasCapExceeded,
+    TransactionReverted,
+)
+from node.chain.events import Event, decode_receipt, fetch_events
+
+__all__ = [
+    "Artifact",
+    "ChainClient",
+    "ChainError",
+    "ContractRevert",
+    "Deployment",
+    "Event",
+    "GasCapExceeded",
+    "Job",
+    "JobMarket",
+    "NodeInfo",
+    "NodeRegistry",
+    "Phase",
+    "Sender",
+    "Slot",
+    "TransactionReverted",
+    "TxResult",
+    "decode_receipt",
+    "deploy",
+    "fetch_events",
+    "load_artifact",
+    "seal_of",
+]

@@ -1,0 +1,282 @@
+"""The one owner of chain access: transaction building, nonces, gas, fees, receipts, logs.
+
+Every write goes through `ChainClient.transact`: a per-account nonce manager (serialized
+with a lock, so concurrent callers never reuse a nonce), a gas estimate (which also surfaces
+reverts before anything is sent) capped by `gas_cap`, EIP-1559 fees read from the chain, the
+receipt awaited, and reverts decoded into `ContractRevert` exceptions that name the custom
+error. Senders are either addresses the node unlocks (eth-tester, anvil) or local accounts
+(eth_account) whose transactions are signed here.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from web3 import Web3
+from web3.contract.contract import ContractFunction
+
+from node.chain.artifacts import load_artifact
+from node.chain.errors import (
+    ChainError,
+    ErrorDecoder,
+    GasCapExceeded,
+    TransactionReverted,
+    revert_data,
+)
+
+Sender = str | LocalAccount
+
+DEFAULT_GAS_CAP = 5_000_000
+# Headroom over the estimate: the estimate is exact for the state it ran on, and a block
+# that lands first (another claim, a reveal) can change the path slightly.
+GAS_MARGIN_NUM, GAS_MARGIN_DEN = 6, 5
+FALLBACK_PRIORITY_FEE = 1_000_000_000  # 1 gwei, for nodes without eth_maxPriorityFeePerGas
+
+
+@dataclass(frozen=True)
+class TxResult:
+    """A mined, successful transaction."""
+
+    tx_hash: bytes
+    receipt: Any
+    gas_used: int
+    fee_wei: int  # gasUsed * effectiveGasPrice: what the sender paid beyond `value`
+
+
+class NonceManager:
+    """Hands out consecutive nonces per account; resyncs from the chain after a failure."""
+
+    def __init__(self, w3: Web3) -> None:
+        self._w3 = w3
+        self._lock = threading.Lock()
+        self._account_locks: dict[str, threading.Lock] = {}
+        self._next: dict[str, int] = {}
+
+    def lock_for(self, address: str) -> threading.Lock:
+        """The lock that serializes sending for one account (held from nonce to send)."""
+        with self._lock:
+            return self._account_locks.setdefault(address, threading.Lock())
+
+    def next_nonce(self, address: str) -> int:
+        """The nonce to use now; call with `lock_for(address)` held."""
+        if address not in self._next:
+            self._next[address] = self._w3.eth.get_transaction_count(address, "pending")
+        return self._next[address]
+
+    def confirm(self, address: str) -> None:
+        """The nonce just handed out was accepted by the node."""
+        self._next[address] += 1
+
+    def reset(self, address: str) -> None:
+        """Forget the local count; the next nonce is read from the chain again."""
+        self._next.pop(address, None)
+
+
+class ChainClient:
+    """Chain access for one web3 connection."""
+
+    def __init__(
+        self,
+        w3: Web3,
+        *,
+        gas_cap: int = DEFAULT_GAS_CAP,
+        receipt_timeout: float = 120.0,
+        error_abis: tuple[list[dict[str, Any]], ...] | None = None,
+    ) -> None:
+        """`error_abis`: ABIs whose custom errors revert data is decoded against (default:
+        the NodeRegistry and JobMarket artifacts)."""
+        self.w3 = w3
+        self.gas_cap = gas_cap
+        self.receipt_timeout = receipt_timeout
+        self.nonces = NonceManager(w3)
+        if error_abis is None:
+            error_abis = (load_artifact("NodeRegistry").abi, load_artifact("JobMarket").abi)
+        self._decoder = ErrorDecoder(*error_abis)
+        # Wei each sender paid for gas through this client, mined reverts included: what a
+        # balance check must add back.
+        self.fees_paid: dict[str, int] = {}
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def chain_id(self) -> int:
+        """The chain id of the connection."""
+        return self.w3.eth.chain_id
+
+    def accounts(self) -> list[str]:
+        """Accounts the node holds unlocked (test chains and devnets)."""
+        return [to_checksum_address(a) for a in self.w3.eth.accounts]
+
+    def balance(self, address: str) -> int:
+        """Balance of `address` in wei at the latest block."""
+        return self.w3.eth.get_balance(to_checksum_address(address))
+
+    def block_number(self) -> int:
+        """The latest block number."""
+        return self.w3.eth.block_number
+
+    def timestamp(self) -> int:
+        """Timestamp of the latest block (the contracts' `block.timestamp` for the next one
+        is at least this)."""
+        return int(self.w3.eth.get_block("latest")["timestamp"])
+
+    def call(self, fn: ContractFunction, sender: Sender | None = None) -> Any:
+        """Run a view (or a dry run of a write) and decode reverts into exceptions."""
+        params: dict[str, Any] = {}
+        if sender is not None:
+            params["from"] = _address(sender)
+        try:
+            return fn.call(params)
+        except ChainError:
+            raise
+        except Exception as exc:
+            raise self._decoded(exc) from exc
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def fees(self) -> tuple[int, int]:
+        """(maxFeePerGas, maxPriorityFeePerGas) from the chain: twice the latest base fee
+        plus the node's suggested tip, so the transaction survives a few full blocks."""
+        base = int(self.w3.eth.get_block("latest").get("baseFeePerGas") or 0)
+        try:
+            tip = int(self.w3.eth.max_priority_fee)
+        except Exception:  # nodes without eth_maxPriorityFeePerGas
+            tip = FALLBACK_PRIORITY_FEE
+        return 2 * base + tip, tip
+
+    def transact(
+        self,
+        sender: Sender,
+        fn: ContractFunction | None = None,
+        *,
+        value: int = 0,
+        to: str | None = None,
+        data: bytes | None = None,
+        gas: int | None = None,
+    ) -> TxResult:
+        """Send a transaction calling `fn` (or raw `to`/`data`), wait for its receipt.
+
+        Raises ContractRevert (named custom error) when the estimate or the mined transaction
+        reverts, GasCapExceeded when the estimate is over `gas_cap`.
+        """
+        frm = _address(sender)
+        tx: dict[str, Any] = {"from": frm, "value": value, "chainId": self.chain_id}
+        if fn is not None:
+            tx["to"] = fn.address
+            tx["data"] = fn._encode_transaction_data()
+        else:
+            if to is not None:
+                tx["to"] = to_checksum_address(to)
+            tx["data"] = data or b""
+        if gas is None:
+            gas = self._estimate(tx)
+        tx["gas"] = gas
+        tx["maxFeePerGas"], tx["maxPriorityFeePerGas"] = self.fees()
+
+        with self.nonces.lock_for(frm):
+            tx["nonce"] = self.nonces.next_nonce(frm)
+            try:
+                if isinstance(sender, LocalAccount):
+                    signed = sender.sign_transaction(tx)
+                    tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+                else:
+                    tx_hash = self.w3.eth.send_transaction(tx)
+            except Exception as exc:
+                # The node refused it: our count may be wrong (another client, a dropped
+                # transaction), so read it again next time.
+                self.nonces.reset(frm)
+                data_bytes = revert_data(exc)
+                if data_bytes is not None:
+                    raise self._decoder.decode(data_bytes) from exc
+                raise ChainError(f"sending the transaction failed: {exc}") from exc
+            self.nonces.confirm(frm)
+
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout)
+        fee = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
+        self.fees_paid[frm] = self.fees_paid.get(frm, 0) + fee
+        if receipt["status"] != 1:
+            raise self._replayed_revert(tx, receipt)
+        return TxResult(bytes(tx_hash), receipt, int(receipt["gasUsed"]), fee)
+
+    def deploy(self, sender: Sender, bytecode: bytes, constructor_data: bytes = b"") -> TxResult:
+        """Deploy contract creation code (with ABI-encoded constructor arguments)."""
+        return self.transact(sender, data=bytecode + constructor_data)
+
+    # -- logs ------------------------------------------------------------------------------
+
+    def get_logs(
+        self,
+        address: str | list[str],
+        from_block: int,
+        to_block: int | str = "latest",
+        topics: list[Any] | None = None,
+        chunk: int = 10_000,
+    ) -> list[Any]:
+        """Raw logs of `address` in [from_block, to_block], fetched in chunks of `chunk`
+        blocks (providers cap the range of one eth_getLogs)."""
+        end = self.block_number() if to_block == "latest" else int(to_block)
+        out: list[Any] = []
+        start = from_block
+        while start <= end:
+            stop = min(start + chunk - 1, end)
+            params: dict[str, Any] = {"address": address, "fromBlock": start, "toBlock": stop}
+            if topics is not None:
+                params["topics"] = topics
+            out.extend(self.w3.eth.get_logs(params))
+            start = stop + 1
+        return out
+
+    # -- dev chains ------------------------------------------------------------------------
+
+    def advance_time(self, seconds: int) -> int:
+        """Mine a block `seconds` after the latest one (eth-tester or anvil/hardhat RPC);
+        returns its timestamp. For tests and devnets only."""
+        target = self.timestamp() + seconds
+        tester = getattr(self.w3.provider, "ethereum_tester", None)
+        if tester is not None:
+            tester.time_travel(target)
+        else:
+            self.w3.provider.make_request("evm_setNextBlockTimestamp", [target])
+            self.w3.provider.make_request("evm_mine", [])
+        return self.timestamp()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _estimate(self, tx: dict[str, Any]) -> int:
+        query = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
+        try:
+            estimate = int(self.w3.eth.estimate_gas(query))
+        except Exception as exc:
+            raise self._decoded(exc) from exc
+        if estimate > self.gas_cap:
+            raise GasCapExceeded(estimate, self.gas_cap)
+        return min(estimate * GAS_MARGIN_NUM // GAS_MARGIN_DEN + 10_000, self.gas_cap)
+
+    def _decoded(self, exc: BaseException) -> ChainError:
+        data = revert_data(exc)
+        if data is None:
+            return ChainError(f"{type(exc).__name__}: {exc}")
+        return self._decoder.decode(data)
+
+    def _replayed_revert(self, tx: dict[str, Any], receipt: Any) -> ChainError:
+        # A mined transaction keeps no revert data; replaying it as a call on the state
+        # before its block recovers the reason in the common case.
+        query = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
+        query["gas"] = tx["gas"]
+        try:
+            self.w3.eth.call(query, int(receipt["blockNumber"]) - 1)
+        except Exception as exc:
+            err = self._decoded(exc)
+            err.receipt = receipt  # type: ignore[attr-defined]
+            return err
+        return TransactionReverted("transaction reverted (replay did not)", None, receipt)
+
+
+def _address(sender: Sender) -> str:
+    if isinstance(sender, LocalAccount):
+        return sender.address
+    return to_checksum_address(sender)
