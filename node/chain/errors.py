@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eth_abi import decode as abi_decode
-from eth_utils import keccak
+from eth_utils import keccak, to_checksum_address
 
 # Solidity's built-in revert payloads: Error(string) and Panic(uint256).
 ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")
@@ -103,7 +103,10 @@ class ErrorDecoder:
                 return ContractRevert("Panic", {"code": code}, data)
             spec = self._errors.get(selector)
             if spec is not None:
-                values = abi_decode(list(spec.types), body)
+                values = [
+                    to_checksum_address(v) if t == "address" else v
+                    for t, v in zip(spec.types, abi_decode(list(spec.types), body), strict=True)
+                ]
                 return ContractRevert(spec.name, dict(zip(spec.names, values, strict=True)), data)
         except Exception as exc:  # malformed payload: report it raw rather than guess
             return TransactionReverted(f"undecodable revert data 0x{data.hex()}: {exc}", data)

@@ -1,0 +1,130 @@
+"""Fixtures for the contract tests: one deployed py-evm chain per worker, reset per test.
+
+Each test starts from a snapshot taken right after the deployment (reverting is much cheaper
+than a new chain) and ends with the balance-conservation check: the sum of every account's
+and both contracts' balances plus the gas fees paid is what it was at the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from web3 import EthereumTesterProvider, Web3
+
+from node.chain import ChainClient, JobMarket, NodeRegistry, deploy
+
+ETHER = 10**18
+MIN_STAKE = 1 * ETHER
+UNBONDING_DELAY = 3_600
+SLASH = ETHER // 10
+KEY_ID = bytes.fromhex("11" * 32)
+ENDPOINT = "http://node.example:8545"
+
+
+@dataclass
+class Env:
+    """A deployed market on a fresh chain state, and the accounts that use it."""
+
+    w3: Web3
+    client: ChainClient
+    registry: NodeRegistry
+    market: JobMarket
+    deployer: str
+    nodes: list[str]  # accounts used as node operators
+    submitter: str
+    outsider: str
+    start_total: int = 0
+    extra_addresses: list[str] = field(default_factory=list)
+
+    def tracked(self) -> list[str]:
+        """Every address whose balance the conservation check sums."""
+        return [
+            *self.client.accounts(),
+            self.registry.address,
+            self.market.address,
+            *self.extra_addresses,
+        ]
+
+    def total(self) -> int:
+        """Sum of tracked balances plus every gas fee paid through the client."""
+        balances = sum(self.client.balance(a) for a in self.tracked())
+        return balances + sum(self.client.fees_paid.values())
+
+    def check_conservation(self) -> None:
+        """Ether is never created or lost: only gas leaves the tracked accounts."""
+        assert self.total() == self.start_total
+
+    def register_nodes(self, count: int, stake: int = 2 * ETHER) -> list[str]:
+        """Register the first `count` node accounts with `stake` each."""
+        for i, node in enumerate(self.nodes[:count]):
+            key = (i + 1).to_bytes(32, "big")
+            self.registry.register(node, key, f"http://node{i}.example", stake)
+        return self.nodes[:count]
+
+    def post(
+        self, k: int, reward: int = ETHER, commit_in: int = 1_000, reveal_in: int = 2_000
+    ) -> int:
+        """Post a job from the submitter with deadlines relative to the latest block."""
+        now = self.client.timestamp()
+        return self.market.post_job(
+            self.submitter,
+            b"\x01" * 32,
+            b"\x02" * 32,
+            k,
+            now + commit_in,
+            now + reveal_in,
+            reward,
+        )
+
+    def travel_to(self, timestamp: int) -> None:
+        """Mine a block at `timestamp` (the next transactions run after it)."""
+        now = self.client.timestamp()
+        if timestamp > now:
+            self.client.advance_time(timestamp - now)
+
+
+@dataclass
+class _Chain:
+    w3: Web3
+    registry: str
+    market: str
+    snapshot: int
+
+
+@pytest.fixture(scope="session")
+def _chain() -> _Chain:
+    w3 = Web3(EthereumTesterProvider())
+    client = ChainClient(w3)
+    accounts = client.accounts()
+    deployment = deploy(
+        client,
+        accounts[0],
+        min_stake_wei=MIN_STAKE,
+        unbonding_delay_s=UNBONDING_DELAY,
+        slash_amount_wei=SLASH,
+    )
+    snapshot = w3.provider.ethereum_tester.take_snapshot()
+    return _Chain(w3, deployment.registry.address, deployment.market.address, snapshot)
+
+
+@pytest.fixture
+def env(_chain: _Chain) -> Iterator[Env]:
+    """A freshly deployed market (from the snapshot); checks conservation at the end."""
+    _chain.w3.provider.ethereum_tester.revert_to_snapshot(_chain.snapshot)
+    client = ChainClient(_chain.w3)  # new nonce counts: the snapshot rewound them
+    accounts = client.accounts()
+    e = Env(
+        w3=_chain.w3,
+        client=client,
+        registry=NodeRegistry(client, _chain.registry),
+        market=JobMarket(client, _chain.market),
+        deployer=accounts[0],
+        nodes=accounts[1:8],
+        submitter=accounts[8],
+        outsider=accounts[9],
+    )
+    e.start_total = e.total()
+    yield e
+    e.check_conservation()
