@@ -127,3 +127,8 @@ def tuple_digest(digests: list[str]) -> str:
     """Digest of a tuple value (an instruction with several outputs): SHA-256 over a header and
     its elements' digests in order, one per line."""
     return text_digest(TUPLE_DIGEST_VERSION + "\n" + "".join(d + "\n" for d in digests))
+
+
+def digest_of_digests(digests: list[str]) -> str:
+    """SHA-256 over the raw bytes of hex digests, in order (a digest of a sequence of chunks)."""
+    return sha256_hex(b"".join(bytes.fromhex(d) for d in digests))

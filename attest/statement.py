@@ -272,6 +272,7 @@ class CompilerIdentity:
     target: Target
     llvmlite_version: str
     llvm_version: str
+    opt_level: int
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -282,6 +283,7 @@ class CompilerIdentity:
             "target": self.target.to_dict(),
             "llvmlite_version": self.llvmlite_version,
             "llvm_version": self.llvm_version,
+            "opt_level": self.opt_level,
         }
 
     @classmethod
@@ -294,6 +296,7 @@ class CompilerIdentity:
             "target",
             "llvmlite_version",
             "llvm_version",
+            "opt_level",
         )
         obj = _obj(data, path, names)
         passes = _list(obj["passes"], f"{path}.passes")
@@ -305,6 +308,7 @@ class CompilerIdentity:
             target=Target.from_dict(obj["target"], f"{path}.target"),
             llvmlite_version=_str(obj["llvmlite_version"], f"{path}.llvmlite_version"),
             llvm_version=_str(obj["llvm_version"], f"{path}.llvm_version"),
+            opt_level=_int(obj["opt_level"], f"{path}.opt_level", 0),
         )
 
 

@@ -7,14 +7,13 @@ tampered entry is never run; entries are written to a temporary file and renamed
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from attest.digests import sha256_hex
+from attest.digests import sha256_hex, text_digest
 from compiler.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
 from compiler.codegen.target import CompilerConfig
@@ -35,16 +34,16 @@ class Entry:
 def compiler_fingerprint() -> str:
     """SHA-256 over the compiler's source files: any change to the code generator, passes or
     numerics starts a fresh cache."""
-    digest = hashlib.sha256()
+    parts = []
     for path in sorted(_SOURCE_ROOT.rglob("*.py")):
-        digest.update(str(path.relative_to(_SOURCE_ROOT)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+        parts.append(str(path.relative_to(_SOURCE_ROOT)).encode())
+        parts.append(path.read_bytes())
+    return sha256_hex(b"".join(parts))
 
 
 def cache_key(hlo_hash: str, config: CompilerConfig) -> str:
     material = json.dumps({"format": CACHE_FORMAT, "hlo_hash": hlo_hash, "config": config.as_dict(), "compiler": compiler_fingerprint()}, sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()
+    return text_digest(material)
 
 
 class CompileCache:

@@ -10,7 +10,6 @@ the node used, and compares the two with `attest.first_divergence`.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from attest import (
     verify_signatures,
 )
 from attest import Program as ProgramRecord
+from attest.digests import text_digest
 from attest.verify import TrustedKeys
 from compiler.codegen.target import CompilerConfig, ConfigError, validate_target
 from compiler.driver import compile_program
@@ -49,10 +49,6 @@ from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.reference.evaluator import EvaluationError, check_argument
 from compiler.runtime.executable import Executable, TracedRun
-
-# The trace's compiler identity has no opt_level field, so a verifier cannot learn it from a
-# trace: nodes sign traces only for the pinned level, and verifiers rebuild with it.
-TRACE_OPT_LEVEL = CompilerConfig().opt_level
 
 
 class TraceInputError(ValueError):
@@ -90,6 +86,7 @@ def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
         target=Target(triple=config.triple, cpu=config.cpu, features=config.features),
         llvmlite_version=config.llvmlite_version,
         llvm_version=config.llvm_version,
+        opt_level=config.opt_level,
     )
 
 
@@ -126,7 +123,7 @@ def default_job_id(program: Program, inputs: Sequence[np.ndarray]) -> str:
     so two nodes running the same module on the same inputs bind their traces to the same id."""
     records = [r.digest for r in tensor_records(checked_inputs(program, inputs), "in")]
     text = json.dumps({"hlo_hash": program.hlo_hash, "inputs": records}, sort_keys=True)
-    return "local-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "local-" + text_digest(text)[:16]
 
 
 def build_statement(
@@ -151,15 +148,9 @@ def build_statement(
     none). `contract` may be in any letter case. `input_records` (from `tensor_records(
     checked_inputs(program, inputs), "in")`) spares hashing the inputs again when the caller
     already has their digests, e.g. inputs stored by digest; hashing large inputs can cost
-    more than running a memory-bound model. Raises ValueError for a config whose opt_level a
-    trace cannot record (see TRACE_OPT_LEVEL).
+    more than running a memory-bound model.
     """
     config = executable.config
-    if config.opt_level != TRACE_OPT_LEVEL:
-        raise ValueError(
-            f"opt_level {config.opt_level}: a trace does not record the optimization level, so only "
-            f"opt_level {TRACE_OPT_LEVEL} can be traced and re-executed by a verifier"
-        )
     outputs = run.outputs if isinstance(run, TracedRun) else list(run)
     op_trace = None
     if op_level:
@@ -369,7 +360,7 @@ def recorded_config(identity: CompilerIdentity) -> CompilerConfig:
         triple=identity.target.triple,
         cpu=identity.target.cpu,
         features=identity.target.features,
-        opt_level=TRACE_OPT_LEVEL,
+        opt_level=identity.opt_level,
         pipeline=pipeline,
         pipeline_id=identity.pipeline_id,
     )

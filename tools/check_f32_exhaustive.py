@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import hashlib
 import multiprocessing
 import sys
 import time
@@ -36,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from attest.digests import digest_of_digests, sha256_hex  # noqa: E402
 from compiler.numerics import mathlib  # noqa: E402
 from compiler.numerics.mathlib.f32_exceptions import F32_REFERENCE_DIGESTS  # noqa: E402
 
@@ -87,7 +87,7 @@ def reference_chunk(name: str, start: int) -> np.ndarray:
 def _task(args: tuple[str, int, bool]) -> tuple[int, str, int, list[tuple[int, int, int]]]:
     name, start, compare = args
     got = compiled_chunk(start)
-    digest = hashlib.sha256(got.tobytes()).hexdigest()
+    digest = sha256_hex(got.tobytes())
     if not compare:
         return start, digest, -1, []
     want = reference_chunk(name, start)
@@ -117,9 +117,8 @@ def _run(name: str, starts: list[int], compare: bool, workers: int, target: str,
 
 
 def function_digest(digests: dict[int, str]) -> str:
-    """SHA-256 of the chunk digests in input order (as tools/find_f32_exceptions.py)."""
-    ordered = [digests[s] for s in range(0, TOTAL, CHUNK)]
-    return hashlib.sha256(b"".join(bytes.fromhex(d) for d in ordered)).hexdigest()
+    """The chunk digests combined in input order (as tools/find_f32_exceptions.py)."""
+    return digest_of_digests([digests[s] for s in range(0, TOTAL, CHUNK)])
 
 
 def check(name: str, target: str, width: int, workers: int, reference: str) -> int:

@@ -26,7 +26,6 @@ digests of all completed functions.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import multiprocessing
 import sys
@@ -38,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from attest.digests import digest_of_digests, sha256_hex  # noqa: E402
 from compiler.numerics import mathlib  # noqa: E402
 from compiler.numerics.mathlib import _chunked  # noqa: E402
 from compiler.numerics.mathlib.correctly_rounded import ambiguous  # noqa: E402
@@ -74,7 +74,7 @@ def scan_chunk(name: str, start: int, stop: int) -> tuple[list[list[int]], int, 
         if want_bits != int(out[i]):
             found.append([int(bits[i]), want_bits])
             out[i] = want_bits
-    return found, int(hard.size), hashlib.sha256(out.tobytes()).hexdigest()
+    return found, int(hard.size), sha256_hex(out.tobytes())
 
 
 def _task(args: tuple[str, int, int]) -> tuple[int, list[list[int]], int, str]:
@@ -84,7 +84,7 @@ def _task(args: tuple[str, int, int]) -> tuple[int, list[list[int]], int, str]:
 
 def function_digest(chunk_digests: list[str]) -> str:
     """The reference digest of a function: SHA-256 of its chunk digests in input order."""
-    return hashlib.sha256(b"".join(bytes.fromhex(d) for d in chunk_digests)).hexdigest()
+    return digest_of_digests(chunk_digests)
 
 
 def _state_path(state_dir: Path, name: str) -> Path:

@@ -6,7 +6,6 @@ every trace record all of it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from dataclasses import asdict, dataclass, replace
@@ -16,6 +15,7 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
+from attest.digests import text_digest
 from compiler.numerics import CONTRACT_VERSION
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "compiler.toml"
@@ -82,7 +82,7 @@ class CompilerConfig:
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of this config (a cache and identity key)."""
         text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return text_digest(text)
 
 
 def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> CompilerConfig:

@@ -8,12 +8,12 @@ so a change to any pass that can change the optimized graph must bump that pass'
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from attest.digests import text_digest
 from compiler.hlo.ir import Module
 from compiler.hlo.verifier import verify_module
 
@@ -67,7 +67,7 @@ class Pipeline:
     @property
     def pipeline_id(self) -> str:
         text = json.dumps(self.description(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return text_digest(text)
 
     def pass_names(self) -> list[str]:
         names: list[str] = []

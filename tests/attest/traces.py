@@ -88,6 +88,7 @@ def make_predicate(
                 ),
                 llvmlite_version="0.50.0",
                 llvm_version="20.1.0",
+                opt_level=3,
             ),
             graph_hash=text_digest("graph"),
             binary_hash=binary_hash or text_digest("binary"),

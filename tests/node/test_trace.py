@@ -103,13 +103,15 @@ def test_the_default_job_id_depends_on_program_and_inputs() -> None:
     assert default_job_id(program, changed) != job
 
 
-def test_an_opt_level_a_trace_cannot_record_is_refused() -> None:
+def test_the_optimization_level_is_recorded_and_rebuilt() -> None:
+    config = dataclasses.replace(load_config(), opt_level=2)
     program = load_program(MLP.module_text)
-    executable = compile_program(program, dataclasses.replace(load_config(), opt_level=2))
-    outputs = executable.run(*MLP.inputs())
-    with pytest.raises(ValueError, match="opt_level 2"):
-        build_statement(program, executable, MLP.inputs(), outputs, job_id="j", chain_id=None, contract=None,
-                        key_id=key_id(KEY), threads=1, timings_ns={}, op_level=False)  # fmt: skip
+    executable = compile_program(program, config, cache_dir=False)
+    statement = build_statement(program, executable, MLP.inputs(), executable.run(*MLP.inputs()), job_id="j", chain_id=None,
+                                contract=None, key_id=key_id(KEY), threads=1, timings_ns={}, op_level=False)  # fmt: skip
+    identity = statement.predicate.deterministic.compiler
+    assert identity.opt_level == 2
+    assert recorded_config(identity) == config
 
 
 def test_the_recorded_config_is_rebuilt_exactly() -> None:
