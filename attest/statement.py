@@ -12,7 +12,7 @@ JSON layout (every hash is 64 lower-case hex characters)::
          "program": {"source_hash", "hlo_hash"},
          "compiler": {"vxla_version", "numerics_contract", "pipeline_id", "passes": [str],
                       "target": {"triple", "cpu", "features"},
-                      "llvmlite_version", "llvm_version"},
+                      "llvmlite_version", "llvm_version", "opt_level"},
          "graph_hash", "binary_hash",
          "inputs":  [{"name", "dtype", "shape": [int], "digest"}],
          "outputs": [{"name", "dtype", "shape": [int], "digest"}],
