@@ -218,6 +218,61 @@ def _total_order_key(b: ir.IRBuilder, bits: ir.Value, width: int) -> ir.Value:
 
 
 def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, full_steps: int, op: str) -> Values:
+    """The 16 lane values after all full steps of a float maximum or minimum.
+
+    First with the hardware's max/min pattern (`x > acc ? x : acc`, one instruction) and an
+    or-accumulated NaN flag: exact whenever a lane's extremum is not zero, because a nonzero
+    value has one bit pattern, and NaN lanes become the canonical NaN. When some lane's
+    extremum is ±0 its sign depends on the order the zeros met, so that block is computed
+    again on totalOrder keys (`_extremum_key_lanes`), which is exact in every case."""
+    b = kernel.builder
+    dtype = reduce.computation.root.array_shape.dtype
+    width = dtype.bits
+    float_vector = lanes(storage_type(dtype), LANES)
+    int_vector = ir.VectorType(ir.IntType(width), LANES)
+    mask_vector = ir.VectorType(ir.IntType(1), LANES)
+
+    def values_at(offset: ir.Value) -> ir.Value:
+        return reader.vectors(offset, LANES)[0]
+
+    def fold(acc: ir.Value, seen_nan: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+        better = b.fcmp_ordered(">" if op == "maximum" else "<", x, acc)
+        return b.select(better, x, acc), b.or_(seen_nan, b.fcmp_unordered("uno", x, x))
+
+    rounds, leftover = divmod(full_steps, EXTREMUM_UNROLL)
+    accs = [kernel.alloca(float_vector, name=f"acc{u}") for u in range(EXTREMUM_UNROLL)]
+    nans = [kernel.alloca(mask_vector, name=f"nan{u}") for u in range(EXTREMUM_UNROLL)]
+    for u in range(EXTREMUM_UNROLL):
+        first = values_at(b.add(start, I64(u * LANES)))
+        b.store(first, accs[u])
+        b.store(b.fcmp_unordered("uno", first, first), nans[u])
+    with kernel.loop(I64(1), I64(rounds), 1, "round") as round_index:
+        base = b.add(start, b.mul(round_index, I64(EXTREMUM_UNROLL * LANES)))
+        for u in range(EXTREMUM_UNROLL):
+            acc, seen = fold(b.load(accs[u]), b.load(nans[u]), values_at(b.add(base, I64(u * LANES))))
+            b.store(acc, accs[u])
+            b.store(seen, nans[u])
+    acc, seen = b.load(accs[0]), b.load(nans[0])
+    for u in range(1, EXTREMUM_UNROLL):
+        other = b.load(accs[u])
+        acc, seen = fold(acc, b.or_(seen, b.load(nans[u])), other)
+    for extra in range(leftover):
+        acc, seen = fold(acc, seen, values_at(b.add(start, I64((rounds * EXTREMUM_UNROLL + extra) * LANES))))
+    canonical = (0x7FF8 << 48) if width == 64 else 0x7FC00000
+    fast = b.bitcast(b.select(seen, ir.Constant(int_vector, [canonical] * LANES), b.bitcast(acc, int_vector)), float_vector)
+    zero = b.and_(b.fcmp_ordered("==", acc, ir.Constant(float_vector, [0.0] * LANES)), b.not_(seen))
+    any_zero = b.icmp_unsigned("!=", b.bitcast(zero, ir.IntType(LANES)), ir.Constant(ir.IntType(LANES), 0))
+    before = b.block
+    with b.if_then(any_zero, likely=False):
+        exact = _extremum_key_lanes(kernel, reduce, reader, start, full_steps, op)[0]
+        after = b.block
+    merged = b.phi(float_vector)
+    merged.add_incoming(exact, after)
+    merged.add_incoming(fast, before)
+    return [merged]
+
+
+def _extremum_key_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, full_steps: int, op: str) -> Values:
     """The 16 lane values after all full steps of a float maximum or minimum, computed on
     totalOrder keys: a lane's result is its greatest (least) element with -0 < +0, or the
     canonical NaN if it saw a NaN (a NaN key lies above +inf's or below -inf's). Integer

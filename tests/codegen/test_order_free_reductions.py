@@ -38,7 +38,7 @@ ENTRY e {{
 """
 
 
-def _values(rng: np.random.Generator, dtype: str, n: int, variant: int) -> np.ndarray:
+def _values(rng: np.random.Generator, dtype: str, n: int, variant: int, op: str = "maximum") -> np.ndarray:
     shape = (2, n)
     if dtype == "pred":
         return rng.random(shape) < (0.999 if variant % 2 else 0.001)
@@ -55,6 +55,11 @@ def _values(rng: np.random.Generator, dtype: str, n: int, variant: int) -> np.nd
             x[1].view(bits.dtype)[rng.integers(n)] = bits
         elif variant == 3:  # subnormals around zero
             x = (x * np.finfo(NUMPY[dtype]).tiny / 8).astype(NUMPY[dtype])
+        elif variant == 4:  # one sign only, plus zeros of both signs in some places: the
+            # extremum is ±0 in some lanes only (maximum: negatives; minimum: positives)
+            x = -np.abs(x) if op == "maximum" else np.abs(x)
+            x.reshape(-1)[rng.integers(0, x.size, size=max(1, x.size // 50))] = 0.0
+            x.reshape(-1)[rng.integers(0, x.size, size=max(1, x.size // 50))] = -0.0
         return x
     info = np.iinfo(NUMPY[dtype])
     x = rng.integers(info.min, info.max, size=shape, dtype=NUMPY[dtype], endpoint=True)
@@ -73,8 +78,8 @@ def test_order_free_reductions_keep_the_contract_bits(dtype: str, op: str) -> No
         assert is_order_free(module.entry.root.attrs["to_apply"])  # type: ignore[arg-type]
         for target in ("x86-64-v2", "x86-64-v3", "x86-64-v4"):
             executable = compiler.compile(text, target=target, cache_dir=False)
-            for variant in range(4):
-                x = _values(rng, dtype, n, variant)
+            for variant in range(5):
+                x = _values(rng, dtype, n, variant, op)
                 init = np.array(x.reshape(-1)[0])
                 want = evaluate(module, [x, init])[0]
                 got = executable.run(x, init, threads=2)[0]
