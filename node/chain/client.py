@@ -177,30 +177,38 @@ class ChainClient:
         tx["gas"] = gas
         tx["maxFeePerGas"], tx["maxPriorityFeePerGas"] = self.fees()
 
-        with self.nonces.lock_for(frm):
-            tx["nonce"] = self.nonces.next_nonce(frm)
-            try:
-                if isinstance(sender, LocalAccount):
-                    signed = sender.sign_transaction(tx)
-                    tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
-                else:
-                    tx_hash = self.w3.eth.send_transaction(tx)
-            except Exception as exc:
-                # The node refused it: our count may be wrong (another client, a dropped
-                # transaction), so read it again next time.
-                self.nonces.reset(frm)
-                data_bytes = revert_data(exc)
-                if data_bytes is not None:
-                    raise self._decoder.decode(data_bytes) from exc
-                raise ChainError(f"sending the transaction failed: {exc}") from exc
-            self.nonces.confirm(frm)
-
+        tx_hash = self._send(sender, frm, tx)
         receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout)
         fee = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
         self.fees_paid[frm] = self.fees_paid.get(frm, 0) + fee
         if receipt["status"] != 1:
             raise self._replayed_revert(tx, receipt)
         return TxResult(bytes(tx_hash), receipt, int(receipt["gasUsed"]), fee)
+
+    def _send(self, sender: Sender, frm: str, tx: dict[str, Any]) -> bytes:
+        # Nonce, sign and send under the account's lock, so concurrent callers get
+        # consecutive nonces. A refusal that is not a revert (typically a nonce another
+        # client used) resyncs the count from the chain and retries once.
+        with self.nonces.lock_for(frm):
+            for attempt in range(2):
+                tx["nonce"] = self.nonces.next_nonce(frm)
+                try:
+                    if isinstance(sender, LocalAccount):
+                        signed = sender.sign_transaction(tx)
+                        tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+                    else:
+                        tx_hash = self.w3.eth.send_transaction(tx)
+                except Exception as exc:
+                    self.nonces.reset(frm)
+                    data_bytes = revert_data(exc)
+                    if data_bytes is not None:
+                        raise self._decoder.decode(data_bytes) from exc
+                    if attempt == 1:
+                        raise ChainError(f"sending the transaction failed: {exc}") from exc
+                    continue
+                self.nonces.confirm(frm)
+                return bytes(tx_hash)
+        raise AssertionError("unreachable")
 
     def deploy(self, sender: Sender, bytecode: bytes, constructor_data: bytes = b"") -> TxResult:
         """Deploy contract creation code (with ABI-encoded constructor arguments)."""
