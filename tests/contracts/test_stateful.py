@@ -9,6 +9,7 @@ the times the machine jumps to, so block-timestamp jitter never decides an outco
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, event, settings
@@ -115,7 +116,7 @@ class MarketMachine(RuleBasedStateMachine):
     def _next_ts(self) -> int:
         return self.client.timestamp() + 1
 
-    def _expect(self, error: str | None, action, what: str = "") -> bool:  # noqa: ANN001
+    def _expect(self, error: str | None, action: Callable[[], object], what: str = "") -> bool:
         """Run `action`; it must succeed when `error` is None, else revert with `error`."""
         if error is None:
             action()
