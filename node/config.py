@@ -1,0 +1,148 @@
+"""The node's configuration: a TOML file (configs/node.toml) loaded into frozen dataclasses
+and checked at start, so a typo stops the node with a message naming the key instead of
+being silently ignored. Secrets (the key passphrase) come from the environment only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PASSPHRASE_ENV = "VXLA_KEY_PASSPHRASE"
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key (e.g. `limits.max_module_bytes`)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one job may ask of the node; checked before anything is stored or compiled."""
+
+    max_module_bytes: int = 16 * 1024 * 1024
+    max_tensor_bytes: int = 256 * 1024 * 1024
+    max_elements: int = 4_000_000_000
+    max_while_iterations: int = 1_000_000
+    job_wall_seconds: float = 600.0
+
+
+@dataclass(frozen=True)
+class ChainConfig:
+    """Chain settings; validated here, used by the chain watcher (a later slice)."""
+
+    rpc_url: str = ""
+    job_market: str = ""
+    node_registry: str = ""
+    confirmations: int = 2
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Everything `vxla node run` needs."""
+
+    host: str = "127.0.0.1"
+    port: int = 8700
+    data_dir: Path = Path("~/.vxla/node")
+    key_file: Path = Path("~/.vxla/keys/node.key")
+    threads: int = 1
+    workers: int = 1
+    limits: Limits = field(default_factory=Limits)
+    chain: ChainConfig = field(default_factory=ChainConfig)
+    # From the environment only (never the file), so it cannot end up in a repository.
+    key_passphrase: bytes | None = field(default=None, repr=False)
+
+
+def _check_type(key: str, value: Any, kind: type) -> Any:
+    # bool is an int in Python; a `true` where a number belongs is still a mistake.
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
+        raise ConfigError(f"{key}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _section(data: dict[str, Any], name: str, cls: type, path_fields: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The keyword arguments for `cls` from table `name`, refusing unknown keys."""
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{name}: expected a table")
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("limits", "chain", "key_passphrase")}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{name}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        if key in path_fields:
+            values[key] = Path(_check_type(f"{name}.{key}", value, str)).expanduser()
+        else:
+            kind = {"int": int, "float": float, "str": str, "bool": bool}[str(known[key].type)]
+            values[key] = _check_type(f"{name}.{key}", value, kind)
+    return values
+
+
+def _positive(key: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"{key}: must be positive, got {value}")
+
+
+def validate(config: NodeConfig) -> NodeConfig:
+    """Checks ranges and formats; returns `config` or raises ConfigError naming the key."""
+    if not config.host:
+        raise ConfigError("node.host: must not be empty")
+    if not 0 <= config.port <= 65535:
+        raise ConfigError(f"node.port: must be in 0..65535, got {config.port}")
+    _positive("node.threads", config.threads)
+    _positive("node.workers", config.workers)
+    for f in dataclasses.fields(Limits):
+        _positive(f"limits.{f.name}", getattr(config.limits, f.name))
+    chain = config.chain
+    if chain.rpc_url and not chain.rpc_url.startswith(("http://", "https://", "ws://", "wss://")):
+        raise ConfigError(f"chain.rpc_url: expected an http(s) or ws(s) URL, got {chain.rpc_url!r}")
+    for name in ("job_market", "node_registry"):
+        value = getattr(chain, name)
+        if value and not _ADDRESS.match(value):
+            raise ConfigError(f"chain.{name}: expected 0x followed by 40 hex characters, got {value!r}")
+    if chain.confirmations < 0:
+        raise ConfigError(f"chain.confirmations: must not be negative, got {chain.confirmations}")
+    return config
+
+
+def parse_config(text: str, environ: dict[str, str] | None = None) -> NodeConfig:
+    """The validated NodeConfig from TOML `text`, with environment overrides
+    (VXLA_KEY_PASSPHRASE) taken from `environ` (default: os.environ)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"not valid TOML: {error}") from None
+    unknown = sorted(set(data) - {"node", "limits", "chain"})
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown section (known: chain, limits, node)")
+    environ = os.environ if environ is None else environ
+    passphrase = environ.get(PASSPHRASE_ENV)
+    config = NodeConfig(
+        **_section(data, "node", NodeConfig, ("data_dir", "key_file")),
+        limits=Limits(**_section(data, "limits", Limits)),
+        chain=ChainConfig(**_section(data, "chain", ChainConfig)),
+        key_passphrase=passphrase.encode() if passphrase else None,
+    )
+    return validate(
+        dataclasses.replace(
+            config, data_dir=config.data_dir.expanduser(), key_file=config.key_file.expanduser()
+        )
+    )
+
+
+def load_config(path: str | Path, environ: dict[str, str] | None = None) -> NodeConfig:
+    """Reads and validates the TOML file at `path`; ConfigError names the file or the key."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read ({error.strerror or error})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return parse_config(text, environ)

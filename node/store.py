@@ -1,0 +1,249 @@
+"""The node's job store: SQLite in WAL mode for jobs, and a content-addressed blob directory
+(modules, inputs, outputs, traces) keyed by the SHA-256 of the bytes.
+
+Every state change is one transaction. A job left `running` by a crash goes back to
+`queued` when the store opens: a trace is deterministic, so redoing the job gives the same
+digests, and no job is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from attest.digests import sha256_hex
+from compiler.atomic_files import write_bytes_atomic
+
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+STATES = (QUEUED, RUNNING, DONE, FAILED)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL UNIQUE,
+    module_digest TEXT NOT NULL,
+    input_digests TEXT NOT NULL,
+    state TEXT NOT NULL,
+    output_digests TEXT,
+    trace_digest TEXT,
+    error TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
+"""
+
+
+class BlobError(ValueError):
+    """A blob that is missing, or whose bytes no longer hash to its digest."""
+
+
+def is_digest(text: str) -> bool:
+    """True for a lower-case hex SHA-256."""
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job as stored."""
+
+    id: str
+    module_digest: str
+    input_digests: tuple[str, ...]
+    state: str
+    output_digests: tuple[str, ...]
+    trace_digest: str | None
+    error: str | None
+    created_at: float
+    updated_at: float
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "module_digest": self.module_digest,
+            "input_digests": list(self.input_digests),
+            "state": self.state,
+            "output_digests": list(self.output_digests),
+            "trace_digest": self.trace_digest,
+            "error": self.error,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+class BlobStore:
+    """Files named by the SHA-256 of their bytes, under `directory/ab/abcdef...`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def path(self, digest: str) -> Path:
+        if not is_digest(digest):
+            raise BlobError(f"{digest!r} is not a lower-case hex SHA-256")
+        return self.directory / digest[:2] / digest
+
+    def put(self, data: bytes) -> str:
+        """Stores `data` (atomically: a reader never sees a partial blob); returns its digest."""
+        digest = sha256_hex(data)
+        path = self.path(digest)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(path, data)
+        return digest
+
+    def has(self, digest: str) -> bool:
+        return is_digest(digest) and self.path(digest).is_file()
+
+    def get(self, digest: str) -> bytes:
+        """The bytes of `digest`, re-hashed: a corrupted file is an error, never served."""
+        try:
+            data = self.path(digest).read_bytes()
+        except FileNotFoundError:
+            raise BlobError(f"blob {digest}: unknown") from None
+        if sha256_hex(data) != digest:
+            raise BlobError(f"blob {digest}: stored bytes do not match the digest")
+        return data
+
+    def count(self) -> int:
+        return sum(1 for p in self.directory.glob("??/*") if is_digest(p.name))
+
+
+class JobStore:
+    """Jobs in SQLite (WAL) plus their blobs. Safe to share between threads: one connection
+    guarded by a lock (SQLite serializes writers anyway)."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.blobs = BlobStore(self.data_dir / "blobs")
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            self.data_dir / "jobs.sqlite3", check_same_thread=False, isolation_level=None
+        )
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        # FULL: a job marked done survives a power loss, not just a process crash.
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        self.requeued = self._requeue_running()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _requeue_running(self) -> list[str]:
+        """Jobs a crash left `running` go back to `queued` (redoing one is deterministic)."""
+        with self._transaction() as db:
+            ids = [r["id"] for r in db.execute("SELECT id FROM jobs WHERE state = ?", (RUNNING,))]
+            db.execute(
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE state = ?",
+                (QUEUED, time.time(), RUNNING),
+            )
+        return ids
+
+    def add_job(self, module_digest: str, input_digests: Sequence[str]) -> Job:
+        """A new queued job; its blobs must already be stored."""
+        for digest in (module_digest, *input_digests):
+            if not self.blobs.has(digest):
+                raise BlobError(f"blob {digest}: unknown")
+        now = time.time()
+        with self._transaction() as db:
+            seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
+            # The id binds the job to its content and its place in this node's queue.
+            job_id = sha256_hex(
+                json.dumps([seq, module_digest, list(input_digests), now]).encode()
+            )[:32]
+            db.execute(
+                "INSERT INTO jobs (id, seq, module_digest, input_digests, state, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, seq, module_digest, json.dumps(list(input_digests)), QUEUED, now, now),
+            )
+        job = self.get(job_id)
+        assert job is not None
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else _job(row)
+
+    def jobs(self) -> list[Job]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM jobs ORDER BY seq").fetchall()
+        return [_job(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state (every state present, zero when none)."""
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall()
+        counts = dict.fromkeys(STATES, 0)
+        counts.update({r[0]: r[1] for r in rows})
+        return counts
+
+    def claim_next(self) -> Job | None:
+        """The oldest queued job, now `running`; None when the queue is empty."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT id FROM jobs WHERE state = ? ORDER BY seq LIMIT 1", (QUEUED,)
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute(
+                "UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?",
+                (RUNNING, time.time(), row["id"]),
+            )
+        return self.get(row["id"])
+
+    def finish(self, job_id: str, output_digests: Sequence[str], trace_digest: str) -> None:
+        """Marks a running job done; its output and trace blobs must already be stored."""
+        self._set(job_id, DONE, output_digests=json.dumps(list(output_digests)), trace_digest=trace_digest, error=None)
+
+    def fail(self, job_id: str, error: str) -> None:
+        """Marks a running job failed with `error`."""
+        self._set(job_id, FAILED, error=error)
+
+    def requeue(self, job_id: str) -> None:
+        """Puts a running job back in the queue (shutdown before it finished)."""
+        self._set(job_id, QUEUED)
+
+    def _set(self, job_id: str, state: str, **columns: str | None) -> None:
+        assignments = "".join(f", {name} = ?" for name in columns)
+        with self._transaction() as db:
+            cursor = db.execute(
+                f"UPDATE jobs SET state = ?, updated_at = ?{assignments} WHERE id = ? AND state = ?",
+                (state, time.time(), *columns.values(), job_id, RUNNING),
+            )
+            if cursor.rowcount != 1:
+                raise ValueError(f"job {job_id}: not running")
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        module_digest=row["module_digest"],
+        input_digests=tuple(json.loads(row["input_digests"])),
+        state=row["state"],
+        output_digests=tuple(json.loads(row["output_digests"] or "[]")),
+        trace_digest=row["trace_digest"],
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )

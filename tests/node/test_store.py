@@ -1,0 +1,72 @@
+"""node.store: blobs are content-addressed and checked on read; job state changes are
+transactions; a crash's running jobs are requeued."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from attest.digests import sha256_hex
+from node.store import DONE, FAILED, QUEUED, RUNNING, BlobError, JobStore
+
+
+def test_blobs_round_trip_and_detect_corruption(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    digest = store.blobs.put(b"hello")
+    assert digest == sha256_hex(b"hello")
+    assert store.blobs.get(digest) == b"hello"
+    assert store.blobs.put(b"hello") == digest and store.blobs.count() == 1
+    store.blobs.path(digest).write_bytes(b"jello")
+    with pytest.raises(BlobError, match="do not match"):
+        store.blobs.get(digest)
+    with pytest.raises(BlobError, match="unknown"):
+        store.blobs.get("0" * 64)
+    with pytest.raises(BlobError, match="not a lower-case hex"):
+        store.blobs.get("../etc/passwd")
+
+
+def test_wal_mode(tmp_path: Path) -> None:
+    JobStore(tmp_path).close()
+    with sqlite3.connect(tmp_path / "jobs.sqlite3") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_job_lifecycle(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    module = store.blobs.put(b"module")
+    a, b = store.blobs.put(b"a"), store.blobs.put(b"b")
+    job = store.add_job(module, [a, b])
+    assert job.state == QUEUED and job.input_digests == (a, b)
+    second = store.add_job(module, [])
+    assert store.counts() == {QUEUED: 2, RUNNING: 0, DONE: 0, FAILED: 0}
+    claimed = store.claim_next()
+    assert claimed is not None and claimed.id == job.id and claimed.state == RUNNING
+    store.finish(job.id, [a], b)
+    done = store.get(job.id)
+    assert done is not None and done.state == DONE and done.output_digests == (a,) and done.trace_digest == b
+    with pytest.raises(ValueError, match="not running"):
+        store.fail(job.id, "too late")
+    assert store.claim_next().id == second.id  # type: ignore[union-attr]
+    store.fail(second.id, "boom")
+    assert store.get(second.id).error == "boom"  # type: ignore[union-attr]
+    assert store.claim_next() is None
+
+
+def test_unknown_blob_refused_and_nothing_stored(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    with pytest.raises(BlobError, match="unknown"):
+        store.add_job("f" * 64, [])
+    assert store.jobs() == []
+
+
+def test_running_jobs_requeued_on_open(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    job = store.add_job(store.blobs.put(b"m"), [])
+    store.claim_next()
+    store.close()  # as if the process died mid-job
+    reopened = JobStore(tmp_path)
+    assert reopened.requeued == [job.id]
+    assert reopened.get(job.id).state == QUEUED  # type: ignore[union-attr]
+    assert reopened.claim_next().id == job.id  # type: ignore[union-attr]
