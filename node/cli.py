@@ -425,6 +425,97 @@ def cmd_keys_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _node_config(path: str | None):  # -> node.config.NodeConfig (imported lazily)
+    """--config, else configs/node.toml when present, else the built-in defaults."""
+    from node.config import ConfigError, load_config, parse_config
+
+    try:
+        if path is not None:
+            return load_config(path)
+        if Path("configs/node.toml").is_file():
+            return load_config("configs/node.toml")
+        return parse_config("")
+    except ConfigError as exc:
+        raise UsageError(f"--config {path or 'configs/node.toml'}: {exc}") from None
+
+
+def cmd_node_run(args: argparse.Namespace) -> int:
+    # Imported here: the HTTP stack costs import time the other commands do not need.
+    import logging
+
+    from node.api import NodeServer
+
+    config = _node_config(args.config)
+    try:
+        signing_key = load_private_key(config.key_file, config.key_passphrase)
+    except KeyFileError as exc:
+        raise UsageError(f"node.key_file {exc} (create one with vxla keys init)") from None
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        server = NodeServer(config, signing_key)
+    except OSError as exc:
+        raise UsageError(f"node.host/node.port {config.host}:{config.port}: cannot listen ({exc.strerror or exc})") from None
+    print(f"vxla node {key_id(signing_key)[:16]} serving {server.url} (data {config.data_dir})", file=sys.stderr)
+    requeued = server.run()
+    print(f"vxla node stopped; {len(requeued)} running job(s) requeued", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    import httpx
+
+    from node.sdk import Client, IntegrityError, JobFailed, NodeError
+
+    module = Path(args.module)
+    if not module.is_file():
+        raise UsageError(f"{args.module}: no such file")
+    for path in args.inputs:
+        try:
+            load_npy(path)  # checked here so a bad file is named before anything is sent
+        except TensorFileError as exc:
+            raise UsageError(str(exc)) from None
+    client = Client(args.node)
+    try:
+        job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy)
+        report: dict = {"node": client.url, "job": job.info}
+        if args.wait:
+            def progress(current) -> None:
+                if not args.json:
+                    print(f"job {current.id} {current.state}", file=sys.stderr)
+
+            job.wait(timeout=args.timeout, progress=progress)
+            report["job"] = job.info
+            outputs = job.outputs()
+            report["outputs"] = _output_records(outputs)
+            if args.out:
+                save_npz_atomic(args.out, outputs)
+    except NodeError as exc:
+        raise UsageError(f"{args.node}: {exc.detail} (HTTP {exc.status})") from None
+    except httpx.HTTPError as exc:
+        raise UsageError(f"--node {args.node}: cannot reach the node ({exc})") from None
+    except JobFailed as exc:
+        raise UsageError(str(exc)) from None
+    except TimeoutError as exc:
+        raise UsageError(f"--timeout: {exc}") from None
+    except IntegrityError as exc:
+        print(f"vxla submit: {exc}", file=sys.stderr)
+        return EXIT_DIFFERENT
+    finally:
+        client.close()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    print(f"job          {job.id}")
+    print(f"state        {job.state}")
+    if args.wait:
+        print(f"trace_digest {job.info['trace_digest']}")
+        for record in report["outputs"]:
+            print(f"{record['name']:<6} {record['dtype']}{record['shape']} {record['digest']}")
+        if args.out:
+            print(f"wrote {args.out}")
+    return EXIT_OK
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -531,6 +622,36 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--threads", type=_positive_int, default=1, metavar="N", help="worker threads for the re-execution (results do not depend on it; default 1)")
     verify.add_argument("--json", action="store_true", help="print one JSON object: ok, checks [{name, ok, message}], not_checked, first_divergence")
     verify.set_defaults(handler=cmd_verify)
+
+    node = commands.add_parser("node", help="run a worker node", description="Run a vxla worker node.")
+    node_commands = node.add_subparsers(dest="node_command", metavar="SUBCOMMAND")
+    node_commands.required = True
+    node_run = node_commands.add_parser(
+        "run",
+        help="serve the node's HTTP API and run queued jobs",
+        description="Start the node: the job store and blobs under node.data_dir, the worker "
+        "pool, and the HTTP API on node.host:node.port. SIGINT or SIGTERM stops it cleanly "
+        "(running jobs finish, or are requeued and redone at the next start). Logs go to stderr.",
+    )
+    node_run.add_argument("--config", metavar="TOML", help="node configuration (default: configs/node.toml if present, else built-in defaults); the key passphrase comes from $VXLA_KEY_PASSPHRASE")
+    node_run.set_defaults(handler=cmd_node_run)
+
+    submit = commands.add_parser(
+        "submit",
+        help="submit a job to a node",
+        description="Upload the inputs to a node, queue MODULE.hlo on them and print the job id; "
+        "with --wait, wait for it and print the output digests (each output checked against "
+        "the signed trace's digest).",
+    )
+    submit.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    submit.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
+    submit.add_argument("--node", required=True, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
+    submit.add_argument("--redundancy", type=_positive_int, default=1, metavar="K", help="nodes that must run the job (only 1 until the chain is wired in)")
+    submit.add_argument("--wait", action="store_true", help="wait until the job is done and print its outputs")
+    submit.add_argument("--timeout", type=float, default=None, metavar="S", help="with --wait: give up after S seconds")
+    submit.add_argument("--out", metavar="OUT.npz", help="with --wait: write the outputs as out0, out1, ...")
+    submit.add_argument("--json", action="store_true", help="print one JSON object")
+    submit.set_defaults(handler=cmd_submit)
 
     keys = commands.add_parser("keys", help="manage the node's signing keys", description="Manage the node's Ed25519 signing keys.")
     key_commands = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     state TEXT NOT NULL,
     output_digests TEXT,
     trace_digest TEXT,
+    envelope_digest TEXT,
     error TEXT,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL
@@ -59,6 +60,7 @@ class Job:
     state: str
     output_digests: tuple[str, ...]
     trace_digest: str | None
+    envelope_digest: str | None
     error: str | None
     created_at: float
     updated_at: float
@@ -71,6 +73,7 @@ class Job:
             "state": self.state,
             "output_digests": list(self.output_digests),
             "trace_digest": self.trace_digest,
+            "envelope_digest": self.envelope_digest,
             "error": self.error,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
@@ -212,9 +215,16 @@ class JobStore:
             )
         return self.get(row["id"])
 
-    def finish(self, job_id: str, output_digests: Sequence[str], trace_digest: str) -> None:
-        """Marks a running job done; its output and trace blobs must already be stored."""
-        self._set(job_id, DONE, output_digests=json.dumps(list(output_digests)), trace_digest=trace_digest, error=None)
+    def finish(
+        self, job_id: str, output_digests: Sequence[str], trace_digest: str, envelope_digest: str
+    ) -> None:
+        """Marks a running job done. `trace_digest` names the deterministic execution (the
+        same on every honest node and every redo); `envelope_digest` is the blob of the signed
+        DSSE envelope. The output and envelope blobs must already be stored."""
+        self._set(
+            job_id, DONE, output_digests=json.dumps(list(output_digests)),
+            trace_digest=trace_digest, envelope_digest=envelope_digest, error=None,
+        )  # fmt: skip
 
     def fail(self, job_id: str, error: str) -> None:
         """Marks a running job failed with `error`."""
@@ -243,6 +253,7 @@ def _job(row: sqlite3.Row) -> Job:
         state=row["state"],
         output_digests=tuple(json.loads(row["output_digests"] or "[]")),
         trace_digest=row["trace_digest"],
+        envelope_digest=row["envelope_digest"],
         error=row["error"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],

@@ -43,9 +43,10 @@ def test_job_lifecycle(tmp_path: Path) -> None:
     assert store.counts() == {QUEUED: 2, RUNNING: 0, DONE: 0, FAILED: 0}
     claimed = store.claim_next()
     assert claimed is not None and claimed.id == job.id and claimed.state == RUNNING
-    store.finish(job.id, [a], b)
+    store.finish(job.id, [a], b, a)
     done = store.get(job.id)
     assert done is not None and done.state == DONE and done.output_digests == (a,) and done.trace_digest == b
+    assert done.envelope_digest == a
     with pytest.raises(ValueError, match="not running"):
         store.fail(job.id, "too late")
     assert store.claim_next().id == second.id  # type: ignore[union-attr]

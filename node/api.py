@@ -1,0 +1,248 @@
+"""The node's HTTP API (FastAPI on uvicorn), and `NodeServer`, which runs the store, the
+worker pool and the API together.
+
+Refusals are 4xx with a `detail` naming the problem: 400 bad input (with line:col for HLO),
+404 unknown, 409 not done yet, 413 too large, 422 too much work. A refused job stores
+nothing: the module text of a job is stored only after every check passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
+
+from attest import key_id, load_private_key
+from attest.digests import sha256_hex
+from node.config import Limits, NodeConfig
+from node.store import DONE, BlobError, JobStore, is_digest
+from node.worker import JobRejected, Metrics, WorkerPool, prepare_job
+
+log = logging.getLogger("vxla.node")
+
+
+class JobRequest(BaseModel):
+    """POST /v1/jobs: the module as text or as the digest of a stored blob, and the input
+    blob digests (.npy bytes) in parameter order."""
+
+    module: str | None = Field(default=None, description="HLO text")
+    module_digest: str | None = Field(default=None, description="SHA-256 of a stored module blob")
+    inputs: list[str] = Field(default_factory=list, description="SHA-256 of each stored .npy input")
+    redundancy: int = Field(default=1, description="nodes that must execute the job (1 until the chain slice)")
+
+
+def _problem(status: int, message: str) -> HTTPException:
+    return HTTPException(status_code=status, detail=message)
+
+
+def _blob(store: JobStore, digest: str, what: str) -> bytes:
+    if not is_digest(digest):
+        raise _problem(400, f"{what}: {digest!r} is not a lower-case hex SHA-256")
+    try:
+        return store.blobs.get(digest)
+    except BlobError as error:
+        raise _problem(400, f"{what}: {error}") from None
+
+
+def create_app(store: JobStore, limits: Limits, signer_id: str, pool: WorkerPool | None = None) -> FastAPI:
+    """The API over `store`, refusing jobs over `limits`; `signer_id` is the node's key id.
+    `pool` is woken when a job is queued (None: no workers, jobs stay queued)."""
+    metrics = pool.metrics if pool is not None else Metrics()
+    # A blob is a module or a tensor: the larger of the two limits bounds an upload.
+    limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
+    app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
+        return JSONResponse({"detail": error.detail}, status_code=error.status_code)
+
+    @app.middleware("http")
+    async def _body_limit(request: Request, call_next: Any) -> Response:
+        # Refuse an oversized body from its declared length, before it is read or parsed
+        # (a JSON job carries the module text, so it may be a little over the module limit).
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limits_bytes + 65536:
+            return JSONResponse(
+                {"detail": f"body of {declared} bytes is over the limit ({limits_bytes} bytes)"},
+                status_code=413,
+            )
+        return await call_next(request)
+
+    @app.put("/v1/blobs/{digest}", status_code=201)
+    async def put_blob(digest: str, request: Request) -> dict[str, Any]:
+        """Store bytes under their SHA-256; the body must hash to `digest`."""
+        if not is_digest(digest):
+            raise _problem(400, f"blob digest {digest!r} is not a lower-case hex SHA-256")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits_bytes:
+            raise _problem(413, f"blob: {declared} bytes, over the blob limit ({limits_bytes})")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            # Counted as it arrives: a body without Content-Length cannot exceed it either.
+            if size > limits_bytes:
+                raise _problem(413, f"blob: over the blob limit ({limits_bytes} bytes)")
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        actual = sha256_hex(data)
+        if actual != digest:
+            raise _problem(400, f"blob: body hashes to {actual}, not {digest}")
+        await run_in_threadpool(store.blobs.put, data)
+        return {"digest": digest, "size": size}
+
+    @app.get("/v1/blobs/{digest}", response_class=Response)
+    def get_blob(digest: str) -> Response:
+        """The bytes stored under `digest` (checked against it before they are served)."""
+        if not is_digest(digest):
+            raise _problem(400, f"blob digest {digest!r} is not a lower-case hex SHA-256")
+        if not store.blobs.has(digest):
+            raise _problem(404, f"blob {digest}: unknown")
+        try:
+            return Response(store.blobs.get(digest), media_type="application/octet-stream")
+        except BlobError as error:
+            raise _problem(500, str(error)) from None
+
+    @app.post("/v1/jobs", status_code=201)
+    def post_job(body: JobRequest) -> dict[str, Any]:
+        """Queue a job after checking the module, the inputs and the limits."""
+        if (body.module is None) == (body.module_digest is None):
+            raise _problem(400, "give exactly one of module (HLO text) or module_digest")
+        if body.redundancy != 1:
+            raise _problem(422, f"redundancy {body.redundancy}: only 1 is supported without the chain")
+        if body.module is not None:
+            module_bytes = body.module.encode("utf-8")
+        else:
+            module_bytes = _blob(store, body.module_digest or "", "module_digest")
+        inputs = [_blob(store, d, f"inputs[{i}]") for i, d in enumerate(body.inputs)]
+        try:
+            prepare_job(module_bytes, inputs, limits)
+        except JobRejected as error:
+            raise _problem(error.status, str(error)) from None
+        module_digest = store.blobs.put(module_bytes)
+        job = store.add_job(module_digest, body.inputs)
+        metrics.update_jobs(store)
+        if pool is not None:
+            pool.notify()
+        return job.to_dict()
+
+    @app.get("/v1/jobs/{job_id}")
+    def get_job(job_id: str) -> dict[str, Any]:
+        """The job's state, output blob digests, trace digest and error."""
+        job = store.get(job_id)
+        if job is None:
+            raise _problem(404, f"job {job_id}: unknown")
+        return job.to_dict()
+
+    @app.get("/v1/jobs/{job_id}/trace", response_class=Response)
+    def get_trace(job_id: str) -> Response:
+        """The signed DSSE envelope of a done job (409 while it is not done)."""
+        job = store.get(job_id)
+        if job is None:
+            raise _problem(404, f"job {job_id}: unknown")
+        if job.state != DONE or job.envelope_digest is None:
+            reason = f": {job.error}" if job.error else ""
+            raise _problem(409, f"job {job_id} is {job.state}{reason}")
+        return Response(store.blobs.get(job.envelope_digest), media_type="application/json")
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        """The process answers."""
+        return {"ok": True}
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        """Ready to take jobs: the store answers and the signing key is loaded."""
+        checks: dict[str, Any] = {"key": signer_id, "workers": pool is not None}
+        try:
+            checks["jobs"] = store.counts()
+            ok = True
+        except Exception as error:  # any store failure means not ready, with the reason
+            checks["store"] = str(error)
+            ok = False
+        return JSONResponse({"ok": ok, **checks}, status_code=200 if ok else 503)
+
+    @app.get("/metrics", response_class=Response)
+    def metrics_endpoint() -> Response:
+        """Prometheus metrics."""
+        metrics.update_jobs(store)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+@dataclass
+class NodeServer:
+    """The store, the worker pool and the HTTP API of one node."""
+
+    config: NodeConfig
+    signing_key: Ed25519PrivateKey
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        self.store = JobStore(self.config.data_dir)
+        if self.store.requeued:
+            log.info("requeued %d job(s) left running: %s", len(self.store.requeued), ", ".join(self.store.requeued))
+        limits = self.config.limits
+        self.pool = WorkerPool(
+            self.store, self.signing_key, limits, workers=self.config.workers, threads=self.config.threads
+        )
+        self.app = create_app(self.store, limits, key_id(self.signing_key), self.pool)
+        # Bound here, before serving, so port 0 gives a real port the caller can read.
+        self.socket = socket.create_server((self.config.host, self.config.port))
+        self.port = self.socket.getsockname()[1]
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, log_level=self.log_level, lifespan="off", timeout_graceful_shutdown=5)
+        )
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_config(cls, config: NodeConfig, log_level: str = "info") -> NodeServer:
+        """Loads the signing key named by the config (KeyFileError if it cannot)."""
+        return cls(config, load_private_key(config.key_file, config.key_passphrase), log_level)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    def run(self) -> list[str]:
+        """Serves until SIGINT/SIGTERM (uvicorn handles both in the main thread), then stops
+        the workers and closes the store. Returns the job ids requeued at shutdown."""
+        self.pool.start()
+        try:
+            self.server.run(sockets=[self.socket])
+        finally:
+            requeued = self.shutdown()
+        return requeued
+
+    def start_in_thread(self) -> None:
+        """Serves from a background thread (tests, embedding); `stop()` ends it."""
+        self.pool.start()
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self._thread.start()
+        while not self.server.started and self._thread.is_alive():
+            threading.Event().wait(0.01)
+
+    def stop(self) -> list[str]:
+        """Stops a server started with `start_in_thread`."""
+        self.server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        return self.shutdown()
+
+    def shutdown(self, timeout: float = 30.0) -> list[str]:
+        requeued = self.pool.stop(timeout)
+        if requeued:
+            log.info("requeued %d running job(s) at shutdown", len(requeued))
+        self.socket.close()
+        self.store.close()
+        return requeued

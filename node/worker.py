@@ -1,0 +1,324 @@
+"""The node's worker pool: takes queued jobs from the store, checks them against the limits,
+compiles (with a compile cache), runs them with op-level tracing, signs the statement and
+stores the outputs and the envelope as blobs.
+
+The checks a job must pass (`prepare_job`) are the same function the HTTP API calls before
+it stores anything, so a job the API accepted is never refused later for a different reason.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from attest import Statement, key_id, sign_statement
+from attest.digests import sha256_hex
+from attest.statement import canonical_json
+from compiler.codegen.target import CompilerConfig
+from compiler.codegen.target import load_config as load_compiler_config
+from compiler.driver import compile_program
+from compiler.hlo import HloError
+from compiler.hlo.shape import flatten
+from compiler.program import Program, load_program
+from compiler.reference.evaluator import EvaluationError
+from compiler.runtime.executable import Executable
+from node.config import Limits
+from node.store import STATES, Job, JobStore
+from node.tensors import npy_bytes
+from node.trace import TraceInputError, build_statement, checked_inputs, tensor_records
+
+log = logging.getLogger("vxla.node")
+
+
+class JobRejected(ValueError):
+    """A job that cannot run as given (bad module, wrong inputs, over a limit). `status` is
+    the HTTP status the API answers with: 400 bad input, 413 too large, 422 too much work."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def estimate_elements(program: Program) -> int:
+    """The elements every instruction of every reachable computation produces, once: a cheap,
+    deterministic bound on the work of a module without loops, computed before compiling.
+    A while body counts once per instruction; its trip count is bounded separately by
+    `max_while_iterations` at run time."""
+    total = 0
+    for computation in program.module.reachable_computations():
+        for instruction in computation.post_order():
+            total += sum(s.element_count for s in flatten(instruction.shape))
+    return total
+
+
+def decode_npy(data: bytes, what: str) -> np.ndarray:
+    """The array in .npy bytes (never unpickles); JobRejected naming `what` otherwise."""
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise JobRejected(f"{what}: not a readable .npy file ({error})") from None
+
+
+def check_module(module_bytes: bytes, limits: Limits) -> Program:
+    """The parsed, verified module; JobRejected (400 with line:col, 413, 422) otherwise."""
+    if len(module_bytes) > limits.max_module_bytes:
+        raise JobRejected(
+            f"module: {len(module_bytes)} bytes, over limits.max_module_bytes ({limits.max_module_bytes})",
+            413,
+        )
+    try:
+        program = load_program(module_bytes)
+    except HloError as error:
+        raise JobRejected(f"module: {error}") from None
+    elements = estimate_elements(program)
+    if elements > limits.max_elements:
+        raise JobRejected(
+            f"module: estimated {elements} elements of work, over limits.max_elements ({limits.max_elements})",
+            422,
+        )
+    return program
+
+
+def prepare_job(
+    module_bytes: bytes, input_bytes: Sequence[bytes], limits: Limits
+) -> tuple[Program, list[np.ndarray]]:
+    """Everything checked before a job is stored or run: module size, parse and work estimate,
+    each input's size and decoding, and the inputs' count, dtypes and shapes against the
+    module's parameters. Raises JobRejected naming the problem."""
+    program = check_module(module_bytes, limits)
+    arrays = []
+    for index, data in enumerate(input_bytes):
+        if len(data) > limits.max_tensor_bytes:
+            raise JobRejected(
+                f"input {index}: {len(data)} bytes, over limits.max_tensor_bytes ({limits.max_tensor_bytes})",
+                413,
+            )
+        arrays.append(decode_npy(data, f"input {index}"))
+    try:
+        return program, checked_inputs(program, arrays)
+    except TraceInputError as error:
+        raise JobRejected(str(error)) from None
+
+
+def trace_digest(statement: Statement) -> str:
+    """The digest of the statement's deterministic part (program, compiler, hashes, inputs,
+    outputs, op trace): equal for every honest execution of the same job, unlike the
+    envelope, whose run metadata (timings) differs from run to run."""
+    return sha256_hex(canonical_json(statement.predicate.deterministic.to_dict()))
+
+
+@dataclass
+class Metrics:
+    """The node's Prometheus metrics, in a registry of its own (one per node, so several
+    nodes in one process, as in tests, do not collide)."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.jobs = Gauge("vxla_jobs", "Jobs in the store by state", ["state"], registry=self.registry)
+        self.compile_cache = Counter(
+            "vxla_compile_cache", "Compilations by outcome (hit: executable reused)", ["outcome"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.execution_seconds = Histogram(
+            "vxla_execution_seconds", "Wall time of one job's execution", registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300),
+        )  # fmt: skip
+        self.finished = Counter(
+            "vxla_jobs_finished", "Jobs finished by outcome", ["outcome"], registry=self.registry
+        )
+        # Filled by the verifier role (a later slice); exported now so dashboards are stable.
+        self.verifications = Counter(
+            "vxla_verifications", "Verifications of other nodes' traces by outcome", ["outcome"],
+            registry=self.registry,
+        )  # fmt: skip
+
+    def update_jobs(self, store: JobStore) -> None:
+        for state, count in store.counts().items():
+            self.jobs.labels(state=state).set(count)
+
+
+class WorkerPool:
+    """`workers` threads taking queued jobs from `store`, one job at a time each."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        signing_key: Ed25519PrivateKey,
+        limits: Limits,
+        *,
+        workers: int = 1,
+        threads: int = 1,
+        compiler_config: CompilerConfig | None = None,
+        metrics: Metrics | None = None,
+        poll_seconds: float = 0.5,
+        executable_cache_size: int = 16,
+    ) -> None:
+        self.store = store
+        self.signing_key = signing_key
+        self.key_id = key_id(signing_key)
+        self.limits = limits
+        self.workers = workers
+        self.threads = threads
+        self.compiler_config = compiler_config or load_compiler_config()
+        self.metrics = metrics or Metrics()
+        self.poll_seconds = poll_seconds
+        self._wake = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._current: dict[int, str] = {}
+        # Executables by hlo_hash, most recently used last; each with a lock because one
+        # Executable runs one job at a time (its arena is reused).
+        self._executables: OrderedDict[str, tuple[Executable, threading.Lock]] = OrderedDict()
+        self._executables_lock = threading.Lock()
+        self._executable_cache_size = executable_cache_size
+
+    def start(self) -> None:
+        """Starts the worker threads."""
+        for index in range(self.workers):
+            thread = threading.Thread(target=self._loop, args=(index,), name=f"vxla-worker-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def notify(self) -> None:
+        """Wakes an idle worker (a job was queued)."""
+        with self._wake:
+            self._wake.notify()
+
+    def stop(self, timeout: float = 30.0) -> list[str]:
+        """Lets running jobs finish for up to `timeout` seconds, then puts the ones still
+        running back in the queue (they are redone after restart, with the same digests).
+        Returns the requeued job ids."""
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        requeued = []
+        for job_id in list(self._current.values()):
+            try:
+                self.store.requeue(job_id)
+                requeued.append(job_id)
+            except ValueError:
+                pass  # it finished between the join and here
+        return requeued
+
+    def _loop(self, index: int) -> None:
+        while not self._stopping.is_set():
+            job = self.store.claim_next()
+            if job is None:
+                with self._wake:
+                    self._wake.wait(self.poll_seconds)
+                continue
+            self._current[index] = job.id
+            try:
+                self.run_job(job)
+            finally:
+                self._current.pop(index, None)
+
+    def _executable(self, program: Program) -> tuple[Executable, threading.Lock]:
+        with self._executables_lock:
+            entry = self._executables.get(program.hlo_hash)
+            if entry is not None:
+                self._executables.move_to_end(program.hlo_hash)
+                self.metrics.compile_cache.labels(outcome="hit").inc()
+                return entry
+        self.metrics.compile_cache.labels(outcome="miss").inc()
+        executable = compile_program(
+            program, self.compiler_config, threads=self.threads,
+            cache_dir=self.store.data_dir / "compile-cache",
+        )  # fmt: skip
+        with self._executables_lock:
+            entry = self._executables.setdefault(program.hlo_hash, (executable, threading.Lock()))
+            while len(self._executables) > self._executable_cache_size:
+                self._executables.popitem(last=False)
+        return entry
+
+    def run_job(self, job: Job) -> None:
+        """Runs one claimed job to `done` or `failed` (never leaves it running unless the
+        process dies, in which case the next start requeues it)."""
+        started = time.perf_counter()
+        try:
+            self._execute(job)
+            outcome = "done"
+        except (JobRejected, EvaluationError) as error:
+            outcome = "failed"
+            self._fail(job, str(error))
+        except Exception as error:  # an internal error must not kill the worker thread
+            log.exception("job %s: internal error", job.id)
+            outcome = "failed"
+            self._fail(job, f"internal error: {type(error).__name__}: {error}")
+        self.metrics.finished.labels(outcome=outcome).inc()
+        self.metrics.update_jobs(self.store)
+        log.info("job %s %s in %.3f s", job.id, outcome, time.perf_counter() - started)
+
+    def _fail(self, job: Job, message: str) -> None:
+        try:
+            self.store.fail(job.id, message)
+        except ValueError:
+            log.warning("job %s: no longer running (requeued at shutdown)", job.id)
+
+    def _execute(self, job: Job) -> None:
+        blobs = self.store.blobs
+        program, arrays = prepare_job(
+            blobs.get(job.module_digest), [blobs.get(d) for d in job.input_digests], self.limits
+        )
+        begin = time.perf_counter_ns()
+        executable, lock = self._executable(program)
+        compiled = time.perf_counter_ns()
+        try:
+            with lock:
+                run = executable.run_traced(
+                    *arrays, threads=self.threads, max_while_iterations=self.limits.max_while_iterations
+                )
+        except EvaluationError as error:
+            # Name the setting when the loop limit stopped the job, so the submitter knows
+            # this node refuses it (not that the module is wrong).
+            hint = (
+                f" (limits.max_while_iterations = {self.limits.max_while_iterations})"
+                if "past the limit" in str(error)
+                else ""
+            )
+            raise JobRejected(f"execution: {error}{hint}") from None
+        executed = time.perf_counter_ns()
+        self.metrics.execution_seconds.observe((executed - compiled) / 1e9)
+        # A thread cannot be preempted safely mid-kernel, so the wall limit is enforced when
+        # the run returns: an over-long job fails rather than occupying the result slot.
+        elapsed = (executed - begin) / 1e9
+        if elapsed > self.limits.job_wall_seconds:
+            raise JobRejected(
+                f"job took {elapsed:.1f} s, over limits.job_wall_seconds ({self.limits.job_wall_seconds})"
+            )
+        statement = build_statement(
+            program, executable, arrays, run,
+            job_id=job.id, chain_id=None, contract=None, key_id=self.key_id,
+            threads=self.threads, timings_ns={"compile": compiled - begin, "execute": executed - compiled},
+            op_level=True, input_records=tensor_records(arrays, "in"),
+        )  # fmt: skip
+        envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
+        outputs = [blobs.put(npy_bytes(a)) for a in run.outputs]
+        envelope_digest = blobs.put(envelope.encode())
+        self.store.finish(job.id, outputs, trace_digest(statement), envelope_digest)
+
+
+__all__ = [
+    "STATES",
+    "JobRejected",
+    "Metrics",
+    "WorkerPool",
+    "check_module",
+    "decode_npy",
+    "estimate_elements",
+    "prepare_job",
+    "trace_digest",
+]

@@ -1,0 +1,236 @@
+"""The node over real HTTP: a uvicorn server on a free loopback port, jobs submitted through
+the SDK, outputs bit-identical to a local compiled run, traces that verify with the node's
+public key, bad requests refused with a 4xx naming the problem and leaving the store
+unchanged, and a job left running by a crash redone with the same trace digest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from attest import Statement
+from attest.digests import sha256_hex
+from attest.keys import generate_private_key
+from compiler.driver import compile_program
+from compiler.program import load_program
+from node.api import NodeServer
+from node.config import Limits, NodeConfig
+from node.sdk import Client, JobFailed, NodeError
+from node.store import DONE, FAILED, QUEUED, JobStore
+from node.tensors import npy_bytes
+from node.trace import parse_envelope, verify_trace
+from node.worker import trace_digest
+from tests.fixture_data import Fixture
+
+KEY = generate_private_key()
+LIMITS = Limits(
+    max_module_bytes=64 * 1024,
+    max_tensor_bytes=64 * 1024,
+    max_elements=10**8,
+    max_while_iterations=2,  # fori_loop runs longer: the loop-limit case
+    job_wall_seconds=60.0,
+)
+JOB_FIXTURES = ["mlp_softmax", "argmax", "bf16_mlp"]
+MLP = Fixture("mlp_softmax")
+
+
+def start_node(data_dir: Path, limits: Limits = LIMITS) -> NodeServer:
+    server = NodeServer(NodeConfig(port=0, data_dir=data_dir, limits=limits), KEY, log_level="warning")
+    server.start_in_thread()
+    return server
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeServer]:
+    server = start_node(tmp_path_factory.mktemp("node"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(node: NodeServer) -> Iterator[Client]:
+    with Client(node.url, trusted_keys=[KEY.public_key()]) as sdk:
+        yield sdk
+
+
+def snapshot(server: NodeServer) -> tuple[list[Any], int]:
+    """Everything a refused request must leave as it was."""
+    return [j.to_dict() for j in server.store.jobs()], server.store.blobs.count()
+
+
+@pytest.mark.parametrize("name", JOB_FIXTURES)
+def test_job_outputs_and_trace(client: Client, node: NodeServer, name: str) -> None:
+    fixture = Fixture(name)
+    inputs = fixture.inputs()
+    states: list[str] = []
+    job = client.submit(fixture.module_text, inputs).wait(timeout=60, progress=lambda j: states.append(j.state))
+    assert states[-1] == DONE
+    program = load_program(fixture.module_text)
+    expected = compile_program(program, cache_dir=node.store.data_dir / "compile-cache").run(*inputs)
+    outputs = job.outputs()
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    envelope = job.trace()
+    report = verify_trace(envelope, [KEY.public_key()], module_source=fixture.module_text, inputs=inputs)
+    assert report.ok, [c.message for c in report.failed]
+    assert report.statement is not None and report.statement.predicate.job_id == job.id
+    assert job.info["trace_digest"] == trace_digest(report.statement)
+    assert client.verify(envelope, fixture.module_text, inputs).ok
+
+
+def test_same_job_same_trace_digest(client: Client) -> None:
+    first = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    second = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    assert first.id != second.id
+    assert first.info["trace_digest"] == second.info["trace_digest"]
+    assert first.info["output_digests"] == second.info["output_digests"]
+
+
+def test_tampered_trace_does_not_verify(client: Client) -> None:
+    job = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    other = generate_private_key()
+    report = client.verify(job.trace(), MLP.module_text, MLP.inputs(), trusted_keys=[other.public_key()])
+    assert not report.ok and report.failed[0].name == "signatures"
+
+
+def _post(node: NodeServer, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{node.url}/v1/jobs", json=body, timeout=30)
+
+
+def _upload(node: NodeServer, array: np.ndarray) -> str:
+    data = npy_bytes(array)
+    digest = sha256_hex(data)
+    assert httpx.put(f"{node.url}/v1/blobs/{digest}", content=data).status_code == 201
+    return digest
+
+
+BAD_HLO = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] bogus(p)\n}\n"
+HUGE = "HloModule m\nENTRY e {\n  c = f32[] constant(1)\n  ROOT b = f32[100000,100000] broadcast(c), dimensions={}\n}\n"
+
+
+@pytest.mark.parametrize(
+    ("case", "status", "named"),
+    [
+        ("malformed HLO", 400, "line 4, column 19: unknown opcode 'bogus'"),
+        ("no module", 400, "exactly one of module"),
+        ("wrong input count", 400, "takes 5 inputs, got 0"),
+        ("wrong dtype", 400, "parameter 0 expects f32"),
+        ("wrong shape", 400, "parameter 1 expects"),
+        ("unknown input digest", 400, "inputs[0]: blob"),
+        ("not a digest", 400, "inputs[0]"),
+        ("over max_elements", 422, "limits.max_elements"),
+        ("module over max_module_bytes", 413, "limits.max_module_bytes"),
+        ("body over the limit", 413, "over the limit"),
+        ("redundancy", 422, "redundancy 3"),
+    ],
+)
+def test_bad_jobs_refused_store_unchanged(node: NodeServer, case: str, status: int, named: str) -> None:
+    inputs = MLP.inputs()
+    assert len(inputs) == 5
+    # Every blob a body names is uploaded before the snapshot: the refused job is what must
+    # leave no trace, not the uploads.
+    digests = [_upload(node, a) for a in inputs]
+    bodies: dict[str, dict[str, Any]] = {
+        "malformed HLO": {"module": BAD_HLO, "inputs": []},
+        "no module": {"inputs": []},
+        "wrong input count": {"module": MLP.module_text, "inputs": []},
+        "wrong dtype": {"module": MLP.module_text, "inputs": [_upload(node, inputs[0].astype(np.float64)), *digests[1:]]},
+        "wrong shape": {"module": MLP.module_text, "inputs": [digests[0], _upload(node, np.zeros((1, 1), inputs[1].dtype)), *digests[2:]]},
+        "unknown input digest": {"module": MLP.module_text, "inputs": ["ab" * 32, *digests[1:]]},
+        "not a digest": {"module": MLP.module_text, "inputs": ["../../etc/passwd", *digests[1:]]},
+        "over max_elements": {"module": HUGE, "inputs": []},
+        "module over max_module_bytes": {"module": MLP.module_text + " " * LIMITS.max_module_bytes, "inputs": digests},
+        "body over the limit": {"module": MLP.module_text + " " * 2 * LIMITS.max_module_bytes, "inputs": digests},
+        "redundancy": {"module": MLP.module_text, "inputs": digests, "redundancy": 3},
+    }
+    before = snapshot(node)
+    response = _post(node, bodies[case])
+    assert response.status_code == status, response.text
+    assert named in response.json()["detail"]
+    assert snapshot(node) == before
+    assert httpx.get(f"{node.url}/healthz").status_code == 200
+
+
+def test_blob_endpoints(node: NodeServer) -> None:
+    data = b"some bytes"
+    digest = sha256_hex(data)
+    wrong = httpx.put(f"{node.url}/v1/blobs/{'0' * 64}", content=data)
+    assert wrong.status_code == 400 and digest in wrong.json()["detail"]
+    before = snapshot(node)
+    big = b"x" * (LIMITS.max_module_bytes + 1)
+    too_big = httpx.put(f"{node.url}/v1/blobs/{sha256_hex(big)}", content=big)
+    assert too_big.status_code == 413
+    # Without a Content-Length (chunked), the limit is enforced while reading.
+    chunked = httpx.put(f"{node.url}/v1/blobs/{sha256_hex(big)}", content=iter([big[:1000], big[1000:]]))
+    assert chunked.status_code == 413
+    assert snapshot(node) == before
+    assert httpx.get(f"{node.url}/v1/blobs/{digest}").status_code == 404
+    assert httpx.get(f"{node.url}/v1/blobs/xyz").status_code == 400
+    assert httpx.put(f"{node.url}/v1/blobs/{digest}", content=data).status_code == 201
+    fetched = httpx.get(f"{node.url}/v1/blobs/{digest}")
+    assert fetched.status_code == 200 and fetched.content == data
+
+
+def test_unknown_job(node: NodeServer, client: Client) -> None:
+    for path in ("/v1/jobs/nope", "/v1/jobs/nope/trace"):
+        response = httpx.get(node.url + path)
+        assert response.status_code == 404 and "nope" in response.json()["detail"]
+    with pytest.raises(NodeError) as raised:
+        client.job("nope")
+    assert raised.value.status == 404
+
+
+def test_loop_limit_fails_the_job(client: Client, node: NodeServer) -> None:
+    fixture = Fixture("fori_loop")
+    job = client.submit(fixture.module_text, fixture.inputs())
+    with pytest.raises(JobFailed, match="limits.max_while_iterations"):
+        job.wait(timeout=60)
+    assert job.state == FAILED
+    response = httpx.get(f"{node.url}/v1/jobs/{job.id}/trace")
+    assert response.status_code == 409 and "failed" in response.json()["detail"]
+    with pytest.raises(NodeError):
+        job.outputs()
+
+
+def test_service_endpoints(node: NodeServer, client: Client) -> None:
+    client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    ready = httpx.get(f"{node.url}/readyz").json()
+    assert ready["ok"] and ready["key"] == node.pool.key_id
+    metrics = httpx.get(f"{node.url}/metrics").text
+    assert 'vxla_jobs{state="done"}' in metrics
+    assert "vxla_execution_seconds_count" in metrics
+    assert 'vxla_compile_cache_total{outcome="hit"}' in metrics
+    paths = httpx.get(f"{node.url}/openapi.json").json()["paths"]
+    assert {"/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/trace", "/v1/blobs/{digest}"} <= set(paths)
+
+
+def test_running_job_redone_after_restart(tmp_path: Path) -> None:
+    """A crash mid-job (the store says running, nothing finished) loses nothing: the next
+    start requeues the job and it finishes with the trace digest of an uninterrupted run."""
+    store = JobStore(tmp_path)
+    module = store.blobs.put(MLP.module_text.encode())
+    inputs = [store.blobs.put(npy_bytes(a)) for a in MLP.inputs()]
+    job = store.add_job(module, inputs)
+    claimed = store.claim_next()
+    assert claimed is not None and claimed.id == job.id
+    store.close()  # the process "dies" here
+
+    assert JobStore(tmp_path).get(job.id).state == QUEUED  # type: ignore[union-attr]
+    server = start_node(tmp_path)
+    try:
+        with Client(server.url) as sdk:
+            redone = sdk.job(job.id).wait(timeout=60)
+            fresh = sdk.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+            assert redone.info["trace_digest"] == fresh.info["trace_digest"]
+            statement = Statement.from_json_bytes(parse_envelope(redone.trace()).payload)
+            assert statement.predicate.job_id == job.id
+            assert [j.state for j in server.store.jobs()] == [DONE, DONE]
+    finally:
+        server.stop()
