@@ -9,6 +9,7 @@ nothing: the module text of a job is stored only after every check passed.
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import threading
 from dataclasses import dataclass
@@ -218,11 +219,23 @@ class NodeServer:
         """Serves until SIGINT/SIGTERM (uvicorn handles both in the main thread), then stops
         the workers and closes the store. Returns the job ids requeued at shutdown."""
         self.pool.start()
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            # uvicorn handles SIGINT/SIGTERM while serving, then restores the handlers it found
+            # and raises the signal again; with these handlers that second delivery is only
+            # noted, so the workers are stopped and the store closed before the process ends.
+            previous = {sig: signal.signal(sig, self._note_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.server.run(sockets=[self.socket])
         finally:
             requeued = self.shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         return requeued
+
+    def _note_signal(self, sig: int, frame: object) -> None:
+        self.server.should_exit = True
+        log.info("received %s, shutting down", signal.Signals(sig).name)
 
     def start_in_thread(self) -> None:
         """Serves from a background thread (tests, embedding); `stop()` ends it."""
