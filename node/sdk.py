@@ -142,11 +142,17 @@ class Client:
     signatures against by default."""
 
     def __init__(
-        self, url: str, *, trusted_keys: TrustedKeys | None = None, timeout: float = 60.0
+        self,
+        url: str,
+        *,
+        trusted_keys: TrustedKeys | None = None,
+        timeout: float = 60.0,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """`transport` replaces the network (httpx.MockTransport in tests, or an ASGI app)."""
         self.url = url.rstrip("/")
         self.trusted_keys = trusted_keys
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
 
     def close(self) -> None:
         self._http.close()

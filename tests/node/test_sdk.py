@@ -1,0 +1,110 @@
+"""node.sdk against a scripted node (httpx.MockTransport): what the client sends, and that it
+refuses bytes that do not match their digests instead of returning them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from attest import key_id, sign_statement
+from attest.digests import sha256_hex
+from attest.keys import generate_private_key
+from compiler.driver import compile_program
+from compiler.program import load_program
+from node.sdk import Client, IntegrityError, JobFailed, NodeError
+from node.tensors import npy_bytes
+from node.trace import build_statement
+from tests.fixture_data import Fixture
+
+MLP = Fixture("mlp_softmax")
+KEY = generate_private_key()
+
+
+class FakeNode:
+    """Answers like a node that ran MLP: one done job, its outputs and its trace."""
+
+    def __init__(self, tamper_output: bool = False, fail: bool = False) -> None:
+        program = load_program(MLP.module_text)
+        executable = compile_program(program)
+        inputs = MLP.inputs()
+        run = executable.run_traced(*inputs)
+        statement = build_statement(
+            program, executable, inputs, run, job_id="j1", chain_id=None, contract=None,
+            key_id=key_id(KEY), threads=1, timings_ns={}, op_level=True,
+        )  # fmt: skip
+        self.outputs = run.outputs
+        self.envelope = sign_statement(statement, KEY).to_json()
+        self.blobs = {sha256_hex(b): b for b in (npy_bytes(a) for a in run.outputs)}
+        digests = list(self.blobs)
+        if tamper_output:
+            # A dishonest or corrupted node: other bytes under out0's digest.
+            self.blobs[digests[0]] = npy_bytes(run.outputs[0] + 1)
+        self.job = {"id": "j1", "state": "failed" if fail else "done", "output_digests": digests,
+                    "trace_digest": "0" * 64, "error": "boom" if fail else None}  # fmt: skip
+        self.requests: list[tuple[str, str, bytes]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append((request.method, request.url.path, request.content))
+        path = request.url.path
+        if request.method == "PUT" and path.startswith("/v1/blobs/"):
+            return httpx.Response(201, json={"digest": path.rsplit("/", 1)[1]})
+        if request.method == "POST" and path == "/v1/jobs":
+            return httpx.Response(201, json={**self.job, "state": "queued"})
+        if path == "/v1/jobs/j1":
+            return httpx.Response(200, json=self.job)
+        if path == "/v1/jobs/j1/trace":
+            return httpx.Response(200, text=self.envelope)
+        if path.startswith("/v1/blobs/"):
+            digest = path.rsplit("/", 1)[1]
+            if digest in self.blobs:
+                return httpx.Response(200, content=self.blobs[digest])
+            return httpx.Response(404, json={"detail": f"blob {digest}: unknown"})
+        return httpx.Response(404, json={"detail": "no route"})
+
+
+def client_for(node: FakeNode) -> Client:
+    return Client("http://node.invalid", trusted_keys=[KEY.public_key()], transport=httpx.MockTransport(node))
+
+
+def test_submit_uploads_inputs_then_posts_module_text(tmp_path: Path) -> None:
+    node = FakeNode()
+    path = tmp_path / "in0.npy"
+    np.save(path, np.arange(3, dtype=np.float32))
+    job = client_for(node).submit(str(MLP.directory / "module.hlo"), [np.ones(2, np.float32), path])
+    assert job.id == "j1" and job.state == "queued"
+    puts = [r for r in node.requests if r[0] == "PUT"]
+    assert [p[1] for p in puts] == [f"/v1/blobs/{sha256_hex(p[2])}" for p in puts]
+    assert puts[1][2] == path.read_bytes()
+    body = json.loads(node.requests[-1][2])
+    assert body["module"] == MLP.module_text
+    assert body["inputs"] == [sha256_hex(p[2]) for p in puts] and body["redundancy"] == 1
+
+
+def test_outputs_are_checked_and_trace_verifies() -> None:
+    node = FakeNode()
+    client = client_for(node)
+    job = client.job("j1").wait(timeout=5)
+    for got, want in zip(job.outputs(), node.outputs, strict=True):
+        assert got.tobytes() == want.tobytes() and got.dtype == want.dtype
+    assert client.verify(job.trace(), MLP.module_text, MLP.inputs()).ok
+    with pytest.raises(ValueError, match="trusted_keys"):
+        Client("http://x", transport=httpx.MockTransport(node)).verify(job.trace(), MLP.module_text, MLP.inputs())
+
+
+def test_wrong_bytes_are_refused() -> None:
+    client = client_for(FakeNode(tamper_output=True))
+    with pytest.raises(IntegrityError, match="another digest"):
+        client.job("j1").outputs()
+
+
+def test_failed_job_and_refusals() -> None:
+    client = client_for(FakeNode(fail=True))
+    with pytest.raises(JobFailed, match="boom"):
+        client.job("j1").wait(timeout=5)
+    with pytest.raises(NodeError) as raised:
+        client.get_blob("ab" * 32)
+    assert raised.value.status == 404 and "unknown" in raised.value.detail
