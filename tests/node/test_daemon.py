@@ -5,6 +5,7 @@ unchanged, and a job left running by a crash redone with the same trace digest."
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -233,5 +234,50 @@ def test_running_job_redone_after_restart(tmp_path: Path) -> None:
             statement = Statement.from_json_bytes(parse_envelope(redone.trace()).payload)
             assert statement.predicate.job_id == job.id
             assert [j.state for j in server.store.jobs()] == [DONE, DONE]
+    finally:
+        server.stop()
+
+
+def test_job_by_module_digest(node: NodeServer, client: Client) -> None:
+    module = MLP.module_text.encode()
+    digest = client.put_blob(module)
+    inputs = [client.put_blob(npy_bytes(a)) for a in MLP.inputs()]
+    response = _post(node, {"module_digest": digest, "inputs": inputs})
+    assert response.status_code == 201, response.text
+    job = client.job(response.json()["id"]).wait(timeout=60)
+    assert job.info["module_digest"] == digest
+    before = snapshot(node)
+    unknown = _post(node, {"module_digest": "cd" * 32, "inputs": inputs})
+    assert unknown.status_code == 400 and "module_digest" in unknown.json()["detail"]
+    assert snapshot(node) == before
+
+
+def test_wall_time_limit_fails_the_job(tmp_path: Path) -> None:
+    server = start_node(tmp_path, Limits(job_wall_seconds=1e-9))
+    try:
+        with Client(server.url) as sdk:
+            job = sdk.submit(MLP.module_text, MLP.inputs())
+            with pytest.raises(JobFailed, match="limits.job_wall_seconds"):
+                job.wait(timeout=60)
+    finally:
+        server.stop()
+
+
+def test_stop_leaves_no_job_running(tmp_path: Path) -> None:
+    """Stopping with jobs in flight: each is done or back in the queue, never stuck
+    `running`, and the next start finishes them all."""
+    server = start_node(tmp_path)
+    with Client(server.url) as sdk:
+        ids = [sdk.submit(MLP.module_text, MLP.inputs()).id for _ in range(4)]
+    server.stop()
+    # Read with sqlite3, not JobStore: opening a JobStore would requeue a stuck job itself.
+    with sqlite3.connect(tmp_path / "jobs.sqlite3") as db:
+        states = dict(db.execute("SELECT id, state FROM jobs").fetchall())
+    assert set(states) == set(ids) and set(states.values()) <= {DONE, QUEUED}
+    server = start_node(tmp_path)
+    try:
+        with Client(server.url) as sdk:
+            digests = {sdk.job(i).wait(timeout=60).info["trace_digest"] for i in ids}
+        assert len(digests) == 1
     finally:
         server.stop()
