@@ -124,6 +124,13 @@ class ChainClient:
         is at least this)."""
         return int(self.w3.eth.get_block("latest")["timestamp"])
 
+    def pending_count(self, address: str) -> int:
+        """Transactions of `address` sent but not yet mined (pending nonce minus mined
+        nonce): a restarted watcher waits for these before deciding from chain state."""
+        frm = to_checksum_address(address)
+        pending = self.w3.eth.get_transaction_count(frm, "pending")
+        return max(0, int(pending) - int(self.w3.eth.get_transaction_count(frm, "latest")))
+
     def call(self, fn: ContractFunction, sender: Sender | None = None) -> Any:
         """Run a view (or a dry run of a write) and decode reverts into exceptions."""
         params: dict[str, Any] = {}

@@ -1,0 +1,405 @@
+"""The chain role of a node: follow the JobMarket, claim the jobs it accepts, execute them,
+commit, reveal, finalize and withdraw, surviving restarts without duplicate transactions.
+
+How it works:
+- Logs are read by `get_logs` polling over bounded block ranges that trail the head by
+  `confirmations` blocks (so a shallow reorg never reaches what was read). Only JobPosted
+  logs create work; each is applied once, keyed by (transaction hash, log index), and the
+  range and the cursor move in one SQLite transaction (`node.chain_state`).
+- Each job then advances through a state machine (SEEN, CLAIMED, EXECUTED, COMMITTED,
+  REVEALED, DONE, with SKIPPED, EXPIRED and FAILED on the side). Before every transaction
+  the watcher reads the chain (the job, its own slot: claimed, committed, revealed) and sends
+  only what is still missing, so a restart after a transaction was mined but before the
+  state file recorded it sends nothing twice. While the account has unmined transactions
+  the watcher sends nothing new (their effect is not yet readable from chain state).
+- Transactions go through the market's ChainClient, whose per-account nonce manager
+  serializes them.
+
+Refusals (the documented choice): a node claims first and executes after, so a long job
+does not lose its slot to faster nodes while it runs. To keep that from costing stake, the
+executor gets a cheap `check` before the claim (known program, limits): a `JobRefused` there
+means no claim. A `JobRefused` from `execute`, after the claim, means the node does not
+commit: committing a made-up digest would be slashed just the same and would pollute the
+quorum, so the slot is left uncommitted and is slashed at finalize; the job is FAILED and
+the watcher still finalizes it. Any other exception from `execute` is treated as transient
+and retried on the next step until the commit deadline passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from node.chain import ContractRevert, JobMarket, Phase, Sender, Slot, fetch_events, seal_of
+from node.chain.client import _address
+from node.chain.contracts import Job
+from node.chain_state import ChainState, JobRecord, JobState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChainJob:
+    """A job as posted on chain, with the chain and contract it lives on (what a trace binds)."""
+
+    job_id: int
+    submitter: str
+    program_digest: bytes
+    inputs_digest: bytes
+    reward: int
+    k: int
+    commit_deadline: int
+    reveal_deadline: int
+    chain_id: int
+    contract: str
+
+
+@dataclass(frozen=True)
+class ExecutionOutcome:
+    """What a node commits to (result) and reveals alongside it (trace)."""
+
+    result_digest: bytes
+    trace_digest: bytes
+
+    def __post_init__(self) -> None:
+        for name in ("result_digest", "trace_digest"):
+            if len(getattr(self, name)) != 32:
+                raise ValueError(f"{name} must be 32 bytes")
+
+
+class JobRefused(Exception):
+    """The executor will not run this job (unknown program, over limits, bad inputs)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class JobExecutor(Protocol):
+    """How the watcher gets results: the daemon plugs its worker in here."""
+
+    def check(self, job: ChainJob) -> None:
+        """Cheap admission before claiming: raise JobRefused to leave the job alone."""
+        ...
+
+    def execute(self, job: ChainJob) -> ExecutionOutcome:
+        """Run the job (deterministically); raise JobRefused if it cannot be run."""
+        ...
+
+
+# A policy returns None to accept a job, or the reason to decline it. `now` is chain time.
+Policy = Callable[[ChainJob, int], str | None]
+
+
+@dataclass(frozen=True)
+class AcceptancePolicy:
+    """The default policy: thresholds on reward, redundancy and time left to commit."""
+
+    min_reward_wei: int = 1
+    max_k: int = 16
+    min_commit_window_s: int = 0  # seconds the node needs between decision and commit deadline
+
+    def __call__(self, job: ChainJob, now: int) -> str | None:
+        """None to accept `job`, else why not."""
+        if job.reward < self.min_reward_wei:
+            return f"reward {job.reward} below {self.min_reward_wei}"
+        if job.k > self.max_k:
+            return f"redundancy {job.k} above {self.max_k}"
+        if job.commit_deadline - now < self.min_commit_window_s:
+            return f"{job.commit_deadline - now}s left to commit, need {self.min_commit_window_s}"
+        return None
+
+
+@dataclass(frozen=True)
+class WatcherConfig:
+    """Tuning of the watcher."""
+
+    confirmations: int = 0  # blocks the read range trails the head by
+    max_blocks_per_step: int = 2_000  # largest block range one step reads
+    log_chunk: int = 500  # largest range of one eth_getLogs call
+    poll_interval_s: float = 2.0  # pause between steps in `run`
+    withdraw_min_wei: int = 1  # withdraw credits once they reach this (0: never)
+    max_moves_per_job: int = 8  # bound on state transitions of one job in one step
+
+
+@dataclass
+class StepReport:
+    """What one `step` did (for tests, logs and metrics)."""
+
+    from_block: int
+    to_block: int  # from_block - 1 when no block was read
+    new_jobs: int = 0
+    transactions: list[tuple[int, str]] = field(default_factory=list)  # (job id, action)
+    waited_for_pending: bool = False
+
+
+class ChainWatcher:
+    """Follows one JobMarket for one node account (see the module docstring)."""
+
+    def __init__(
+        self,
+        market: JobMarket,
+        account: Sender,
+        executor: JobExecutor,
+        state_path: str | Path,
+        *,
+        policy: Policy | None = None,
+        config: WatcherConfig | None = None,
+        start_block: int = 0,
+    ) -> None:
+        """`state_path`: the SQLite file of this node's chain progress (created if missing,
+        starting at `start_block`, typically the deployment block)."""
+        self.market = market
+        self.client = market.client
+        self.account = account
+        self.address = _address(account)
+        self.executor = executor
+        self.policy: Policy = policy if policy is not None else AcceptancePolicy()
+        self.config = config if config is not None else WatcherConfig()
+        self.chain_id = self.client.chain_id
+        self.state = ChainState(
+            state_path,
+            chain_id=self.chain_id,
+            contract=market.address,
+            account=self.address,
+            start_block=start_block,
+        )
+
+    def close(self) -> None:
+        """Close the state file."""
+        self.state.close()
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Step until `stop` is set; chain errors are logged and retried next round."""
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception:  # keep the daemon alive; the next step starts from chain state
+                log.exception("watcher step failed")
+            stop.wait(self.config.poll_interval_s)
+
+    def step(self) -> StepReport:
+        """One bounded round: read the next log range, then advance every open job."""
+        report = self.poll_logs()
+        if self.client.pending_count(self.address) > 0:
+            # An unmined transaction of ours: its effect is not readable yet, so deciding
+            # now could send it again. Wait for it.
+            report.waited_for_pending = True
+            return report
+        for record in self.state.open_jobs():
+            self._advance(record, report)
+        self._withdraw(report)
+        return report
+
+    def poll_logs(self) -> StepReport:
+        """Apply the JobPosted logs of the next confirmed block range (at most
+        `max_blocks_per_step` blocks) and move the cursor past it."""
+        start = self.state.next_block()
+        head = self.client.block_number() - self.config.confirmations
+        end = min(head, start + self.config.max_blocks_per_step - 1)
+        report = StepReport(start, start - 1)
+        if end < start:
+            return report
+        events = fetch_events(
+            self.client,
+            self.market.contract,
+            start,
+            end,
+            names=("JobPosted",),
+            chunk=self.config.log_chunk,
+        )
+        rows = []
+        for event in events:
+            a = event.args
+            record = JobRecord(
+                job_id=int(a["jobId"]),
+                state=JobState.SEEN,
+                submitter=str(a["submitter"]),
+                program_digest=bytes(a["programDigest"]),
+                inputs_digest=bytes(a["inputsDigest"]),
+                reward=int(a["reward"]),
+                k=int(a["k"]),
+                commit_deadline=int(a["commitDeadline"]),
+                reveal_deadline=int(a["revealDeadline"]),
+                posted_block=event.block_number,
+                result_digest=None,
+                trace_digest=None,
+                note="",
+            )
+            rows.append((event.tx_hash, event.log_index, record))
+        report.new_jobs = self.state.apply_range(rows, end + 1)
+        report.to_block = end
+        return report
+
+    # -- per job -------------------------------------------------------------------------
+
+    def chain_job(self, record: JobRecord) -> ChainJob:
+        """The executor's view of a job record."""
+        return ChainJob(
+            job_id=record.job_id,
+            submitter=record.submitter,
+            program_digest=record.program_digest,
+            inputs_digest=record.inputs_digest,
+            reward=record.reward,
+            k=record.k,
+            commit_deadline=record.commit_deadline,
+            reveal_deadline=record.reveal_deadline,
+            chain_id=self.chain_id,
+            contract=self.market.address,
+        )
+
+    def _advance(self, record: JobRecord, report: StepReport) -> None:
+        for _ in range(self.config.max_moves_per_job):
+            moved = self._move(record, report)
+            if moved is None:
+                return
+            record = moved
+            if record.state in (JobState.SKIPPED, JobState.EXPIRED, JobState.DONE):
+                return
+
+    def _my_slot(self, job_id: int) -> Slot | None:
+        for slot in self.market.get_slots(job_id):
+            if slot.node == self.address:
+                return slot
+        return None
+
+    def _send(self, report: StepReport, job_id: int, action: str, fn: Callable[[], object]) -> str | None:
+        """Send one transaction; None on success, else the custom error's name."""
+        try:
+            fn()
+        except ContractRevert as exc:
+            log.info("job %d: %s refused: %s", job_id, action, exc.name)
+            return exc.name
+        report.transactions.append((job_id, action))
+        return None
+
+    def _move(self, rec: JobRecord, report: StepReport) -> JobRecord | None:
+        """One transition of `rec`, reading the chain first; None when it must wait."""
+        s = self.state
+        job_id = rec.job_id
+        job = self.market.get_job(job_id)
+        slot = self._my_slot(job_id)
+        # Our next transaction lands in a later block, whose timestamp is at least one more
+        # than the latest: that is the time the contract's deadline checks will see.
+        now = self.client.timestamp() + 1
+
+        if rec.state == JobState.SEEN:
+            if slot is not None:  # claimed before a crash: do not claim again
+                return s.set_state(job_id, JobState.CLAIMED, note="claim found on chain")
+            if job.phase == Phase.FINALIZED:
+                return s.set_state(job_id, JobState.SKIPPED, note="finalized before a decision")
+            if now >= job.commit_deadline:
+                return s.set_state(job_id, JobState.EXPIRED, note="commit phase over before claim")
+            if job.claimed >= job.k:
+                return s.set_state(job_id, JobState.SKIPPED, note="all slots claimed")
+            chain_job = self.chain_job(rec)
+            reason = self.policy(chain_job, now)
+            if reason is None:
+                try:
+                    self.executor.check(chain_job)
+                except JobRefused as exc:
+                    reason = f"refused: {exc.reason}"
+            if reason is not None:
+                return s.set_state(job_id, JobState.SKIPPED, note=reason)
+            error = self._send(report, job_id, "claim", lambda: self.market.claim_slot(self.account, job_id))
+            if error is None or error == "AlreadyClaimed":
+                return s.set_state(job_id, JobState.CLAIMED, note="")
+            if error == "CommitPhaseOver":
+                return s.set_state(job_id, JobState.EXPIRED, note=error)
+            return s.set_state(job_id, JobState.SKIPPED, note=f"claim refused: {error}")
+
+        if rec.state == JobState.CLAIMED:
+            committed = slot is not None and slot.committed
+            if job.phase == Phase.FINALIZED:
+                return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, None))
+            if not committed and now >= job.commit_deadline:
+                return s.set_state(job_id, JobState.FAILED, note="commit deadline passed before execution")
+            try:
+                outcome = self.executor.execute(self.chain_job(rec))
+            except JobRefused as exc:
+                return s.set_state(job_id, JobState.FAILED, note=f"refused after claim: {exc.reason}")
+            except Exception as exc:  # transient: retried next step, until the deadline
+                log.warning("job %d: execution failed, will retry: %s", job_id, exc)
+                s.set_state(job_id, JobState.CLAIMED, note=f"execution error: {exc}")
+                return None
+            return s.set_state(
+                job_id,
+                JobState.EXECUTED,
+                note="",
+                result_digest=outcome.result_digest,
+                trace_digest=outcome.trace_digest,
+            )
+
+        if rec.state == JobState.EXECUTED:
+            assert rec.result_digest is not None
+            if slot is not None and slot.committed:  # committed before a crash
+                if slot.seal != seal_of(self.address, job_id, rec.result_digest):
+                    return s.set_state(job_id, JobState.FAILED, note="on-chain seal differs from the local result")
+                return s.set_state(job_id, JobState.COMMITTED, note="commit found on chain")
+            if job.phase == Phase.FINALIZED:
+                return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
+            if now >= job.commit_deadline:
+                return s.set_state(job_id, JobState.FAILED, note="commit deadline passed")
+            result = rec.result_digest
+            error = self._send(
+                report, job_id, "commit", lambda: self.market.commit_result(self.account, job_id, result)
+            )
+            if error is None:
+                return s.set_state(job_id, JobState.COMMITTED, note="")
+            if error == "CommitPhaseOver":
+                return s.set_state(job_id, JobState.FAILED, note="commit deadline passed")
+            return s.set_state(job_id, JobState.EXECUTED, note=f"commit refused: {error}") if error != "AlreadyCommitted" else rec
+
+        if rec.state == JobState.COMMITTED:
+            assert rec.result_digest is not None and rec.trace_digest is not None
+            if job.phase == Phase.FINALIZED:
+                return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
+            if slot is not None and slot.revealed:  # revealed before a crash
+                return s.set_state(job_id, JobState.REVEALED, note="reveal found on chain")
+            if now < job.commit_deadline and job.committed < job.k:
+                return None  # the commit phase is still open
+            if now >= job.reveal_deadline:
+                return s.set_state(job_id, JobState.FAILED, note="reveal deadline passed")
+            result, trace = rec.result_digest, rec.trace_digest
+            error = self._send(
+                report, job_id, "reveal", lambda: self.market.reveal(self.account, job_id, result, trace)
+            )
+            if error is None or error == "AlreadyRevealed":
+                return s.set_state(job_id, JobState.REVEALED, note="")
+            if error == "RevealPhaseOver":
+                return s.set_state(job_id, JobState.FAILED, note="reveal deadline passed")
+            if error == "CommitPhaseNotOver":
+                return None
+            return s.set_state(job_id, JobState.COMMITTED, note=f"reveal refused: {error}")
+
+        # REVEALED or FAILED: settle the job once the reveal phase is over.
+        if job.phase == Phase.FINALIZED:
+            return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
+        if now < job.reveal_deadline and job.revealed < job.k:
+            return None
+        error = self._send(report, job_id, "finalize", lambda: self.market.finalize(self.account, job_id))
+        if error in (None, "JobFinalized"):
+            return s.set_state(
+                job_id, JobState.DONE, note=_outcome_note(self.market.get_job(job_id), rec.result_digest)
+            )
+        return None
+
+    def _withdraw(self, report: StepReport) -> None:
+        minimum = self.config.withdraw_min_wei
+        if minimum <= 0 or self.market.credits(self.address) < minimum:
+            return
+        self._send(report, 0, "withdraw", lambda: self.market.withdraw(self.account))
+
+
+def _outcome_note(job: Job, ours: bytes | None) -> str:
+    if not job.accepted:
+        return "finalized without a majority (refunded)"
+    if ours is not None and job.result == ours:
+        return "finalized: our result won"
+    return "finalized: another result won"
