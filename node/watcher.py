@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from attest.digests import sha256_hex, tuple_digest
 from node.chain import ContractRevert, JobMarket, Phase, Sender, Slot, fetch_events, seal_of
 from node.chain.client import _address
 from node.chain.contracts import Job
@@ -69,6 +70,19 @@ class ExecutionOutcome:
         for name in ("result_digest", "trace_digest"):
             if len(getattr(self, name)) != 32:
                 raise ValueError(f"{name} must be 32 bytes")
+
+
+def result_digest_of(output_digests: list[str]) -> bytes:
+    """The result digest a node commits to: the tuple digest (`attest.digests.tuple_digest`)
+    of the output tensors' digests, in the order of the flattened result tuple. It depends
+    only on the output bits, so every honest node reaches the same one."""
+    return bytes.fromhex(tuple_digest(list(output_digests)))
+
+
+def trace_digest_of(envelope_json: str) -> bytes:
+    """The trace digest a node reveals: SHA-256 of its DSSE envelope's JSON text. It names
+    the node's own signed trace (key and signature included), so it differs between nodes."""
+    return bytes.fromhex(sha256_hex(envelope_json.encode("utf-8")))
 
 
 class JobRefused(Exception):

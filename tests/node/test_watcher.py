@@ -13,11 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from web3 import EthereumTesterProvider, Web3
 
-from attest.digests import sha256_hex
+from attest import key_id, sign_statement, verify
+from attest.digests import digest_of_digests, sha256_hex, tensor_digest
+from attest.keys import generate_private_key
+from compiler.codegen.target import load_config
+from compiler.driver import compile_program
+from compiler.program import load_program
+from compiler.runtime.executable import Executable
 from node.chain import ChainClient, JobMarket, NodeRegistry, Phase, deploy, fetch_events
 from node.chain_state import JobState
+from node.trace import build_statement
 from node.watcher import (
     AcceptancePolicy,
     ChainJob,
@@ -26,7 +34,10 @@ from node.watcher import (
     JobRefused,
     StepReport,
     WatcherConfig,
+    result_digest_of,
+    trace_digest_of,
 )
+from tests.fixture_data import Fixture
 
 ETHER = 10**18
 STAKE = 2 * ETHER
@@ -392,3 +403,77 @@ def test_state_file_is_bound_to_its_account(net: Net) -> None:
     with pytest.raises(Exception, match="state file"):
         ChainWatcher(net.market, net.nodes[1], honest(1), net.tmp / "node0.sqlite", start_block=net.chain.block)
 
+
+
+class TraceExecutor:
+    """A real executor: compiles and runs a fixture module, signs the trace, and returns the
+    digests the watcher commits to and reveals."""
+
+    def __init__(self, fixture: Fixture, executable: Executable, key: Ed25519PrivateKey) -> None:
+        self.program = load_program(fixture.module_text)
+        self.executable = executable
+        self.inputs = fixture.inputs()
+        self.key = key
+        self.program_digest = bytes.fromhex(self.program.hlo_hash)
+        self.inputs_digest = bytes.fromhex(digest_of_digests([tensor_digest(x) for x in self.inputs]))
+        self.envelopes: dict[int, str] = {}
+
+    def check(self, job: ChainJob) -> None:
+        if job.program_digest != self.program_digest:
+            raise JobRefused("unknown program")
+        if job.inputs_digest != self.inputs_digest:
+            raise JobRefused("unknown inputs")
+
+    def execute(self, job: ChainJob) -> ExecutionOutcome:
+        run = self.executable.run_traced(*self.inputs)
+        statement = build_statement(
+            self.program,
+            self.executable,
+            self.inputs,
+            run,
+            job_id=str(job.job_id),
+            chain_id=job.chain_id,
+            contract=job.contract,
+            key_id=key_id(self.key),
+            threads=1,
+            timings_ns={"execute": 0},  # fixed: the trace digest must not depend on timing
+            op_level=True,
+        )
+        envelope = sign_statement(statement, self.key).to_json()
+        self.envelopes[job.job_id] = envelope
+        return ExecutionOutcome(
+            result_digest_of([tensor_digest(o) for o in run.outputs]), trace_digest_of(envelope)
+        )
+
+
+def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(net: Net) -> None:
+    fixture = Fixture("integer_arith")
+    executable = compile_program(load_program(fixture.module_text), load_config())
+    executors = [TraceExecutor(fixture, executable, generate_private_key()) for _ in range(3)]
+    watchers = [net.watcher(i, e) for i, e in enumerate(executors)]
+    now = net.client.timestamp()
+    first = executors[0]
+    job_id = net.market.post_job(
+        net.submitter, first.program_digest, first.inputs_digest, 3, now + 1_000, now + 2_000, REWARD
+    )
+
+    drive(watchers, rounds=3)
+
+    job = net.market.get_job(job_id)
+    assert job.accepted
+    # The committed result is the digest of the outputs XLA itself computed (integers: exact).
+    assert job.result == result_digest_of([tensor_digest(o) for o in fixture.xla_outputs()])
+    slots = {s.node: s for s in net.market.get_slots(job_id)}
+    for node, executor in zip(net.nodes, executors, strict=True):
+        envelope = executor.envelopes[job_id]
+        assert slots[node].trace_digest == trace_digest_of(envelope)
+        # A trace bound to this job, chain and contract, signed by this node's key.
+        statement = verify(
+            envelope,
+            [executor.key.public_key()],
+            job_id=str(job_id),
+            chain_id=net.client.chain_id,
+            contract=net.market.address,
+        )
+        assert statement.predicate.key_id == key_id(executor.key)
+    assert len({slots[n].trace_digest for n in net.nodes}) == 3  # one signed trace per node
