@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +38,16 @@ CREATE TABLE IF NOT EXISTS jobs (
     result_digest BLOB,
     trace_digest BLOB,
     note TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS verifications (
+    job_id INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    result_digest BLOB NOT NULL,
+    trace_digest BLOB NOT NULL,
+    status TEXT NOT NULL,
+    local_result BLOB,
+    note TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (job_id, node)
 );
 """
 
@@ -102,6 +112,29 @@ def _record(row: tuple) -> JobRecord:  # type: ignore[type-arg]
     )
 
 
+class VerificationStatus(enum.StrEnum):
+    """Outcome of re-executing a job another node revealed a result for."""
+
+    PENDING = "pending"  # revealed, not yet checked
+    MATCH = "match"  # our re-execution reached the revealed result
+    MISMATCH = "mismatch"  # it did not: recorded before finalize settles the quorum
+    NOT_SAMPLED = "not_sampled"  # outside the configured fraction
+    REFUSED = "refused"  # our executor cannot run the job
+
+
+@dataclass(frozen=True)
+class RevealRecord:
+    """A Revealed log, as a verifier records it (and the outcome of checking it)."""
+
+    job_id: int
+    node: str
+    result_digest: bytes
+    trace_digest: bytes
+    status: VerificationStatus = VerificationStatus.PENDING
+    local_result: bytes | None = None
+    note: str = ""
+
+
 class ChainStateError(Exception):
     """The state file belongs to another chain, contract or account, or is of another version."""
 
@@ -155,12 +188,35 @@ class ChainState:
         """The first block whose logs have not been applied."""
         return int(self._db.execute("SELECT next_block FROM cursor WHERE id = 0").fetchone()[0])
 
-    def apply_range(self, new_jobs: list[tuple[bytes, int, JobRecord]], next_block: int) -> int:
-        """Record the JobPosted logs of one block range (each as (tx hash, log index, job))
-        and move the cursor to `next_block`, in one transaction. A log already applied is
-        ignored, so reading a range twice changes nothing. Returns how many jobs were new."""
+    def apply_range(
+        self,
+        new_jobs: list[tuple[bytes, int, JobRecord]],
+        next_block: int,
+        reveals: Sequence[tuple[bytes, int, RevealRecord]] = (),
+    ) -> int:
+        """Record the JobPosted logs of one block range (each as (tx hash, log index, job)),
+        and the Revealed logs a verifier follows (as pending verifications), and move the
+        cursor to `next_block`, in one transaction. A log already applied is ignored, so
+        reading a range twice changes nothing. Returns how many jobs were new."""
         added = 0
         with self._tx() as db:
+            for tx_hash, log_index, reveal in reveals:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index)
+                )
+                if cur.rowcount == 0:
+                    continue
+                db.execute(
+                    "INSERT OR IGNORE INTO verifications "
+                    "(job_id, node, result_digest, trace_digest, status) VALUES (?, ?, ?, ?, ?)",
+                    (
+                        reveal.job_id,
+                        reveal.node,
+                        reveal.result_digest,
+                        reveal.trace_digest,
+                        VerificationStatus.PENDING.value,
+                    ),
+                )
             for tx_hash, log_index, job in new_jobs:
                 cur = db.execute(
                     "INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index)
@@ -233,3 +289,46 @@ class ChainState:
         if record is None:
             raise KeyError(job_id)
         return record
+
+    # -- verifications ---------------------------------------------------------------------
+
+    def verifications(self, status: VerificationStatus | None = None) -> list[RevealRecord]:
+        """Recorded reveals of other nodes (optionally only those in `status`), by job, node."""
+        query = (
+            "SELECT job_id, node, result_digest, trace_digest, status, local_result, note "
+            "FROM verifications"
+        )
+        params: tuple[str, ...] = ()
+        if status is not None:
+            query += " WHERE status = ?"
+            params = (status.value,)
+        rows = self._db.execute(query + " ORDER BY job_id, node", params).fetchall()
+        return [
+            RevealRecord(
+                int(r[0]),
+                r[1],
+                bytes(r[2]),
+                bytes(r[3]),
+                VerificationStatus(r[4]),
+                None if r[5] is None else bytes(r[5]),
+                r[6],
+            )
+            for r in rows
+        ]
+
+    def set_verification(
+        self,
+        job_id: int,
+        node: str,
+        status: VerificationStatus,
+        *,
+        local_result: bytes | None = None,
+        note: str = "",
+    ) -> None:
+        """Record the outcome of checking `node`'s reveal for `job_id`."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE verifications SET status = ?, local_result = ?, note = ? "
+                "WHERE job_id = ? AND node = ?",
+                (status.value, local_result, note, job_id, node),
+            )

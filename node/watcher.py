@@ -93,6 +93,11 @@ class JobRefused(Exception):
         self.reason = reason
 
 
+class JobPending(Exception):
+    """The executor has the job in hand but no result yet (a worker pool runs it): the
+    watcher asks again on its next step, until the commit deadline."""
+
+
 class JobExecutor(Protocol):
     """How the watcher gets results: the daemon plugs its worker in here."""
 
@@ -101,7 +106,8 @@ class JobExecutor(Protocol):
         ...
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
-        """Run the job (deterministically); raise JobRefused if it cannot be run."""
+        """Run the job (deterministically); raise JobRefused if it cannot be run, JobPending
+        if it runs elsewhere and is not done yet."""
         ...
 
 
@@ -338,6 +344,8 @@ class ChainWatcher:
                 outcome = self.executor.execute(self.chain_job(rec))
             except JobRefused as exc:
                 return s.set_state(job_id, JobState.FAILED, note=f"refused after claim: {exc.reason}")
+            except JobPending:
+                return None
             except Exception as exc:  # transient: retried next step, until the deadline
                 log.warning("job %d: execution failed, will retry: %s", job_id, exc)
                 s.set_state(job_id, JobState.CLAIMED, note=f"execution error: {exc}")

@@ -31,6 +31,7 @@ from node.watcher import (
     ChainJob,
     ChainWatcher,
     ExecutionOutcome,
+    JobPending,
     JobRefused,
     StepReport,
     WatcherConfig,
@@ -60,6 +61,7 @@ class MapExecutor:
     results: dict[bytes, bytes]
     name: str
     fail_transiently: bool = False
+    pending: int = 0  # answers of "still running" before the result
     calls: list[int] = field(default_factory=list)
 
     def check(self, job: ChainJob) -> None:
@@ -70,6 +72,9 @@ class MapExecutor:
         self.calls.append(job.job_id)
         if self.fail_transiently:
             raise RuntimeError("worker busy")
+        if self.pending > 0:
+            self.pending -= 1
+            raise JobPending
         result = self.results[job.program_digest]
         trace = bytes.fromhex(sha256_hex(self.name.encode() + result + job.job_id.to_bytes(32, "big")))
         return ExecutionOutcome(result, trace)
@@ -329,6 +334,23 @@ def test_node_that_cannot_commit_in_time_fails_the_job_and_is_slashed(net: Net) 
         done = w.state.job(job_id)
         assert done is not None and done.state == JobState.DONE
     assert net.events("Committed", job_id, net.nodes[2]) == []
+
+
+def test_pending_execution_keeps_the_claim_and_finishes_on_a_later_step(net: Net) -> None:
+    executor = MapExecutor({PROGRAM: HONEST}, "node0", pending=1)
+    watcher = net.watcher(0, executor)
+    job_id = net.post(k=1)
+
+    first = watcher.step()
+    assert first.transactions == [(job_id, "claim")]
+    record = watcher.state.job(job_id)
+    assert record is not None and record.state == JobState.CLAIMED and record.note == ""
+
+    second = watcher.step()
+    # k=1: the one commit ends the commit phase and the one reveal the reveal phase.
+    assert second.transactions == [(job_id, "commit"), (job_id, "reveal"), (job_id, "finalize"), (0, "withdraw")]
+    assert len(executor.calls) == 2
+    assert net.market.get_job(job_id).accepted
 
 
 def test_unknown_program_and_policy_refusals_do_not_claim(net: Net) -> None:
