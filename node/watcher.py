@@ -35,9 +35,18 @@ from pathlib import Path
 from typing import Protocol
 
 from attest.digests import sha256_hex, tuple_digest
-from node.chain import ContractRevert, JobMarket, Phase, Sender, Slot, fetch_events, seal_of
+from node.chain import (
+    ChainError,
+    ContractRevert,
+    Job,
+    JobMarket,
+    Phase,
+    Sender,
+    Slot,
+    fetch_events,
+    seal_of,
+)
 from node.chain.client import _address
-from node.chain.contracts import Job
 from node.chain_state import ChainState, JobRecord, JobState
 
 log = logging.getLogger(__name__)
@@ -153,7 +162,9 @@ class StepReport:
     from_block: int
     to_block: int  # from_block - 1 when no block was read
     new_jobs: int = 0
-    transactions: list[tuple[int, str]] = field(default_factory=list)  # (job id, action)
+    # (job id, action) of every transaction sent; the job id is 0 for "withdraw".
+    transactions: list[tuple[int, str]] = field(default_factory=list)
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (job id, what failed), retried
     waited_for_pending: bool = False
 
 
@@ -276,7 +287,14 @@ class ChainWatcher:
 
     def _advance(self, record: JobRecord, report: StepReport) -> None:
         for _ in range(self.config.max_moves_per_job):
-            moved = self._move(record, report)
+            try:
+                moved = self._move(record, report)
+            except ChainError as exc:
+                # One job's trouble (a node error, a gas cap) must not hold up the others;
+                # its state is unchanged, so the next step tries again from chain state.
+                log.warning("job %d: chain error, will retry: %s", record.job_id, exc)
+                report.errors.append((record.job_id, str(exc)))
+                return
             if moved is None:
                 return
             record = moved
@@ -325,6 +343,10 @@ class ChainWatcher:
                     self.executor.check(chain_job)
                 except JobRefused as exc:
                     reason = f"refused: {exc.reason}"
+                except Exception as exc:  # transient (e.g. a blob store not reachable)
+                    log.warning("job %d: check failed, will retry: %s", job_id, exc)
+                    report.errors.append((job_id, f"check: {exc}"))
+                    return None
             if reason is not None:
                 return s.set_state(job_id, JobState.SKIPPED, note=reason)
             error = self._send(report, job_id, "claim", lambda: self.market.claim_slot(self.account, job_id))
@@ -376,7 +398,9 @@ class ChainWatcher:
                 return s.set_state(job_id, JobState.COMMITTED, note="")
             if error == "CommitPhaseOver":
                 return s.set_state(job_id, JobState.FAILED, note="commit deadline passed")
-            return s.set_state(job_id, JobState.EXECUTED, note=f"commit refused: {error}") if error != "AlreadyCommitted" else rec
+            if error == "AlreadyCommitted":
+                return rec  # read the slot again: the branch above checks the seal
+            return s.set_state(job_id, JobState.EXECUTED, note=f"commit refused: {error}")
 
         if rec.state == JobState.COMMITTED:
             assert rec.result_digest is not None and rec.trace_digest is not None

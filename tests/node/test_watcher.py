@@ -353,6 +353,28 @@ def test_pending_execution_keeps_the_claim_and_finishes_on_a_later_step(net: Net
     assert net.market.get_job(job_id).accepted
 
 
+class _FlakyCheck(MapExecutor):
+    """Admission fails with an unexpected error for one program (a store not reachable)."""
+
+    def check(self, job: ChainJob) -> None:
+        if job.program_digest == b"\x07" * 32:
+            raise OSError("blob store unreachable")
+        super().check(job)
+
+
+def test_a_job_whose_check_fails_is_retried_and_does_not_hold_up_others(net: Net) -> None:
+    watcher = net.watcher(0, _FlakyCheck({PROGRAM: HONEST, b"\x07" * 32: HONEST}, "node0"))
+    flaky = net.post(program=b"\x07" * 32)
+    fine = net.post()
+
+    report = watcher.step()
+    assert [e[0] for e in report.errors] == [flaky] and "unreachable" in report.errors[0][1]
+    assert report.transactions == [(fine, "claim"), (fine, "commit")]
+    record = watcher.state.job(flaky)
+    assert record is not None and record.state == JobState.SEEN  # decided on a later step
+    assert watcher.step().errors == [(flaky, "check: blob store unreachable")]
+
+
 def test_unknown_program_and_policy_refusals_do_not_claim(net: Net) -> None:
     picky = net.watcher(0, honest(0), policy=AcceptancePolicy(min_reward_wei=REWARD + 1))
     other = net.watcher(1, honest(1))
