@@ -8,6 +8,7 @@ events per (job, node) and each account's transaction count (its nonce).
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,6 +374,48 @@ def test_a_job_whose_check_fails_is_retried_and_does_not_hold_up_others(net: Net
     record = watcher.state.job(flaky)
     assert record is not None and record.state == JobState.SEEN  # decided on a later step
     assert watcher.step().errors == [(flaky, "check: blob store unreachable")]
+
+
+def test_a_chain_error_leaves_the_job_as_it_was(net: Net) -> None:
+    # A gas cap below what a claim costs: GasCapExceeded is a chain error, not a revert.
+    capped = JobMarket(ChainClient(net.chain.w3, gas_cap=50_000), net.market.address)
+    watcher = net.watcher(0, honest(0), market=capped)
+    nonce = net.nonce(net.nodes[0])
+    job_id = net.post()
+
+    report = watcher.step()
+    assert report.transactions == [] and [e[0] for e in report.errors] == [job_id]
+    assert "gas" in report.errors[0][1].lower()
+    record = watcher.state.job(job_id)
+    assert record is not None and record.state == JobState.SEEN
+    assert net.nonce(net.nodes[0]) == nonce
+
+    watcher.close()
+    fixed = net.watcher(0, honest(0))  # the same state file, a working client
+    assert fixed.step().transactions == [(job_id, "claim"), (job_id, "commit")]
+
+
+@dataclass
+class _StopAfterExecuting(MapExecutor):
+    """Sets the daemon's stop event from inside a step: `run` then returns after it."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def execute(self, job: ChainJob) -> ExecutionOutcome:
+        self.stop.set()
+        return super().execute(job)
+
+
+def test_run_steps_until_stopped(net: Net) -> None:
+    executor = _StopAfterExecuting({PROGRAM: HONEST}, "node0")
+    watcher = net.watcher(0, executor, config=WatcherConfig(poll_interval_s=0.0))
+    job_id = net.post()
+
+    watcher.run(executor.stop)  # returns once the step that executed is over
+
+    record = watcher.state.job(job_id)
+    assert record is not None and record.state == JobState.COMMITTED
+    assert executor.calls == [job_id]
 
 
 def test_unknown_program_and_policy_refusals_do_not_claim(net: Net) -> None:
