@@ -284,7 +284,8 @@ def test_restarted_node_finishes_without_duplicate_transactions(net: Net, crash_
     _assert_one_each(net, job_id, net.nodes[0], ("SlotClaimed", "Committed", "Revealed"))
     slot0 = [s for s in net.market.get_slots(job_id) if s.node == net.nodes[0]][0]
     assert slot0.result_digest == HONEST
-    # Executed once, unless the crash came before the result was stored (after the claim).
+    # Executed once: a crash at the claim comes before execution, a later one after the
+    # result was stored, so the restarted node does not run the job again.
     assert len(executor0.calls) == 1
     final = restarted.state.job(job_id)
     assert final is not None and final.state == JobState.DONE
