@@ -25,8 +25,14 @@ from pydantic import BaseModel, Field
 
 from attest import key_id, load_private_key
 from attest.digests import sha256_hex
+from compiler.runtime.executable import Fault
+from node.chain import ChainClient, JobMarket, NodeRegistry, fetch_events
+from node.chain.client import _address
+from node.chain_executor import BlobFetcher, ChainExecutor
 from node.config import Limits, NodeConfig
+from node.divergence_report import DivergenceMonitor
 from node.store import DONE, BlobError, JobStore, is_digest
+from node.watcher import ChainWatcher, WatcherConfig
 from node.worker import JobRejected, Metrics, WorkerPool, prepare_job
 
 log = logging.getLogger("vxla.node")
@@ -55,9 +61,28 @@ def _blob(store: JobStore, digest: str, what: str) -> bytes:
         raise _problem(400, f"{what}: {error}") from None
 
 
-def create_app(store: JobStore, limits: Limits, signer_id: str, pool: WorkerPool | None = None) -> FastAPI:
+@dataclass
+class ChainRole:
+    """The chain side of a node: the market it follows, its executor and divergence monitor."""
+
+    client: ChainClient
+    market: JobMarket
+    registry: NodeRegistry
+    executor: ChainExecutor
+    monitor: DivergenceMonitor
+    address: str
+
+
+def create_app(
+    store: JobStore,
+    limits: Limits,
+    signer_id: str,
+    pool: WorkerPool | None = None,
+    chain: ChainRole | None = None,
+) -> FastAPI:
     """The API over `store`, refusing jobs over `limits`; `signer_id` is the node's key id.
-    `pool` is woken when a job is queued (None: no workers, jobs stay queued)."""
+    `pool` is woken when a job is queued (None: no workers, jobs stay queued). `chain`: the
+    node's chain role, which adds the `/v1/chain/...` endpoints."""
     metrics = pool.metrics if pool is not None else Metrics()
     # A blob is a module or a tensor: the larger of the two limits bounds an upload.
     limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
@@ -155,6 +180,63 @@ def create_app(store: JobStore, limits: Limits, signer_id: str, pool: WorkerPool
             raise _problem(409, f"job {job_id} is {job.state}{reason}")
         return Response(store.blobs.get(job.envelope_digest), media_type="application/json")
 
+    def _chain_job_id(job_id: str) -> tuple[ChainRole, int]:
+        if chain is None:
+            raise _problem(404, "this node follows no chain (chain.rpc_url is empty)")
+        if not job_id.isdigit():
+            raise _problem(400, f"chain job id {job_id!r} is not a number")
+        return chain, int(job_id)
+
+    @app.get("/v1/chain/jobs/{job_id}")
+    def get_chain_job(job_id: str) -> dict[str, Any]:
+        """A chain job: its on-chain state and, when this node executed it, its record."""
+        role, number = _chain_job_id(job_id)
+        if not 1 <= number <= role.market.job_count():
+            raise _problem(404, f"chain job {number}: unknown")
+        job = role.market.get_job(number)
+        record = role.executor.record(role.market.address, number)
+        return {
+            "job_id": number,
+            "contract": role.market.address,
+            "phase": job.phase.name.lower(),
+            "accepted": job.accepted,
+            "result_digest": job.result.hex(),
+            "k": job.k,
+            "claimed": job.claimed,
+            "committed": job.committed,
+            "revealed": job.revealed,
+            "slots": [
+                {
+                    "node": slot.node,
+                    "committed": slot.committed,
+                    "revealed": slot.revealed,
+                    "result_digest": slot.result_digest.hex(),
+                    "trace_digest": slot.trace_digest.hex(),
+                }
+                for slot in role.market.get_slots(number)
+            ],
+            "local": None if record is None else record.to_dict(),
+        }
+
+    @app.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)
+    def get_chain_trace(job_id: str) -> Response:
+        """This node's signed DSSE envelope of a chain job (404 if it has not executed it)."""
+        role, number = _chain_job_id(job_id)
+        record = role.executor.record(role.market.address, number)
+        if record is None:
+            raise _problem(404, f"chain job {number}: not executed by this node")
+        return Response(store.blobs.get(record.envelope_digest), media_type="application/json")
+
+    @app.get("/v1/chain/jobs/{job_id}/divergence")
+    def get_divergence(job_id: str) -> dict[str, Any]:
+        """The divergence report of a chain job: the other nodes whose result differs from
+        ours and the first instruction where their trace parts from ours."""
+        role, number = _chain_job_id(job_id)
+        report = role.monitor.report(role.market.address, number)
+        if report is None:
+            return {"job_id": number, "contract": role.market.address, "divergences": []}
+        return report.to_dict()
+
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
         """The process answers."""
@@ -170,6 +252,12 @@ def create_app(store: JobStore, limits: Limits, signer_id: str, pool: WorkerPool
         except Exception as error:  # any store failure means not ready, with the reason
             checks["store"] = str(error)
             ok = False
+        if chain is not None:
+            try:
+                checks["chain"] = {"block": chain.client.block_number(), "account": chain.address}
+            except Exception as error:  # an unreachable chain means not ready, with the reason
+                checks["chain"] = {"error": str(error)}
+                ok = False
         return JSONResponse({"ok": ok, **checks}, status_code=200 if ok else 503)
 
     @app.get("/metrics", response_class=Response)
@@ -194,10 +282,17 @@ class NodeServer:
         if self.store.requeued:
             log.info("requeued %d job(s) left running: %s", len(self.store.requeued), ", ".join(self.store.requeued))
         limits = self.config.limits
+        fault = Fault(self.config.fault_instruction, self.config.fault_bit) if self.config.fault_instruction else None
+        if fault is not None:
+            log.warning("FAULT INJECTION (test/demo only): %s bit %d", fault.instruction, fault.bit)
         self.pool = WorkerPool(
-            self.store, self.signing_key, limits, workers=self.config.workers, threads=self.config.threads
-        )
-        self.app = create_app(self.store, limits, key_id(self.signing_key), self.pool)
+            self.store, self.signing_key, limits, workers=self.config.workers, threads=self.config.threads,
+            fault=fault,
+        )  # fmt: skip
+        self.chain = self._chain_role() if self.config.chain.rpc_url else None
+        self._chain_stop = threading.Event()
+        self._chain_thread: threading.Thread | None = None
+        self.app = create_app(self.store, limits, key_id(self.signing_key), self.pool, self.chain)
         # Bound here, before serving, so port 0 gives a real port the caller can read.
         self.socket = socket.create_server((self.config.host, self.config.port))
         self.port = self.socket.getsockname()[1]
@@ -205,6 +300,58 @@ class NodeServer:
             uvicorn.Config(self.app, log_level=self.log_level, lifespan="off", timeout_graceful_shutdown=5)
         )
         self._thread: threading.Thread | None = None
+
+    def _chain_role(self) -> ChainRole:
+        # Imported here: web3 and eth_account load slowly and a node without a chain needs neither.
+        from eth_account import Account
+        from web3 import HTTPProvider, Web3
+
+        chain = self.config.chain
+        client = ChainClient(Web3(HTTPProvider(chain.rpc_url, request_kwargs={"timeout": 30})))
+        account = Account.from_key(chain.private_key) if chain.private_key else chain.account
+        market = JobMarket(client, chain.job_market)
+        registry = NodeRegistry(client, chain.node_registry)
+
+        def peers() -> list[str]:
+            # Every registered node's current endpoint (NodeRegistered events, then getNode).
+            events = fetch_events(client, registry.contract, chain.start_block, names=("NodeRegistered",))
+            urls = [registry.get_node(str(e.args["node"])).endpoint for e in events]
+            return [u for u in dict.fromkeys(urls) if u and u.rstrip("/") != self.url]
+
+        executor = ChainExecutor(self.pool, BlobFetcher(self.store, peers), workers=self.config.workers)
+        address = _address(account)
+        monitor = DivergenceMonitor(market, registry, executor, address)
+        self._account = account
+        return ChainRole(client, market, registry, executor, monitor, address)
+
+    def _chain_loop(self) -> None:
+        """The watcher and the divergence monitor, one round every poll interval. The
+        watcher is created here because its SQLite state belongs to this thread."""
+        assert self.chain is not None
+        chain = self.config.chain
+        watcher = ChainWatcher(
+            self.chain.market,
+            self._account,
+            self.chain.executor,
+            self.store.data_dir / "chain-state.sqlite",
+            config=WatcherConfig(confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s),
+            start_block=chain.start_block,
+        )
+        try:
+            while not self._chain_stop.is_set():
+                for name, step in (("watcher", watcher.step), ("divergence monitor", self.chain.monitor.step)):
+                    try:
+                        step()
+                    except Exception:  # keep the daemon alive; the next round starts from chain state
+                        log.exception("%s step failed", name)
+                self._chain_stop.wait(chain.poll_interval_s)
+        finally:
+            watcher.close()
+
+    def _start_chain(self) -> None:
+        if self.chain is not None:
+            self._chain_thread = threading.Thread(target=self._chain_loop, name="vxla-chain", daemon=True)
+            self._chain_thread.start()
 
     @classmethod
     def from_config(cls, config: NodeConfig, log_level: str = "info") -> NodeServer:
@@ -219,6 +366,7 @@ class NodeServer:
         """Serves until SIGINT/SIGTERM (uvicorn handles both in the main thread), then stops
         the workers and closes the store. Returns the job ids requeued at shutdown."""
         self.pool.start()
+        self._start_chain()
         previous = {}
         if threading.current_thread() is threading.main_thread():
             # uvicorn handles SIGINT/SIGTERM while serving, then restores the handlers it found
@@ -240,6 +388,7 @@ class NodeServer:
     def start_in_thread(self) -> None:
         """Serves from a background thread (tests, embedding); `stop()` ends it."""
         self.pool.start()
+        self._start_chain()
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
         self._thread.start()
         while not self.server.started and self._thread.is_alive():
@@ -253,6 +402,12 @@ class NodeServer:
         return self.shutdown()
 
     def shutdown(self, timeout: float = 30.0) -> list[str]:
+        """Stops the chain thread and the workers, closes the socket and the store."""
+        self._chain_stop.set()
+        if self._chain_thread is not None:
+            self._chain_thread.join(timeout)
+        if self.chain is not None:
+            self.chain.executor.close()
         requeued = self.pool.stop(timeout)
         if requeued:
             log.info("requeued %d running job(s) at shutdown", len(requeued))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 PASSPHRASE_ENV = "VXLA_KEY_PASSPHRASE"
+CHAIN_KEY_ENV = "VXLA_CHAIN_PRIVATE_KEY"
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 
@@ -34,12 +35,19 @@ class Limits:
 
 @dataclass(frozen=True)
 class ChainConfig:
-    """Chain settings; validated here, used by the chain watcher (a later slice)."""
+    """Chain settings: with `rpc_url` set, the daemon runs a chain watcher (node.chain_executor).
+
+    The node's chain account is `account` (an address the RPC node unlocks: anvil, devnets)
+    or, for a real chain, the private key in VXLA_CHAIN_PRIVATE_KEY (environment only)."""
 
     rpc_url: str = ""
     job_market: str = ""
     node_registry: str = ""
     confirmations: int = 2
+    account: str = ""
+    start_block: int = 0  # where the watcher starts reading logs (the deployment block)
+    poll_interval_s: float = 2.0
+    private_key: str = field(default="", repr=False)  # from the environment only
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,10 @@ class NodeConfig:
     workers: int = 1
     limits: Limits = field(default_factory=Limits)
     chain: ChainConfig = field(default_factory=ChainConfig)
+    # Test and demo only: flip bit `fault_bit` of instruction `fault_instruction`'s output in
+    # every job (a deliberately faulty node, to show the quorum outvoting and slashing it).
+    fault_instruction: str = ""
+    fault_bit: int = 0
     # From the environment only (never the file), so it cannot end up in a repository.
     key_passphrase: bytes | None = field(default=None, repr=False)
 
@@ -72,7 +84,8 @@ def _section(data: dict[str, Any], name: str, cls: type, path_fields: tuple[str,
     table = data.get(name, {})
     if not isinstance(table, dict):
         raise ConfigError(f"{name}: expected a table")
-    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in ("limits", "chain", "key_passphrase")}
+    hidden = ("limits", "chain", "key_passphrase", "private_key")
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in hidden}
     values: dict[str, Any] = {}
     for key, value in table.items():
         if key not in known:
@@ -103,12 +116,23 @@ def validate(config: NodeConfig) -> NodeConfig:
     chain = config.chain
     if chain.rpc_url and not chain.rpc_url.startswith(("http://", "https://", "ws://", "wss://")):
         raise ConfigError(f"chain.rpc_url: expected an http(s) or ws(s) URL, got {chain.rpc_url!r}")
-    for name in ("job_market", "node_registry"):
+    for name in ("job_market", "node_registry", "account"):
         value = getattr(chain, name)
         if value and not _ADDRESS.match(value):
             raise ConfigError(f"chain.{name}: expected 0x followed by 40 hex characters, got {value!r}")
     if chain.confirmations < 0:
         raise ConfigError(f"chain.confirmations: must not be negative, got {chain.confirmations}")
+    if chain.start_block < 0:
+        raise ConfigError(f"chain.start_block: must not be negative, got {chain.start_block}")
+    _positive("chain.poll_interval_s", chain.poll_interval_s)
+    if chain.rpc_url:
+        for name in ("job_market", "node_registry"):
+            if not getattr(chain, name):
+                raise ConfigError(f"chain.{name}: required when chain.rpc_url is set")
+        if not chain.account and not chain.private_key:
+            raise ConfigError(f"chain.account: required when chain.rpc_url is set (or set {CHAIN_KEY_ENV})")
+    if config.fault_bit < 0:
+        raise ConfigError(f"node.fault_bit: must not be negative, got {config.fault_bit}")
     return config
 
 
@@ -127,7 +151,9 @@ def parse_config(text: str, environ: dict[str, str] | None = None) -> NodeConfig
     config = NodeConfig(
         **_section(data, "node", NodeConfig, ("data_dir", "key_file")),
         limits=Limits(**_section(data, "limits", Limits)),
-        chain=ChainConfig(**_section(data, "chain", ChainConfig)),
+        chain=ChainConfig(
+            **_section(data, "chain", ChainConfig), private_key=environ.get(CHAIN_KEY_ENV, "")
+        ),
         key_passphrase=passphrase.encode() if passphrase else None,
     )
     return validate(

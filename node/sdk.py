@@ -6,6 +6,12 @@ digests, fetch the signed trace and verify it locally.
     job.wait(timeout=60)
     outputs = job.outputs()
     report = client.verify(job.trace(), "model.hlo", [x, w])
+
+With a chain (`Client(url, chain=ChainSubmitter(market, account))`), `submit(..., redundancy=k)`
+uploads the module, the inputs and the inputs manifest to the node, posts the job on the
+JobMarket with the submitter's account (digests as `node.chain_executor` defines them), and
+returns a chain job: `wait` follows it to finalization through the node's
+`GET /v1/chain/jobs/{id}`, and `outputs` are checked against the finalized result digest too.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from attest import Statement
 from attest.digests import sha256_hex, tensor_digest
 from attest.verify import TrustedKeys
 from compiler.hlo.dtypes import from_name
+from node.chain import JobMarket, Sender
+from node.chain_executor import chain_digests, inputs_manifest
 from node.tensors import npy_bytes
 from node.trace import VerifyReport, parse_envelope, verify_trace
+from node.watcher import result_digest_of
 
 TensorLike = np.ndarray | str | Path
 
@@ -75,14 +84,26 @@ class Job:
     client: Client
     id: str
     info: dict[str, Any] = field(default_factory=dict)
+    on_chain: bool = False  # a JobMarket job (id = the chain job id), settled by quorum
+
+    @property
+    def _path(self) -> str:
+        return f"/v1/chain/jobs/{self.id}" if self.on_chain else f"/v1/jobs/{self.id}"
 
     @property
     def state(self) -> str:
-        return str(self.info.get("state", "unknown"))
+        """queued/running/done/failed; a chain job is `open` until finalized, then `done`
+        when a majority agreed (`failed`: refunded without a majority)."""
+        if not self.on_chain:
+            return str(self.info.get("state", "unknown"))
+        phase = str(self.info.get("phase", "unknown"))
+        if phase != "finalized":
+            return phase
+        return "done" if self.info.get("accepted") else "failed"
 
     def refresh(self) -> Job:
         """Fetches the job's current state from the node."""
-        self.info = self.client._json("GET", f"/v1/jobs/{self.id}")
+        self.info = self.client._json("GET", self._path)
         return self
 
     def wait(
@@ -105,7 +126,8 @@ class Job:
             if self.state == "done":
                 return self
             if self.state == "failed":
-                raise JobFailed(f"job {self.id} failed: {self.info.get('error')}")
+                reason = "finalized without a majority" if self.on_chain else self.info.get("error")
+                raise JobFailed(f"job {self.id} failed: {reason}")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.id} still {self.state} after {timeout} s")
             time.sleep(delay)
@@ -113,7 +135,7 @@ class Job:
 
     def trace(self) -> str:
         """The signed DSSE envelope (JSON text) of the done job."""
-        return self.client._request("GET", f"/v1/jobs/{self.id}/trace").text
+        return self.client._request("GET", f"{self._path}/trace").text
 
     def outputs(self) -> list[np.ndarray]:
         """The output arrays, each checked twice: its bytes against the blob digest, and the
@@ -122,7 +144,14 @@ class Job:
             self.refresh()
         statement = Statement.from_json_bytes(parse_envelope(self.trace()).payload)
         records = statement.predicate.deterministic.outputs
-        digests = list(self.info.get("output_digests", []))
+        if self.on_chain:
+            local = self.info.get("local") or {}
+            digests = list(local.get("output_digests", []))
+            # The node's outputs must be the ones the quorum settled on.
+            if result_digest_of([r.digest for r in records]).hex() != self.info.get("result_digest"):
+                raise IntegrityError(f"chain job {self.id}: the node's outputs are not the finalized result")
+        else:
+            digests = list(self.info.get("output_digests", []))
         if len(digests) != len(records):
             raise IntegrityError(f"job {self.id}: {len(digests)} output blobs, the trace records {len(records)}")
         arrays = []
@@ -137,6 +166,26 @@ class Job:
         return arrays
 
 
+@dataclass
+class ChainSubmitter:
+    """How a submitter posts jobs on chain: the market, its own account, the reward it
+    escrows and how long nodes get to commit and then to reveal."""
+
+    market: JobMarket
+    account: Sender
+    reward_wei: int = 10**16
+    commit_window_s: int = 60
+    reveal_window_s: int = 60
+
+    def post(self, program_digest: bytes, inputs_digest: bytes, k: int) -> int:
+        """Posts the job with deadlines from the chain's clock; returns its id."""
+        now = self.market.client.timestamp()
+        commit = now + self.commit_window_s
+        return self.market.post_job(
+            self.account, program_digest, inputs_digest, k, commit, commit + self.reveal_window_s, self.reward_wei
+        )
+
+
 class Client:
     """An HTTP client for one node. `trusted_keys` (public keys) are what `verify` checks
     signatures against by default."""
@@ -148,9 +197,12 @@ class Client:
         trusted_keys: TrustedKeys | None = None,
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        chain: ChainSubmitter | None = None,
     ) -> None:
-        """`transport` replaces the network (httpx.MockTransport in tests, or an ASGI app)."""
+        """`transport` replaces the network (httpx.MockTransport in tests, or an ASGI app);
+        `chain`: post jobs with redundancy on this market (see the module docstring)."""
         self.url = url.rstrip("/")
+        self.chain = chain
         self.trusted_keys = trusted_keys
         self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
 
@@ -193,13 +245,19 @@ class Client:
         self, module_text_or_path: str | Path | bytes, inputs: Sequence[TensorLike] = (), redundancy: int = 1
     ) -> Job:
         """Uploads the inputs (arrays or .npy paths) and queues the job with the module
-        inline, so a refused job leaves nothing on the node but the input blobs."""
+        inline, so a refused job leaves nothing on the node but the input blobs. With a
+        chain configured, the job is posted on chain for `redundancy` nodes instead."""
         digests = [self.put_blob(_tensor_bytes(t)) for t in inputs]
         module = _module_bytes(module_text_or_path)
         try:
             text = module.decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError("module: not UTF-8 text") from None
+        if self.chain is not None:
+            self.put_blob(module)
+            self.put_blob(inputs_manifest(digests))
+            job_id = self.chain.post(*chain_digests(module, digests), redundancy)
+            return Job(self, str(job_id), on_chain=True).refresh()
         info = self._json("POST", "/v1/jobs", json={"module": text, "inputs": digests, "redundancy": redundancy})
         return Job(self, info["id"], info)
 

@@ -30,7 +30,7 @@ from compiler.hlo import HloError
 from compiler.hlo.shape import flatten
 from compiler.program import Program, load_program
 from compiler.reference.evaluator import EvaluationError
-from compiler.runtime.executable import Executable
+from compiler.runtime.executable import Executable, Fault
 from node.config import Limits
 from node.store import STATES, Job, JobStore
 from node.tensors import npy_bytes
@@ -162,8 +162,12 @@ class WorkerPool:
         metrics: Metrics | None = None,
         poll_seconds: float = 0.5,
         executable_cache_size: int = 16,
+        fault: Fault | None = None,
     ) -> None:
+        """`fault`: for tests and demos only, flips a bit of one instruction's output in
+        every job this pool runs (a faulty node; `node.fault_instruction` in the config)."""
         self.store = store
+        self.fault = fault
         self.signing_key = signing_key
         self.key_id = key_id(signing_key)
         self.limits = limits
@@ -269,9 +273,26 @@ class WorkerPool:
             log.warning("job %s: no longer running (requeued at shutdown)", job.id)
 
     def _execute(self, job: Job) -> None:
+        result = self.execute_bound(
+            job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None
+        )
+        self.store.finish(job.id, result.output_digests, trace_digest(result.statement), result.envelope_digest)
+
+    def execute_bound(
+        self,
+        module_digest: str,
+        input_digests: Sequence[str],
+        *,
+        job_id: str,
+        chain_id: int | None,
+        contract: str | None,
+    ) -> ExecutionResult:
+        """Compile (cached), run with op-level tracing, sign, and store the outputs and the
+        envelope as blobs: the one execution path of local and chain jobs. The trace binds
+        `job_id`, `chain_id` and `contract`. Raises JobRejected when the job cannot run."""
         blobs = self.store.blobs
         program, arrays = prepare_job(
-            blobs.get(job.module_digest), [blobs.get(d) for d in job.input_digests], self.limits
+            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits
         )
         begin = time.perf_counter_ns()
         executable, lock = self._executable(program)
@@ -279,7 +300,10 @@ class WorkerPool:
         try:
             with lock:
                 run = executable.run_traced(
-                    *arrays, threads=self.threads, max_while_iterations=self.limits.max_while_iterations
+                    *arrays,
+                    threads=self.threads,
+                    max_while_iterations=self.limits.max_while_iterations,
+                    fault=self.fault,
                 )
         except EvaluationError as error:
             # Name the setting when the loop limit stopped the job, so the submitter knows
@@ -301,18 +325,32 @@ class WorkerPool:
             )
         statement = build_statement(
             program, executable, arrays, run,
-            job_id=job.id, chain_id=None, contract=None, key_id=self.key_id,
+            job_id=job_id, chain_id=chain_id, contract=contract, key_id=self.key_id,
             threads=self.threads, timings_ns={"compile": compiled - begin, "execute": executed - compiled},
             op_level=True, input_records=tensor_records(arrays, "in"),
         )  # fmt: skip
         envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
         outputs = [blobs.put(npy_bytes(a)) for a in run.outputs]
         envelope_digest = blobs.put(envelope.encode())
-        self.store.finish(job.id, outputs, trace_digest(statement), envelope_digest)
+        tensor_digests = [o.digest for o in statement.predicate.deterministic.outputs]
+        return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests)
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """One signed execution: the statement, its envelope (text and blob digest), the output
+    blobs (.npy) and the output tensors' digests (what a chain result digest is over)."""
+
+    statement: Statement
+    envelope: str
+    envelope_digest: str
+    output_digests: list[str]
+    output_tensor_digests: list[str]
 
 
 __all__ = [
     "STATES",
+    "ExecutionResult",
     "JobRejected",
     "Metrics",
     "WorkerPool",

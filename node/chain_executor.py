@@ -1,0 +1,225 @@
+"""The daemon's chain executor: what a `ChainWatcher` runs a posted job with.
+
+How a chain job names its blobs (the mapping between the JobMarket and the blob store):
+- `programDigest` is the blob digest of the module: SHA-256 of the HLO module text bytes.
+- `inputsDigest` is the blob digest of an *inputs manifest*: the bytes of
+  `inputs_manifest(input_digests)`, a canonical JSON object `{"inputs": [d0, d1, ...]}` with
+  the input blobs' digests (SHA-256 of each input's .npy bytes) in parameter order. The
+  manifest is itself a blob, so one on-chain digest finds every input, and the digest binds
+  the exact inputs and their order.
+- The submitter stores the module, the inputs and the manifest on a node (`PUT /v1/blobs`);
+  every node finds them in its own blob store or fetches them by digest from the
+  `GET /v1/blobs/{digest}` endpoint of the registered nodes (endpoints from the registry's
+  NodeRegistered events and `getNode`), checking that the bytes hash to the digest.
+
+Execution goes through the node's one execution path (`WorkerPool.execute_bound`: compile
+with the cache, `run_traced`, `build_statement` bound to the job id, chain id and contract,
+sign, store outputs and envelope). It runs in a background thread; `execute` answers
+`JobPending` until it is done. The result digest is `watcher.result_digest_of` over the
+output tensor digests; the trace digest is `watcher.trace_digest_of` of the stored envelope.
+Each finished chain job is recorded in `<data_dir>/chain-jobs/<contract>-<job id>.json`, so
+a restarted node reveals the digests it committed to instead of re-running.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from attest.digests import sha256_hex
+from compiler.atomic_files import write_bytes_atomic
+from node.store import BlobError, JobStore, is_digest
+from node.watcher import (
+    ChainJob,
+    ExecutionOutcome,
+    JobPending,
+    JobRefused,
+    result_digest_of,
+    trace_digest_of,
+)
+from node.worker import JobRejected, WorkerPool, prepare_job
+
+log = logging.getLogger("vxla.node.chain")
+
+
+def inputs_manifest(input_digests: Sequence[str]) -> bytes:
+    """The inputs manifest blob: canonical JSON `{"inputs": [...]}` of the input blob digests
+    in parameter order. Its blob digest is the job's on-chain `inputsDigest`."""
+    for digest in input_digests:
+        if not is_digest(digest):
+            raise ValueError(f"input digest {digest!r} is not a lower-case hex SHA-256")
+    return json.dumps({"inputs": list(input_digests)}, separators=(",", ":"), sort_keys=True).encode()
+
+
+def parse_manifest(data: bytes) -> list[str]:
+    """The input digests of a manifest blob; ValueError if it is not one."""
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"inputs manifest is not JSON: {error}") from None
+    if not isinstance(value, dict) or set(value) != {"inputs"} or not isinstance(value["inputs"], list):
+        raise ValueError('inputs manifest must be {"inputs": [digest, ...]}')
+    digests = value["inputs"]
+    if not all(isinstance(d, str) and is_digest(d) for d in digests):
+        raise ValueError("inputs manifest: every input must be a lower-case hex SHA-256")
+    if inputs_manifest(digests) != data:
+        raise ValueError("inputs manifest is not in canonical form")
+    return digests
+
+
+def chain_digests(module_bytes: bytes, input_digests: Sequence[str]) -> tuple[bytes, bytes]:
+    """(programDigest, inputsDigest) to post on chain for this module and these inputs."""
+    return bytes.fromhex(sha256_hex(module_bytes)), bytes.fromhex(sha256_hex(inputs_manifest(input_digests)))
+
+
+class BlobFetcher:
+    """Finds blobs by digest: the local store first, then each peer's `GET /v1/blobs/{digest}`
+    (bytes checked against the digest before they are stored)."""
+
+    def __init__(self, store: JobStore, peers: Callable[[], list[str]], timeout: float = 30.0) -> None:
+        """`peers`: the base URLs to ask, read anew at each miss (nodes register over time)."""
+        self.store = store
+        self.peers = peers
+        self.timeout = timeout
+
+    def ensure(self, digest: str) -> bytes:
+        """The blob's bytes, fetched and stored if missing; BlobError if no peer has it."""
+        blobs = self.store.blobs
+        if blobs.has(digest):
+            return blobs.get(digest)
+        tried = []
+        for url in self.peers():
+            tried.append(url)
+            try:
+                response = httpx.get(f"{url.rstrip('/')}/v1/blobs/{digest}", timeout=self.timeout)
+            except httpx.HTTPError as error:
+                log.info("blob %s: %s unreachable: %s", digest, url, error)
+                continue
+            if response.status_code != 200:
+                continue
+            if sha256_hex(response.content) != digest:
+                # A peer serving wrong bytes is ignored, never stored.
+                log.warning("blob %s: %s served bytes with another digest", digest, url)
+                continue
+            blobs.put(response.content)
+            return response.content
+        raise BlobError(f"blob {digest}: not stored here nor at {len(tried)} peer(s)")
+
+
+@dataclass(frozen=True)
+class ChainJobRecord:
+    """A chain job this node executed: what it committed to and where its blobs are."""
+
+    job_id: int
+    chain_id: int
+    contract: str
+    module_digest: str
+    input_digests: list[str]
+    output_digests: list[str]  # .npy blobs
+    output_tensor_digests: list[str]
+    envelope_digest: str
+    result_digest: str  # hex
+    trace_digest: str  # hex
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the API answer)."""
+        return asdict(self)
+
+
+class ChainExecutor:
+    """The `JobExecutor` of the daemon (see the module docstring)."""
+
+    def __init__(self, pool: WorkerPool, fetcher: BlobFetcher, *, workers: int = 1) -> None:
+        self.pool = pool
+        self.store = pool.store
+        self.fetcher = fetcher
+        self.directory = self.store.data_dir / "chain-jobs"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxla-chain-job")
+        self._running: dict[tuple[str, int], Future[ChainJobRecord]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stops taking work; a job still running is redone after restart (same digests)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _path(self, contract: str, job_id: int) -> Path:
+        return self.directory / f"{contract.lower()}-{job_id}.json"
+
+    def record(self, contract: str, job_id: int) -> ChainJobRecord | None:
+        """The record of a chain job this node executed, or None."""
+        path = self._path(contract, job_id)
+        if not path.is_file():
+            return None
+        return ChainJobRecord(**json.loads(path.read_text(encoding="utf-8")))
+
+    def _digests(self, job: ChainJob) -> tuple[str, list[str]]:
+        """The module blob digest and input blob digests of `job`, blobs fetched if needed;
+        JobRefused when they cannot be found or are not what the job names."""
+        module_digest, manifest_digest = job.program_digest.hex(), job.inputs_digest.hex()
+        try:
+            self.fetcher.ensure(module_digest)
+            input_digests = parse_manifest(self.fetcher.ensure(manifest_digest))
+            for digest in input_digests:
+                self.fetcher.ensure(digest)
+        except (BlobError, ValueError) as error:
+            raise JobRefused(str(error)) from None
+        return module_digest, input_digests
+
+    def check(self, job: ChainJob) -> None:
+        """Before claiming: the blobs are found and the job passes the node's limits."""
+        module_digest, input_digests = self._digests(job)
+        blobs = self.store.blobs
+        try:
+            prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits)
+        except JobRejected as error:
+            raise JobRefused(str(error)) from None
+
+    def execute(self, job: ChainJob) -> ExecutionOutcome:
+        """The recorded outcome, or JobPending while the job runs in the background."""
+        record = self.record(job.contract, job.job_id)
+        if record is not None:
+            return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.trace_digest))
+        key = (job.contract.lower(), job.job_id)
+        with self._lock:
+            future = self._running.get(key)
+            if future is None:
+                module_digest, input_digests = self._digests(job)
+                self._running[key] = self._threads.submit(self._run, job, module_digest, input_digests)
+                raise JobPending()
+            if not future.done():
+                raise JobPending()
+            del self._running[key]
+        try:
+            record = future.result()
+        except JobRejected as error:
+            raise JobRefused(str(error)) from None
+        return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.trace_digest))
+
+    def _run(self, job: ChainJob, module_digest: str, input_digests: list[str]) -> ChainJobRecord:
+        result = self.pool.execute_bound(
+            module_digest, input_digests, job_id=str(job.job_id), chain_id=job.chain_id, contract=job.contract
+        )
+        record = ChainJobRecord(
+            job_id=job.job_id,
+            chain_id=job.chain_id,
+            contract=job.contract,
+            module_digest=module_digest,
+            input_digests=list(input_digests),
+            output_digests=result.output_digests,
+            output_tensor_digests=result.output_tensor_digests,
+            envelope_digest=result.envelope_digest,
+            result_digest=result_digest_of(result.output_tensor_digests).hex(),
+            trace_digest=trace_digest_of(result.envelope).hex(),
+        )
+        write_bytes_atomic(self._path(job.contract, job.job_id), json.dumps(record.to_dict(), indent=1).encode())
+        log.info("chain job %d executed: result %s", job.job_id, record.result_digest)
+        return record

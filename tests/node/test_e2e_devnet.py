@@ -1,0 +1,181 @@
+"""End to end on anvil: three nodes (NodeServer threads with their chain watchers) take a job
+posted through the SDK with redundancy 3. An honest job finalizes with three identical
+result digests and the reward split; with one node started with fault injection, the job
+finalizes on the honest digest, the faulty node is slashed, and the honest nodes' divergence
+reports name the injected instruction."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from web3 import Web3
+
+from attest.digests import tensor_digest
+from attest.keys import generate_private_key
+from compiler.codegen.target import load_config
+from compiler.driver import compile_program
+from compiler.program import load_program
+from compiler.runtime.executable import Fault
+from node.api import NodeServer
+from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
+from node.config import ChainConfig, NodeConfig
+from node.sdk import ChainSubmitter, Client
+from node.watcher import result_digest_of
+from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
+from tests.fixture_data import Fixture
+
+ETHER = 10**18
+REWARD = ETHER // 10
+SLASH = ETHER // 10
+FIXTURE = Fixture("integer_arith")
+
+
+@dataclass
+class Devnet:
+    client: ChainClient
+    deployment: Deployment
+    submitter: str
+    accounts: list[str]
+    tmp: Path
+
+
+@pytest.fixture
+def devnet(anvil: Web3, tmp_path: Path) -> Devnet:  # noqa: F811
+    client = ChainClient(anvil)
+    deployer, submitter, *accounts = client.accounts()[:5]
+    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=SLASH)
+    return Devnet(client, d, submitter, accounts, tmp_path)
+
+
+def start_nodes(net: Devnet, faults: dict[int, Fault]) -> list[NodeServer]:
+    """Three registered nodes serving from threads; node i runs with `faults[i]` if given."""
+    servers = []
+    d = net.deployment
+    for i, account in enumerate(net.accounts):
+        fault = faults.get(i)
+        config = NodeConfig(
+            port=0,
+            data_dir=net.tmp / f"node{i}",
+            chain=ChainConfig(
+                rpc_url=net.client.w3.provider.endpoint_uri,  # type: ignore[attr-defined]
+                job_market=d.market.address,
+                node_registry=d.registry.address,
+                confirmations=0,
+                account=account,
+                start_block=d.block,
+                poll_interval_s=0.2,
+            ),
+            fault_instruction=fault.instruction if fault else "",
+            fault_bit=fault.bit if fault else 0,
+        )
+        server = NodeServer(config, generate_private_key(), log_level="warning")
+        d.registry.register(account, bytes([i + 1]) * 32, server.url, 2 * ETHER)
+        servers.append(server)
+    for server in servers:
+        server.start_in_thread()
+    return servers
+
+
+@pytest.fixture
+def nodes_factory(devnet: Devnet) -> Iterator:
+    started: list[NodeServer] = []
+
+    def make(faults: dict[int, Fault] | None = None) -> list[NodeServer]:
+        started.extend(start_nodes(devnet, faults or {}))
+        return started
+
+    yield make
+    for server in started:
+        server.stop()
+
+
+def submit(net: Devnet, server: NodeServer):  # noqa: ANN201
+    submitter = ChainSubmitter(net.deployment.market, net.submitter, reward_wei=REWARD)
+    client = Client(server.url, chain=submitter)
+    job = client.submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=3)
+    assert job.on_chain and job.state == "open"
+    return client, job
+
+
+def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward(
+    devnet: Devnet, nodes_factory
+) -> None:  # noqa: ANN001
+    servers = nodes_factory()
+    client, job = submit(devnet, servers[0])
+    job.wait(timeout=60, poll_seconds=0.2)
+    market = devnet.deployment.market
+    chain_job = market.get_job(int(job.id))
+    assert chain_job.phase == Phase.FINALIZED and chain_job.accepted
+    expected = result_digest_of([tensor_digest(o) for o in FIXTURE.xla_outputs()])
+    assert chain_job.result == expected
+    slots = market.get_slots(int(job.id))
+    assert sorted(s.node for s in slots) == sorted(devnet.accounts)
+    assert {s.result_digest for s in slots} == {expected}
+    # Every node records its own signed trace of the same outputs.
+    for server in servers:
+        info = Client(server.url)._json("GET", f"/v1/chain/jobs/{job.id}")
+        assert info["local"]["result_digest"] == expected.hex()
+    outputs = job.outputs()
+    assert [tensor_digest(o) for o in outputs] == [tensor_digest(o) for o in FIXTURE.xla_outputs()]
+    # The reward is split among the three (paid as credits, withdrawn by the watchers).
+    rewarded = _events(devnet, "Rewarded", int(job.id))
+    assert len(rewarded) == 3 and sum(int(e.args["amount"]) for e in rewarded) == REWARD
+    assert not _events(devnet, "Slashed", int(job.id))
+    divergence = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
+    assert divergence["divergences"] == []
+
+
+def _events(net: Devnet, name: str, job_id: int) -> list:
+    market = net.deployment.market
+    events = fetch_events(net.client, market.contract, net.deployment.block, names=(name,))
+    return [e for e in events if int(e.args["jobId"]) == job_id]
+
+
+def _visible_fault() -> Fault:
+    """An instruction in the middle of the schedule and a bit whose flip changes the outputs
+    (so the faulty node commits a different result)."""
+    executable = compile_program(load_program(FIXTURE.module_text), load_config())
+    honest = [tensor_digest(o) for o in executable.run_traced(*FIXTURE.inputs()).outputs]
+    points = [p for p in executable.plan.trace_points if executable.plan.buffers[p.buffers[0]].kind == "arena"]
+    for point in points[len(points) // 2 :] + points[: len(points) // 2]:
+        for bit in (0, 3, 9):
+            fault = Fault(point.name, bit)
+            try:
+                run = executable.run_traced(*FIXTURE.inputs(), fault=fault)
+            except ValueError:
+                continue
+            if [tensor_digest(o) for o in run.outputs] != honest:
+                return fault
+    raise AssertionError("no fault changes the outputs")
+
+
+def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001
+    fault = _visible_fault()
+    servers = nodes_factory({2: fault})
+    faulty = devnet.accounts[2]
+    client, job = submit(devnet, servers[0])
+    job.wait(timeout=60, poll_seconds=0.2)
+    market = devnet.deployment.market
+    chain_job = market.get_job(int(job.id))
+    expected = result_digest_of([tensor_digest(o) for o in FIXTURE.xla_outputs()])
+    assert chain_job.accepted and chain_job.result == expected
+    slashed = _events(devnet, "Slashed", int(job.id))
+    assert [e.args["node"] for e in slashed] == [faulty]
+    assert devnet.deployment.registry.get_node(faulty).stake == 2 * ETHER - SLASH
+    # The honest nodes' monitors fetch the faulty trace and name the injected instruction.
+    deadline = time.monotonic() + 30
+    for server in servers[:2]:
+        while True:
+            report = Client(server.url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
+            if report["divergences"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        [entry] = report["divergences"]
+        assert entry["node"] == faulty
+        assert entry["instruction_name"] == fault.instruction
+        assert entry["their_result"] != entry["our_result"] == expected.hex()
+        assert fault.instruction in entry["summary"]
