@@ -33,7 +33,7 @@ from node.config import Limits, NodeConfig
 from node.divergence_report import DivergenceMonitor
 from node.store import DONE, BlobError, JobStore, is_digest
 from node.watcher import ChainWatcher, WatcherConfig
-from node.worker import JobRejected, Metrics, WorkerPool, prepare_job
+from node.worker import JobRejected, Metrics, WorkerPool, check_module, prepare_job
 
 log = logging.getLogger("vxla.node")
 
@@ -149,6 +149,15 @@ def create_app(
             module_bytes = body.module.encode("utf-8")
         else:
             module_bytes = _blob(store, body.module_digest or "", "module_digest")
+        # The module's parameter count bounds the input list before any input is read: a
+        # small body listing one large stored blob N times would otherwise make the node
+        # load and decode N copies of it.
+        try:
+            parameters = len(check_module(module_bytes, limits).parameter_shapes)
+        except JobRejected as error:
+            raise _problem(error.status, str(error)) from None
+        if len(body.inputs) != parameters:
+            raise _problem(400, f"module takes {parameters} inputs, got {len(body.inputs)}")
         inputs = [_blob(store, d, f"inputs[{i}]") for i, d in enumerate(body.inputs)]
         try:
             prepare_job(module_bytes, inputs, limits)
