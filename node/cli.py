@@ -516,6 +516,74 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _devnet_dir(args: argparse.Namespace) -> Path:
+    return Path(args.dir) if args.dir else Path(".devnet")
+
+
+def _fault_spec(text: str) -> tuple[int, str]:
+    """NODE=INSTRUCTION:BIT for --fault."""
+    node, sep, rest = text.partition("=")
+    instruction, sep2, bit = rest.partition(":")
+    if not sep or not node.isdigit() or not instruction or (sep2 and not bit.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected NODE=INSTRUCTION[:BIT], got {text!r}")
+    return int(node), f"{instruction}:{int(bit or 0)}"
+
+
+def cmd_devnet_up(args: argparse.Namespace) -> int:
+    from node.devnet import DevnetError, up
+
+    try:
+        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []))
+    except DevnetError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(state.to_json(), end="")
+        return EXIT_OK
+    print(f"anvil     {state.rpc_url} (pid {state.anvil.pid}, chain id {state.chain_id})")
+    print(f"market    {state.job_market}")
+    print(f"registry  {state.node_registry}")
+    print(f"submitter {state.submitter}")
+    for node in state.nodes:
+        fault = f"  FAULT INJECTION {node.fault} (demo only)" if node.fault else ""
+        print(f"node{node.index}     {node.url} (pid {node.process.pid}, account {node.account}){fault}")
+    print(f"state     {Path(state.directory) / 'state.json'}")
+    return EXIT_OK
+
+
+def cmd_devnet_status(args: argparse.Namespace) -> int:
+    from node.devnet import DevnetError, status
+
+    try:
+        report = status(_devnet_dir(args))
+    except DevnetError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    anvil = report["anvil"]
+    print(f"anvil  {report['rpc_url']} pid {anvil['pid']} {'running, block ' + str(anvil.get('block')) if anvil['running'] else 'NOT RUNNING'}")
+    for node in report["nodes"]:
+        stake = node.get("stake_wei")
+        stake_text = "?" if stake is None else f"{stake / 10**18:g} ETH"
+        print(
+            f"node{node['index']}  {node['url']} pid {node['pid']} {'running' if node['running'] else 'NOT RUNNING'}"
+            f"  healthz {'ok' if node['healthz'] else 'down'}  readyz {'ok' if node['readyz'] else 'no'}  stake {stake_text}"
+            + (f"  fault {node['fault']}" if node["fault"] else "")
+        )
+    return EXIT_OK
+
+
+def cmd_devnet_down(args: argparse.Namespace) -> int:
+    from node.devnet import DevnetError, down
+
+    try:
+        stopped = down(_devnet_dir(args))
+    except DevnetError as exc:
+        raise UsageError(str(exc)) from None
+    print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    return EXIT_OK
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -667,6 +735,20 @@ def build_parser() -> argparse.ArgumentParser:
     keys_init.add_argument("--passphrase-file", metavar="FILE", help="encrypt the private key with the first line of FILE (default: $VXLA_KEY_PASSPHRASE if set)")
     keys_init.add_argument("--json", action="store_true", help="print one JSON object")
     keys_init.set_defaults(handler=cmd_keys_init)
+
+    devnet = commands.add_parser("devnet", help="a local chain with N nodes", description="A local devnet: anvil, the contracts and N registered nodes, as child processes.")
+    devnet_commands = devnet.add_subparsers(dest="devnet_command", metavar="SUBCOMMAND")
+    devnet_commands.required = True
+    devnet_up = devnet_commands.add_parser("up", help="start anvil, deploy, register and start N nodes", description="Start anvil on 127.0.0.1, deploy the contracts, and start N nodes (own keys, data dirs, ports, staked accounts); writes DIR/state.json.")
+    devnet_up.add_argument("--nodes", type=_positive_int, default=3, metavar="N", help="number of nodes (default 3)")
+    devnet_up.add_argument("--fault", type=_fault_spec, action="append", metavar="NODE=INSTRUCTION[:BIT]", help="test/demo only: start node NODE with fault injection (flips BIT of INSTRUCTION's output)")
+    devnet_up.add_argument("--json", action="store_true", help="print the state as JSON")
+    devnet_status = devnet_commands.add_parser("status", help="show anvil and each node", description="Show anvil and each node: process, healthz, readyz, stake.")
+    devnet_status.add_argument("--json", action="store_true", help="print one JSON object")
+    devnet_down = devnet_commands.add_parser("down", help="stop what `devnet up` started", description="Stop exactly the processes in DIR/state.json (each checked to still be ours) and nothing else.")
+    for sub, handler in ((devnet_up, cmd_devnet_up), (devnet_status, cmd_devnet_status), (devnet_down, cmd_devnet_down)):
+        sub.add_argument("--dir", metavar="DIR", help="devnet directory (default .devnet)")
+        sub.set_defaults(handler=handler)
     return parser
 
 

@@ -1,0 +1,308 @@
+"""A local devnet: anvil on 127.0.0.1, the contracts deployed, and N registered nodes, each a
+`vxla node run` child process with its own keys, data directory, port and chain account.
+
+Layout under the devnet directory (default `.devnet/`):
+- `state.json`: what `up` started (pids with the command line each was started with, ports,
+  addresses, the deployment); `status` and `down` read it.
+- `anvil.log`, and per node `nodeI/` with `keys/`, `data/`, `node.toml` and `node.log`.
+
+Accounts: anvil's funded dev accounts, unlocked by anvil: 0 deploys, 1 submits, 2.. are the
+nodes (each stakes `NODE_STAKE_WEI` at registration). `down` stops exactly the processes in
+the state file, and only after checking that each pid still runs the command line `up` gave
+it (a pid reused by another process is left alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+ANVIL = ROOT / "contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
+ETHER = 10**18
+MIN_STAKE_WEI = ETHER
+NODE_STAKE_WEI = 2 * ETHER
+SLASH_WEI = ETHER // 10
+UNBONDING_DELAY_S = 60
+MAX_NODES = 8  # anvil funds 10 accounts: a deployer, a submitter and the nodes
+STATE_FILE = "state.json"
+
+
+class DevnetError(RuntimeError):
+    """A devnet that cannot be brought up, or a state file that is not ours."""
+
+
+@dataclass
+class ProcessInfo:
+    """A child process `up` started: its pid and the command line it was started with."""
+
+    pid: int
+    argv: list[str]
+
+
+@dataclass
+class NodeInfo:
+    """One devnet node."""
+
+    index: int
+    url: str
+    port: int
+    account: str
+    key_id: str
+    directory: str
+    config: str
+    process: ProcessInfo
+    fault: str = ""  # "INSTRUCTION:BIT" for a node started with fault injection (demo only)
+
+
+@dataclass
+class DevnetState:
+    """What `up` started (the contents of state.json)."""
+
+    directory: str
+    rpc_url: str
+    chain_id: int
+    job_market: str
+    node_registry: str
+    deploy_block: int
+    deployer: str
+    submitter: str
+    anvil: ProcessInfo
+    nodes: list[NodeInfo] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        """The state file's text."""
+        return json.dumps(asdict(self), indent=1) + "\n"
+
+    @classmethod
+    def load(cls, directory: Path) -> DevnetState:
+        """The state in `directory`; DevnetError if there is none or it is not readable."""
+        path = directory / STATE_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            nodes = [
+                NodeInfo(**{**n, "process": ProcessInfo(**n["process"])}) for n in data.pop("nodes")
+            ]
+            anvil = ProcessInfo(**data.pop("anvil"))
+            return cls(**data, anvil=anvil, nodes=nodes)
+        except FileNotFoundError:
+            raise DevnetError(f"{path}: no devnet state (run `vxla devnet up`)") from None
+        except (ValueError, TypeError, KeyError) as error:
+            raise DevnetError(f"{path}: not a devnet state file ({error})") from None
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def is_ours(process: ProcessInfo) -> bool:
+    """True when `process.pid` is alive and runs the command line we started it with."""
+    try:
+        raw = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a] == process.argv
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:] if log_path.is_file() else ""
+            raise DevnetError(f"{proc.args[0]} exited with {proc.returncode}:\n{tail}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise DevnetError(f"{url} did not answer within {timeout:.0f} s (log: {log_path})")
+
+
+def _spawn(argv: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], ProcessInfo]:
+    with log_path.open("ab") as log:
+        # A session of its own: a Ctrl-C in the caller's terminal does not reach the devnet;
+        # `down` stops it.
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True
+        )
+    return proc, ProcessInfo(proc.pid, argv)
+
+
+def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, account: str, fault: str) -> str:
+    instruction, _, bit = fault.partition(":")
+    return "\n".join(
+        [
+            f"# devnet node {index}, written by `vxla devnet up`",
+            "[node]",
+            'host = "127.0.0.1"',
+            f"port = {port}",
+            f"data_dir = {json.dumps(str(node_dir / 'data'))}",
+            f"key_file = {json.dumps(str(node_dir / 'keys' / 'node.key'))}",
+            f"fault_instruction = {json.dumps(instruction)}",
+            f"fault_bit = {int(bit or 0)}",
+            "[chain]",
+            f"rpc_url = {json.dumps(state.rpc_url)}",
+            f'job_market = "{state.job_market}"',
+            f'node_registry = "{state.node_registry}"',
+            "confirmations = 0",
+            f'account = "{account}"',
+            f"start_block = {state.deploy_block}",
+            "poll_interval_s = 0.25",
+            "",
+        ]
+    )
+
+
+def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, timeout: float = 90.0) -> DevnetState:
+    """Start anvil, deploy, and start `nodes` registered nodes (see the module docstring).
+    `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only)."""
+    from attest import init_key_files
+    from node.chain import ChainClient, deploy
+
+    if not 1 <= nodes <= MAX_NODES:
+        raise DevnetError(f"--nodes must be in 1..{MAX_NODES}, got {nodes}")
+    faults = faults or {}
+    for index in faults:
+        if not 0 <= index < nodes:
+            raise DevnetError(f"fault on node {index}: there are nodes 0..{nodes - 1}")
+    if not ANVIL.is_file():
+        raise DevnetError(f"{ANVIL.relative_to(ROOT)} missing: run `make contracts` (npm ci in contracts/)")
+    directory = directory.resolve()
+    if (directory / STATE_FILE).is_file():
+        previous = DevnetState.load(directory)
+        if any(is_ours(p) for p in [previous.anvil] + [n.process for n in previous.nodes]):
+            raise DevnetError(f"a devnet is already up in {directory} (`vxla devnet down` first)")
+        (directory / STATE_FILE).unlink()
+    directory.mkdir(parents=True, exist_ok=True)
+    started: list[ProcessInfo] = []
+    try:
+        port = free_port()
+        argv = [str(ANVIL), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"]
+        anvil_proc, anvil_info = _spawn(argv, directory / "anvil.log")
+        started.append(anvil_info)
+        rpc_url = f"http://127.0.0.1:{port}"
+        from web3 import HTTPProvider, Web3
+
+        w3 = Web3(HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
+        deadline = time.monotonic() + timeout
+        while not w3.is_connected():
+            if anvil_proc.poll() is not None or time.monotonic() > deadline:
+                raise DevnetError(f"anvil did not start (log: {directory / 'anvil.log'})")
+            time.sleep(0.1)
+        client = ChainClient(w3)
+        deployer, submitter, *accounts = client.accounts()[: 2 + nodes]
+        d = deploy(
+            client, deployer, min_stake_wei=MIN_STAKE_WEI, unbonding_delay_s=UNBONDING_DELAY_S, slash_amount_wei=SLASH_WEI
+        )
+        state = DevnetState(
+            str(directory), rpc_url, client.chain_id, d.market.address, d.registry.address, d.block,
+            deployer, submitter, anvil_info,
+        )  # fmt: skip
+        procs = []
+        for index, account in enumerate(accounts):
+            node_dir = directory / f"node{index}"
+            keys = init_key_files(node_dir / "keys")
+            node_port = free_port()
+            url = f"http://127.0.0.1:{node_port}"
+            config = node_dir / "node.toml"
+            fault = faults.get(index, "")
+            config.write_text(_node_toml(index, node_port, node_dir, state, account, fault), encoding="utf-8")
+            d.registry.register(account, bytes.fromhex(keys.key_id), url, NODE_STAKE_WEI)
+            argv = [sys.executable, "-m", "node.cli", "node", "run", "--config", str(config)]
+            proc, info = _spawn(argv, node_dir / "node.log")
+            started.append(info)
+            procs.append((proc, node_dir / "node.log", url))
+            state.nodes.append(
+                NodeInfo(index, url, node_port, account, keys.key_id, str(node_dir), str(config), info, fault)
+            )
+        (directory / STATE_FILE).write_text(state.to_json(), encoding="utf-8")
+        for proc, log_path, url in procs:
+            _wait_http(f"{url}/readyz", proc, log_path, timeout)
+        return state
+    except BaseException:
+        # Leave nothing running behind a failed `up`.
+        for info in started:
+            _stop(info)
+        (directory / STATE_FILE).unlink(missing_ok=True)
+        raise
+
+
+def _stop(process: ProcessInfo, timeout: float = 15.0) -> bool:
+    """SIGTERM, then SIGKILL after `timeout`, only if the pid is still ours. True if stopped."""
+    if not is_ours(process):
+        return False
+    os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(process.pid)
+        if not is_ours(process):
+            return True
+        time.sleep(0.1)
+    if is_ours(process):
+        os.kill(process.pid, signal.SIGKILL)
+    _reap(process.pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    # Our own child (up and down in one process, as in tests): collect it so it is gone.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def down(directory: Path) -> list[str]:
+    """Stop the nodes, then anvil, from the state file; returns what was stopped."""
+    directory = directory.resolve()
+    state = DevnetState.load(directory)
+    stopped = []
+    for node in state.nodes:
+        if _stop(node.process):
+            stopped.append(f"node{node.index} (pid {node.process.pid})")
+    if _stop(state.anvil):
+        stopped.append(f"anvil (pid {state.anvil.pid})")
+    (directory / STATE_FILE).unlink()
+    return stopped
+
+
+def status(directory: Path) -> dict[str, Any]:
+    """Anvil (alive, block) and each node (alive, healthz, readyz, stake) as a JSON-ready dict."""
+    from web3 import HTTPProvider, Web3
+
+    from node.chain import ChainClient, NodeRegistry
+
+    state = DevnetState.load(directory.resolve())
+    report: dict[str, Any] = {"directory": state.directory, "rpc_url": state.rpc_url, "job_market": state.job_market,
+                              "node_registry": state.node_registry, "anvil": {"pid": state.anvil.pid,
+                              "running": is_ours(state.anvil)}, "nodes": []}  # fmt: skip
+    registry = None
+    if report["anvil"]["running"]:
+        client = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 10})))
+        report["anvil"]["block"] = client.block_number()
+        registry = NodeRegistry(client, state.node_registry)
+    for node in state.nodes:
+        entry: dict[str, Any] = {"index": node.index, "url": node.url, "account": node.account, "pid": node.process.pid,
+                                 "running": is_ours(node.process), "fault": node.fault}  # fmt: skip
+        for check in ("healthz", "readyz"):
+            try:
+                entry[check] = httpx.get(f"{node.url}/{check}", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                entry[check] = False
+        if registry is not None:
+            entry["stake_wei"] = registry.get_node(node.account).stake
+        report["nodes"].append(entry)
+    return report

@@ -1,0 +1,88 @@
+"""`vxla devnet up/status/down` with real processes: anvil and three `vxla node run` children
+take a redundancy-3 job posted through the SDK to finalization; `down` stops exactly the
+processes it started, and a state file naming a process that is not ours stops nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from web3 import HTTPProvider, Web3
+
+from attest.digests import tensor_digest
+from node.chain import ChainClient, JobMarket
+from node.cli import main
+from node.devnet import DevnetState, is_ours
+from node.sdk import ChainSubmitter, Client
+from node.watcher import result_digest_of
+from tests.fixture_data import Fixture
+
+
+def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_processes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "devnet"
+    # A process of someone else's, to show `down` leaves it alone.
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        assert main(["devnet", "up", "--nodes", "3", "--dir", str(directory), "--json"]) == 0
+        state = DevnetState.load(directory)
+        assert len(state.nodes) == 3 and all(is_ours(n.process) for n in state.nodes) and is_ours(state.anvil)
+        capsys.readouterr()
+
+        assert main(["devnet", "status", "--dir", str(directory), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["anvil"]["running"]
+        assert [(n["healthz"], n["readyz"], n["stake_wei"]) for n in report["nodes"]] == [(True, True, 2 * 10**18)] * 3
+
+        # A job through the SDK with redundancy 3 finalizes on the XLA outputs' digest.
+        fixture = Fixture("integer_arith")
+        client = ChainClient(Web3(HTTPProvider(state.rpc_url)))
+        market = JobMarket(client, state.job_market)
+        sdk = Client(state.nodes[0].url, chain=ChainSubmitter(market, state.submitter))
+        job = sdk.submit(fixture.module_text, fixture.inputs(), redundancy=3)
+        job.wait(timeout=60, poll_seconds=0.2)
+        expected = result_digest_of([tensor_digest(o) for o in fixture.xla_outputs()])
+        assert market.get_job(int(job.id)).result == expected
+        assert {s.result_digest for s in market.get_slots(int(job.id))} == {expected}
+
+        # Usage errors exit 2: a second `up` on a running devnet.
+        assert main(["devnet", "up", "--nodes", "1", "--dir", str(directory)]) == 2
+        assert "already up" in capsys.readouterr().err
+
+        assert main(["devnet", "down", "--dir", str(directory)]) == 0
+        assert capsys.readouterr().out.count("pid") == 4
+        assert not any(is_ours(p) for p in [state.anvil] + [n.process for n in state.nodes])
+        assert bystander.poll() is None
+        assert not (directory / "state.json").exists()
+        assert main(["devnet", "status", "--dir", str(directory)]) == 2
+    finally:
+        if (directory / "state.json").exists():
+            main(["devnet", "down", "--dir", str(directory)])
+        bystander.kill()
+        bystander.wait()
+
+
+def test_down_leaves_a_pid_that_is_not_ours_alone(tmp_path: Path) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        state = {
+            "directory": str(tmp_path), "rpc_url": "http://127.0.0.1:1", "chain_id": 31337,
+            "job_market": "0x" + "1" * 40, "node_registry": "0x" + "2" * 40, "deploy_block": 1,
+            "deployer": "0x" + "3" * 40, "submitter": "0x" + "4" * 40,
+            # The pid is alive but runs another command line than the one recorded.
+            "anvil": {"pid": other.pid, "argv": ["anvil", "--port", "1"]}, "nodes": [],
+        }  # fmt: skip
+        (tmp_path / "state.json").write_text(json.dumps(state))
+        assert main(["devnet", "down", "--dir", str(tmp_path)]) == 0
+        time.sleep(0.2)
+        assert other.poll() is None
+        os.kill(other.pid, 0)  # still there
+    finally:
+        other.kill()
+        other.wait()
