@@ -33,7 +33,7 @@ lint: setup
 test: setup lint $(NPM_STAMP)
 	$(BIN)/python -m pytest -n 2 -q
 
-demo: setup
+demo: setup $(NPM_STAMP)
 	@echo "== inspect: a transformer block exported from JAX"
 	$(BIN)/vxla inspect $(DEMO)/module.hlo
 	@echo
@@ -45,6 +45,9 @@ demo: setup
 	@echo
 	@echo "== run the reference evaluator (the executable numerics contract): the same digests"
 	$(BIN)/vxla run $(DEMO)/module.hlo $(DEMO_INPUTS) --backend reference
+	@echo
+	@echo "== the devnet: anvil + 3 staked nodes; the block with redundancy 3, honest, then with one faulty node"
+	$(BIN)/python -m node.devnet demo $(DEMO)/module.hlo $(DEMO_INPUTS)
 
 # Regenerates tests/fixtures from JAX (a development tool, not a dependency of the package).
 fixtures:

@@ -143,6 +143,20 @@ def _spawn(argv: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], Pr
     return proc, ProcessInfo(proc.pid, argv)
 
 
+def _clear_previous(node_dir: Path) -> None:
+    """A node directory left by an earlier devnet (its chain is gone) is removed; anything
+    else in the way is an error, never deleted."""
+    import shutil
+
+    if not node_dir.exists():
+        return
+    config = node_dir / "node.toml"
+    if config.is_file() and config.read_text(encoding="utf-8").startswith("# devnet node "):
+        shutil.rmtree(node_dir)
+        return
+    raise DevnetError(f"{node_dir} exists and is not a devnet node directory; choose another --dir")
+
+
 def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, account: str, fault: str) -> str:
     instruction, _, bit = fault.partition(":")
     return "\n".join(
@@ -216,6 +230,7 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
         procs = []
         for index, account in enumerate(accounts):
             node_dir = directory / f"node{index}"
+            _clear_previous(node_dir)
             keys = init_key_files(node_dir / "keys")
             node_port = free_port()
             url = f"http://127.0.0.1:{node_port}"
@@ -306,3 +321,125 @@ def status(directory: Path) -> dict[str, Any]:
             entry["stake_wei"] = registry.get_node(node.account).stake
         report["nodes"].append(entry)
     return report
+
+
+# -- the demo (`make demo`) ----------------------------------------------------------------
+
+
+def pick_fault(module_text: str, input_paths: list[Path]) -> str:
+    """A fault ("INSTRUCTION:BIT") for the demo's faulty node: an instruction in the middle of
+    the schedule and a bit whose flip changes the outputs, found by running the module here."""
+    import numpy as np
+
+    from attest.digests import tensor_digest
+    from compiler.codegen.target import load_config
+    from compiler.driver import compile_program
+    from compiler.program import load_program
+    from compiler.runtime.executable import Fault
+    from node.trace import checked_inputs
+
+    program = load_program(module_text)
+    executable = compile_program(program, load_config())
+    arrays = checked_inputs(program, [np.load(p, allow_pickle=False) for p in input_paths])
+    honest = [tensor_digest(o) for o in executable.run_traced(*arrays).outputs]
+    plan = executable.plan
+    points = [p for p in plan.trace_points if plan.buffers[p.buffers[0]].kind == "arena"]
+    for point in points[len(points) // 2 :] + points[: len(points) // 2]:
+        for bit in (30, 22, 3, 0):
+            if bit >= 8 * plan.buffers[point.buffers[0]].nbytes:
+                continue
+            outputs = executable.run_traced(*arrays, fault=Fault(point.name, bit)).outputs
+            if [tensor_digest(o) for o in outputs] != honest:
+                return f"{point.name}:{bit}"
+    raise DevnetError("no instruction whose bit flip changes the outputs")
+
+
+def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], say: Any) -> int:
+    """Submit through the SDK with redundancy = the node count, wait, and print the outcome."""
+    import numpy as np
+    from web3 import HTTPProvider, Web3
+
+    from attest import first_divergence
+    from attest.statement import Statement
+    from node.chain import ChainClient, JobMarket, NodeRegistry
+    from node.sdk import ChainSubmitter, Client
+    from node.trace import parse_envelope
+
+    client = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
+    market = JobMarket(client, state.job_market)
+    registry = NodeRegistry(client, state.node_registry)
+    stakes = {n.account: registry.get_node(n.account).stake for n in state.nodes}
+    k = len(state.nodes)
+    sdk = Client(state.nodes[0].url, chain=ChainSubmitter(market, state.submitter))
+    job = sdk.submit(module_path, input_paths, redundancy=k)
+    say(f"posted chain job {job.id} (k={k}) from {state.submitter}; module and inputs uploaded to node0")
+    job.wait(timeout=180, poll_seconds=0.25, progress=lambda j: say(f"  job {j.id}: {j.state}"))
+    for index, array in enumerate(job.outputs()):
+        flat = np.asarray(array, dtype=np.float64).ravel()
+        preview = ", ".join(f"{v:.5g}" for v in flat[:6])
+        say(f"output {index}: {array.dtype} {list(array.shape)} [{preview}{', ...' if flat.size > 6 else ''}]")
+    statements = {}
+    say("the nodes' results and signed traces:")
+    for node in state.nodes:
+        info = Client(node.url)._json("GET", f"/v1/chain/jobs/{job.id}")
+        local = info["local"] or {}
+        envelope = Client(node.url)._request("GET", f"/v1/chain/jobs/{job.id}/trace").content
+        statements[node.index] = Statement.from_json_bytes(parse_envelope(envelope).payload)
+        fault = f"   <- FAULT INJECTION {node.fault}" if node.fault else ""
+        say(f"  node{node.index} result {local.get('result_digest', '?')[:16]}  trace {local.get('trace_digest', '?')[:16]}{fault}")
+    for node in state.nodes[1:]:
+        divergence = first_divergence(statements[0], statements[node.index])
+        say(f"  node0 vs node{node.index}: {divergence.summary()}")
+    final = market.get_job(int(job.id))
+    say(f"on chain: phase {final.phase.name}, accepted {final.accepted}, result {final.result.hex()}")
+    for slot in market.get_slots(int(job.id)):
+        node = next(n for n in state.nodes if n.account == slot.node)
+        now = registry.get_node(slot.node).stake
+        change = now - stakes[slot.node]
+        verdict = "agreed" if slot.result_digest == final.result else "OUTVOTED"
+        say(f"  node{node.index} {slot.node}: {verdict}, stake {now / ETHER:g} ETH ({change / ETHER:+g})")
+    report = Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
+    deadline = time.monotonic() + 20
+    while any(n.fault for n in state.nodes) and not report["divergences"] and time.monotonic() < deadline:
+        time.sleep(0.25)
+        report = Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
+    for entry in report["divergences"]:
+        say(
+            f"node0's divergence report: {entry['node']} first differs at instruction "
+            f"#{entry['instruction_index']} {entry['instruction_name']} ({entry['instruction_opcode']})"
+        )
+    if not report["divergences"]:
+        say("node0's divergence report: no node diverged")
+    return int(job.id)
+
+
+def demo(directory: Path, module_path: Path, input_paths: list[Path]) -> int:
+    """The `make demo` story: an honest k=3 job, then the same job with a faulty node."""
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    for title, faults in (("honest devnet", {}), ("one faulty node", None)):
+        if faults is None:
+            say("\n== picking an instruction to corrupt on node2 (a bit flip that changes the outputs)")
+            fault = pick_fault(module_path.read_text(encoding="utf-8"), input_paths)
+            say(f"fault: {fault}")
+            faults = {2: fault}
+        say(f"\n== devnet up ({title}): anvil, contracts, 3 staked nodes")
+        state = up(directory, 3, faults=faults)
+        try:
+            for node in state.nodes:
+                say(f"node{node.index} {node.url} account {node.account}" + (f"  FAULT {node.fault}" if node.fault else ""))
+            say(f"\n== submit {module_path.parent.name} with redundancy 3 through the SDK")
+            _demo_job(state, module_path, input_paths, say)
+        finally:
+            say("\n== devnet down: " + ", ".join(down(directory)))
+    return 0
+
+
+if __name__ == "__main__":
+    # python -m node.devnet demo MODULE.hlo IN.npy ... (what `make demo` runs)
+    if len(sys.argv) < 3 or sys.argv[1] != "demo":
+        print("usage: python -m node.devnet demo MODULE.hlo [IN.npy ...]", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(demo(Path(".devnet/demo"), Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]]))
