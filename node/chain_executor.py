@@ -84,11 +84,18 @@ class BlobFetcher:
     """Finds blobs by digest: the local store first, then each peer's `GET /v1/blobs/{digest}`
     (bytes checked against the digest before they are stored)."""
 
-    def __init__(self, store: JobStore, peers: Callable[[], list[str]], timeout: float = 30.0) -> None:
-        """`peers`: the base URLs to ask, read anew at each miss (nodes register over time)."""
+    def __init__(
+        self,
+        store: JobStore,
+        peers: Callable[[], list[str]],
+        timeout: float = 30.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        """`peers`: the base URLs to ask, read anew at each miss (nodes register over time);
+        `http`: the HTTP client (tests pass one with a mock transport)."""
         self.store = store
         self.peers = peers
-        self.timeout = timeout
+        self.http = http if http is not None else httpx.Client(timeout=timeout)
 
     def ensure(self, digest: str) -> bytes:
         """The blob's bytes, fetched and stored if missing; BlobError if no peer has it."""
@@ -99,7 +106,7 @@ class BlobFetcher:
         for url in self.peers():
             tried.append(url)
             try:
-                response = httpx.get(f"{url.rstrip('/')}/v1/blobs/{digest}", timeout=self.timeout)
+                response = self.http.get(f"{url.rstrip('/')}/v1/blobs/{digest}")
             except httpx.HTTPError as error:
                 log.info("blob %s: %s unreachable: %s", digest, url, error)
                 continue

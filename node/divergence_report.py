@@ -23,7 +23,7 @@ import httpx
 from attest import first_divergence
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
-from node.chain import JobMarket, NodeRegistry
+from node.chain import JobMarket, NodeRegistry, Phase
 from node.chain_executor import ChainExecutor
 from node.trace import parse_envelope
 from node.watcher import trace_digest_of
@@ -79,7 +79,8 @@ class DivergenceMonitor:
         self.executor = executor
         self.address = address
         self.timeout = timeout
-        self._done: set[tuple[str, int, str]] = set()
+        self._done: set[tuple[str, int, str]] = set()  # (contract, job, node) compared
+        self._settled: set[tuple[str, int]] = set()  # finalized jobs with every slot compared
 
     def _path(self, contract: str, job_id: int) -> Path:
         return self.executor.directory / f"{contract.lower()}-{job_id}.divergence.json"
@@ -102,6 +103,8 @@ class DivergenceMonitor:
             if path.name.endswith(".divergence.json"):
                 continue
             job_id = int(path.stem.rsplit("-", 1)[1])
+            if (contract, job_id) in self._settled:
+                continue
             report = self.check_job(job_id)
             if report is not None:
                 written.append(report)
@@ -113,10 +116,18 @@ class DivergenceMonitor:
         ours = self.executor.record(contract, job_id)
         if ours is None:
             return None
+        previous = self.report(contract, job_id)
+        # Nodes already in the stored report are not compared again (after a restart too).
+        self._done.update((contract, job_id, d.node) for d in (previous.divergences if previous else []))
+        finalized = self.market.get_job(job_id).phase == Phase.FINALIZED
         found = []
+        pending = False
         for slot in self.market.get_slots(job_id):
             key = (contract, job_id, slot.node)
-            if slot.node == self.address or not slot.revealed or key in self._done:
+            if slot.node == self.address or key in self._done:
+                continue
+            if not slot.revealed:
+                pending = not finalized  # after finalize an unrevealed slot never reveals
                 continue
             if slot.result_digest.hex() == ours.result_digest:
                 self._done.add(key)
@@ -126,8 +137,10 @@ class DivergenceMonitor:
                 response = httpx.get(f"{endpoint.rstrip('/')}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
             except httpx.HTTPError as error:
                 log.info("job %d: trace of %s not reachable, will retry: %s", job_id, slot.node, error)
+                pending = True
                 continue
             if response.status_code != 200:
+                pending = True
                 continue
             theirs = response.content
             if trace_digest_of(theirs.decode("utf-8")) != slot.trace_digest:
@@ -152,9 +165,10 @@ class DivergenceMonitor:
                 )
             )
             log.warning("job %d: node %s diverges from us: %s", job_id, slot.node, summary)
+        if finalized and not pending:
+            self._settled.add((contract, job_id))
         if not found:
             return None
-        previous = self.report(contract, job_id)
         report = DivergenceReport(job_id, contract, (previous.divergences if previous else []) + found)
         write_bytes_atomic(self._path(contract, job_id), json.dumps(report.to_dict(), indent=1).encode())
         return report

@@ -127,6 +127,11 @@ def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward
     assert not _events(devnet, "Slashed", int(job.id))
     divergence = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
     assert divergence["divergences"] == []
+    # Bad chain job ids: 400 for a non-number, 404 for a job never posted.
+    http = Client(servers[1].url)._http
+    assert http.get("/v1/chain/jobs/abc").status_code == 400
+    assert http.get("/v1/chain/jobs/999").status_code == 404
+    assert http.get("/v1/chain/jobs/999/trace").status_code == 404
 
 
 def _events(net: Devnet, name: str, job_id: int) -> list:

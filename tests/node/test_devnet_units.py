@@ -1,0 +1,117 @@
+"""The pieces under the devnet, without a chain: the chain digests of a job (inputs
+manifest), fetching blobs from peers by digest, the chain section of the config, the
+`/v1/chain/...` endpoints of a node without a chain, and the devnet CLI's bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from attest.digests import sha256_hex
+from node.api import create_app
+from node.chain_executor import BlobFetcher, chain_digests, inputs_manifest, parse_manifest
+from node.cli import main
+from node.config import ConfigError, Limits, parse_config
+from node.store import BlobError, JobStore
+
+A, B = sha256_hex(b"a"), sha256_hex(b"b")
+
+
+def test_inputs_digest_is_the_manifest_blob_digest_and_binds_order() -> None:
+    manifest = inputs_manifest([A, B])
+    assert parse_manifest(manifest) == [A, B]
+    program, inputs = chain_digests(b"HloModule m", [A, B])
+    assert program.hex() == sha256_hex(b"HloModule m")
+    assert inputs.hex() == sha256_hex(manifest)
+    assert chain_digests(b"HloModule m", [B, A])[1] != inputs
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"not json", "not JSON"),
+        (b'{"inputs": "x"}', "must be"),
+        (b'{"inputs": ["ABC"]}', "lower-case hex"),
+        (b'{"inputs": []} ', "canonical"),
+    ],
+)
+def test_a_bad_manifest_is_refused_naming_the_problem(data: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_manifest(data)
+
+
+def test_fetcher_stores_a_peers_blob_and_ignores_a_peer_serving_wrong_bytes(tmp_path: Path) -> None:
+    good = b"module bytes"
+    digest = sha256_hex(good)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "liar":
+            return httpx.Response(200, content=b"other bytes")
+        if request.url.host == "down":
+            raise httpx.ConnectError("refused")
+        return httpx.Response(200, content=good)
+
+    store = JobStore(tmp_path)
+    try:
+        http = httpx.Client(transport=httpx.MockTransport(handler))
+        fetcher = BlobFetcher(store, lambda: ["http://down", "http://liar"], http=http)
+        with pytest.raises(BlobError, match="2 peer"):
+            fetcher.ensure(digest)
+        assert not store.blobs.has(digest)
+        fetcher = BlobFetcher(store, lambda: ["http://liar", "http://honest"], http=http)
+        assert fetcher.ensure(digest) == good
+        assert store.blobs.has(digest)
+    finally:
+        store.close()
+
+
+def test_chain_config_requires_the_contracts_and_an_account_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match="chain.job_market: required"):
+        parse_config('[chain]\nrpc_url = "http://127.0.0.1:8545"\n', environ={})
+    market, registry = "0x" + "1" * 40, "0x" + "2" * 40
+    text = f'[chain]\nrpc_url = "http://x"\njob_market = "{market}"\nnode_registry = "{registry}"\n'
+    with pytest.raises(ConfigError, match="chain.account: required"):
+        parse_config(text, environ={})
+    config = parse_config(text, environ={"VXLA_CHAIN_PRIVATE_KEY": "0x" + "ab" * 32})
+    assert config.chain.private_key and "private_key" not in repr(config.chain)
+    with pytest.raises(ConfigError, match="chain.account"):
+        parse_config(text + 'account = "nope"\n', environ={})
+    with pytest.raises(ConfigError, match="node.fault_bit"):
+        parse_config("[node]\nfault_bit = -1\n", environ={})
+
+
+def test_chain_endpoints_without_a_chain_are_404_and_bad_ids_400(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    try:
+        client = TestClient(create_app(store, Limits(), "key"))
+        response = client.get("/v1/chain/jobs/1")
+        assert response.status_code == 404 and "chain.rpc_url" in response.json()["detail"]
+        assert client.get("/v1/chain/jobs/1/divergence").status_code == 404
+        assert client.get("/v1/chain/jobs/1/trace").status_code == 404
+    finally:
+        store.close()
+
+
+def test_devnet_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["devnet", "status", "--dir", str(tmp_path)]) == 2
+    assert "no devnet state" in capsys.readouterr().err
+    (tmp_path / "state.json").write_text("{}")
+    assert main(["devnet", "down", "--dir", str(tmp_path)]) == 2
+    assert "not a devnet state file" in capsys.readouterr().err
+    assert main(["devnet", "up", "--nodes", "9", "--dir", str(tmp_path / "n")]) == 2
+    assert "--nodes must be in 1..8" in capsys.readouterr().err
+    assert main(["devnet", "up", "--fault", "zero", "--dir", str(tmp_path / "n")]) == 2
+    assert "NODE=INSTRUCTION" in capsys.readouterr().err
+    assert main(["devnet", "up", "--nodes", "2", "--fault", "5=dot.1:3", "--dir", str(tmp_path / "n")]) == 2
+    assert "fault on node 5" in capsys.readouterr().err
+    # Something that is not a devnet node directory is in the way: refused, nothing deleted.
+    directory = tmp_path / "busy"
+    (directory / "node0").mkdir(parents=True)
+    (directory / "node0" / "precious.txt").write_text("keep")
+    assert main(["devnet", "up", "--nodes", "1", "--dir", str(directory)]) == 2
+    assert "not a devnet node directory" in capsys.readouterr().err
+    assert (directory / "node0" / "precious.txt").read_text() == "keep"
+    assert not (directory / "state.json").exists()
