@@ -474,7 +474,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             load_npy(path)  # checked here so a bad file is named before anything is sent
         except TensorFileError as exc:
             raise UsageError(str(exc)) from None
-    client = Client(args.node)
+    client = Client(args.node, chain=_devnet_submitter(Path(args.devnet)) if args.devnet else None)
     try:
         job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy)
         report: dict = {"node": client.url, "job": job.info}
@@ -508,12 +508,31 @@ def cmd_submit(args: argparse.Namespace) -> int:
     print(f"job          {job.id}")
     print(f"state        {job.state}")
     if args.wait:
-        print(f"trace_digest {job.info['trace_digest']}")
+        if job.on_chain:
+            print(f"result       {job.info['result_digest']} (finalized on chain)")
+        trace = job.info.get("trace_digest") or (job.info.get("local") or {}).get("trace_digest")
+        print(f"trace_digest {trace}")
         for record in report["outputs"]:
             print(f"{record['name']:<6} {record['dtype']}{record['shape']} {record['digest']}")
         if args.out:
             print(f"wrote {args.out}")
     return EXIT_OK
+
+
+def _devnet_submitter(directory: Path):  # -> node.sdk.ChainSubmitter (imported lazily)
+    """The devnet's market and submitter account, from its state file."""
+    from web3 import HTTPProvider, Web3
+
+    from node.chain import ChainClient, JobMarket
+    from node.devnet import DevnetError, DevnetState
+    from node.sdk import ChainSubmitter
+
+    try:
+        state = DevnetState.load(directory)
+    except DevnetError as exc:
+        raise UsageError(f"--devnet: {exc}") from None
+    client = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
+    return ChainSubmitter(JobMarket(client, state.job_market), state.submitter)
 
 
 def _devnet_dir(args: argparse.Namespace) -> Path:
@@ -714,7 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
     submit.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
     submit.add_argument("--node", required=True, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
-    submit.add_argument("--redundancy", type=_positive_int, default=1, metavar="K", help="nodes that must run the job (only 1 until the chain is wired in)")
+    submit.add_argument("--redundancy", type=_positive_int, default=1, metavar="K", help="nodes that must run the job (above 1: post it on chain, with --devnet)")
+    submit.add_argument("--devnet", metavar="DIR", help="post the job on the devnet in DIR (its market and submitter account); --wait follows it to finalization")
     submit.add_argument("--wait", action="store_true", help="wait until the job is done and print its outputs")
     submit.add_argument("--timeout", type=float, default=None, metavar="S", help="with --wait: give up after S seconds")
     submit.add_argument("--out", metavar="OUT.npz", help="with --wait: write the outputs as out0, out1, ...")

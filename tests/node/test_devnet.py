@@ -51,6 +51,15 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         assert market.get_job(int(job.id)).result == expected
         assert {s.result_digest for s in market.get_slots(int(job.id))} == {expected}
 
+        # The same through `vxla submit --devnet`: a second chain job, followed to finalization.
+        capsys.readouterr()
+        argv = ["submit", "--node", state.nodes[1].url, str(fixture.directory / "module.hlo")]
+        argv += [str(p) for p in fixture.input_paths()]
+        assert main(argv + ["--redundancy", "3", "--devnet", str(directory), "--wait", "--json"]) == 0
+        submitted = json.loads(capsys.readouterr().out)
+        assert submitted["job"]["phase"] == "finalized" and submitted["job"]["result_digest"] == expected.hex()
+        assert [o["digest"] for o in submitted["outputs"]] == [tensor_digest(o) for o in fixture.xla_outputs()]
+
         # Usage errors exit 2: a second `up` on a running devnet.
         assert main(["devnet", "up", "--nodes", "1", "--dir", str(directory)]) == 2
         assert "already up" in capsys.readouterr().err
