@@ -38,6 +38,33 @@ from node.worker import JobRejected, Metrics, WorkerPool, check_module, prepare_
 log = logging.getLogger("vxla.node")
 
 
+class _CountedBodyLimit:
+    """ASGI middleware counting request body bytes as they arrive: a chunked body declares no
+    Content-Length, so without this a body of any size would be buffered and parsed. Past
+    `limit` bytes the read fails with a 413 the app's HTTPException handler answers."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"body is over the limit ({self.limit} bytes)")
+            return message
+
+        await self.app(scope, counted, send)
+
+
 class JobRequest(BaseModel):
     """POST /v1/jobs: the module as text or as the digest of a stored blob, and the input
     blob digests (.npy bytes) in parameter order."""
@@ -87,6 +114,9 @@ def create_app(
     # A blob is a module or a tensor: the larger of the two limits bounds an upload.
     limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
+    # Added before the declared-length check below, so it sits inside it: the route's own
+    # read raises the 413 (no task group of an outer middleware wraps the exception).
+    app.add_middleware(_CountedBodyLimit, limit=limits_bytes + 65536)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
