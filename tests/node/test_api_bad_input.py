@@ -5,6 +5,7 @@ node keeps serving; concurrent duplicates store one blob and run every job."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -156,3 +157,26 @@ def test_concurrent_duplicate_jobs_all_run(node: NodeServer) -> None:
     assert len({info["trace_digest"] for info in infos}) == 1
     assert len({tuple(info["output_digests"]) for info in infos}) == 1
     assert len(node.store.jobs()) == before_jobs + 12
+
+
+def test_chunked_body_over_the_limit_refused_while_it_arrives(node: NodeServer) -> None:
+    """A chunked body declares no Content-Length, so the declared-length check cannot see it:
+    the node must count the bytes as they arrive and refuse the job (413 naming the body
+    limit) instead of buffering and parsing a body of any size."""
+    inputs = MLP.inputs()
+    digest = upload(node, npy_bytes(inputs[0]))
+    body = json.dumps({"module": MLP.module_text, "inputs": [digest] * 30_000}).encode()
+    assert len(body) > LIMITS.max_tensor_bytes + 65536
+    before = snapshot(node)
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(body), 65536):
+            yield body[start : start + 65536]
+
+    response = httpx.post(
+        f"{node.url}/v1/jobs", content=chunks(), headers={"content-type": "application/json"}, timeout=60
+    )
+    assert response.status_code == 413, response.text
+    assert "over the limit" in response.json()["detail"]
+    assert snapshot(node) == before
+    assert httpx.get(f"{node.url}/healthz").status_code == 200
