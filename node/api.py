@@ -359,9 +359,12 @@ class NodeServer:
 
         executor = ChainExecutor(self.pool, BlobFetcher(self.store, peers), workers=self.config.workers)
         address = _address(account)
-        monitor = DivergenceMonitor(market, registry, executor, address)
+        monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification)
         self._account = account
         return ChainRole(client, market, registry, executor, monitor, address)
+
+    def _count_verification(self, outcome: str) -> None:
+        self.pool.metrics.verifications.labels(outcome=outcome).inc()
 
     def _chain_loop(self) -> None:
         """The watcher and the divergence monitor, one round every poll interval. The
@@ -378,11 +381,15 @@ class NodeServer:
         )
         try:
             while not self._chain_stop.is_set():
-                for name, step in (("watcher", watcher.step), ("divergence monitor", self.chain.monitor.step)):
-                    try:
-                        step()
-                    except Exception:  # keep the daemon alive; the next round starts from chain state
-                        log.exception("%s step failed", name)
+                try:
+                    for _, action in watcher.step().transactions:
+                        self.pool.metrics.chain_transactions.labels(action=action).inc()
+                except Exception:  # keep the daemon alive; the next round starts from chain state
+                    log.exception("watcher step failed")
+                try:
+                    self.chain.monitor.step()
+                except Exception:  # a peer's trouble must not stop the watcher
+                    log.exception("divergence monitor step failed")
                 self._chain_stop.wait(chain.poll_interval_s)
         finally:
             watcher.close()

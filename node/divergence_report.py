@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,16 @@ class DivergenceMonitor:
     """Checks the revealed slots of the chain jobs this node executed (see the module docstring)."""
 
     def __init__(
-        self, market: JobMarket, registry: NodeRegistry, executor: ChainExecutor, address: str, timeout: float = 30.0
+        self,
+        market: JobMarket,
+        registry: NodeRegistry,
+        executor: ChainExecutor,
+        address: str,
+        timeout: float = 30.0,
+        on_compare: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_compare` is called with "agree" or "diverge" for each other node compared (metrics)."""
+        self.on_compare = on_compare if on_compare is not None else (lambda outcome: None)
         self.market = market
         self.registry = registry
         self.executor = executor
@@ -131,6 +140,7 @@ class DivergenceMonitor:
                 continue
             if slot.result_digest.hex() == ours.result_digest:
                 self._done.add(key)
+                self.on_compare("agree")
                 continue
             endpoint = self.registry.get_node(slot.node).endpoint
             try:
@@ -150,6 +160,7 @@ class DivergenceMonitor:
             envelope = self.executor.store.blobs.get(ours.envelope_digest)
             summary, first = compare_envelopes(envelope, theirs)
             self._done.add(key)
+            self.on_compare("diverge")
             found.append(
                 NodeDivergence(
                     node=slot.node,

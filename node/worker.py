@@ -136,7 +136,11 @@ class Metrics:
         self.finished = Counter(
             "vxla_jobs_finished", "Jobs finished by outcome", ["outcome"], registry=self.registry
         )
-        # Filled by the verifier role (a later slice); exported now so dashboards are stable.
+        self.chain_transactions = Counter(
+            "vxla_chain_transactions", "Transactions the chain watcher sent, by action", ["action"],
+            registry=self.registry,
+        )  # fmt: skip
+        # Other nodes' results compared with ours (outcome: agree, diverge).
         self.verifications = Counter(
             "vxla_verifications", "Verifications of other nodes' traces by outcome", ["outcome"],
             registry=self.registry,

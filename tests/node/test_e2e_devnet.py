@@ -184,3 +184,6 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
         assert entry["instruction_name"] == fault.instruction
         assert entry["their_result"] != entry["our_result"] == expected.hex()
         assert fault.instruction in entry["summary"]
+    metrics = Client(servers[0].url)._http.get("/metrics").text
+    assert 'vxla_verifications_total{outcome="diverge"} 1.0' in metrics
+    assert 'vxla_chain_transactions_total{action="claim"} 1.0' in metrics
