@@ -6,6 +6,7 @@ reports name the injected instruction."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -187,3 +188,33 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
     metrics = Client(servers[0].url)._http.get("/metrics").text
     assert 'vxla_verifications_total{outcome="diverge"} 1.0' in metrics
     assert 'vxla_chain_transactions_total{action="claim"} 1.0' in metrics
+
+
+def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_duplicates(
+    devnet: Devnet, nodes_factory
+) -> None:  # noqa: ANN001
+    servers = nodes_factory()
+    client, job = submit(devnet, servers[0])
+    node2 = servers[2]
+    records = node2.store.data_dir / "chain-jobs"
+    deadline = time.monotonic() + 30
+    while not list(records.glob("*.json")):
+        assert time.monotonic() < deadline, "node2 did not execute the job"
+        time.sleep(0.01)
+    config, key = node2.config, node2.signing_key
+    node2.stop()
+    [path] = list(records.glob("*.json"))
+    recorded = json.loads(path.read_text())
+    restarted = NodeServer(config, key, log_level="warning")
+    servers[2] = restarted  # the fixture stops this one
+    restarted.start_in_thread()
+    job.wait(timeout=60, poll_seconds=0.2)
+    market = devnet.deployment.market
+    chain_job = market.get_job(int(job.id))
+    assert chain_job.accepted and chain_job.revealed == 3
+    slots = {s.node: s for s in market.get_slots(int(job.id))}
+    # The restarted node revealed the trace it had recorded before the stop: not run again.
+    assert slots[devnet.accounts[2]].trace_digest.hex() == recorded["trace_digest"]
+    for name in ("SlotClaimed", "Committed", "Revealed"):
+        nodes = sorted(str(e.args["node"]) for e in _events(devnet, name, int(job.id)))
+        assert nodes == sorted(devnet.accounts), name
