@@ -169,16 +169,19 @@ class ChainExecutor:
         return ChainJobRecord(**json.loads(path.read_text(encoding="utf-8")))
 
     def _digests(self, job: ChainJob) -> tuple[str, list[str]]:
-        """The module blob digest and input blob digests of `job`, blobs fetched if needed;
-        JobRefused when they cannot be found or are not what the job names."""
+        """The module blob digest and input blob digests of `job`, blobs fetched if needed.
+        A blob found nowhere raises BlobError, which the watcher treats as transient (a peer
+        may be down for a moment; it retries until the commit deadline); a manifest that is
+        not one is JobRefused."""
         module_digest, manifest_digest = job.program_digest.hex(), job.inputs_digest.hex()
+        self.fetcher.ensure(module_digest)
+        manifest = self.fetcher.ensure(manifest_digest)  # BlobError (a ValueError) stays transient
         try:
-            self.fetcher.ensure(module_digest)
-            input_digests = parse_manifest(self.fetcher.ensure(manifest_digest))
-            for digest in input_digests:
-                self.fetcher.ensure(digest)
-        except (BlobError, ValueError) as error:
+            input_digests = parse_manifest(manifest)
+        except ValueError as error:
             raise JobRefused(str(error)) from None
+        for digest in input_digests:
+            self.fetcher.ensure(digest)
         return module_digest, input_digests
 
     def check(self, job: ChainJob) -> None:

@@ -11,11 +11,22 @@ import pytest
 from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
+from attest.keys import generate_private_key
 from node.api import create_app
-from node.chain_executor import BlobFetcher, chain_digests, inputs_manifest, parse_manifest
+from node.chain_executor import (
+    BlobFetcher,
+    ChainExecutor,
+    chain_digests,
+    inputs_manifest,
+    parse_manifest,
+)
 from node.cli import main
 from node.config import ConfigError, Limits, parse_config
 from node.store import BlobError, JobStore
+from node.tensors import npy_bytes
+from node.watcher import ChainJob, JobRefused
+from node.worker import WorkerPool
+from tests.fixture_data import Fixture
 
 A, B = sha256_hex(b"a"), sha256_hex(b"b")
 
@@ -115,3 +126,44 @@ def test_devnet_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "not a devnet node directory" in capsys.readouterr().err
     assert (directory / "node0" / "precious.txt").read_text() == "keep"
     assert not (directory / "state.json").exists()
+
+
+def _chain_job(program: str, inputs: str) -> ChainJob:
+    return ChainJob(
+        job_id=1, submitter="0x" + "5" * 40, program_digest=bytes.fromhex(program),
+        inputs_digest=bytes.fromhex(inputs), reward=1, k=1, commit_deadline=10, reveal_deadline=20,
+        chain_id=31337, contract="0x" + "6" * 40,
+    )  # fmt: skip
+
+
+def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_path: Path) -> None:
+    fixture = Fixture("integer_arith")
+    store = JobStore(tmp_path)
+    try:
+        pool = WorkerPool(store, generate_private_key(), Limits(max_module_bytes=len(fixture.module_text) + 10))
+        executor = ChainExecutor(pool, BlobFetcher(store, lambda: []))
+        module = fixture.module_text.encode()
+        inputs = [store.blobs.put(npy_bytes(x)) for x in fixture.inputs()]
+        program, inputs_digest = chain_digests(module, inputs)
+        job = _chain_job(program.hex(), inputs_digest.hex())
+        # Not stored anywhere yet: a transient error (the watcher retries), not a refusal.
+        with pytest.raises(BlobError):
+            executor.check(job)
+        store.blobs.put(module)
+        store.blobs.put(inputs_manifest(inputs))
+        executor.check(job)  # admitted
+        # A manifest naming the inputs in another order (int8 where int32 belongs): refused.
+        swapped = store.blobs.put(inputs_manifest(inputs[::-1]))
+        with pytest.raises(JobRefused, match="input"):
+            executor.check(_chain_job(program.hex(), swapped))
+        # Not a manifest at all: refused.
+        junk = store.blobs.put(b"not a manifest")
+        with pytest.raises(JobRefused, match="manifest"):
+            executor.check(_chain_job(program.hex(), junk))
+        # Over the node's limits: refused before any claim.
+        big = store.blobs.put(module + b"\n" * 64)
+        with pytest.raises(JobRefused, match="max_module_bytes"):
+            executor.check(_chain_job(big, inputs_digest.hex()))
+        executor.close()
+    finally:
+        store.close()
