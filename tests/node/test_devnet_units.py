@@ -152,9 +152,9 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         store.blobs.put(module)
         store.blobs.put(inputs_manifest(inputs))
         executor.check(job)  # admitted
-        # A manifest naming the inputs in another order (int8 where int32 belongs): refused.
+        # A manifest naming the inputs in another order (uint8 where int32 belongs): refused.
         swapped = store.blobs.put(inputs_manifest(inputs[::-1]))
-        with pytest.raises(JobRefused, match="input"):
+        with pytest.raises(JobRefused, match="parameter 0 expects s32"):
             executor.check(_chain_job(program.hex(), swapped))
         # Not a manifest at all: refused.
         junk = store.blobs.put(b"not a manifest")
