@@ -29,6 +29,7 @@ from compiler.runtime.executable import Fault
 from node.chain import ChainClient, JobMarket, NodeRegistry, fetch_events
 from node.chain.client import _address
 from node.chain_executor import BlobFetcher, ChainExecutor
+from node.chain_verifier import ChainVerifier, VerifierConfig
 from node.config import Limits, NodeConfig
 from node.divergence_report import DivergenceMonitor
 from node.store import DONE, BlobError, JobStore, is_digest
@@ -379,6 +380,16 @@ class NodeServer:
             config=WatcherConfig(confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s),
             start_block=chain.start_block,
         )
+        verifier = None
+        if chain.verify_fraction > 0:
+            verifier = ChainVerifier(
+                self.chain.market,
+                self.chain.address,
+                self.chain.executor,
+                self.store.data_dir / "chain-verifier.sqlite",
+                config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
+                start_block=chain.start_block,
+            )
         try:
             while not self._chain_stop.is_set():
                 try:
@@ -386,6 +397,13 @@ class NodeServer:
                         self.pool.metrics.chain_transactions.labels(action=action).inc()
                 except Exception:  # keep the daemon alive; the next round starts from chain state
                     log.exception("watcher step failed")
+                if verifier is not None:
+                    # Re-executes other nodes' revealed jobs (a recorded one is not run again);
+                    # the divergence monitor below then compares their traces with ours.
+                    try:
+                        verifier.step()
+                    except Exception:  # like the watcher: retried next round from its state file
+                        log.exception("verifier step failed")
                 try:
                     self.chain.monitor.step()
                 except Exception:  # a peer's trouble must not stop the watcher
@@ -393,6 +411,8 @@ class NodeServer:
                 self._chain_stop.wait(chain.poll_interval_s)
         finally:
             watcher.close()
+            if verifier is not None:
+                verifier.close()
 
     def _start_chain(self) -> None:
         if self.chain is not None:

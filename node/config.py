@@ -47,6 +47,7 @@ class ChainConfig:
     account: str = ""
     start_block: int = 0  # where the watcher starts reading logs (the deployment block)
     poll_interval_s: float = 2.0
+    verify_fraction: float = 1.0  # share of other nodes' revealed jobs re-executed (0: none)
     private_key: str = field(default="", repr=False)  # from the environment only
 
 
@@ -125,6 +126,8 @@ def validate(config: NodeConfig) -> NodeConfig:
     if chain.start_block < 0:
         raise ConfigError(f"chain.start_block: must not be negative, got {chain.start_block}")
     _positive("chain.poll_interval_s", chain.poll_interval_s)
+    if not 0.0 <= chain.verify_fraction <= 1.0:
+        raise ConfigError(f"chain.verify_fraction: must be in [0, 1], got {chain.verify_fraction}")
     if chain.rpc_url:
         for name in ("job_market", "node_registry"):
             if not getattr(chain, name):

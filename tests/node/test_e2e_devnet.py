@@ -52,27 +52,32 @@ def devnet(anvil: Web3, tmp_path: Path) -> Devnet:  # noqa: F811
     return Devnet(client, d, submitter, accounts, tmp_path)
 
 
+def node_config(net: Devnet, name: str, account: str, fault: Fault | None = None) -> NodeConfig:
+    """A node on the test chain, serving on a free port, data under tmp/name."""
+    d = net.deployment
+    return NodeConfig(
+        port=0,
+        data_dir=net.tmp / name,
+        chain=ChainConfig(
+            rpc_url=net.client.w3.provider.endpoint_uri,  # type: ignore[attr-defined]
+            job_market=d.market.address,
+            node_registry=d.registry.address,
+            confirmations=0,
+            account=account,
+            start_block=d.block,
+            poll_interval_s=0.2,
+        ),
+        fault_instruction=fault.instruction if fault else "",
+        fault_bit=fault.bit if fault else 0,
+    )
+
+
 def start_nodes(net: Devnet, faults: dict[int, Fault]) -> list[NodeServer]:
     """Three registered nodes serving from threads; node i runs with `faults[i]` if given."""
     servers = []
     d = net.deployment
     for i, account in enumerate(net.accounts):
-        fault = faults.get(i)
-        config = NodeConfig(
-            port=0,
-            data_dir=net.tmp / f"node{i}",
-            chain=ChainConfig(
-                rpc_url=net.client.w3.provider.endpoint_uri,  # type: ignore[attr-defined]
-                job_market=d.market.address,
-                node_registry=d.registry.address,
-                confirmations=0,
-                account=account,
-                start_block=d.block,
-                poll_interval_s=0.2,
-            ),
-            fault_instruction=fault.instruction if fault else "",
-            fault_bit=fault.bit if fault else 0,
-        )
+        config = node_config(net, f"node{i}", account, faults.get(i))
         server = NodeServer(config, generate_private_key(), log_level="warning")
         d.registry.register(account, bytes([i + 1]) * 32, server.url, 2 * ETHER)
         servers.append(server)
@@ -163,6 +168,12 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
     fault = _visible_fault()
     servers = nodes_factory({2: fault})
     faulty = devnet.accounts[2]
+    # A fourth node without a registration (so without a slot): only the verifier role.
+    verifier = NodeServer(
+        node_config(devnet, "verifier", devnet.client.accounts()[5]), generate_private_key(), log_level="warning"
+    )
+    servers.append(verifier)  # the fixture stops it
+    verifier.start_in_thread()
     client, job = submit(devnet, servers[0])
     job.wait(timeout=60, poll_seconds=0.2)
     market = devnet.deployment.market
@@ -174,7 +185,7 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
     assert devnet.deployment.registry.get_node(faulty).stake == 2 * ETHER - SLASH
     # The honest nodes' monitors fetch the faulty trace and name the injected instruction.
     deadline = time.monotonic() + 30
-    for server in servers[:2]:
+    for server in (servers[0], servers[1], verifier):
         while True:
             report = Client(server.url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
             if report["divergences"] or time.monotonic() > deadline:
