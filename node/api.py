@@ -1,6 +1,12 @@
 """The node's HTTP API (FastAPI on uvicorn), and `NodeServer`, which runs the store, the
 worker pool and the API together.
 
+With `chain.rpc_url` set, `NodeServer` also runs one chain thread: the `ChainWatcher` (claim,
+execute through `node.chain_executor`, commit, reveal, finalize), the `ChainVerifier` (the
+verifier role, `chain.verify_fraction`) and the `DivergenceMonitor`; the API then serves
+`GET /v1/chain/jobs/{id}` (on-chain state and this node's record), `.../trace` (this node's
+envelope) and `.../divergence` (the report naming where other nodes' traces part from ours).
+
 Refusals are 4xx with a `detail` naming the problem: 400 bad input (with line:col for HLO),
 404 unknown, 409 not done yet, 413 too large, 422 too much work. A refused job stores
 nothing: the module text of a job is stored only after every check passed.

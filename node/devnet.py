@@ -361,7 +361,7 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
 
     from attest import first_divergence
     from attest.statement import Statement
-    from node.chain import ChainClient, JobMarket, NodeRegistry
+    from node.chain import ChainClient, JobMarket, NodeRegistry, fetch_events
     from node.sdk import ChainSubmitter, Client
     from node.trace import parse_envelope
 
@@ -392,12 +392,17 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
         say(f"  node0 vs node{node.index}: {divergence.summary()}")
     final = market.get_job(int(job.id))
     say(f"on chain: phase {final.phase.name}, accepted {final.accepted}, result {final.result.hex()}")
+    rewards: dict[str, int] = {}
+    for event in fetch_events(client, market.contract, state.deploy_block, names=("Rewarded",)):
+        if int(event.args["jobId"]) == int(job.id):
+            rewards[str(event.args["node"])] = rewards.get(str(event.args["node"]), 0) + int(event.args["amount"])
     for slot in market.get_slots(int(job.id)):
         node = next(n for n in state.nodes if n.account == slot.node)
         now = registry.get_node(slot.node).stake
         change = now - stakes[slot.node]
         verdict = "agreed" if slot.result_digest == final.result else "OUTVOTED"
-        say(f"  node{node.index} {slot.node}: {verdict}, stake {now / ETHER:g} ETH ({change / ETHER:+g})")
+        reward = rewards.get(slot.node, 0) / ETHER
+        say(f"  node{node.index} {slot.node}: {verdict}, reward {reward:g} ETH, stake {now / ETHER:g} ETH ({change / ETHER:+g})")
     report = Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
     deadline = time.monotonic() + 20
     while any(n.fault for n in state.nodes) and not report["divergences"] and time.monotonic() < deadline:
