@@ -17,7 +17,7 @@ from web3 import HTTPProvider, Web3
 from attest.digests import tensor_digest
 from node.chain import ChainClient, JobMarket
 from node.cli import main
-from node.devnet import DevnetState, is_ours
+from node.devnet import DevnetState, demo, is_ours
 from node.sdk import ChainSubmitter, Client
 from node.watcher import result_digest_of
 from tests.fixture_data import Fixture
@@ -95,3 +95,22 @@ def test_down_leaves_a_pid_that_is_not_ours_alone(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_demo_story_shows_agreement_then_the_faulty_node_outvoted_slashed_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture = Fixture("integer_arith")
+    assert demo(tmp_path / "demo", fixture.directory / "module.hlo", fixture.input_paths()) == 0
+    out = capsys.readouterr().out
+    honest, faulty = out.split("== picking an instruction")
+    assert honest.count(": agreed, reward") == 3 and "OUTVOTED" not in honest
+    assert honest.count("the traces agree on every compared field") == 2
+    assert "no node diverged" in honest
+    fault = faulty.split("fault: ", 1)[1].split("\n", 1)[0]
+    instruction = fault.split(":")[0]
+    assert faulty.count(": agreed, reward") == 2
+    assert "OUTVOTED, reward 0 ETH, stake 1.9 ETH (-0.1)" in faulty
+    assert "first differs at instruction #" in faulty and f" {instruction} (" in faulty
+    assert out.count("== devnet down: node0") == 2
+    assert not (tmp_path / "demo" / "state.json").exists()
