@@ -79,7 +79,7 @@ class JobRequest(BaseModel):
     module: str | None = Field(default=None, description="HLO text")
     module_digest: str | None = Field(default=None, description="SHA-256 of a stored module blob")
     inputs: list[str] = Field(default_factory=list, description="SHA-256 of each stored .npy input")
-    redundancy: int = Field(default=1, description="nodes that must execute the job (1 until the chain slice)")
+    redundancy: int = Field(default=1, description="must be 1: jobs for several nodes are posted on chain")
 
 
 def _problem(status: int, message: str) -> HTTPException:
@@ -181,7 +181,11 @@ def create_app(
         if (body.module is None) == (body.module_digest is None):
             raise _problem(400, "give exactly one of module (HLO text) or module_digest")
         if body.redundancy != 1:
-            raise _problem(422, f"redundancy {body.redundancy}: only 1 is supported without the chain")
+            raise _problem(
+                422,
+                f"redundancy {body.redundancy}: POST /v1/jobs runs a job on this node only; a job for "
+                "several nodes is posted on chain (SDK ChainSubmitter, vxla submit --devnet)",
+            )
         if body.module is not None:
             module_bytes = body.module.encode("utf-8")
         else:
