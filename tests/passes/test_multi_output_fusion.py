@@ -6,35 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.hlo import load_module
 from compiler.hlo.ir import Computation, Module
 from compiler.hlo.printer import canonical_text
-from compiler.hlo.verifier import verify_module
-from compiler.passes.loop_fusion import LoopFusion
 from compiler.passes.multi_output_fusion import MultiOutputFusion
-from compiler.reference import evaluate
-
-SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -3.5, 2.0, 7.25, -1e30, 3.0, 0.5], dtype=np.float32)
+from tests.passes.fusion_helpers import SPECIALS, check_with, fused_with
 
 
 def fused(text: str) -> Module:
-    module = load_module(text)
-    LoopFusion().run(module)
-    MultiOutputFusion().run(module)
-    verify_module(module)
-    return module
+    return fused_with(text, MultiOutputFusion())
 
 
 def check(text: str, *arrays: np.ndarray) -> Module:
-    before = evaluate(load_module(text), list(arrays))
-    module = fused(text)
-    printed = canonical_text(module)
-    assert canonical_text(load_module(printed)) == printed
-    after = evaluate(load_module(printed), list(arrays))
-    for got, want in zip(after, before, strict=True):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        assert got.tobytes() == want.tobytes()
-    return module
+    return check_with(text, MultiOutputFusion(), *arrays)
 
 
 def fusion_results(computation: Computation) -> list[list[str]]:
