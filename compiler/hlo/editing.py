@@ -33,6 +33,19 @@ def replace_all_uses(computation: Computation, old: Instruction, new: Instructio
         computation.root = new
 
 
+def replace_instruction(computation: Computation, old: Instruction, new: Instruction) -> None:
+    """`new` takes `old`'s place in the instruction list and every use of `old`."""
+    position = next(n for n, existing in enumerate(computation.instructions) if existing is old)
+    computation.instructions[position] = new
+    replace_all_uses(computation, old, new)
+
+
+def add_computation_before(module: Module, computation: Computation, added: Computation) -> None:
+    """Adds `added` to the module, listed just before `computation` (callees before callers)."""
+    index = next(n for n, existing in enumerate(module.computations) if existing is computation)
+    module.computations.insert(index, added)
+
+
 def insert_before(computation: Computation, instruction: Instruction, anchor: Instruction) -> None:
     """Adds `instruction` to the computation, listed just before `anchor`."""
     position = next(i for i, existing in enumerate(computation.instructions) if existing is anchor)

@@ -16,10 +16,11 @@ from compiler.codegen.dot_conv import accumulation_type
 from compiler.codegen.fusion import read_at_own_position
 from compiler.hlo.editing import (
     NameAllocator,
+    add_computation_before,
     clone_computation,
     remove_dead,
     remove_unreachable_computations,
-    replace_all_uses,
+    replace_instruction,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
@@ -75,11 +76,8 @@ def fuse_epilogue(module: Module, computation: Computation, dot: Instruction, fu
             body.append(instruction)
     called = Computation(names.fresh("fused_output"), parameters + body, copy.root, computation.location)
     fused = Instruction(names.fresh("fusion"), "fusion", fusion.shape, arguments, {"kind": "kOutput", "calls": called}, location=fusion.location)
-    position = next(n for n, i in enumerate(computation.instructions) if i is fusion)
-    computation.instructions[position] = fused
-    replace_all_uses(computation, fusion, fused)
-    index = next(n for n, c in enumerate(module.computations) if c is computation)
-    module.computations.insert(index, called)
+    replace_instruction(computation, fusion, fused)
+    add_computation_before(module, computation, called)
     return fused
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from compiler.hlo.editing import (
     NameAllocator,
+    add_computation_before,
     clone_computation,
     remove_dead,
     remove_unreachable_computations,
-    replace_all_uses,
+    replace_instruction,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
@@ -85,11 +86,8 @@ def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, n
     body.append(fused_reduce)
     called = Computation(names.fresh("fused_reduction"), parameters + body, fused_reduce, computation.location)
     fusion = Instruction(names.fresh("fusion"), "fusion", reduce.shape, arguments, {"kind": "kInput", "calls": called}, location=reduce.location)
-    position = next(n for n, i in enumerate(computation.instructions) if i is reduce)
-    computation.instructions[position] = fusion
-    replace_all_uses(computation, reduce, fusion)
-    index = next(n for n, c in enumerate(module.computations) if c is computation)
-    module.computations.insert(index, called)
+    replace_instruction(computation, reduce, fusion)
+    add_computation_before(module, computation, called)
     return True
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from compiler.hlo.editing import (
     NameAllocator,
+    add_computation_before,
     remove_dead,
     remove_unreachable_computations,
     replace_all_uses,
@@ -198,8 +199,7 @@ def fuse_group(module: Module, computation: Computation, group: list[Instruction
     computation.instructions[position] = fusion
     computation.instructions = [i for i in computation.instructions if id(i) not in inside]
     replace_all_uses(computation, root, fusion)
-    index = next(n for n, c in enumerate(module.computations) if c is computation)
-    module.computations.insert(index, called)
+    add_computation_before(module, computation, called)
     return fusion
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from compiler.codegen.fusion import flat_identity
 from compiler.hlo.editing import (
     NameAllocator,
+    add_computation_before,
     clone_computation,
     remove_dead,
     remove_unreachable_computations,
@@ -109,8 +110,7 @@ def merge(module: Module, computation: Computation, a: Instruction, b: Instructi
     _redirect(computation, b, merged, len(_results(a)), names)
     position = next(n for n, i in enumerate(computation.instructions) if i is b)
     computation.instructions.insert(position + 1, merged)
-    index = next(n for n, c in enumerate(module.computations) if c is computation)
-    module.computations.insert(index, called)
+    add_computation_before(module, computation, called)
     return merged
 
 
