@@ -85,7 +85,32 @@ class _Value:
         self.v = v
 
 
-class FloatValue(_Value):
+class _Ordered(_Value):
+    """The comparison operators of the DSL, each one `_cmp` (defined per value kind)."""
+
+    def _cmp(self, op: str, o: Any) -> MaskValue:
+        raise NotImplementedError
+
+    def __lt__(self, o: Any) -> MaskValue:
+        return self._cmp("<", o)
+
+    def __le__(self, o: Any) -> MaskValue:
+        return self._cmp("<=", o)
+
+    def __gt__(self, o: Any) -> MaskValue:
+        return self._cmp(">", o)
+
+    def __ge__(self, o: Any) -> MaskValue:
+        return self._cmp(">=", o)
+
+    def __eq__(self, o: Any) -> MaskValue:  # type: ignore[override]
+        return self._cmp("==", o)
+
+    def __ne__(self, o: Any) -> MaskValue:  # type: ignore[override]
+        return self._cmp("!=", o)
+
+
+class FloatValue(_Ordered):
     """binary64 lanes; every operator is one IEEE operation."""
 
     def _bin(self, op: str, a: Any, b: Any) -> FloatValue:
@@ -125,26 +150,9 @@ class FloatValue(_Value):
             return MaskValue(ops, ops.b.fcmp_unordered("!=", self.v, ops.lift_f(o)))
         return MaskValue(ops, ops.b.fcmp_ordered(op, self.v, ops.lift_f(o)))
 
-    def __lt__(self, o: Any) -> MaskValue:
-        return self._cmp("<", o)
-
-    def __le__(self, o: Any) -> MaskValue:
-        return self._cmp("<=", o)
-
-    def __gt__(self, o: Any) -> MaskValue:
-        return self._cmp(">", o)
-
-    def __ge__(self, o: Any) -> MaskValue:
-        return self._cmp(">=", o)
-
-    def __eq__(self, o: Any) -> MaskValue:  # type: ignore[override]
-        return self._cmp("==", o)
-
-    def __ne__(self, o: Any) -> MaskValue:  # type: ignore[override]
-        return self._cmp("!=", o)
 
 
-class IntValue(_Value):
+class IntValue(_Ordered):
     """int64 lanes; arithmetic wraps (no nsw/nuw flags, so never poison)."""
 
     def _bin(self, op: str, a: Any, b: Any) -> IntValue:
@@ -217,23 +225,6 @@ class IntValue(_Value):
         ops = self.ops
         return MaskValue(ops, ops.b.icmp_signed(op, self.v, ops.lift_i(o)))
 
-    def __lt__(self, o: Any) -> MaskValue:
-        return self._cmp("<", o)
-
-    def __le__(self, o: Any) -> MaskValue:
-        return self._cmp("<=", o)
-
-    def __gt__(self, o: Any) -> MaskValue:
-        return self._cmp(">", o)
-
-    def __ge__(self, o: Any) -> MaskValue:
-        return self._cmp(">=", o)
-
-    def __eq__(self, o: Any) -> MaskValue:  # type: ignore[override]
-        return self._cmp("==", o)
-
-    def __ne__(self, o: Any) -> MaskValue:  # type: ignore[override]
-        return self._cmp("!=", o)
 
 
 class MaskValue(_Value):
