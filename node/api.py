@@ -270,11 +270,20 @@ def create_app(
 
     @app.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)
     def get_chain_trace(job_id: str) -> Response:
-        """This node's signed DSSE envelope of a chain job (404 if it has not executed it)."""
+        """This node's signed DSSE envelope of a chain job: 404 if it has not executed it,
+        409 while the job's commit phase is open (the trace shows the result, which a node
+        that has not committed yet could copy instead of computing)."""
         role, number = _chain_job_id(job_id)
         record = role.executor.record(role.market.address, number)
         if record is None:
             raise _problem(404, f"chain job {number}: not executed by this node")
+        job = role.market.get_job(number)
+        if not job.commit_phase_over(role.client.timestamp()):
+            raise _problem(
+                409,
+                f"chain job {number}: commit phase open ({job.committed} of {job.k} slots committed, "
+                f"deadline {job.commit_deadline}); the trace is served once it is over",
+            )
         return Response(store.blobs.get(record.envelope_digest), media_type="application/json")
 
     @app.get("/v1/chain/jobs/{job_id}/divergence")
@@ -284,7 +293,7 @@ def create_app(
         role, number = _chain_job_id(job_id)
         report = role.monitor.report(role.market.address, number)
         if report is None:
-            return {"job_id": number, "contract": role.market.address, "divergences": []}
+            return {"job_id": number, "contract": role.market.address, "divergences": [], "recorded_block": None}
         return report.to_dict()
 
     @app.get("/healthz")
@@ -389,6 +398,7 @@ class NodeServer:
             self.store.data_dir / "chain-state.sqlite",
             config=WatcherConfig(confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s),
             start_block=chain.start_block,
+            finalize_gate=self.chain.monitor.ready,
         )
         verifier = None
         if chain.verify_fraction > 0:
@@ -408,8 +418,9 @@ class NodeServer:
                 except Exception:  # keep the daemon alive; the next round starts from chain state
                     log.exception("watcher step failed")
                 if verifier is not None:
-                    # Re-executes other nodes' revealed jobs (a recorded one is not run again);
-                    # the divergence monitor below then compares their traces with ours.
+                    # Re-executes the jobs other nodes commit to (a recorded one is not run
+                    # again); the divergence monitor below then compares their commitments
+                    # and, where they differ, their traces with ours.
                     try:
                         verifier.step()
                     except Exception:  # like the watcher: retried next round from its state file

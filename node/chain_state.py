@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,8 +42,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS verifications (
     job_id INTEGER NOT NULL,
     node TEXT NOT NULL,
-    result_digest BLOB NOT NULL,
-    trace_digest BLOB NOT NULL,
+    seal BLOB NOT NULL,
     status TEXT NOT NULL,
     local_result BLOB,
     note TEXT NOT NULL DEFAULT '',
@@ -113,23 +112,22 @@ def _record(row: tuple) -> JobRecord:  # type: ignore[type-arg]
 
 
 class VerificationStatus(enum.StrEnum):
-    """Outcome of re-executing a job another node revealed a result for."""
+    """Outcome of re-executing a job another node committed a result to."""
 
-    PENDING = "pending"  # revealed, not yet checked
-    MATCH = "match"  # our re-execution reached the revealed result
-    MISMATCH = "mismatch"  # it did not: recorded before finalize settles the quorum
+    PENDING = "pending"  # committed, not yet checked
+    MATCH = "match"  # the commitment seals the result our re-execution reached
+    MISMATCH = "mismatch"  # it does not: known before any reveal, let alone finalize
     NOT_SAMPLED = "not_sampled"  # outside the configured fraction
     REFUSED = "refused"  # our executor cannot run the job
 
 
 @dataclass(frozen=True)
-class RevealRecord:
-    """A Revealed log, as a verifier records it (and the outcome of checking it)."""
+class CommitRecord:
+    """A Committed log, as a verifier records it (and the outcome of checking it)."""
 
     job_id: int
     node: str
-    result_digest: bytes
-    trace_digest: bytes
+    seal: bytes
     status: VerificationStatus = VerificationStatus.PENDING
     local_result: bytes | None = None
     note: str = ""
@@ -192,30 +190,23 @@ class ChainState:
         self,
         new_jobs: list[tuple[bytes, int, JobRecord]],
         next_block: int,
-        reveals: Sequence[tuple[bytes, int, RevealRecord]] = (),
+        commits: Sequence[tuple[bytes, int, CommitRecord]] = (),
     ) -> int:
         """Record the JobPosted logs of one block range (each as (tx hash, log index, job)),
-        and the Revealed logs a verifier follows (as pending verifications), and move the
+        and the Committed logs a verifier follows (as pending verifications), and move the
         cursor to `next_block`, in one transaction. A log already applied is ignored, so
         reading a range twice changes nothing. Returns how many jobs were new."""
         added = 0
         with self._tx() as db:
-            for tx_hash, log_index, reveal in reveals:
+            for tx_hash, log_index, commit in commits:
                 cur = db.execute(
                     "INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index)
                 )
                 if cur.rowcount == 0:
                     continue
                 db.execute(
-                    "INSERT OR IGNORE INTO verifications "
-                    "(job_id, node, result_digest, trace_digest, status) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        reveal.job_id,
-                        reveal.node,
-                        reveal.result_digest,
-                        reveal.trace_digest,
-                        VerificationStatus.PENDING.value,
-                    ),
+                    "INSERT OR IGNORE INTO verifications (job_id, node, seal, status) VALUES (?, ?, ?, ?)",
+                    (commit.job_id, commit.node, commit.seal, VerificationStatus.PENDING.value),
                 )
             for tx_hash, log_index, job in new_jobs:
                 cur = db.execute(
@@ -292,26 +283,22 @@ class ChainState:
 
     # -- verifications ---------------------------------------------------------------------
 
-    def verifications(self, status: VerificationStatus | None = None) -> list[RevealRecord]:
-        """Recorded reveals of other nodes (optionally only those in `status`), by job, node."""
-        query = (
-            "SELECT job_id, node, result_digest, trace_digest, status, local_result, note "
-            "FROM verifications"
-        )
+    def verifications(self, status: VerificationStatus | None = None) -> list[CommitRecord]:
+        """Recorded commitments of other nodes (optionally only those in `status`), by job, node."""
+        query = "SELECT job_id, node, seal, status, local_result, note FROM verifications"
         params: tuple[str, ...] = ()
         if status is not None:
             query += " WHERE status = ?"
             params = (status.value,)
         rows = self._db.execute(query + " ORDER BY job_id, node", params).fetchall()
         return [
-            RevealRecord(
+            CommitRecord(
                 int(r[0]),
                 r[1],
                 bytes(r[2]),
-                bytes(r[3]),
-                VerificationStatus(r[4]),
-                None if r[5] is None else bytes(r[5]),
-                r[6],
+                VerificationStatus(r[3]),
+                None if r[4] is None else bytes(r[4]),
+                r[5],
             )
             for r in rows
         ]
@@ -325,7 +312,7 @@ class ChainState:
         local_result: bytes | None = None,
         note: str = "",
     ) -> None:
-        """Record the outcome of checking `node`'s reveal for `job_id`."""
+        """Record the outcome of checking `node`'s commitment for `job_id`."""
         with self._tx() as db:
             db.execute(
                 "UPDATE verifications SET status = ?, local_result = ?, note = ? "

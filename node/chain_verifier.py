@@ -1,17 +1,19 @@
-"""The verifier role (skeleton): re-execute jobs other nodes revealed results for, for a
-configured fraction of jobs, and record every reveal that disagrees with the re-execution.
+"""The verifier role: re-execute the jobs other nodes committed results to (all of them, or a
+configured fraction) and check each commitment against the re-execution as soon as it is on
+chain, before any reveal.
 
-It follows the market's `Revealed` logs the same way the watcher follows `JobPosted` (bounded
+A commitment is a seal, keccak256(abi.encode(node, jobId, resultDigest)) (`node.chain.seal_of`),
+so a verifier that knows the result digest its own re-execution gives can tell whether a node
+sealed the same result without waiting for the node to reveal it: MATCH or MISMATCH is
+recorded during the commit phase. Finding the first divergent instruction needs the other
+node's trace, which nodes serve only once the commit phase is over (before that it would
+let a lazy node copy a result); `node.divergence_report` does that part, for every job this
+node holds a local execution of, the ones re-executed here included.
+
+It follows the market's `Committed` logs the way the watcher follows `JobPosted` (bounded
 ranges trailing the head, applied once by (transaction hash, log index), cursor and records
 in one SQLite transaction of its own state file), so a restart neither loses nor repeats a
-check. It sends no transaction: what it produces is the record of mismatches, available
-before `finalize` settles the quorum.
-
-What it compares: result digests (the tuple digest of the outputs, the same for every honest
-node). Trace digests are per node (each names a trace signed by that node's key), so they
-are recorded, not compared: finding the first divergent instruction needs the other node's
-trace itself (fetched by digest from its endpoint, a later slice) and
-`attest.divergence` against the local op-level trace.
+check. It sends no transaction.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attest.digests import sha256_hex
-from node.chain import JobMarket, fetch_events
-from node.chain_state import ChainState, RevealRecord, VerificationStatus
+from node.chain import JobMarket, fetch_events, seal_of
+from node.chain_state import ChainState, CommitRecord, VerificationStatus
 from node.watcher import ChainJob, ExecutionOutcome, JobExecutor, JobPending, JobRefused
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,8 @@ class VerifierConfig:
 
 
 class ChainVerifier:
-    """Re-executes sampled jobs after other nodes reveal and records mismatches."""
+    """Re-executes sampled jobs other nodes commit to and records the commitments that do
+    not seal the re-executed result."""
 
     def __init__(
         self,
@@ -51,7 +54,7 @@ class ChainVerifier:
         config: VerifierConfig | None = None,
         start_block: int = 0,
     ) -> None:
-        """`address`: the verifying node (its own reveals are not checked; it also salts
+        """`address`: the verifying node (its own commitments are not checked; it also salts
         the sampling so that verifiers pick different jobs). `state_path`: a state file of
         its own (not the watcher's: the two cursors move independently)."""
         self.market = market
@@ -70,7 +73,7 @@ class ChainVerifier:
             start_block=start_block,
         )
         # Outcomes of this process's re-executions, by job: one run per job however many
-        # reveals it has. Not persisted: after a restart a pending job is run again, which
+        # commitments it has. Not persisted: after a restart a pending job is run again, which
         # is deterministic and so gives the same outcome.
         self._outcomes: dict[int, ExecutionOutcome | str] = {}
 
@@ -86,30 +89,28 @@ class ChainVerifier:
         draw = int(sha256_hex(f"{self.address.lower()}:{job_id}".encode())[:16], 16)
         return draw < self.config.fraction * 2**64
 
-    def step(self) -> list[RevealRecord]:
-        """Read the next confirmed range of Revealed logs, then check every pending reveal;
-        returns the reveals decided in this step."""
+    def step(self) -> list[CommitRecord]:
+        """Read the next confirmed range of Committed logs, then check every pending
+        commitment; returns the commitments decided in this step."""
         self._poll()
         decided = []
         waiting: set[int] = set()  # jobs whose re-execution is not done: ask once per step
-        for reveal in self.state.verifications(VerificationStatus.PENDING):
-            if reveal.job_id in waiting:
+        for commit in self.state.verifications(VerificationStatus.PENDING):
+            if commit.job_id in waiting:
                 continue
-            status, local, note = self._check(reveal)
+            status, local, note = self._check(commit)
             if status is None:
-                waiting.add(reveal.job_id)
+                waiting.add(commit.job_id)
                 continue
-            self.state.set_verification(reveal.job_id, reveal.node, status, local_result=local, note=note)
+            self.state.set_verification(commit.job_id, commit.node, status, local_result=local, note=note)
             if status == VerificationStatus.MISMATCH:
-                log.warning("job %d: %s revealed a result that re-execution does not give: %s",
-                            reveal.job_id, reveal.node, note)
-            decided.append(
-                RevealRecord(reveal.job_id, reveal.node, reveal.result_digest, reveal.trace_digest, status, local, note)
-            )
+                log.warning("job %d: %s committed to a result that re-execution does not give: %s",
+                            commit.job_id, commit.node, note)
+            decided.append(CommitRecord(commit.job_id, commit.node, commit.seal, status, local, note))
         return decided
 
-    def mismatches(self) -> list[RevealRecord]:
-        """Every recorded reveal that disagreed with the re-execution."""
+    def mismatches(self) -> list[CommitRecord]:
+        """Every recorded commitment that does not seal the re-executed result."""
         return self.state.verifications(VerificationStatus.MISMATCH)
 
     def _poll(self) -> None:
@@ -118,33 +119,24 @@ class ChainVerifier:
         if end < start:
             return
         events = fetch_events(
-            self.client, self.market.contract, start, end, names=("Revealed",), chunk=self.config.log_chunk
+            self.client, self.market.contract, start, end, names=("Committed",), chunk=self.config.log_chunk
         )
-        reveals = [
-            (
-                e.tx_hash,
-                e.log_index,
-                RevealRecord(
-                    int(e.args["jobId"]),
-                    str(e.args["node"]),
-                    bytes(e.args["resultDigest"]),
-                    bytes(e.args["traceDigest"]),
-                ),
-            )
+        commits = [
+            (e.tx_hash, e.log_index, CommitRecord(int(e.args["jobId"]), str(e.args["node"]), bytes(e.args["seal"])))
             for e in events
         ]
-        self.state.apply_range([], end + 1, reveals)
+        self.state.apply_range([], end + 1, commits)
 
-    def _check(self, reveal: RevealRecord) -> tuple[VerificationStatus | None, bytes | None, str]:
-        if reveal.node.lower() == self.address.lower():
-            return VerificationStatus.NOT_SAMPLED, None, "own reveal"
-        if not self.sampled(reveal.job_id):
+    def _check(self, commit: CommitRecord) -> tuple[VerificationStatus | None, bytes | None, str]:
+        if commit.node.lower() == self.address.lower():
+            return VerificationStatus.NOT_SAMPLED, None, "own commitment"
+        if not self.sampled(commit.job_id):
             return VerificationStatus.NOT_SAMPLED, None, ""
-        outcome = self._outcomes.get(reveal.job_id)
+        outcome = self._outcomes.get(commit.job_id)
         if outcome is None:
-            j = self.market.get_job(reveal.job_id)
+            j = self.market.get_job(commit.job_id)
             job = ChainJob(
-                reveal.job_id, j.submitter, j.program_digest, j.inputs_digest, j.reward, j.k,
+                commit.job_id, j.submitter, j.program_digest, j.inputs_digest, j.reward, j.k,
                 j.commit_deadline, j.reveal_deadline, self.chain_id, self.market.address,
             )
             try:
@@ -155,15 +147,15 @@ class ChainVerifier:
             except JobPending:
                 return None, None, ""
             except Exception as exc:  # transient: checked again next step
-                log.warning("job %d: re-execution failed, will retry: %s", reveal.job_id, exc)
+                log.warning("job %d: re-execution failed, will retry: %s", commit.job_id, exc)
                 return None, None, ""
-            self._outcomes[reveal.job_id] = outcome
+            self._outcomes[commit.job_id] = outcome
         if isinstance(outcome, str):
             return VerificationStatus.REFUSED, None, outcome
-        if outcome.result_digest == reveal.result_digest:
+        if seal_of(commit.node, commit.job_id, outcome.result_digest) == commit.seal:
             return VerificationStatus.MATCH, outcome.result_digest, ""
         note = (
-            f"revealed result {reveal.result_digest.hex()}, re-execution gave "
-            f"{outcome.result_digest.hex()}; its trace is {reveal.trace_digest.hex()}"
+            f"seal {commit.seal.hex()} is not the seal of the re-executed result "
+            f"{outcome.result_digest.hex()}"
         )
         return VerificationStatus.MISMATCH, outcome.result_digest, note

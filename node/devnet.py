@@ -408,10 +408,16 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
     while any(n.fault for n in state.nodes) and not report["divergences"] and time.monotonic() < deadline:
         time.sleep(0.25)
         report = Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
+    finalized_at = next(
+        e.block_number
+        for e in fetch_events(client, market.contract, state.deploy_block, names=("Finalized",))
+        if int(e.args["jobId"]) == int(job.id)
+    )
     for entry in report["divergences"]:
         say(
             f"node0's divergence report: {entry['node']} first differs at instruction "
-            f"#{entry['instruction_index']} {entry['instruction_name']} ({entry['instruction_opcode']})"
+            f"#{entry['instruction_index']} {entry['instruction_name']} ({entry['instruction_opcode']}); "
+            f"recorded at block {report['recorded_block']}, the job finalized at block {finalized_at}"
         )
     if not report["divergences"]:
         say("node0's divergence report: no node diverged")

@@ -1,11 +1,19 @@
-"""Divergence reports: when another node revealed a result that differs from this node's for
-a chain job both executed, fetch that node's signed trace and name the first instruction
+"""Divergence reports: when another node committed to a result that differs from this node's
+for a chain job both executed, fetch that node's signed trace and name the first instruction
 where the two executions part (`attest.first_divergence` against this node's op-level trace).
 
+Timing: a commitment is a seal of (node, job, result digest), so comparing it with the seal of
+our own result tells agreement from divergence as soon as the commitment is mined. A node
+serves its trace once the job's commit phase is over (before that it would let a lazy node
+copy the result), so the report is written at the start of the reveal phase, from the
+commitments alone: it does not wait for any reveal. The watcher finalizes a job early only
+once this monitor has compared every other commitment (`ready`), so a node's report exists
+before the quorum it takes part in is settled.
+
 The other trace is found at the other node's `GET /v1/chain/jobs/{id}/trace` (endpoint from
-the registry) and is accepted only if its bytes hash to the trace digest that node revealed
-on chain (so it is the trace that node's account stood behind) and its statement is bound to
-the same job, chain and contract. Reports are written to
+the registry) and is accepted only if its statement is bound to the same job, chain and
+contract, its outputs give the result the node sealed on chain, and, once the node has
+revealed, its bytes hash to the trace digest it revealed. Reports are written to
 `<data_dir>/chain-jobs/<contract>-<job id>.divergence.json`, logged, and served at
 `GET /v1/chain/jobs/{id}/divergence`.
 """
@@ -24,10 +32,10 @@ import httpx
 from attest import first_divergence
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
-from node.chain import JobMarket, NodeRegistry, Phase
-from node.chain_executor import ChainExecutor
+from node.chain import JobMarket, NodeRegistry, Phase, Slot, seal_of
+from node.chain_executor import ChainExecutor, ChainJobRecord
 from node.trace import parse_envelope
-from node.watcher import trace_digest_of
+from node.watcher import result_digest_of, trace_digest_of
 
 log = logging.getLogger("vxla.node.divergence")
 
@@ -50,11 +58,13 @@ class NodeDivergence:
 
 @dataclass(frozen=True)
 class DivergenceReport:
-    """Every diverging node of one chain job."""
+    """Every diverging node of one chain job; `recorded_block` is the chain head when the
+    report was last written (so anyone can see it came before the job's Finalized event)."""
 
     job_id: int
     contract: str
     divergences: list[NodeDivergence]
+    recorded_block: int
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the API answer)."""
@@ -70,7 +80,8 @@ def compare_envelopes(ours: str | bytes, theirs: str | bytes) -> tuple[str, Any]
 
 
 class DivergenceMonitor:
-    """Checks the revealed slots of the chain jobs this node executed (see the module docstring)."""
+    """Checks the commitments of other nodes to the chain jobs this node executed (see the
+    module docstring)."""
 
     def __init__(
         self,
@@ -101,11 +112,11 @@ class DivergenceMonitor:
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
         return DivergenceReport(
-            data["job_id"], data["contract"], [NodeDivergence(**d) for d in data["divergences"]]
+            data["job_id"], data["contract"], [NodeDivergence(**d) for d in data["divergences"]], data["recorded_block"]
         )
 
     def step(self) -> list[DivergenceReport]:
-        """Look at every executed job's revealed slots once; returns the reports written now."""
+        """Look at every executed job's commitments once; returns the reports written now."""
         written = []
         contract = self.market.address
         for path in sorted(self.executor.directory.glob(f"{contract.lower()}-*.json")):
@@ -119,8 +130,21 @@ class DivergenceMonitor:
                 written.append(report)
         return written
 
+    def ready(self, job_id: int) -> bool:
+        """Whether every other node's commitment to `job_id` has been compared with our
+        result (true when this node holds no execution of the job): the watcher's condition
+        for finalizing before the reveal deadline."""
+        contract = self.market.address
+        if self.executor.record(contract, job_id) is None:
+            return True
+        return all(
+            slot.node == self.address or (contract, job_id, slot.node) in self._done
+            for slot in self.market.get_slots(job_id)
+            if slot.committed
+        )
+
     def check_job(self, job_id: int) -> DivergenceReport | None:
-        """Compare with every other revealed slot of `job_id` not compared yet."""
+        """Compare our result with every other commitment to `job_id` not compared yet."""
         contract = self.market.address
         ours = self.executor.record(contract, job_id)
         if ours is None:
@@ -128,58 +152,92 @@ class DivergenceMonitor:
         previous = self.report(contract, job_id)
         # Nodes already in the stored report are not compared again (after a restart too).
         self._done.update((contract, job_id, d.node) for d in (previous.divergences if previous else []))
-        finalized = self.market.get_job(job_id).phase == Phase.FINALIZED
+        job = self.market.get_job(job_id)
+        traces_served = job.commit_phase_over(self.market.client.timestamp())
+        our_seal_result = bytes.fromhex(ours.result_digest)
         found = []
         pending = False
         for slot in self.market.get_slots(job_id):
             key = (contract, job_id, slot.node)
             if slot.node == self.address or key in self._done:
                 continue
-            if not slot.revealed:
-                pending = not finalized  # after finalize an unrevealed slot never reveals
+            if not slot.committed:
+                pending = pending or not traces_served  # it may still commit
                 continue
-            if slot.result_digest.hex() == ours.result_digest:
+            if slot.seal == seal_of(slot.node, job_id, our_seal_result):
                 self._done.add(key)
                 self.on_compare("agree")
                 continue
-            endpoint = self.registry.get_node(slot.node).endpoint
-            try:
-                response = httpx.get(f"{endpoint.rstrip('/')}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
-            except httpx.HTTPError as error:
-                log.info("job %d: trace of %s not reachable, will retry: %s", job_id, slot.node, error)
-                pending = True
+            if not traces_served:
+                pending = True  # a diverging commitment: its trace is served after the commit phase
                 continue
-            if response.status_code != 200:
-                pending = True
+            divergence = self._compare(job_id, slot, ours)
+            if divergence is None:
+                pending = pending or key not in self._done
                 continue
-            theirs = response.content
-            if trace_digest_of(theirs.decode("utf-8")) != slot.trace_digest:
-                self._done.add(key)
-                log.warning("job %d: %s served a trace that is not the one it revealed", job_id, slot.node)
-                continue
-            envelope = self.executor.store.blobs.get(ours.envelope_digest)
-            summary, first = compare_envelopes(envelope, theirs)
             self._done.add(key)
             self.on_compare("diverge")
-            found.append(
-                NodeDivergence(
-                    node=slot.node,
-                    endpoint=endpoint,
-                    our_result=ours.result_digest,
-                    their_result=slot.result_digest.hex(),
-                    summary=summary,
-                    instruction_index=None if first is None else first.index,
-                    instruction_name=None if first is None else first.name,
-                    instruction_opcode=None if first is None else first.opcode,
-                    our_digest=None if first is None or first.left is None else first.left.digest,
-                    their_digest=None if first is None or first.right is None else first.right.digest,
-                )
-            )
-            log.warning("job %d: node %s diverges from us: %s", job_id, slot.node, summary)
-        if finalized and not pending:
+            found.append(divergence)
+            log.warning("job %d: node %s diverges from us: %s", job_id, slot.node, divergence.summary)
+        if job.phase == Phase.FINALIZED and not pending:
             self._settled.add((contract, job_id))
         if not found:
             return None
-        report = DivergenceReport(job_id, contract, (previous.divergences if previous else []) + found)
+        report = DivergenceReport(
+            job_id, contract, (previous.divergences if previous else []) + found, self.market.client.block_number()
+        )
         write_bytes_atomic(self._path(contract, job_id), json.dumps(report.to_dict(), indent=1).encode())
         return report
+
+    def _compare(self, job_id: int, slot: Slot, ours: ChainJobRecord) -> NodeDivergence | None:
+        """The divergence of `slot`'s node from us, from the trace it serves; None when the
+        trace is not available yet (retried) or is not the one the node committed to (given
+        up, and marked compared so it does not hold up finalizing)."""
+        key = (self.market.address, job_id, slot.node)
+        endpoint = self.registry.get_node(slot.node).endpoint
+        try:
+            response = httpx.get(f"{endpoint.rstrip('/')}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
+        except httpx.HTTPError as error:
+            log.info("job %d: trace of %s not reachable, will retry: %s", job_id, slot.node, error)
+            return None
+        if response.status_code != 200:
+            return None
+        theirs = response.content
+        problem = self._trace_problem(job_id, slot, theirs)
+        if problem is not None:
+            self._done.add(key)
+            log.warning("job %d: %s served a trace that is not the one it committed to: %s", job_id, slot.node, problem)
+            return None
+        statement = Statement.from_json_bytes(parse_envelope(theirs).payload)
+        their_result = result_digest_of([o.digest for o in statement.predicate.deterministic.outputs])
+        summary, first = compare_envelopes(self.executor.store.blobs.get(ours.envelope_digest), theirs)
+        return NodeDivergence(
+            node=slot.node,
+            endpoint=endpoint,
+            our_result=ours.result_digest,
+            their_result=their_result.hex(),
+            summary=summary,
+            instruction_index=None if first is None else first.index,
+            instruction_name=None if first is None else first.name,
+            instruction_opcode=None if first is None else first.opcode,
+            our_digest=None if first is None or first.left is None else first.left.digest,
+            their_digest=None if first is None or first.right is None else first.right.digest,
+        )
+
+    def _trace_problem(self, job_id: int, slot: Slot, envelope: bytes) -> str | None:
+        """Why `envelope` is not the trace behind `slot`'s commitment, or None if it is."""
+        try:
+            statement = Statement.from_json_bytes(parse_envelope(envelope).payload)
+        except (ValueError, UnicodeDecodeError) as error:  # TraceInputError, StatementError
+            return f"unreadable envelope: {error}"
+        predicate = statement.predicate
+        binding = (predicate.job_id, predicate.chain_id, (predicate.contract or "").lower())
+        expected = (str(job_id), self.market.client.chain_id, self.market.address.lower())
+        if binding != expected:
+            return f"bound to {binding}, not {expected}"
+        result = result_digest_of([o.digest for o in predicate.deterministic.outputs])
+        if seal_of(slot.node, job_id, result) != slot.seal:
+            return "its outputs do not give the sealed result"
+        if slot.revealed and trace_digest_of(envelope.decode("utf-8", errors="replace")) != slot.trace_digest:
+            return "its digest is not the revealed trace digest"
+        return None

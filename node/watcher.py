@@ -23,6 +23,11 @@ commit: committing a made-up digest would be slashed just the same and would pol
 quorum, so the slot is left uncommitted and is slashed at finalize; the job is FAILED and
 the watcher still finalizes it. Any other exception from `execute` is treated as transient
 and retried on the next step until the commit deadline passes.
+
+Finalizing: once every slot has revealed, any node may finalize before the reveal deadline.
+A watcher given a `finalize_gate` does so only when the gate agrees (the daemon's gate is its
+divergence monitor having compared every other commitment, so its report is on record before
+the quorum settles); at the reveal deadline it finalizes regardless.
 """
 
 from __future__ import annotations
@@ -181,9 +186,12 @@ class ChainWatcher:
         policy: Policy | None = None,
         config: WatcherConfig | None = None,
         start_block: int = 0,
+        finalize_gate: Callable[[int], bool] | None = None,
     ) -> None:
         """`state_path`: the SQLite file of this node's chain progress (created if missing,
-        starting at `start_block`, typically the deployment block)."""
+        starting at `start_block`, typically the deployment block). `finalize_gate(job_id)`:
+        whether this node may finalize a fully revealed job before its reveal deadline."""
+        self.finalize_gate = finalize_gate if finalize_gate is not None else (lambda job_id: True)
         self.market = market
         self.client = market.client
         self.account = account
@@ -427,7 +435,7 @@ class ChainWatcher:
         # REVEALED or FAILED: settle the job once the reveal phase is over.
         if job.phase == Phase.FINALIZED:
             return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
-        if now < job.reveal_deadline and job.revealed < job.k:
+        if now < job.reveal_deadline and (job.revealed < job.k or not self.finalize_gate(job_id)):
             return None
         error = self._send(report, job_id, "finalize", lambda: self.market.finalize(self.account, job_id))
         if error in (None, "JobFinalized"):

@@ -70,6 +70,11 @@ class Job:
     accepted: bool
     result: bytes
 
+    def commit_phase_over(self, latest_timestamp: int) -> bool:
+        """Whether no commitment can land any more: every slot committed, or the latest
+        block is already at the commit deadline (the contract's own rule for reveals)."""
+        return self.committed >= self.k or latest_timestamp >= self.commit_deadline
+
 
 @dataclass(frozen=True)
 class Slot:

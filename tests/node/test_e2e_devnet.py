@@ -25,7 +25,7 @@ from node.api import NodeServer
 from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
 from node.config import ChainConfig, NodeConfig
 from node.sdk import ChainSubmitter, Client
-from node.watcher import result_digest_of
+from node.watcher import result_digest_of, trace_digest_of
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.fixture_data import Fixture
 
@@ -196,6 +196,13 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
         assert entry["instruction_name"] == fault.instruction
         assert entry["their_result"] != entry["our_result"] == expected.hex()
         assert fault.instruction in entry["summary"]
+    # The node that settled the quorum had its report on record before it did: its
+    # watcher finalizes early only once its monitor has compared every commitment.
+    [finalized] = _events(devnet, "Finalized", int(job.id))
+    finalizer = devnet.client.w3.eth.get_transaction(finalized.tx_hash)["from"]
+    reporters = {s.chain.address: s for s in servers[:3] if s.chain is not None}
+    report = Client(reporters[finalizer].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
+    assert report["divergences"] and report["recorded_block"] < finalized.block_number
     metrics = Client(servers[0].url)._http.get("/metrics").text
     assert 'vxla_verifications_total{outcome="diverge"} 1.0' in metrics
     assert 'vxla_chain_transactions_total{action="claim"} 1.0' in metrics
@@ -229,3 +236,25 @@ def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_d
     for name in ("SlotClaimed", "Committed", "Revealed"):
         nodes = sorted(str(e.args["node"]) for e in _events(devnet, name, int(job.id)))
         assert nodes == sorted(devnet.accounts), name
+
+
+def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001
+    """A job of 4 slots on 3 nodes keeps its commit phase open until the deadline: the nodes
+    hold their traces back (409) so that no node can copy a result it did not compute."""
+    servers = nodes_factory()
+    submitter = ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD, commit_window_s=600)
+    job = Client(servers[0].url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=4)
+    market = devnet.deployment.market
+    deadline = time.monotonic() + 30
+    while market.get_job(int(job.id)).committed < 3:
+        assert time.monotonic() < deadline, "the three nodes did not commit"
+        time.sleep(0.1)
+    http = Client(servers[0].url)._http
+    held = http.get(f"/v1/chain/jobs/{job.id}/trace")
+    assert held.status_code == 409
+    assert "commit phase open (3 of 4 slots committed" in held.json()["detail"]
+    devnet.client.advance_time(601)  # past the commit deadline: no commitment can land
+    served = http.get(f"/v1/chain/jobs/{job.id}/trace")
+    assert served.status_code == 200
+    info = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}")
+    assert trace_digest_of(served.text) == bytes.fromhex(info["local"]["trace_digest"])

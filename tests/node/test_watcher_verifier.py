@@ -51,31 +51,33 @@ def _verifier(net: Net, executor: object, fraction: float = 1.0) -> ChainVerifie
     )
 
 
-def test_verifier_records_the_faulty_reveal_before_finalize(net: Net) -> None:  # noqa: F811
+def test_verifier_records_the_faulty_commitment_before_any_reveal(net: Net) -> None:  # noqa: F811
     executors = [honest(0), honest(1), MapExecutor({PROGRAM: WRONG}, "node2")]
     watchers = [net.watcher(i, e) for i, e in enumerate(executors)]
     verifier_executor = SlowFirst(honest(9))
     verifier = _verifier(net, verifier_executor)
     job_id = net.post(commit_in=500, reveal_in=1_000)
     watchers[2].step()  # the faulty node claims and commits first
-    drive(watchers[:2], rounds=1)  # the last commit ends the commit phase: node 1 reveals
-    watchers[2].step()  # node 2 reveals its wrong result
 
     assert verifier.step() == []  # the re-execution is still running
-    decided = verifier.step()
-    assert {(r.node, r.status) for r in decided} == {
-        (net.nodes[1], VerificationStatus.MATCH),
-        (net.nodes[2], VerificationStatus.MISMATCH),
-    }
-    # Recorded while the quorum is still open.
-    assert net.market.get_job(job_id).phase == Phase.OPEN
+    (decided,) = verifier.step()
+    assert (decided.node, decided.status) == (net.nodes[2], VerificationStatus.MISMATCH)
+    # Known from the seal alone, while the commit phase is still open: nothing revealed.
+    job = net.market.get_job(job_id)
+    assert job.phase == Phase.OPEN and job.committed == 1 and job.revealed == 0
+    assert WRONG.hex() not in decided.note and HONEST.hex() in decided.note  # only the seal is public
 
-    watchers[0].step()  # the last reveal, and finalize
+    drive(watchers[:2], rounds=1)  # the honest commitments
+    assert {(r.node, r.status) for r in verifier.step()} == {
+        (net.nodes[0], VerificationStatus.MATCH),
+        (net.nodes[1], VerificationStatus.MATCH),
+    }
+    drive(watchers, rounds=3)  # reveals and finalize
     assert net.market.get_job(job_id).phase == Phase.FINALIZED
-    assert [(r.node, r.status) for r in verifier.step()] == [(net.nodes[0], VerificationStatus.MATCH)]
+    assert verifier.step() == []  # reveals and finalize add nothing to check
     (bad,) = verifier.mismatches()
-    assert bad.node == net.nodes[2] and bad.result_digest == WRONG and bad.local_result == HONEST
-    assert WRONG.hex() in bad.note and HONEST.hex() in bad.note
+    assert bad.node == net.nodes[2] and bad.local_result == HONEST
+    assert bad.seal == net.market.get_slots(job_id)[0].seal  # the faulty node claimed slot 0
     assert len(verifier_executor.calls) == 2  # one pending answer, then one run for all three
 
     # A restart re-reads nothing twice and keeps the records.
