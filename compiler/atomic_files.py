@@ -29,6 +29,27 @@ def write_atomic(path: str | Path, fill: Callable[[BinaryIO], None]) -> None:
         raise
 
 
+def is_temporary(path: Path) -> bool:
+    """Whether `path` is named like the temporary file of `write_atomic` (".<target>.<random>")."""
+    return path.name.startswith(".") and path.name.count(".") >= 2
+
+
+def remove_temporaries(directory: Path, pattern: str = "*") -> list[Path]:
+    """Deletes the temporary files that a process killed during `write_atomic` left in the
+    directories matching `pattern` under `directory`; returns them, sorted. Call it only
+    while no writer is active in those directories (at startup, before serving)."""
+    leftovers = sorted(
+        entry
+        for folder in [directory, *sorted(directory.glob(pattern))]
+        if folder.is_dir()
+        for entry in folder.iterdir()
+        if entry.is_file() and is_temporary(entry)
+    )
+    for entry in leftovers:
+        entry.unlink(missing_ok=True)
+    return leftovers
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Creates or replaces `path` with `data`."""
     write_atomic(path, lambda handle: handle.write(data))

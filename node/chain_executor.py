@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from attest.digests import sha256_hex
-from compiler.atomic_files import write_bytes_atomic
+from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 from node.store import BlobError, JobStore, is_digest
 from node.watcher import (
     ChainJob,
@@ -150,6 +150,7 @@ class ChainExecutor:
         self.fetcher = fetcher
         self.directory = self.store.data_dir / "chain-jobs"
         self.directory.mkdir(parents=True, exist_ok=True)
+        remove_temporaries(self.directory)  # of record writes a crash interrupted
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxla-chain-job")
         self._running: dict[tuple[str, int], Future[ChainJobRecord]] = {}
         self._lock = threading.Lock()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attest.digests import sha256_hex
-from compiler.atomic_files import write_bytes_atomic
+from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 STATES = (QUEUED, RUNNING, DONE, FAILED)
@@ -84,8 +84,11 @@ class BlobStore:
     """Files named by the SHA-256 of their bytes, under `directory/ab/abcdef...`."""
 
     def __init__(self, directory: Path) -> None:
+        """Opens (or creates) the store; temporary files of writes a crash interrupted are
+        deleted (the store is opened once, before anything writes to it)."""
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
+        self.removed_temporaries = remove_temporaries(directory, "??")
 
     def path(self, digest: str) -> Path:
         if not is_digest(digest):

@@ -30,7 +30,7 @@ from compiler.hlo import HloError
 from compiler.hlo.shape import flatten
 from compiler.program import Program, load_program
 from compiler.reference.evaluator import EvaluationError
-from compiler.runtime.executable import Executable, Fault
+from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
 from node.config import Limits
 from node.store import STATES, Job, JobStore
 from node.tensors import npy_bytes
@@ -299,6 +299,10 @@ class WorkerPool:
             blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits
         )
         begin = time.perf_counter_ns()
+        # The wall limit covers compiling and running. Compiling is not interruptible (its
+        # work is bounded by the module limits); the run stops between steps and at every
+        # while-loop iteration once past the deadline.
+        deadline = time.monotonic() + self.limits.job_wall_seconds
         executable, lock = self._executable(program)
         compiled = time.perf_counter_ns()
         try:
@@ -308,7 +312,12 @@ class WorkerPool:
                     threads=self.threads,
                     max_while_iterations=self.limits.max_while_iterations,
                     fault=self.fault,
+                    deadline=deadline,
                 )
+        except DeadlineExceeded as error:
+            raise JobRejected(
+                f"execution: over limits.job_wall_seconds ({self.limits.job_wall_seconds}): {error}"
+            ) from None
         except EvaluationError as error:
             # Name the setting when the loop limit stopped the job, so the submitter knows
             # this node refuses it (not that the module is wrong).
@@ -320,13 +329,6 @@ class WorkerPool:
             raise JobRejected(f"execution: {error}{hint}") from None
         executed = time.perf_counter_ns()
         self.metrics.execution_seconds.observe((executed - compiled) / 1e9)
-        # A thread cannot be preempted safely mid-kernel, so the wall limit is enforced when
-        # the run returns: an over-long job fails rather than occupying the result slot.
-        elapsed = (executed - begin) / 1e9
-        if elapsed > self.limits.job_wall_seconds:
-            raise JobRejected(
-                f"job took {elapsed:.1f} s, over limits.job_wall_seconds ({self.limits.job_wall_seconds})"
-            )
         statement = build_statement(
             program, executable, arrays, run,
             job_id=job_id, chain_id=chain_id, contract=contract, key_id=self.key_id,

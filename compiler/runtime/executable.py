@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,12 @@ KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctype
 ARENA_ALIGNMENT = 64
 
 StepObserver = Callable[[str, "RunState"], None]
+
+
+class DeadlineExceeded(EvaluationError):
+    """A run passed its deadline. Runs are stopped between steps (a kernel, a kernel
+    sequence, a copy) and at every while-loop iteration, never inside a kernel, so one
+    step's work bounds how late the stop can come."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,12 @@ class RunState:
     table: ctypes.Array
     pool: WorkerPool
     outputs: dict[int, np.ndarray]
+    deadline: float | None = None  # time.monotonic() value past which the run stops
+
+    def check_deadline(self, where: str) -> None:
+        """DeadlineExceeded when the deadline has passed; `where` says what was about to run."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeadlineExceeded(f"run stopped past its deadline, before {where}")
 
     def view(self, buffer_id: int) -> np.ndarray:
         """The bytes of a buffer as a uint8 array (read-only for constants)."""
@@ -156,8 +169,10 @@ class Executable:
         threads: int | None = None,
         max_while_iterations: int | None = None,
         observer: StepObserver | None = None,
+        deadline: float | None = None,
     ) -> list[np.ndarray]:
-        """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs."""
+        """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs.
+        `deadline` (a `time.monotonic()` value): raise DeadlineExceeded once past it."""
         parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
             raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
@@ -168,7 +183,7 @@ class Executable:
                 inputs[index] = check_argument(parameters[index], array, index)
         arena, table = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), arena, table)
+            state = self._state(inputs, self._pool(threads or self.threads), arena, table, deadline)
             self._run_steps(state, self.plan.steps, max_while_iterations, observer)
             return [state.array(b) for b in self.plan.outputs]
         finally:
@@ -181,10 +196,12 @@ class Executable:
         threads: int | None = None,
         max_while_iterations: int | None = None,
         fault: Fault | None = None,
+        deadline: float | None = None,
     ) -> TracedRun:
         """Runs the module like `run` and takes the digest of every traced instruction's
         output (plan.trace_points) as soon as it is computed, before a later step can reuse
-        its memory; `fault` corrupts one instruction's output on purpose."""
+        its memory; `fault` corrupts one instruction's output on purpose; `deadline` as in
+        `run`."""
         points: dict[int, list[P.TracePoint]] = {}
         for point in self.plan.trace_points:
             points.setdefault(point.after_step, []).append(point)
@@ -197,7 +214,7 @@ class Executable:
         records: list[tuple[str, str, str]] = []
         arena, table = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), arena, table)
+            state = self._state(inputs, self._pool(threads or self.threads), arena, table, deadline)
             self._record(state, points.get(0, []), fault, records)
             completed = 0
             for step in self.plan.steps:
@@ -280,16 +297,20 @@ class Executable:
                 specs.append((buffer_id, buffer.dims, np.dtype(from_name(buffer.dtype).numpy)))
         return specs
 
-    def _state(self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray, table: ctypes.Array) -> RunState:
+    def _state(
+        self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray, table: ctypes.Array, deadline: float | None
+    ) -> RunState:
         outputs = self._direct_outputs()
         for buffer_id, input_index in self._input_slots:
             table[buffer_id] = _address(inputs[input_index])
         for buffer_id, array in outputs.items():
             table[buffer_id] = _address(array)  # the same buffers every run: no reset needed
-        return RunState(self, inputs, arena, table, pool, outputs)
+        return RunState(self, inputs, arena, table, pool, outputs, deadline)
 
     def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
         for step in steps:
+            if state.deadline is not None:
+                state.check_deadline("a buffer copy" if isinstance(step, P.CopyStep) else f"%{step.instruction}")
             if isinstance(step, P.KernelStep):
                 if step.parts and observer is not None:
                     self._run_steps(state, step.parts, limit, observer)
@@ -309,15 +330,18 @@ class Executable:
 
     def _run_while(self, state: RunState, step: P.WhileStep, limit: int | None, observer: StepObserver | None) -> None:
         iterations = 0
-        while True:
-            self._run_steps(state, step.condition, limit, observer)
-            if not state.view(step.predicate)[0]:
-                return
-            if limit is not None and iterations >= limit:
-                raise EvaluationError(f"while loop %{step.instruction} ran past the limit of {limit} iterations")
-            self._run_steps(state, step.body, limit, observer)
-            self._run_steps(state, (P.CopyStep(step.body_results, step.state),), limit, observer)
-            iterations += 1
+        try:
+            while True:
+                self._run_steps(state, step.condition, limit, observer)
+                if not state.view(step.predicate)[0]:
+                    return
+                if limit is not None and iterations >= limit:
+                    raise EvaluationError(f"while loop %{step.instruction} ran past the limit of {limit} iterations")
+                self._run_steps(state, step.body, limit, observer)
+                self._run_steps(state, (P.CopyStep(step.body_results, step.state),), limit, observer)
+                iterations += 1
+        except DeadlineExceeded as error:
+            raise DeadlineExceeded(f"{error}, in iteration {iterations} of while loop %{step.instruction}") from None
 
     @staticmethod
     def _branch(state: RunState, step: P.ConditionalStep) -> int:

@@ -17,6 +17,7 @@ import pytest
 from attest import Statement
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
+from compiler.codegen.target import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from node.api import NodeServer
@@ -38,6 +39,7 @@ LIMITS = Limits(
 )
 JOB_FIXTURES = ["mlp_softmax", "argmax", "bf16_mlp"]
 MLP = Fixture("mlp_softmax")
+FORI = Fixture("fori_loop")
 
 
 def start_node(data_dir: Path, limits: Limits = LIMITS) -> NodeServer:
@@ -259,6 +261,28 @@ def test_wall_time_limit_fails_the_job(tmp_path: Path) -> None:
             job = sdk.submit(MLP.module_text, MLP.inputs())
             with pytest.raises(JobFailed, match="limits.job_wall_seconds"):
                 job.wait(timeout=60)
+    finally:
+        server.stop()
+
+
+def test_wall_time_limit_stops_a_long_loop_mid_run(tmp_path: Path) -> None:
+    """The limit preempts a run (at a while-loop iteration), not only judges it afterwards."""
+    trips = 50_000_000  # minutes of loop if it ran to the end; the limit stops it after 2 s
+    # The limit covers compiling too: fill the node's compile cache first, so the run starts
+    # well inside the limit.
+    compile_program(load_program(FORI.module_text), load_config(), cache_dir=tmp_path / "compile-cache")
+    server = start_node(tmp_path, Limits(job_wall_seconds=2.0, max_while_iterations=10**8))
+    try:
+        with Client(server.url) as sdk:
+            arrays = FORI.inputs()
+            arrays[3] = np.array(trips, dtype=np.int32)
+            job = sdk.submit(FORI.module_text, arrays)
+            with pytest.raises(JobFailed, match=r"limits.job_wall_seconds.*in iteration \d+ of while loop") as caught:
+                job.wait(timeout=120)
+            stopped_at = int(str(caught.value).split("in iteration ")[1].split()[0])
+            assert 0 < stopped_at < trips
+            # The node goes on serving: a short job right after finishes.
+            assert sdk.submit(MLP.module_text, MLP.inputs()).wait(timeout=60).state == "done"
     finally:
         server.stop()
 

@@ -71,3 +71,21 @@ def test_running_jobs_requeued_on_open(tmp_path: Path) -> None:
     assert reopened.requeued == [job.id]
     assert reopened.get(job.id).state == QUEUED  # type: ignore[union-attr]
     assert reopened.claim_next().id == job.id  # type: ignore[union-attr]
+
+
+def test_temporary_files_of_interrupted_writes_are_removed_on_open(tmp_path: Path) -> None:
+    """A process killed inside `write_atomic` leaves its hidden temporary file; the next open
+    deletes it and leaves every blob alone."""
+    store = JobStore(tmp_path)
+    kept = store.blobs.put(b"a finished blob")
+    store.close()
+    digest = sha256_hex(b"an interrupted blob")
+    folder = tmp_path / "blobs" / digest[:2]
+    folder.mkdir(exist_ok=True)
+    leftover = folder / f".{digest}.k3j2_x9a"
+    leftover.write_bytes(b"an interr")  # the bytes written before the kill
+    reopened = JobStore(tmp_path)
+    assert reopened.blobs.removed_temporaries == [leftover]
+    assert not leftover.exists() and not reopened.blobs.has(digest)
+    assert reopened.blobs.get(kept) == b"a finished blob"
+    assert sorted(p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()) == [kept]
