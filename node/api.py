@@ -18,11 +18,12 @@ import logging
 import signal
 import socket
 import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -31,10 +32,12 @@ from pydantic import BaseModel, Field
 
 from attest import key_id, load_private_key
 from attest.digests import sha256_hex
+from attest.keys import raw_public_key
 from compiler.runtime.executable import Fault
-from node.chain import ChainClient, JobMarket, NodeRegistry, fetch_events
+from node.chain import ChainClient, JobMarket, NodeRegistry
 from node.chain.client import _address
-from node.chain_executor import BlobFetcher, ChainExecutor
+from node.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
+from node.chain_state import JobState
 from node.chain_verifier import ChainVerifier, VerifierConfig
 from node.config import Limits, NodeConfig
 from node.divergence_report import DivergenceMonitor
@@ -110,14 +113,16 @@ class ChainRole:
 def create_app(
     store: JobStore,
     limits: Limits,
-    signer_id: str,
+    signer: Ed25519PublicKey,
     pool: WorkerPool | None = None,
     chain: ChainRole | None = None,
 ) -> FastAPI:
-    """The API over `store`, refusing jobs over `limits`; `signer_id` is the node's key id.
+    """The API over `store`, refusing jobs over `limits`; `signer` is the public key the node
+    signs its traces with.
     `pool` is woken when a job is queued (None: no workers, jobs stay queued). `chain`: the
     node's chain role, which adds the `/v1/chain/...` endpoints."""
     metrics = pool.metrics if pool is not None else Metrics()
+    signer_id = key_id(signer)
     # A blob is a module or a tensor: the larger of the two limits bounds an upload.
     limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
@@ -296,6 +301,13 @@ def create_app(
             return {"job_id": number, "contract": role.market.address, "divergences": [], "recorded_block": None}
         return report.to_dict()
 
+    @app.get("/v1/key")
+    def get_key() -> dict[str, str]:
+        """The public key this node signs traces with (raw Ed25519, hex) and its key id, the
+        SHA-256 of the raw key, which the node registers on chain: a peer checks one against
+        the other before it trusts a trace of this node."""
+        return {"key_id": signer_id, "public_key": raw_public_key(signer).hex()}
+
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
         """The process answers."""
@@ -351,7 +363,7 @@ class NodeServer:
         self.chain = self._chain_role() if self.config.chain.rpc_url else None
         self._chain_stop = threading.Event()
         self._chain_thread: threading.Thread | None = None
-        self.app = create_app(self.store, limits, key_id(self.signing_key), self.pool, self.chain)
+        self.app = create_app(self.store, limits, self.signing_key.public_key(), self.pool, self.chain)
         # Bound here, before serving, so port 0 gives a real port the caller can read.
         self.socket = socket.create_server((self.config.host, self.config.port))
         self.port = self.socket.getsockname()[1]
@@ -371,12 +383,7 @@ class NodeServer:
         market = JobMarket(client, chain.job_market)
         registry = NodeRegistry(client, chain.node_registry)
 
-        def peers() -> list[str]:
-            # Every registered node's current endpoint (NodeRegistered events, then getNode).
-            events = fetch_events(client, registry.contract, chain.start_block, names=("NodeRegistered",))
-            urls = [registry.get_node(str(e.args["node"])).endpoint for e in events]
-            return [u for u in dict.fromkeys(urls) if u and u.rstrip("/") != self.url]
-
+        peers = PeerDirectory(registry, chain.start_block, lambda: self.url)
         executor = ChainExecutor(self.pool, BlobFetcher(self.store, peers), workers=self.config.workers)
         address = _address(account)
         monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification)
@@ -415,6 +422,9 @@ class NodeServer:
                 try:
                     for _, action in watcher.step().transactions:
                         self.pool.metrics.chain_transactions.labels(action=action).inc()
+                    states = Counter(record.state for record in watcher.state.jobs())
+                    for state in JobState:
+                        self.pool.metrics.chain_jobs.labels(state=state.value).set(states.get(state, 0))
                 except Exception:  # keep the daemon alive; the next round starts from chain state
                     log.exception("watcher step failed")
                 if verifier is not None:

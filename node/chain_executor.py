@@ -36,6 +36,7 @@ import httpx
 
 from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
+from node.chain import NodeRegistry, fetch_events
 from node.store import BlobError, JobStore, is_digest
 from node.watcher import (
     ChainJob,
@@ -119,6 +120,37 @@ class BlobFetcher:
             blobs.put(response.content)
             return response.content
         raise BlobError(f"blob {digest}: not stored here nor at {len(tried)} peer(s)")
+
+
+class PeerDirectory:
+    """The API endpoints of the registered nodes, other than this node's own `own_url`.
+    NodeRegistered events are read incrementally (each block once), endpoints anew from
+    `getNode` at each call, since a node may change its endpoint by registering again."""
+
+    def __init__(self, registry: NodeRegistry, start_block: int, own_url: Callable[[], str]) -> None:
+        """`own_url`: this node's URL, asked at each call (the port may be known only after start)."""
+        self.registry = registry
+        self.own_url = own_url
+        self._next_block = start_block
+        self._nodes: list[str] = []  # in order of first registration
+        self._lock = threading.Lock()
+
+    def __call__(self) -> list[str]:
+        """The endpoints, in order of first registration, without duplicates or empties."""
+        client = self.registry.client
+        with self._lock:
+            head = client.block_number()
+            if head >= self._next_block:
+                events = fetch_events(client, self.registry.contract, self._next_block, head, names=("NodeRegistered",))
+                for event in events:
+                    node = str(event.args["node"])
+                    if node not in self._nodes:
+                        self._nodes.append(node)
+                self._next_block = head + 1
+            nodes = list(self._nodes)
+        own = self.own_url().rstrip("/")
+        urls = [self.registry.get_node(node).endpoint for node in nodes]
+        return [u for u in dict.fromkeys(urls) if u and u.rstrip("/") != own]
 
 
 @dataclass(frozen=True)

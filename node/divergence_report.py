@@ -11,9 +11,11 @@ once this monitor has compared every other commitment (`ready`), so a node's rep
 before the quorum it takes part in is settled.
 
 The other trace is found at the other node's `GET /v1/chain/jobs/{id}/trace` (endpoint from
-the registry) and is accepted only if its statement is bound to the same job, chain and
-contract, its outputs give the result the node sealed on chain, and, once the node has
-revealed, its bytes hash to the trace digest it revealed. Reports are written to
+the registry) and is accepted only if it is signed by the key the node registered on chain
+(the public key from its `GET /v1/key`, checked against the registered key id), its
+statement is bound to the same job, chain and contract, its outputs give the result the node
+sealed on chain, and, once the node has revealed, its bytes hash to the trace digest it
+revealed. Reports are written to
 `<data_dir>/chain-jobs/<contract>-<job id>.divergence.json`, logged, and served at
 `GET /v1/chain/jobs/{id}/divergence`.
 """
@@ -28,8 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from attest import first_divergence
+from attest import first_divergence, key_id, verify
+from attest.errors import VerificationError
+from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
 from node.chain import JobMarket, NodeRegistry, Phase, Slot, seal_of
@@ -194,16 +199,21 @@ class DivergenceMonitor:
         trace is not available yet (retried) or is not the one the node committed to (given
         up, and marked compared so it does not hold up finalizing)."""
         key = (self.market.address, job_id, slot.node)
-        endpoint = self.registry.get_node(slot.node).endpoint
+        endpoint = self.registry.get_node(slot.node).endpoint.rstrip("/")
         try:
-            response = httpx.get(f"{endpoint.rstrip('/')}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
+            key_response = httpx.get(f"{endpoint}/v1/key", timeout=self.timeout)
+            response = httpx.get(f"{endpoint}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
         except httpx.HTTPError as error:
             log.info("job %d: trace of %s not reachable, will retry: %s", job_id, slot.node, error)
             return None
-        if response.status_code != 200:
+        if key_response.status_code != 200 or response.status_code != 200:
             return None
         theirs = response.content
-        problem = self._trace_problem(job_id, slot, theirs)
+        public_key = self._registered_key(slot.node, key_response)
+        if isinstance(public_key, str):
+            problem: str | None = public_key
+        else:
+            problem = self._trace_problem(job_id, slot, theirs, public_key)
         if problem is not None:
             self._done.add(key)
             log.warning("job %d: %s served a trace that is not the one it committed to: %s", job_id, slot.node, problem)
@@ -224,18 +234,27 @@ class DivergenceMonitor:
             their_digest=None if first is None or first.right is None else first.right.digest,
         )
 
-    def _trace_problem(self, job_id: int, slot: Slot, envelope: bytes) -> str | None:
+    def _registered_key(self, node: str, response: httpx.Response) -> Ed25519PublicKey | str:
+        """The public key a node serves, if its key id is the one it registered; else why not."""
+        try:
+            public_key = public_key_from_raw(bytes.fromhex(response.json()["public_key"]))
+        except (ValueError, KeyError, TypeError) as error:
+            return f"unreadable public key: {error}"
+        registered = self.registry.get_node(node).key_id.hex()
+        if key_id(public_key) != registered:
+            return f"its key {key_id(public_key)} is not the registered key {registered}"
+        return public_key
+
+    def _trace_problem(self, job_id: int, slot: Slot, envelope: bytes, public_key: Ed25519PublicKey) -> str | None:
         """Why `envelope` is not the trace behind `slot`'s commitment, or None if it is."""
         try:
-            statement = Statement.from_json_bytes(parse_envelope(envelope).payload)
-        except (ValueError, UnicodeDecodeError) as error:  # TraceInputError, StatementError
-            return f"unreadable envelope: {error}"
-        predicate = statement.predicate
-        binding = (predicate.job_id, predicate.chain_id, (predicate.contract or "").lower())
-        expected = (str(job_id), self.market.client.chain_id, self.market.address.lower())
-        if binding != expected:
-            return f"bound to {binding}, not {expected}"
-        result = result_digest_of([o.digest for o in predicate.deterministic.outputs])
+            statement = verify(
+                envelope, [public_key], job_id=str(job_id), chain_id=self.market.client.chain_id,
+                contract=self.market.address,
+            )  # fmt: skip
+        except VerificationError as error:
+            return str(error)
+        result = result_digest_of([o.digest for o in statement.predicate.deterministic.outputs])
         if seal_of(slot.node, job_id, result) != slot.seal:
             return "its outputs do not give the sealed result"
         if slot.revealed and trace_digest_of(envelope.decode("utf-8", errors="replace")) != slot.trace_digest:

@@ -140,6 +140,9 @@ class Metrics:
             "vxla_chain_transactions", "Transactions the chain watcher sent, by action", ["action"],
             registry=self.registry,
         )  # fmt: skip
+        self.chain_jobs = Gauge(
+            "vxla_chain_jobs", "Chain jobs the watcher follows, by state", ["state"], registry=self.registry
+        )
         # Other nodes' results compared with ours (outcome: agree, diverge).
         self.verifications = Counter(
             "vxla_verifications", "Verifications of other nodes' traces by outcome", ["outcome"],

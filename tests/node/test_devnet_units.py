@@ -97,7 +97,7 @@ def test_chain_config_requires_the_contracts_and_an_account_naming_the_key() -> 
 def test_chain_endpoints_without_a_chain_are_404_and_bad_ids_400(tmp_path: Path) -> None:
     store = JobStore(tmp_path)
     try:
-        client = TestClient(create_app(store, Limits(), "key"))
+        client = TestClient(create_app(store, Limits(), generate_private_key().public_key()))
         response = client.get("/v1/chain/jobs/1")
         assert response.status_code == 404 and "chain.rpc_url" in response.json()["detail"]
         assert client.get("/v1/chain/jobs/1/divergence").status_code == 404

@@ -16,7 +16,7 @@ import pytest
 from web3 import Web3
 
 from attest.digests import tensor_digest
-from attest.keys import generate_private_key
+from attest.keys import generate_private_key, key_id
 from compiler.codegen.target import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
@@ -79,7 +79,8 @@ def start_nodes(net: Devnet, faults: dict[int, Fault]) -> list[NodeServer]:
     for i, account in enumerate(net.accounts):
         config = node_config(net, f"node{i}", account, faults.get(i))
         server = NodeServer(config, generate_private_key(), log_level="warning")
-        d.registry.register(account, bytes([i + 1]) * 32, server.url, 2 * ETHER)
+        # The key id the node signs with: peers check served traces against it.
+        d.registry.register(account, bytes.fromhex(key_id(server.signing_key)), server.url, 2 * ETHER)
         servers.append(server)
     for server in servers:
         server.start_in_thread()
@@ -132,7 +133,16 @@ def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward
     assert len(rewarded) == 3 and sum(int(e.args["amount"]) for e in rewarded) == REWARD
     assert not _events(devnet, "Slashed", int(job.id))
     divergence = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
-    assert divergence["divergences"] == []
+    assert divergence["divergences"] == [] and divergence["recorded_block"] is None
+    # Each node's metrics follow its chain jobs: this one ends done on every node.
+    deadline = time.monotonic() + 30
+    for server in servers:
+        while 'vxla_chain_jobs{state="done"} 1.0' not in (text := Client(server.url)._http.get("/metrics").text):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+        assert 'vxla_verifications_total{outcome="agree"} 2.0' in text
+    key = Client(servers[0].url)._json("GET", "/v1/key")
+    assert key["key_id"] == devnet.deployment.registry.get_node(devnet.accounts[0]).key_id.hex()
     # Bad chain job ids: 400 for a non-number, 404 for a job never posted.
     http = Client(servers[1].url)._http
     assert http.get("/v1/chain/jobs/abc").status_code == 400
