@@ -28,7 +28,7 @@ class Limits:
 
     max_module_bytes: int = 16 * 1024 * 1024
     max_tensor_bytes: int = 256 * 1024 * 1024
-    max_elements: int = 4_000_000_000
+    max_flops: int = 10_000_000_000_000  # estimated operations (compiler.hlo.cost)
     max_while_iterations: int = 1_000_000
     job_wall_seconds: float = 600.0
 

@@ -27,7 +27,7 @@ from compiler.codegen.target import CompilerConfig
 from compiler.codegen.target import load_config as load_compiler_config
 from compiler.driver import compile_program
 from compiler.hlo import HloError
-from compiler.hlo.shape import flatten
+from compiler.hlo.cost import estimate_flops
 from compiler.program import Program, load_program
 from compiler.reference.evaluator import EvaluationError
 from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
@@ -46,18 +46,6 @@ class JobRejected(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-def estimate_elements(program: Program) -> int:
-    """The elements every instruction of every reachable computation produces, once: a cheap,
-    deterministic bound on the work of a module without loops, computed before compiling.
-    A while body counts once per instruction; its trip count is bounded separately by
-    `max_while_iterations` at run time."""
-    total = 0
-    for computation in program.module.reachable_computations():
-        for instruction in computation.post_order():
-            total += sum(s.element_count for s in flatten(instruction.shape))
-    return total
 
 
 def decode_npy(data: bytes, what: str) -> np.ndarray:
@@ -79,12 +67,9 @@ def check_module(module_bytes: bytes, limits: Limits) -> Program:
         program = load_program(module_bytes)
     except HloError as error:
         raise JobRejected(f"module: {error}") from None
-    elements = estimate_elements(program)
-    if elements > limits.max_elements:
-        raise JobRejected(
-            f"module: estimated {elements} elements of work, over limits.max_elements ({limits.max_elements})",
-            422,
-        )
+    flops = estimate_flops(program.module)
+    if flops > limits.max_flops:
+        raise JobRejected(f"module: estimated {flops} operations, over limits.max_flops ({limits.max_flops})", 422)
     return program
 
 
@@ -365,7 +350,6 @@ __all__ = [
     "WorkerPool",
     "check_module",
     "decode_npy",
-    "estimate_elements",
     "prepare_job",
     "trace_digest",
 ]

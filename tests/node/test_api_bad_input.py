@@ -28,7 +28,7 @@ KEY = generate_private_key()
 LIMITS = Limits(
     max_module_bytes=64 * 1024,
     max_tensor_bytes=1024 * 1024,  # a body of about 1 MiB may list 15000 digests
-    max_elements=10**8,
+    max_flops=10**8,
     max_while_iterations=1000,
     job_wall_seconds=60.0,
 )

@@ -33,7 +33,7 @@ KEY = generate_private_key()
 LIMITS = Limits(
     max_module_bytes=64 * 1024,
     max_tensor_bytes=64 * 1024,
-    max_elements=10**8,
+    max_flops=10**8,
     max_while_iterations=2,  # fori_loop runs longer: the loop-limit case
     job_wall_seconds=60.0,
 )
@@ -128,7 +128,7 @@ HUGE = "HloModule m\nENTRY e {\n  c = f32[] constant(1)\n  ROOT b = f32[100000,1
         ("wrong shape", 400, "parameter 1 expects"),
         ("unknown input digest", 400, "inputs[0]: blob"),
         ("not a digest", 400, "inputs[0]"),
-        ("over max_elements", 422, "limits.max_elements"),
+        ("over max_flops", 422, "limits.max_flops"),
         ("module over max_module_bytes", 413, "limits.max_module_bytes"),
         ("body over the limit", 413, "over the limit"),
         ("redundancy", 422, "redundancy 3"),
@@ -148,7 +148,7 @@ def test_bad_jobs_refused_store_unchanged(node: NodeServer, case: str, status: i
         "wrong shape": {"module": MLP.module_text, "inputs": [digests[0], _upload(node, np.zeros((1, 1), inputs[1].dtype)), *digests[2:]]},
         "unknown input digest": {"module": MLP.module_text, "inputs": ["ab" * 32, *digests[1:]]},
         "not a digest": {"module": MLP.module_text, "inputs": ["../../etc/passwd", *digests[1:]]},
-        "over max_elements": {"module": HUGE, "inputs": []},
+        "over max_flops": {"module": HUGE, "inputs": []},
         "module over max_module_bytes": {"module": MLP.module_text + " " * LIMITS.max_module_bytes, "inputs": digests},
         "body over the limit": {"module": MLP.module_text + " " * 2 * LIMITS.max_module_bytes, "inputs": digests},
         "redundancy": {"module": MLP.module_text, "inputs": digests, "redundancy": 3},
