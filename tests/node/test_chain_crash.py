@@ -31,18 +31,15 @@ result digest of an uninterrupted computation (run in this process), and then:
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import random
 import re
 import signal
 import sqlite3
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, TypeVar
 
 import httpx
@@ -61,8 +58,8 @@ from node.watcher import result_digest_of
 from node.worker import trace_digest
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.fixture_data import Fixture
+from tests.node.bench_load import bench
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = 20261201
 ETHER = 10**18
 REWARD = ETHER // 10
@@ -73,17 +70,6 @@ FORI = Fixture("fori_loop")
 PEER_TRACE = bytes.fromhex(sha256_hex(b"the test's own slot: a trace digest it never serves"))
 
 
-def _load_bench() -> ModuleType:
-    """bench/load.py (not a package): its NodeProcess starts and restarts real nodes."""
-    spec = importlib.util.spec_from_file_location("vxla_bench_load", REPO / "bench" / "load.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
 PASSPHRASE = bench.PASSPHRASE  # what NodeProcess gives the node in VXLA_KEY_PASSPHRASE
 T = TypeVar("T")
 

@@ -16,15 +16,12 @@ fails if a kill did not land where it was meant to.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import sqlite3
-import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -35,8 +32,8 @@ from attest.digests import sha256_hex
 from node.sdk import Client, NodeError
 from node.trace import parse_envelope, verify_trace
 from tests.fixture_data import Fixture
+from tests.node.bench_load import bench
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = 20261130
 # Trip count of the long job's runtime-bounded loop: a few seconds of execution, so a kill
 # drawn from the first part of it lands mid-execution.
@@ -45,17 +42,6 @@ FORI = Fixture("fori_loop")
 MLP = Fixture("mlp_softmax")
 
 
-def _load_bench() -> ModuleType:
-    """bench/load.py (not a package): its NodeProcess starts and restarts real nodes."""
-    spec = importlib.util.spec_from_file_location("vxla_bench_load", REPO / "bench" / "load.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
 
 
 def long_inputs(trips: int) -> list[np.ndarray]:
