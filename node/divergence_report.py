@@ -209,11 +209,11 @@ class DivergenceMonitor:
         if key_response.status_code != 200 or response.status_code != 200:
             return None
         theirs = response.content
-        public_key = self._registered_key(slot.node, key_response)
+        public_key = self.registered_key(slot.node, key_response)
         if isinstance(public_key, str):
             problem: str | None = public_key
         else:
-            problem = self._trace_problem(job_id, slot, theirs, public_key)
+            problem = self.trace_problem(job_id, slot, theirs, public_key)
         if problem is not None:
             self._done.add(key)
             log.warning("job %d: %s served a trace that is not the one it committed to: %s", job_id, slot.node, problem)
@@ -234,7 +234,7 @@ class DivergenceMonitor:
             their_digest=None if first is None or first.right is None else first.right.digest,
         )
 
-    def _registered_key(self, node: str, response: httpx.Response) -> Ed25519PublicKey | str:
+    def registered_key(self, node: str, response: httpx.Response) -> Ed25519PublicKey | str:
         """The public key a node serves, if its key id is the one it registered; else why not."""
         try:
             public_key = public_key_from_raw(bytes.fromhex(response.json()["public_key"]))
@@ -245,7 +245,7 @@ class DivergenceMonitor:
             return f"its key {key_id(public_key)} is not the registered key {registered}"
         return public_key
 
-    def _trace_problem(self, job_id: int, slot: Slot, envelope: bytes, public_key: Ed25519PublicKey) -> str | None:
+    def trace_problem(self, job_id: int, slot: Slot, envelope: bytes, public_key: Ed25519PublicKey) -> str | None:
         """Why `envelope` is not the trace behind `slot`'s commitment, or None if it is."""
         try:
             statement = verify(
