@@ -17,22 +17,10 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
+from compiler.numerics.mathlib import UNARY_OPCODES
 
 NARROW = (F16, BF16)
 
-MATH_FUNCTIONS = {
-    "exponential": "exp",
-    "exponential-minus-one": "expm1",
-    "log": "log",
-    "log-plus-one": "log1p",
-    "tanh": "tanh",
-    "logistic": "logistic",
-    "rsqrt": "rsqrt",
-    "cbrt": "cbrt",
-    "erf": "erf",
-    "sine": "sin",
-    "cosine": "cos",
-}
 
 # Opcodes whose element values are computed by `ElementEmitter.emit`.
 ELEMENTWISE_OPCODES = frozenset(
@@ -41,7 +29,7 @@ ELEMENTWISE_OPCODES = frozenset(
         "sqrt", "not", "is-finite", "convert", "bitcast-convert", "add", "subtract", "multiply",
         "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor",
         "shift-left", "shift-right-logical", "shift-right-arithmetic", "compare", "select",
-        "clamp", *MATH_FUNCTIONS,
+        "clamp", *UNARY_OPCODES,
     }
 )  # fmt: skip
 
@@ -98,8 +86,8 @@ class ElementEmitter:
         result_type = instruction.shape.dtype  # type: ignore[union-attr]
         operand_type = instruction.operands[0].shape.dtype if instruction.operands else result_type  # type: ignore[union-attr]
         b = self.builder
-        if opcode in MATH_FUNCTIONS:
-            return self._float_math(operand_type, lambda t, x: self._math_call(MATH_FUNCTIONS[opcode], t, x), operands[0])
+        if opcode in UNARY_OPCODES:
+            return self._float_math(operand_type, lambda t, x: self._math_call(UNARY_OPCODES[opcode], t, x), operands[0])
         if opcode in ("power", "atan2") and operand_type.is_float:
             return self._float_math(operand_type, lambda t, x, y: self._math_call(opcode, t, x, y), *operands)
         if opcode == "convert":

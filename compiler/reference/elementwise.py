@@ -79,19 +79,6 @@ _FLOAT_UNARY = {
     "sqrt": np.sqrt,
 }
 
-_MATH_UNARY = {
-    "exponential": "exp",
-    "exponential-minus-one": "expm1",
-    "log": "log",
-    "log-plus-one": "log1p",
-    "tanh": "tanh",
-    "logistic": "logistic",
-    "rsqrt": "rsqrt",
-    "cbrt": "cbrt",
-    "erf": "erf",
-    "sine": "sin",
-    "cosine": "cos",
-}
 
 
 def _not(instruction: Instruction, x: np.ndarray) -> np.ndarray:
@@ -315,7 +302,7 @@ HANDLERS: dict[str, Handler] = {
     "bitcast-convert": _unary_handler(_bitcast_convert),
     "copy": _unary_handler(_copy),
     **{op: _float_unary_handler(fn) for op, fn in _FLOAT_UNARY.items()},
-    **{op: _math_handler(name) for op, name in _MATH_UNARY.items()},
+    **{op: _math_handler(name) for op, name in mathlib.UNARY_OPCODES.items()},
     **{op: _binary_handler(fn) for op, fn in _BINARY.items()},
     "compare": _compare,
     "select": _select,

@@ -25,7 +25,7 @@ from .correctly_rounded import unary_f32 as _unary_f32
 from .numpy_ops import NUMPY
 from .pinned_f64 import BINARY_ALGORITHMS, PINNED_F64
 
-__all__ = ["UNARY_FUNCTIONS", "atan2", "power", "unary"]
+__all__ = ["UNARY_FUNCTIONS", "UNARY_OPCODES", "atan2", "power", "unary"]
 
 UNARY_FUNCTIONS = (
     "exp",
@@ -40,6 +40,22 @@ UNARY_FUNCTIONS = (
     "rsqrt",
     "cbrt",
 )
+
+# The HLO opcodes these functions implement: what the reference evaluator and the backend
+# both dispatch on.
+UNARY_OPCODES = {
+    "exponential": "exp",
+    "exponential-minus-one": "expm1",
+    "log": "log",
+    "log-plus-one": "log1p",
+    "tanh": "tanh",
+    "logistic": "logistic",
+    "rsqrt": "rsqrt",
+    "cbrt": "cbrt",
+    "erf": "erf",
+    "sine": "sin",
+    "cosine": "cos",
+}
 
 _FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
