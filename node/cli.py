@@ -718,7 +718,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the node's HTTP API and run queued jobs",
         description="Start the node: the job store and blobs under node.data_dir, the worker "
         "pool, and the HTTP API on node.host:node.port. SIGINT or SIGTERM stops it cleanly "
-        "(running jobs finish, or are requeued and redone at the next start). Logs go to stderr.",
+        "(running jobs finish, or are requeued and redone at the next start). With chain.rpc_url "
+        "set it also follows the JobMarket: it claims, executes, commits, reveals and finalizes "
+        "jobs, re-executes a share of other nodes' jobs (chain.verify_fraction) and reports where "
+        "a diverging node's trace parts from its own (GET /v1/chain/jobs/ID/divergence). Logs go "
+        "to stderr.",
     )
     node_run.add_argument("--config", metavar="TOML", help="node configuration (default: configs/node.toml if present, else built-in defaults); the key passphrase comes from $VXLA_KEY_PASSPHRASE")
     node_run.set_defaults(handler=cmd_node_run)
