@@ -167,3 +167,25 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         executor.close()
     finally:
         store.close()
+
+
+def test_readyz_is_503_naming_the_chain_when_it_is_unreachable(tmp_path: Path) -> None:
+    """A node whose chain endpoint stops answering says so: not ready, with the reason."""
+    from web3 import HTTPProvider, Web3
+
+    from node.api import ChainRole
+    from node.chain import ChainClient
+
+    store = JobStore(tmp_path)
+    try:
+        dead = ChainClient(Web3(HTTPProvider("http://127.0.0.1:9", request_kwargs={"timeout": 5})))
+        role = ChainRole(dead, None, None, None, None, "0x" + "3" * 40)  # type: ignore[arg-type]
+        client = TestClient(create_app(store, Limits(), generate_private_key().public_key(), chain=role))
+        response = client.get("/readyz")
+        assert response.status_code == 503
+        body = response.json()
+        assert body["ok"] is False and "Connection refused" in body["chain"]["error"]
+        assert body["jobs"] == {"queued": 0, "running": 0, "done": 0, "failed": 0}  # the store answers
+        assert client.get("/healthz").json() == {"ok": True}  # alive, just not ready
+    finally:
+        store.close()
