@@ -248,8 +248,11 @@ class ChainClient:
     # -- dev chains ------------------------------------------------------------------------
 
     def advance_time(self, seconds: int) -> int:
-        """Mine a block `seconds` after the latest one (eth-tester or anvil/hardhat RPC);
-        returns its timestamp. For tests and devnets only."""
+        """Move chain time `seconds` past the latest block, mining a block, so that the next
+        transaction runs at that time or later; returns the latest block's timestamp after
+        the move. On anvil/hardhat RPC the mined block is at latest + `seconds`; on the py-evm
+        tester it is one second earlier and the next block is at latest + `seconds`. For
+        tests and devnets only."""
         target = self.timestamp() + seconds
         tester = getattr(self.w3.provider, "ethereum_tester", None)
         if tester is not None:
