@@ -108,7 +108,7 @@ class BlobFetcher:
             tried.append(url)
             try:
                 response = self.http.get(f"{url.rstrip('/')}/v1/blobs/{digest}")
-            except httpx.HTTPError as error:
+            except (httpx.HTTPError, httpx.InvalidURL) as error:  # endpoints are what nodes registered
                 log.info("blob %s: %s unreachable: %s", digest, url, error)
                 continue
             if response.status_code != 200:

@@ -203,6 +203,11 @@ class DivergenceMonitor:
         try:
             key_response = httpx.get(f"{endpoint}/v1/key", timeout=self.timeout)
             response = httpx.get(f"{endpoint}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
+            # The registered endpoint can never answer: give up rather than hold up finalizing.
+            self._done.add(key)
+            log.warning("job %d: %s registered an unusable endpoint %r: %s", job_id, slot.node, endpoint, error)
+            return None
         except httpx.HTTPError as error:
             log.info("job %d: trace of %s not reachable, will retry: %s", job_id, slot.node, error)
             return None

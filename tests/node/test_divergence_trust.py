@@ -114,3 +114,25 @@ def test_ready_only_once_every_other_commitment_is_compared(net: Net) -> None:  
     assert slot.node == net.nodes[1] and not monitor.ready(job_id)  # node1's commitment not compared yet
     assert monitor.check_job(job_id) is None  # it seals our result: agreement, no report
     assert monitor.ready(job_id)
+
+
+def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(net: Net) -> None:  # noqa: F811
+    executable = compile_program(load_program(FIXTURE.module_text), load_config())
+    executor = TraceExecutor(FIXTURE, executable, generate_private_key())
+    peer = net.client.accounts()[6]
+    net.registry.register(peer, bytes.fromhex(key_id(executor.key)), "::garbage", STAKE)  # not a URL
+    watcher = ChainWatcher(net.market, peer, executor, net.tmp / "peer.sqlite", start_block=net.chain.block)
+    now = net.client.timestamp()
+    job_id = net.market.post_job(
+        net.submitter, executor.program_digest, executor.inputs_digest, 1, now + 1_000, now + 2_000, REWARD
+    )
+    watcher.step()
+    watcher.close()
+    other_result = "ab" * 32  # ours differs from what the peer sealed
+    record = ChainJobRecord(job_id, net.client.chain_id, net.market.address, "", [], [], [], "", other_result, "")
+    ours = SimpleNamespace(record=lambda contract, job: record, directory=net.tmp)
+    monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
+    assert not monitor.ready(job_id)
+    assert monitor.check_job(job_id) is None  # no trace to compare: no report, and no retry
+    assert monitor.ready(job_id)
+    assert not list(net.tmp.glob("*.divergence.json"))
