@@ -384,7 +384,9 @@ class NodeServer:
         registry = NodeRegistry(client, chain.node_registry)
 
         peers = PeerDirectory(registry, chain.start_block, lambda: self.url)
-        executor = ChainExecutor(self.pool, BlobFetcher(self.store, peers), workers=self.config.workers)
+        limits = self.config.limits
+        fetcher = BlobFetcher(self.store, peers, max_bytes=max(limits.max_module_bytes, limits.max_tensor_bytes))
+        executor = ChainExecutor(self.pool, fetcher, workers=self.config.workers)
         address = _address(account)
         monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification)
         self._account = account

@@ -91,11 +91,14 @@ class BlobFetcher:
         peers: Callable[[], list[str]],
         timeout: float = 30.0,
         http: httpx.Client | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         """`peers`: the base URLs to ask, read anew at each miss (nodes register over time);
-        `http`: the HTTP client (tests pass one with a mock transport)."""
+        `http`: the HTTP client (tests pass one with a mock transport); `max_bytes`: the
+        largest blob taken from a peer (a longer answer is dropped as it streams in)."""
         self.store = store
         self.peers = peers
+        self.max_bytes = max_bytes
         self.http = http if http is not None else httpx.Client(timeout=timeout)
 
     def ensure(self, digest: str) -> bytes:
@@ -107,19 +110,33 @@ class BlobFetcher:
         for url in self.peers():
             tried.append(url)
             try:
-                response = self.http.get(f"{url.rstrip('/')}/v1/blobs/{digest}")
+                data = self._download(f"{url.rstrip('/')}/v1/blobs/{digest}")
             except (httpx.HTTPError, httpx.InvalidURL) as error:  # endpoints are what nodes registered
                 log.info("blob %s: %s unreachable: %s", digest, url, error)
                 continue
-            if response.status_code != 200:
+            if data is None:
                 continue
-            if sha256_hex(response.content) != digest:
+            if sha256_hex(data) != digest:
                 # A peer serving wrong bytes is ignored, never stored.
                 log.warning("blob %s: %s served bytes with another digest", digest, url)
                 continue
-            blobs.put(response.content)
-            return response.content
+            blobs.put(data)
+            return data
         raise BlobError(f"blob {digest}: not stored here nor at {len(tried)} peer(s)")
+
+    def _download(self, url: str) -> bytes | None:
+        """The body of a 200 answer, or None (another status, or longer than `max_bytes`)."""
+        with self.http.stream("GET", url) as response:
+            if response.status_code != 200:
+                return None
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if self.max_bytes is not None and size > self.max_bytes:
+                    log.warning("%s: answer over %d bytes, dropped", url, self.max_bytes)
+                    return None
+                chunks.append(chunk)
+            return b"".join(chunks)
 
 
 class PeerDirectory:

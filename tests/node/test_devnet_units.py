@@ -76,6 +76,13 @@ def test_fetcher_stores_a_peers_blob_and_ignores_a_peer_serving_wrong_bytes(tmp_
         fetcher = BlobFetcher(store, lambda: ["::garbage", "ftp://x", "http://liar", "http://honest"], http=http)
         assert fetcher.ensure(digest) == good
         assert store.blobs.has(digest)
+        # An answer longer than the node takes is dropped as it streams in, never stored.
+        big = b"x" * 4096
+        http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, content=big)))
+        fetcher = BlobFetcher(store, lambda: ["http://big"], http=http, max_bytes=1024)
+        with pytest.raises(BlobError, match="1 peer"):
+            fetcher.ensure(sha256_hex(big))
+        assert BlobFetcher(store, lambda: ["http://big"], http=http, max_bytes=4096).ensure(sha256_hex(big)) == big
     finally:
         store.close()
 
