@@ -81,6 +81,22 @@ def chain_digests(module_bytes: bytes, input_digests: Sequence[str]) -> tuple[by
     return bytes.fromhex(sha256_hex(module_bytes)), bytes.fromhex(sha256_hex(inputs_manifest(input_digests)))
 
 
+def download(http: httpx.Client, url: str, max_bytes: int | None) -> bytes | None:
+    """The body of a 200 answer to GET `url`, or None (another status, or a body longer than
+    `max_bytes`, dropped as it streams in: a peer cannot make a node buffer unbounded data)."""
+    with http.stream("GET", url) as response:
+        if response.status_code != 200:
+            return None
+        chunks, size = [], 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if max_bytes is not None and size > max_bytes:
+                log.warning("%s: answer over %d bytes, dropped", url, max_bytes)
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
 class BlobFetcher:
     """Finds blobs by digest: the local store first, then each peer's `GET /v1/blobs/{digest}`
     (bytes checked against the digest before they are stored)."""
@@ -110,7 +126,7 @@ class BlobFetcher:
         for url in self.peers():
             tried.append(url)
             try:
-                data = self._download(f"{url.rstrip('/')}/v1/blobs/{digest}")
+                data = download(self.http, f"{url.rstrip('/')}/v1/blobs/{digest}", self.max_bytes)
             except (httpx.HTTPError, httpx.InvalidURL) as error:  # endpoints are what nodes registered
                 log.info("blob %s: %s unreachable: %s", digest, url, error)
                 continue
@@ -123,20 +139,6 @@ class BlobFetcher:
             blobs.put(data)
             return data
         raise BlobError(f"blob {digest}: not stored here nor at {len(tried)} peer(s)")
-
-    def _download(self, url: str) -> bytes | None:
-        """The body of a 200 answer, or None (another status, or longer than `max_bytes`)."""
-        with self.http.stream("GET", url) as response:
-            if response.status_code != 200:
-                return None
-            chunks, size = [], 0
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if self.max_bytes is not None and size > self.max_bytes:
-                    log.warning("%s: answer over %d bytes, dropped", url, self.max_bytes)
-                    return None
-                chunks.append(chunk)
-            return b"".join(chunks)
 
 
 class PeerDirectory:

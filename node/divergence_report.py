@@ -38,7 +38,7 @@ from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
 from node.chain import JobMarket, NodeRegistry, Phase, Slot, seal_of
-from node.chain_executor import ChainExecutor, ChainJobRecord
+from node.chain_executor import ChainExecutor, ChainJobRecord, download
 from node.trace import parse_envelope
 from node.watcher import result_digest_of, trace_digest_of
 
@@ -103,7 +103,7 @@ class DivergenceMonitor:
         self.registry = registry
         self.executor = executor
         self.address = address
-        self.timeout = timeout
+        self.http = httpx.Client(timeout=timeout)
         self._done: set[tuple[str, int, str]] = set()  # (contract, job, node) compared
         self._settled: set[tuple[str, int]] = set()  # finalized jobs with every slot compared
 
@@ -200,9 +200,11 @@ class DivergenceMonitor:
         up, and marked compared so it does not hold up finalizing)."""
         key = (self.market.address, job_id, slot.node)
         endpoint = self.registry.get_node(slot.node).endpoint.rstrip("/")
+        # A trace of the same program is about as long as ours (the same instructions).
+        limit = 2 * len(self.executor.store.blobs.get(ours.envelope_digest)) + 65536
         try:
-            key_response = httpx.get(f"{endpoint}/v1/key", timeout=self.timeout)
-            response = httpx.get(f"{endpoint}/v1/chain/jobs/{job_id}/trace", timeout=self.timeout)
+            key_body = download(self.http, f"{endpoint}/v1/key", 4096)
+            theirs = download(self.http, f"{endpoint}/v1/chain/jobs/{job_id}/trace", limit)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
             # The registered endpoint can never answer: give up rather than hold up finalizing.
             self._done.add(key)
@@ -211,10 +213,9 @@ class DivergenceMonitor:
         except httpx.HTTPError as error:
             log.info("job %d: trace of %s not reachable, will retry: %s", job_id, slot.node, error)
             return None
-        if key_response.status_code != 200 or response.status_code != 200:
+        if key_body is None or theirs is None:
             return None
-        theirs = response.content
-        public_key = self.registered_key(slot.node, key_response)
+        public_key = self.registered_key(slot.node, key_body)
         if isinstance(public_key, str):
             problem: str | None = public_key
         else:
@@ -239,10 +240,11 @@ class DivergenceMonitor:
             their_digest=None if first is None or first.right is None else first.right.digest,
         )
 
-    def registered_key(self, node: str, response: httpx.Response) -> Ed25519PublicKey | str:
-        """The public key a node serves, if its key id is the one it registered; else why not."""
+    def registered_key(self, node: str, key_body: bytes) -> Ed25519PublicKey | str:
+        """The public key a node serves (its `GET /v1/key` answer), if its key id is the one
+        it registered; else why not."""
         try:
-            public_key = public_key_from_raw(bytes.fromhex(response.json()["public_key"]))
+            public_key = public_key_from_raw(bytes.fromhex(json.loads(key_body)["public_key"]))
         except (ValueError, KeyError, TypeError) as error:
             return f"unreadable public key: {error}"
         registered = self.registry.get_node(node).key_id.hex()

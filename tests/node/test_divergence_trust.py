@@ -9,8 +9,6 @@ import dataclasses
 import json
 from types import SimpleNamespace
 
-import httpx
-
 from attest import key_id, sign_statement
 from attest.keys import generate_private_key, raw_public_key
 from compiler.codegen.target import load_config
@@ -19,6 +17,7 @@ from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from node.chain_executor import ChainJobRecord
 from node.divergence_report import DivergenceMonitor
+from node.store import JobStore
 from node.trace import build_statement
 from node.watcher import ChainWatcher
 from tests.fixture_data import Fixture
@@ -34,8 +33,9 @@ from tests.node.test_watcher import (  # noqa: F401  (_chain and net are fixture
 FIXTURE = Fixture("integer_arith")
 
 
-def _key_response(public_key: object) -> httpx.Response:
-    return httpx.Response(200, json={"key_id": key_id(public_key), "public_key": raw_public_key(public_key).hex()})  # type: ignore[arg-type]
+def _key_body(public_key: object) -> bytes:
+    """What `GET /v1/key` answers for `public_key`."""
+    return json.dumps({"key_id": key_id(public_key), "public_key": raw_public_key(public_key).hex()}).encode()  # type: ignore[arg-type]
 
 
 def test_a_peer_trace_is_trusted_only_under_its_registered_key_and_commitment(net: Net) -> None:  # noqa: F811
@@ -56,9 +56,9 @@ def test_a_peer_trace_is_trusted_only_under_its_registered_key_and_commitment(ne
     monitor = DivergenceMonitor(net.market, net.registry, None, net.nodes[0])  # type: ignore[arg-type]
 
     # The key: the one whose id the peer registered, not another it might serve.
-    assert monitor.registered_key(peer, _key_response(key.public_key())) is not None
-    assert "is not the registered key" in str(monitor.registered_key(peer, _key_response(stranger.public_key())))
-    assert "unreadable public key" in str(monitor.registered_key(peer, httpx.Response(200, json={"public_key": "zz"})))
+    assert monitor.registered_key(peer, _key_body(key.public_key())) is not None
+    assert "is not the registered key" in str(monitor.registered_key(peer, _key_body(stranger.public_key())))
+    assert "unreadable public key" in str(monitor.registered_key(peer, b'{"public_key": "zz"}'))
 
     public = key.public_key()
     assert monitor.trace_problem(job_id, slot, envelope, public) is None
@@ -129,10 +129,13 @@ def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(
     watcher.step()
     watcher.close()
     other_result = "ab" * 32  # ours differs from what the peer sealed
-    record = ChainJobRecord(job_id, net.client.chain_id, net.market.address, "", [], [], [], "", other_result, "")
-    ours = SimpleNamespace(record=lambda contract, job: record, directory=net.tmp)
+    store = JobStore(net.tmp / "ours")
+    envelope = store.blobs.put(b"our envelope")
+    record = ChainJobRecord(job_id, net.client.chain_id, net.market.address, "", [], [], [], envelope, other_result, "")
+    ours = SimpleNamespace(record=lambda contract, job: record, directory=net.tmp, store=store)
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert not monitor.ready(job_id)
     assert monitor.check_job(job_id) is None  # no trace to compare: no report, and no retry
     assert monitor.ready(job_id)
     assert not list(net.tmp.glob("*.divergence.json"))
+    store.close()
