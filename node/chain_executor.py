@@ -46,7 +46,7 @@ from node.watcher import (
     result_digest_of,
     trace_digest_of,
 )
-from node.worker import JobRejected, WorkerPool, prepare_job
+from node.worker import JobRejected, WorkerPool, check_module, prepare_job
 
 log = logging.getLogger("vxla.node.chain")
 
@@ -226,12 +226,20 @@ class ChainExecutor:
         may be down for a moment; it retries until the commit deadline); a manifest that is
         not one is JobRefused."""
         module_digest, manifest_digest = job.program_digest.hex(), job.inputs_digest.hex()
-        self.fetcher.ensure(module_digest)
+        module = self.fetcher.ensure(module_digest)
+        try:
+            parameters = len(check_module(module, self.pool.limits).parameter_shapes)
+        except JobRejected as error:
+            raise JobRefused(str(error)) from None
         manifest = self.fetcher.ensure(manifest_digest)  # BlobError (a ValueError) stays transient
         try:
             input_digests = parse_manifest(manifest)
         except ValueError as error:
             raise JobRefused(str(error)) from None
+        # Before fetching any input: a manifest cannot send the node after blobs the module
+        # would never take.
+        if len(input_digests) != parameters:
+            raise JobRefused(f"inputs manifest lists {len(input_digests)} inputs; the module takes {parameters}")
         for digest in input_digests:
             self.fetcher.ensure(digest)
         return module_digest, input_digests

@@ -164,6 +164,14 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         swapped = store.blobs.put(inputs_manifest(inputs[::-1]))
         with pytest.raises(JobRefused, match="parameter 0 expects s32"):
             executor.check(_chain_job(program.hex(), swapped))
+        # A manifest listing more inputs than the module takes: refused before any is fetched.
+        unknown = [sha256_hex(str(i).encode()) for i in range(1000)]
+        fetched: list[str] = []
+        executor.fetcher.peers = lambda: fetched.append("asked") or []  # type: ignore[method-assign,func-returns-value]
+        padded = store.blobs.put(inputs_manifest(inputs + unknown))
+        with pytest.raises(JobRefused, match=f"lists {len(inputs) + 1000} inputs; the module takes {len(inputs)}"):
+            executor.check(_chain_job(program.hex(), padded))
+        assert fetched == []
         # Not a manifest at all: refused.
         junk = store.blobs.put(b"not a manifest")
         with pytest.raises(JobRefused, match="manifest"):
