@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -81,9 +82,12 @@ def chain_digests(module_bytes: bytes, input_digests: Sequence[str]) -> tuple[by
     return bytes.fromhex(sha256_hex(module_bytes)), bytes.fromhex(sha256_hex(inputs_manifest(input_digests)))
 
 
-def download(http: httpx.Client, url: str, max_bytes: int | None) -> bytes | None:
-    """The body of a 200 answer to GET `url`, or None (another status, or a body longer than
-    `max_bytes`, dropped as it streams in: a peer cannot make a node buffer unbounded data)."""
+def download(http: httpx.Client, url: str, max_bytes: int | None, max_seconds: float = 120.0) -> bytes | None:
+    """The body of a 200 answer to GET `url`, or None: another status, a body longer than
+    `max_bytes`, or one still arriving after `max_seconds` (the client's timeout bounds each
+    read, this the whole answer). A peer can make a node neither buffer unbounded data nor
+    wait without end."""
+    give_up = time.monotonic() + max_seconds
     with http.stream("GET", url) as response:
         if response.status_code != 200:
             return None
@@ -92,6 +96,9 @@ def download(http: httpx.Client, url: str, max_bytes: int | None) -> bytes | Non
             size += len(chunk)
             if max_bytes is not None and size > max_bytes:
                 log.warning("%s: answer over %d bytes, dropped", url, max_bytes)
+                return None
+            if time.monotonic() > give_up:
+                log.warning("%s: answer still arriving after %.0f s, dropped", url, max_seconds)
                 return None
             chunks.append(chunk)
         return b"".join(chunks)

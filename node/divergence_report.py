@@ -103,6 +103,7 @@ class DivergenceMonitor:
         self.registry = registry
         self.executor = executor
         self.address = address
+        self.timeout = timeout
         self.http = httpx.Client(timeout=timeout)
         self._done: set[tuple[str, int, str]] = set()  # (contract, job, node) compared
         self._settled: set[tuple[str, int]] = set()  # finalized jobs with every slot compared
@@ -203,8 +204,8 @@ class DivergenceMonitor:
         # A trace of the same program is about as long as ours (the same instructions).
         limit = 2 * len(self.executor.store.blobs.get(ours.envelope_digest)) + 65536
         try:
-            key_body = download(self.http, f"{endpoint}/v1/key", 4096)
-            theirs = download(self.http, f"{endpoint}/v1/chain/jobs/{job_id}/trace", limit)
+            key_body = download(self.http, f"{endpoint}/v1/key", 4096, self.timeout)
+            theirs = download(self.http, f"{endpoint}/v1/chain/jobs/{job_id}/trace", limit, self.timeout)
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
             # The registered endpoint can never answer: give up rather than hold up finalizing.
             self._done.add(key)

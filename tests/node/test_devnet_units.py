@@ -17,6 +17,7 @@ from node.chain_executor import (
     BlobFetcher,
     ChainExecutor,
     chain_digests,
+    download,
     inputs_manifest,
     parse_manifest,
 )
@@ -83,6 +84,10 @@ def test_fetcher_stores_a_peers_blob_and_ignores_a_peer_serving_wrong_bytes(tmp_
         with pytest.raises(BlobError, match="1 peer"):
             fetcher.ensure(sha256_hex(big))
         assert BlobFetcher(store, lambda: ["http://big"], http=http, max_bytes=4096).ensure(sha256_hex(big)) == big
+        # An answer that keeps arriving past the time allowed is dropped as well.
+        drip = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, content=iter([b"a"] * 3))))
+        assert download(drip, "http://slow/x", None, max_seconds=-1.0) is None
+        assert download(drip, "http://slow/x", None) == b"aaa"
     finally:
         store.close()
 
