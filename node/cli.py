@@ -580,7 +580,8 @@ def cmd_devnet_status(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return EXIT_OK
     anvil = report["anvil"]
-    print(f"anvil  {report['rpc_url']} pid {anvil['pid']} {'running, block ' + str(anvil.get('block')) if anvil['running'] else 'NOT RUNNING'}")
+    running = f"running, block {anvil.get('block')}, {anvil.get('jobs_posted')} job(s) posted"
+    print(f"anvil  {report['rpc_url']} pid {anvil['pid']} {running if anvil['running'] else 'NOT RUNNING'}")
     for node in report["nodes"]:
         stake = node.get("stake_wei")
         stake_text = "?" if stake is None else f"{stake / 10**18:g} ETH"

@@ -295,10 +295,11 @@ def down(directory: Path) -> list[str]:
 
 
 def status(directory: Path) -> dict[str, Any]:
-    """Anvil (alive, block) and each node (alive, healthz, readyz, stake) as a JSON-ready dict."""
+    """Anvil (alive, block, jobs posted) and each node (alive, healthz, readyz, stake) as a
+    JSON-ready dict."""
     from web3 import HTTPProvider, Web3
 
-    from node.chain import ChainClient, NodeRegistry
+    from node.chain import ChainClient, JobMarket, NodeRegistry
 
     state = DevnetState.load(directory.resolve())
     report: dict[str, Any] = {"directory": state.directory, "rpc_url": state.rpc_url, "job_market": state.job_market,
@@ -308,6 +309,7 @@ def status(directory: Path) -> dict[str, Any]:
     if report["anvil"]["running"]:
         client = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 10})))
         report["anvil"]["block"] = client.block_number()
+        report["anvil"]["jobs_posted"] = JobMarket(client, state.job_market).job_count()
         registry = NodeRegistry(client, state.node_registry)
     for node in state.nodes:
         entry: dict[str, Any] = {"index": node.index, "url": node.url, "account": node.account, "pid": node.process.pid,

@@ -59,6 +59,8 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         submitted = json.loads(capsys.readouterr().out)
         assert submitted["job"]["phase"] == "finalized" and submitted["job"]["result_digest"] == expected.hex()
         assert [o["digest"] for o in submitted["outputs"]] == [tensor_digest(o) for o in fixture.xla_outputs()]
+        assert main(["devnet", "status", "--dir", str(directory)]) == 0
+        assert ", 2 job(s) posted" in capsys.readouterr().out
 
         # Usage errors exit 2: a second `up` on a running devnet.
         assert main(["devnet", "up", "--nodes", "1", "--dir", str(directory)]) == 2
