@@ -323,6 +323,10 @@ class ChainWatcher:
             log.info("job %d: %s refused: %s", job_id, action, exc.name)
             return exc.name
         report.transactions.append((job_id, action))
+        if job_id:
+            log.info("job %d: %s mined", job_id, action)
+        else:
+            log.info("%s mined", action)
         return None
 
     def _move(self, rec: JobRecord, report: StepReport) -> JobRecord | None:
