@@ -5,7 +5,7 @@ instructions deterministic: new instructions go right before their first user.""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from compiler.hlo.ir import Computation, Instruction, Module
 
@@ -106,6 +106,45 @@ def clone_computation(computation: Computation, names: NameAllocator, name: str 
         twin.operands = [mapping[id(op)] for op in twin.operands]
     result = Computation(name or names.fresh(computation.name), cloned, mapping[id(computation.root)], computation.location)
     return result, mapping
+
+
+def bind_parameters(
+    copy: Computation, bindings: Sequence[tuple[Instruction, Instruction]]
+) -> tuple[list[Instruction], Instruction]:
+    """Splices a fresh clone (`clone_computation`) into another computation: each of the
+    clone's parameters in `bindings` is replaced by its value there. Returns the clone's
+    other instructions in post order, rewired, and what its root stands for."""
+    bound = {id(parameter): value for parameter, value in bindings}
+    body = []
+    for instruction in copy.post_order():
+        if instruction.opcode == "parameter":
+            continue
+        instruction.operands = [bound.get(id(op), op) for op in instruction.operands]
+        body.append(instruction)
+    return body, bound.get(id(copy.root), copy.root)
+
+
+def install_fusion(
+    module: Module,
+    computation: Computation,
+    replaced: Instruction,
+    kind: str,
+    called_name: str,
+    arguments: list[Instruction],
+    parameters: list[Instruction],
+    body: list[Instruction],
+    root: Instruction,
+    names: NameAllocator,
+) -> Instruction:
+    """A `kind` fusion of `arguments`, calling a new computation of `parameters` + `body`
+    rooted at `root`, takes `replaced`'s place (and shape); the computation joins the module
+    before `computation`."""
+    called = Computation(names.fresh(called_name), parameters + body, root, computation.location)
+    fusion = Instruction(names.fresh("fusion"), "fusion", replaced.shape, arguments, {"kind": kind, "calls": called},
+                         location=replaced.location)  # fmt: skip
+    replace_instruction(computation, replaced, fusion)
+    add_computation_before(module, computation, called)
+    return fusion
 
 
 def all_instructions(module: Module) -> Iterable[tuple[Computation, Instruction]]:

@@ -16,11 +16,11 @@ from compiler.codegen.dot_conv import accumulation_type
 from compiler.codegen.fusion import read_at_own_position
 from compiler.hlo.editing import (
     NameAllocator,
-    add_computation_before,
+    bind_parameters,
     clone_computation,
+    install_fusion,
     remove_dead,
     remove_unreachable_computations,
-    replace_instruction,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
@@ -66,19 +66,12 @@ def fuse_epilogue(module: Module, computation: Computation, dot: Instruction, fu
         return parameter
 
     inner_dot = Instruction(names.fresh(dot.name), "dot", dot.shape, [parameter_for(op) for op in dot.operands], dict(dot.attrs), location=dot.location)
-    bound: dict[int, Instruction] = {}
-    for parameter, argument in zip(callee.parameters, fusion.operands, strict=True):
-        bound[id(mapping[id(parameter)])] = inner_dot if argument is dot else parameter_for(argument)
-    body = [inner_dot]
-    for instruction in copy.post_order():
-        if instruction.opcode != "parameter":
-            instruction.operands = [bound.get(id(op), op) for op in instruction.operands]
-            body.append(instruction)
-    called = Computation(names.fresh("fused_output"), parameters + body, copy.root, computation.location)
-    fused = Instruction(names.fresh("fusion"), "fusion", fusion.shape, arguments, {"kind": "kOutput", "calls": called}, location=fusion.location)
-    replace_instruction(computation, fusion, fused)
-    add_computation_before(module, computation, called)
-    return fused
+    bindings = [
+        (mapping[id(parameter)], inner_dot if argument is dot else parameter_for(argument))
+        for parameter, argument in zip(callee.parameters, fusion.operands, strict=True)
+    ]
+    body, root = bind_parameters(copy, bindings)
+    return install_fusion(module, computation, fusion, "kOutput", "fused_output", arguments, parameters, [inner_dot, *body], root, names)
 
 
 class EpilogueFusion(SimplePass):

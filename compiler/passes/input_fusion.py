@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from compiler.hlo.editing import (
     NameAllocator,
-    add_computation_before,
+    bind_parameters,
     clone_computation,
+    install_fusion,
     remove_dead,
     remove_unreachable_computations,
-    replace_instruction,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
@@ -70,13 +70,9 @@ def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, n
             callee = producer.attrs["calls"]
             assert isinstance(callee, Computation)
             copy, mapping = clone_computation(callee, names)
-            bound = {id(mapping[id(p)]): outside(arg) for p, arg in zip(callee.parameters, producer.operands, strict=True)}
-            for instruction in copy.post_order():
-                if instruction.opcode == "parameter":
-                    continue
-                instruction.operands = [bound.get(id(op), op) for op in instruction.operands]
-                body.append(instruction)
-            inner[id(producer)] = bound.get(id(copy.root), copy.root)
+            bindings = [(mapping[id(p)], outside(arg)) for p, arg in zip(callee.parameters, producer.operands, strict=True)]
+            spliced, inner[id(producer)] = bind_parameters(copy, bindings)
+            body.extend(spliced)
         else:
             producer.operands = [outside(op) for op in producer.operands]
             body.append(producer)
@@ -84,10 +80,7 @@ def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, n
     fused_reduce = Instruction(names.fresh(reduce.name), "reduce", reduce.shape, [inner.get(id(op)) or outside(op) for op in reduce.operands],
                                dict(reduce.attrs), location=reduce.location)  # fmt: skip
     body.append(fused_reduce)
-    called = Computation(names.fresh("fused_reduction"), parameters + body, fused_reduce, computation.location)
-    fusion = Instruction(names.fresh("fusion"), "fusion", reduce.shape, arguments, {"kind": "kInput", "calls": called}, location=reduce.location)
-    replace_instruction(computation, reduce, fusion)
-    add_computation_before(module, computation, called)
+    install_fusion(module, computation, reduce, "kInput", "fused_reduction", arguments, parameters, body, fused_reduce, names)
     return True
 
 

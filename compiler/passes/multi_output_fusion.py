@@ -15,6 +15,7 @@ from compiler.codegen.fusion import flat_identity
 from compiler.hlo.editing import (
     NameAllocator,
     add_computation_before,
+    bind_parameters,
     clone_computation,
     remove_dead,
     remove_unreachable_computations,
@@ -86,22 +87,18 @@ def merge(module: Module, computation: Computation, a: Instruction, b: Instructi
     for fusion in (a, b):
         callee = _callee(fusion)
         copy, mapping = clone_computation(callee, names)
-        bound: dict[int, Instruction] = {}
+        bindings = []
         for parameter, argument in zip(callee.parameters, fusion.operands, strict=True):
             position = next((n for n, existing in enumerate(arguments) if existing is argument), None)
             if position is None:
                 position = len(arguments)
                 arguments.append(argument)
                 parameters.append(Instruction(names.fresh("param"), "parameter", argument.shape, parameter_number=position))
-            bound[id(mapping[id(parameter)])] = parameters[position]
-        for instruction in copy.post_order():
-            if instruction.opcode == "parameter":
-                continue
-            instruction.operands = [bound.get(id(op), op) for op in instruction.operands]
-            if instruction is not copy.root or instruction.opcode != "tuple":
-                body.append(instruction)
-        root = bound.get(id(copy.root), copy.root)
-        results.extend([bound.get(id(op), op) for op in root.operands] if root.opcode == "tuple" else [root])
+            bindings.append((mapping[id(parameter)], parameters[position]))
+        spliced, root = bind_parameters(copy, bindings)
+        # A tuple root is not kept: its elements become elements of the merged tuple.
+        body.extend(i for i in spliced if i is not copy.root or i.opcode != "tuple")
+        results.extend(root.operands if root.opcode == "tuple" else [root])
     shape = TupleShape(tuple(r.shape for r in results))
     root = Instruction(names.fresh("tuple"), "tuple", shape, results)
     called = Computation(names.fresh("fused_computation"), parameters + body + [root], root, computation.location)
