@@ -201,8 +201,9 @@ class DivergenceMonitor:
         up, and marked compared so it does not hold up finalizing)."""
         key = (self.market.address, job_id, slot.node)
         endpoint = self.registry.get_node(slot.node).endpoint.rstrip("/")
+        our_envelope = self.executor.store.blobs.get(ours.envelope_digest)
         # A trace of the same program is about as long as ours (the same instructions).
-        limit = 2 * len(self.executor.store.blobs.get(ours.envelope_digest)) + 65536
+        limit = 2 * len(our_envelope) + 65536
         try:
             key_body = download(self.http, f"{endpoint}/v1/key", 4096, self.timeout)
             theirs = download(self.http, f"{endpoint}/v1/chain/jobs/{job_id}/trace", limit, self.timeout)
@@ -227,7 +228,7 @@ class DivergenceMonitor:
             return None
         statement = Statement.from_json_bytes(parse_envelope(theirs).payload)
         their_result = result_digest_of([o.digest for o in statement.predicate.deterministic.outputs])
-        summary, first = compare_envelopes(self.executor.store.blobs.get(ours.envelope_digest), theirs)
+        summary, first = compare_envelopes(our_envelope, theirs)
         return NodeDivergence(
             node=slot.node,
             endpoint=endpoint,
