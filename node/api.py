@@ -507,6 +507,7 @@ class NodeServer:
             self._chain_thread.join(timeout)
         if self.chain is not None:
             self.chain.executor.close()
+            self.chain.monitor.close()
         requeued = self.pool.stop(timeout)
         if requeued:
             log.info("requeued %d running job(s) at shutdown", len(requeued))

@@ -214,8 +214,10 @@ class ChainExecutor:
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Stops taking work; a job still running is redone after restart (same digests)."""
+        """Stops taking work (a job still running is redone after restart, with the same
+        digests) and closes the connections to peers."""
         self._threads.shutdown(wait=False, cancel_futures=True)
+        self.fetcher.http.close()
 
     def _path(self, contract: str, job_id: int) -> Path:
         return self.directory / f"{contract.lower()}-{job_id}.json"

@@ -108,6 +108,10 @@ class DivergenceMonitor:
         self._done: set[tuple[str, int, str]] = set()  # (contract, job, node) compared
         self._settled: set[tuple[str, int]] = set()  # finalized jobs with every slot compared
 
+    def close(self) -> None:
+        """Closes the connections to peers."""
+        self.http.close()
+
     def _path(self, contract: str, job_id: int) -> Path:
         return self.executor.directory / f"{contract.lower()}-{job_id}.divergence.json"
 

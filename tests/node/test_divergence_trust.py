@@ -85,6 +85,7 @@ def test_a_peer_trace_is_trusted_only_under_its_registered_key_and_commitment(ne
     assert monitor.trace_problem(job_id, slot, respaced, public) == "its digest is not the revealed trace digest"
     unrevealed = dataclasses.replace(slot, revealed=False)
     assert monitor.trace_problem(job_id, unrevealed, respaced, public) is None
+    monitor.close()
     watcher.close()
 
 
@@ -114,6 +115,7 @@ def test_ready_only_once_every_other_commitment_is_compared(net: Net) -> None:  
     assert slot.node == net.nodes[1] and not monitor.ready(job_id)  # node1's commitment not compared yet
     assert monitor.check_job(job_id) is None  # it seals our result: agreement, no report
     assert monitor.ready(job_id)
+    monitor.close()
 
 
 def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(net: Net) -> None:  # noqa: F811
@@ -138,4 +140,5 @@ def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(
     assert monitor.check_job(job_id) is None  # no trace to compare: no report, and no retry
     assert monitor.ready(job_id)
     assert not list(net.tmp.glob("*.divergence.json"))
+    monitor.close()
     store.close()
