@@ -223,6 +223,23 @@ class Kernel:
         builder.branch(header)
         builder.position_at_end(exit_block)
 
+    @contextmanager
+    def work_items(self, count: int, name: str = "item") -> Iterator[ir.Value]:
+        """The kernel's work items [begin, end) of a step with `count` items: yields the item
+        index; the body is emitted by the caller.
+
+        A one-item step gets its body once, guarded by begin < end, and no loop. Such a body
+        often reads only fixed addresses (a reduce to a scalar), and LLVM's loop vectorizer
+        handed a loop whose whole body is loop-invariant spends time exponential in the depth
+        of the body's expression graph: the f16 rounding steps of a reduce tree over a few
+        elements took it minutes."""
+        if count != 1:
+            with self.loop(self.begin, self.end, 1, name) as index:
+                yield index
+            return
+        with self.builder.if_then(self.builder.icmp_signed("<", self.begin, self.end)):
+            yield self.begin
+
     def alloca(self, type_: ir.Type, count: int = 1, name: str = "") -> ir.Value:
         """Stack memory allocated in the prologue (so loops do not grow the stack)."""
         return self._prologue_builder.alloca(type_, size=I64(count) if count != 1 else None, name=name)

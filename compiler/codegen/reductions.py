@@ -438,7 +438,7 @@ def emit_reduce(lowering: Lowering, instruction: Instruction, steps: list[P.Step
             inputs = make_inputs(kernel)
             reader = SequenceReader(kernel, instruction, inputs, kept, reduced)
             inits = [inputs.init(number) for number in range(half)]
-            with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
+            with kernel.work_items(count, "out") as index:
                 reader.set_output(unravel(b, index, out_dims))
                 values = emit_reduce_element(kernel, reduce, reader, n, inits)
                 for output, shape, value in zip(outputs, out_shapes, values, strict=True):
@@ -462,7 +462,7 @@ def emit_reduce(lowering: Lowering, instruction: Instruction, steps: list[P.Step
         inputs = make_inputs(kernel)
         inits = [inputs.init(number) for number in range(half)]
         types = [storage_type(s.dtype) for s in out_shapes]
-        with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
+        with kernel.work_items(count, "out") as index:
             arrays = [kernel.element_pointer(kernel.buffer(p), t, b.mul(index, I64(blocks))) for p, t in zip(partials, types, strict=True)]
             values = reduce(inits, tree_in_memory(kernel, reduce, arrays, types, blocks))
             for output, shape, value in zip(outputs, out_shapes, values, strict=True):
@@ -495,7 +495,7 @@ def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: 
             total = 1
             for size in window_sizes:
                 total *= size
-            with kernel.loop(kernel.begin, kernel.end, 1, "out") as index:
+            with kernel.work_items(count, "out") as index:
                 multi = unravel(b, index, out_shapes[0].dims)
                 for slot, init in zip(slots, inits, strict=True):
                     b.store(init, slot)
