@@ -493,26 +493,70 @@ class Execution:
 
 @dataclass(frozen=True)
 class RunMetadata:
-    """Run metadata, signed but never compared: thread count and timings in nanoseconds."""
+    """Run metadata, signed but never compared: thread count, timings in nanoseconds and the
+    host that ran (absent in traces of vxla versions before it was recorded)."""
 
     threads: int
     timings_ns: Mapping[str, int] = field(default_factory=dict)
+    host: HostRecord | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"threads": self.threads, "timings_ns": dict(self.timings_ns)}
+        out: dict[str, Any] = {"threads": self.threads, "timings_ns": dict(self.timings_ns)}
+        if self.host is not None:
+            out["host"] = self.host.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "run") -> RunMetadata:
-        obj = _obj(data, path, ("threads", "timings_ns"))
+        required = ("threads", "timings_ns")
+        obj = _obj({k: v for k, v in data.items() if k != "host"} if isinstance(data, Mapping) else data, path, required)
         timings = obj["timings_ns"]
         if not isinstance(timings, Mapping):
             raise StatementError(f"{path}.timings_ns", f"expected an object, got {_kind(timings)}")
+        host = data.get("host")
         return cls(
             threads=_int(obj["threads"], f"{path}.threads", 1),
             timings_ns={
                 _str(k, f"{path}.timings_ns"): _int(v, f"{path}.timings_ns.{k}", 0)
                 for k, v in sorted(timings.items())
             },
+            host=None if host is None else HostRecord.from_dict(host, f"{path}.host"),
+        )
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """The machine a run happened on, for the record when a result is disputed: its
+    architecture, CPU model, the CPU features that decide which targets it runs, the
+    operating system and the vxla version. The compared part names the target instead."""
+
+    arch: str
+    cpu_model: str
+    features: tuple[str, ...]
+    os: str
+    vxla_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arch": self.arch,
+            "cpu_model": self.cpu_model,
+            "features": list(self.features),
+            "os": self.os,
+            "vxla_version": self.vxla_version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = "run.host") -> HostRecord:
+        obj = _obj(data, path, ("arch", "cpu_model", "features", "os", "vxla_version"))
+        features = obj["features"]
+        if not isinstance(features, list):
+            raise StatementError(f"{path}.features", f"expected a list, got {_kind(features)}")
+        return cls(
+            arch=_str(obj["arch"], f"{path}.arch"),
+            cpu_model=_str(obj["cpu_model"], f"{path}.cpu_model"),
+            features=tuple(_str(f, f"{path}.features[{i}]") for i, f in enumerate(features)),
+            os=_str(obj["os"], f"{path}.os"),
+            vxla_version=_str(obj["vxla_version"], f"{path}.vxla_version"),
         )
 
 

@@ -37,6 +37,7 @@ from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.reference import EvaluationError, evaluate
 from compiler.runtime.executable import Executable, Fault
+from compiler.runtime.host import TargetNotRunnable, this_host
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 from node.trace import TraceInputError, VerifyReport, build_statement, default_job_id, verify_trace
 
@@ -122,6 +123,15 @@ def _config(args: argparse.Namespace) -> CompilerConfig:
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return config
+
+
+def _require_runnable(config: CompilerConfig) -> None:
+    """UsageError (exit 2) naming the missing features unless this host can run `config`'s
+    code; nothing is compiled or run first."""
+    try:
+        this_host().check(config)
+    except TargetNotRunnable as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _compile(args: argparse.Namespace, program: Program) -> Executable:
@@ -280,6 +290,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             outputs = evaluate(program.module, inputs, max_while_iterations=args.max_while_iterations)
         else:
             started = time.perf_counter_ns()
+            _require_runnable(_config(args))
             executable = _compile(args, program)
             compiled = time.perf_counter_ns()
             hashes = dict(executable.hashes)
@@ -397,6 +408,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify_trace(
             envelope_text, trusted, module_source=module_source, inputs=inputs,
             job_id=args.job_id, chain_id=args.chain_id, contract=args.contract, threads=args.threads,
+            execute_on=args.execute_on,
         )  # fmt: skip
     except TraceInputError as exc:
         raise UsageError(f"{args.trace}: {exc}" if str(exc).startswith("not a signed trace") else str(exc)) from None
@@ -446,6 +458,10 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     from node.api import NodeServer
 
     config = _node_config(args.config)
+    try:
+        this_host().check(load_config())
+    except (TargetNotRunnable, ConfigError) as exc:
+        raise UsageError(f"configs/compiler.toml [target]: {exc}") from None
     try:
         signing_key = load_private_key(config.key_file, config.key_passphrase)
     except KeyFileError as exc:
@@ -615,7 +631,7 @@ def _positive_int(text: str) -> int:
 
 
 def _add_target_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", metavar="CPU", help="LLVM CPU name, e.g. x86-64-v2, x86-64-v3, x86-64-v4 (default: configs/compiler.toml)")
+    parser.add_argument("--target", metavar="CPU", help="pinned CPU name: x86-64-v2, x86-64-v3, x86-64-v4, neoverse-n1 (NEON) or neoverse-v1 (SVE); the triple follows (default: configs/compiler.toml). Any target compiles on any host; it runs only where the host has its features")
     parser.add_argument("--config", metavar="TOML", help="compiler configuration file (default: configs/compiler.toml)")
 
 
@@ -708,6 +724,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--chain-id", type=_chain_id, metavar="N", help="require this chain id")
     verify.add_argument("--contract", type=_contract, metavar="0x...", help="require this contract address")
     verify.add_argument("--threads", type=_positive_int, default=1, metavar="N", help="worker threads for the re-execution (results do not depend on it; default 1)")
+    verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the pinned default, else the best target this host runs); the trace's own target is always compiled and its hashes checked")
     verify.add_argument("--json", action="store_true", help="print one JSON object: ok, checks [{name, ok, message}], not_checked, first_divergence")
     verify.set_defaults(handler=cmd_verify)
 

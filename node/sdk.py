@@ -273,13 +273,15 @@ class Client:
         *,
         trusted_keys: TrustedKeys | None = None,
         threads: int = 1,
+        execute_on: str | None = None,
     ) -> VerifyReport:
         """Verifies `trace` here, without trusting the node: signatures against the trusted
-        keys, then recompiling and re-executing `module` on `inputs` (node.trace.verify_trace)."""
+        keys, then recompiling `module` for the trace's target and re-executing it on
+        `inputs` on a target this host runs (`execute_on`, see node.trace.verify_trace)."""
         keys = trusted_keys if trusted_keys is not None else self.trusted_keys
         if keys is None:
             raise ValueError("verify needs trusted_keys (the node's public key)")
         return verify_trace(
             trace, keys, module_source=_module_bytes(module),
-            inputs=[_as_array(t) for t in inputs], threads=threads,
+            inputs=[_as_array(t) for t in inputs], threads=threads, execute_on=execute_on,
         )  # fmt: skip

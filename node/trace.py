@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import platform
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from attest import (
     Envelope,
     EnvelopeError,
     Execution,
+    HostRecord,
     OpTrace,
     Predicate,
     RunMetadata,
@@ -41,7 +43,13 @@ from attest import (
 from attest import Program as ProgramRecord
 from attest.digests import text_digest
 from attest.verify import TrustedKeys
-from compiler.codegen.target import CompilerConfig, ConfigError, validate_target
+from compiler.codegen.target import (
+    TARGET_CPUS,
+    CompilerConfig,
+    ConfigError,
+    load_config,
+    validate_target,
+)
 from compiler.driver import compile_program
 from compiler.hlo import HloError
 from compiler.hlo.dtypes import from_numpy
@@ -49,6 +57,7 @@ from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.reference.evaluator import EvaluationError, check_argument
 from compiler.runtime.executable import Executable, TracedRun
+from compiler.runtime.host import TargetNotRunnable, runnable_cpus, this_host
 
 
 class TraceInputError(ValueError):
@@ -65,6 +74,21 @@ def vxla_version() -> str:
         return metadata.version("vxla")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+@functools.cache
+def host_record() -> HostRecord:
+    """This machine as a trace's run part records it: the CPU features listed are those some
+    pinned target needs (the ones that decide which targets this host runs)."""
+    host = this_host()
+    relevant = set().union(*(cpu.features for cpu in TARGET_CPUS.values() if cpu.arch == host.arch))
+    return HostRecord(
+        arch=host.arch,
+        cpu_model=host.cpu_model,
+        features=tuple(sorted(host.features & relevant)),
+        os=platform.platform(),
+        vxla_version=vxla_version(),
+    )
 
 
 def numerics_contract_name(contract_version: int) -> str:
@@ -176,7 +200,7 @@ def build_statement(
             outputs=tensor_records(outputs, "out"),
             op_trace=op_trace,
         ),
-        run=RunMetadata(threads=threads, timings_ns=dict(timings_ns)),
+        run=RunMetadata(threads=threads, timings_ns=dict(timings_ns), host=host_record()),
     )
     return Statement.build(predicate)
 
@@ -385,6 +409,7 @@ def verify_trace(
     contract: str | None = None,
     threads: int = 1,
     cache_dir: bool | str | None = False,
+    execute_on: str | None = None,
 ) -> VerifyReport:
     """Check a signed trace; returns a VerifyReport listing each check.
 
@@ -397,8 +422,15 @@ def verify_trace(
     has op-level data) and the output digests, and on a difference the first diverging
     instruction with its inclusion proofs checked against both Merkle roots.
 
+    The recorded target is always compiled (graph_hash and binary_hash, no run). The
+    re-execution runs on `execute_on` (a CPU name) when given, else on the recorded target
+    when this host can run it (the very bytes the trace names), else on the pinned default
+    target, else on the best pinned target this host runs: every target computes the same
+    bits, so outputs and op-level digests compare exactly whichever one ran.
+
     Raises TraceInputError when there is nothing to verify: not a DSSE envelope, a module
-    that does not parse, inputs that do not fit the module.
+    that does not parse, inputs that do not fit the module, an `execute_on` target that is
+    unknown or that this host cannot run.
     """
     report = VerifyReport()
     envelope = parse_envelope(envelope_text)
@@ -461,8 +493,43 @@ def verify_trace(
     if not _check_inputs(report, recorded.inputs, tensor_records(arrays, "in")):
         report.not_checked.append("outputs (re-execution needs the trace's inputs)")
         return report
+    try:
+        run_config = execution_config(config, execute_on)
+    except (ConfigError, TargetNotRunnable) as error:
+        raise TraceInputError(f"execution target: {error}") from None
+    if run_config.cpu == config.cpu and run_config.features == config.features:
+        report.add("target", True, f"executed on {config.cpu}, the trace's target")
+    else:
+        report.add(
+            "target",
+            True,
+            f"executed on {run_config.cpu}; the trace's target {config.cpu} was compiled and its binary_hash checked",
+        )
+        executable = compile_program(program, run_config, threads=threads, cache_dir=cache_dir)
     _reexecute(report, statement, program, executable, arrays, threads)
     return report
+
+
+def execution_config(recorded: CompilerConfig, execute_on: str | None = None) -> CompilerConfig:
+    """The configuration a verifier re-executes `recorded`'s trace with on this host:
+    `execute_on` if given (ConfigError if unknown, TargetNotRunnable if this host cannot run
+    it), else `recorded` when runnable here, else the pinned default target, else the best
+    pinned target this host runs. Only the target changes: pipeline and opt level stay."""
+    host = this_host()
+    if execute_on is not None:
+        chosen = recorded.with_target(cpu=execute_on, features="")
+        host.check(chosen)
+        return chosen
+    if host.can_run(recorded):
+        return recorded
+    default = load_config().cpu
+    candidates = [default, *reversed(runnable_cpus(host))]
+    for cpu in candidates:
+        chosen = recorded.with_target(cpu=cpu, features="")
+        if host.can_run(chosen):
+            return chosen
+    host.check(recorded)  # nothing runs here: raise, naming what the recorded target needs
+    return recorded
 
 
 def _check_inputs(
@@ -528,8 +595,12 @@ def _reexecute(
             report, recorded.op_trace, mine.predicate.deterministic.op_trace, divergence
         )
     # Anything else the comparison found (compiler identity fields other than the version,
-    # already checked above, would land here if the two ever disagreed).
-    checked = ("outputs", "op_trace", "compiler.vxla_version")
+    # already checked above, would land here if the two ever disagreed). Executed on another
+    # target, the machine code, its buffer plan and the target naturally differ; the
+    # recorded ones were checked by compiling for the recorded target.
+    checked: tuple[str, ...] = ("outputs", "op_trace", "compiler.vxla_version")
+    if executable.config.cpu != recorded.compiler.target.cpu or executable.config.features != recorded.compiler.target.features:
+        checked += ("compiler.target", "graph_hash", "binary_hash")
     rest = [
         d.path
         for d in divergence.differences

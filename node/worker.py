@@ -31,6 +31,7 @@ from compiler.hlo.cost import estimate_flops
 from compiler.program import Program, load_program
 from compiler.reference.evaluator import EvaluationError
 from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
+from compiler.runtime.host import TargetNotRunnable, this_host
 from node.config import Limits
 from node.store import STATES, Job, JobStore
 from node.tensors import npy_bytes
@@ -166,6 +167,9 @@ class WorkerPool:
         self.workers = workers
         self.threads = threads
         self.compiler_config = compiler_config or load_compiler_config()
+        # Fail closed at start: a node that cannot run its pinned target must not take jobs
+        # (nor claim chain jobs) it could only fail.
+        this_host().check(self.compiler_config)
         self.metrics = metrics or Metrics()
         self.poll_seconds = poll_seconds
         self._wake = threading.Condition()
@@ -302,6 +306,8 @@ class WorkerPool:
                     fault=self.fault,
                     deadline=deadline,
                 )
+        except TargetNotRunnable as error:
+            raise JobRejected(f"execution: {error}") from None
         except DeadlineExceeded as error:
             raise JobRejected(
                 f"execution: over limits.job_wall_seconds ({self.limits.job_wall_seconds}): {error}"

@@ -3,3 +3,13 @@ from pathlib import Path
 
 # Tests import helpers as `tests.<module>`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Says which targets this host executed and which were only compiled and checked."""
+    from tests.targets import COMPILE_ONLY, HOST, RUNNABLE
+
+    terminalreporter.write_line(
+        f"targets executed on this host ({HOST.arch}, {HOST.cpu_model}): {', '.join(RUNNABLE) or 'none'}; "
+        f"compiled and checked without running: {', '.join(COMPILE_ONLY) or 'none'}"
+    )

@@ -37,11 +37,7 @@ ELEMENTWISE_OPCODES = frozenset(
 def vector_width(config) -> int:
     """Lanes per loop iteration: a full register of f32 on the target (results never depend
     on it)."""
-    if config.cpu in ("x86-64-v4",) or "avx512f" in config.features:
-        return 16
-    if config.has_fma:
-        return 8
-    return 4
+    return config.vector_bits // 32
 
 
 class ElementEmitter:

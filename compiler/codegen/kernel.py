@@ -3,8 +3,8 @@
 Every kernel has one signature, `void kernel(ptr table, i64 begin, i64 end)`: `table` holds a
 pointer per buffer of the plan, and the kernel computes its work items [begin, end). The
 exported function wraps the body so it always runs with the contract's floating-point
-environment (round to nearest, no flush-to-zero, no denormals-are-zero) and restores the
-caller's environment afterwards.
+environment (round to nearest, no flush-to-zero, no denormals-are-zero: MXCSR on x86, FPCR
+on AArch64) and restores the caller's environment afterwards.
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
 
-# MXCSR with every exception masked, round to nearest, FTZ and DAZ off.
+# x86 MXCSR: every exception masked, round to nearest, FTZ and DAZ off.
 CONTRACT_MXCSR = 0x1F80
+# AArch64 FPCR: round to nearest (RMode 0), FZ and FZ16 off, no exception traps, AH and FIZ
+# off, and DN on: every NaN an arithmetic instruction makes is the default NaN, which is the
+# contract's canonical NaN (f32 0x7FC00000, f64 0x7FF8000000000000).
+CONTRACT_FPCR = 1 << 25
 
 
 def storage_type(dtype: DType) -> ir.Type:
@@ -141,18 +145,28 @@ class KernelModule:
         return name
 
     def _export(self, name: str, body: ir.Function) -> None:
+        """The exported kernel: the body inside the contract's floating-point environment,
+        with the caller's environment restored afterwards."""
         wrapper = ir.Function(self.module, KERNEL_TYPE, name)
         wrapper.attributes.add("nounwind")
         builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
-        saved = builder.alloca(I32, name="saved_mxcsr")
-        wanted = builder.alloca(I32, name="contract_mxcsr")
-        stmxcsr = self.intrinsic("llvm.x86.sse.stmxcsr", VOID, [PTR])
-        ldmxcsr = self.intrinsic("llvm.x86.sse.ldmxcsr", VOID, [PTR])
-        builder.call(stmxcsr, [saved])
-        builder.store(I32(CONTRACT_MXCSR), wanted)
-        builder.call(ldmxcsr, [wanted])
-        builder.call(body, list(wrapper.args))
-        builder.call(ldmxcsr, [saved])
+        if self.config.arch == "aarch64":
+            get_fpcr = self.intrinsic("llvm.aarch64.get.fpcr", I64, [])
+            set_fpcr = self.intrinsic("llvm.aarch64.set.fpcr", VOID, [I64])
+            saved = builder.call(get_fpcr, [], name="saved_fpcr")
+            builder.call(set_fpcr, [I64(CONTRACT_FPCR)])
+            builder.call(body, list(wrapper.args))
+            builder.call(set_fpcr, [saved])
+        else:
+            saved = builder.alloca(I32, name="saved_mxcsr")
+            wanted = builder.alloca(I32, name="contract_mxcsr")
+            stmxcsr = self.intrinsic("llvm.x86.sse.stmxcsr", VOID, [PTR])
+            ldmxcsr = self.intrinsic("llvm.x86.sse.ldmxcsr", VOID, [PTR])
+            builder.call(stmxcsr, [saved])
+            builder.store(I32(CONTRACT_MXCSR), wanted)
+            builder.call(ldmxcsr, [wanted])
+            builder.call(body, list(wrapper.args))
+            builder.call(ldmxcsr, [saved])
         builder.ret_void()
 
 

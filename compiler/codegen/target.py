@@ -20,22 +20,86 @@ from compiler.numerics import CONTRACT_VERSION
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "compiler.toml"
 
-# x86-64 CPU names whose instruction set has FMA3 (then `llvm.fma` is one instruction; on
-# other CPUs the backend emulates fma exactly, since LLVM would call libm's fma).
-_FMA_CPUS = frozenset({"x86-64-v3", "x86-64-v4", "haswell", "broadwell", "skylake", "skylake-avx512",
-                       "icelake-server", "sapphirerapids", "znver1", "znver2", "znver3", "znver4", "znver5"})  # fmt: skip
-KNOWN_X86_LEVELS = ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")
-
 
 class ConfigError(ValueError):
     """A compiler configuration that cannot be used; the message names the key."""
+
+
+X86_64_TRIPLE = "x86_64-unknown-linux-gnu"
+AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
+
+
+@dataclass(frozen=True)
+class TargetCpu:
+    """A CPU name a target may pin: its triple, the LLVM features its code may use (every one
+    must be on a host before that code runs there) and its vector register width."""
+
+    name: str
+    triple: str
+    features: frozenset[str]
+    vector_bits: int
+    description: str
+
+    @property
+    def arch(self) -> str:
+        return self.triple.split("-", 1)[0]
+
+
+# The feature sets are LLVM's definitions of these CPUs (the x86-64 psABI levels; Arm's
+# Neoverse cores), in LLVM's feature names, which are also what host detection reports.
+_X86_64_V2 = frozenset({"64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "cx16", "sahf", "crc32",
+                        "popcnt", "sse3", "ssse3", "sse4.1", "sse4.2"})  # fmt: skip
+_X86_64_V3 = _X86_64_V2 | {"avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"}
+_X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+_NEOVERSE_N1 = frozenset({"fp-armv8", "neon", "crc", "lse", "rdm", "rcpc", "dotprod", "fullfp16",
+                          "aes", "sha2", "ccpp", "ssbs"})  # fmt: skip
+_NEOVERSE_V1 = _NEOVERSE_N1 | {"sve", "bf16", "i8mm", "fp16fml", "jsconv", "complxnum", "flagm",
+                               "dit", "rcpc-immo", "sha3", "rand"}  # fmt: skip
+
+TARGET_CPUS: dict[str, TargetCpu] = {
+    cpu.name: cpu
+    for cpu in (
+        TargetCpu("x86-64-v2", X86_64_TRIPLE, _X86_64_V2, 128, "SSE4.2, no FMA"),
+        TargetCpu("x86-64-v3", X86_64_TRIPLE, _X86_64_V3, 256, "AVX2 and FMA"),
+        TargetCpu("x86-64-v4", X86_64_TRIPLE, _X86_64_V4, 512, "AVX-512"),
+        TargetCpu("neoverse-n1", AARCH64_TRIPLE, _NEOVERSE_N1, 128, "Armv8.2 with NEON (Graviton2, Ampere Altra)"),
+        TargetCpu("neoverse-v1", AARCH64_TRIPLE, _NEOVERSE_V1, 128, "Armv8.4 with SVE (Graviton3); SVE code gives the same bits at every vector length"),
+    )
+}
+# Feature names a `features` string may add or remove, by architecture.
+_KNOWN_FEATURES = {
+    "x86_64": _X86_64_V4 | {"avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "avx512ifma",
+                            "avx512bitalg", "avx512vpopcntdq", "avxvnni", "gfni", "vaes", "vpclmulqdq", "adx",
+                            "aes", "pclmul", "sha", "prfchw", "fma4", "xop", "sse4a", "tbm"},
+    "aarch64": _NEOVERSE_V1 | {"sve2", "sme", "mte", "pauth", "bti", "sb", "fp16fml", "sm4", "lse2"},
+}  # fmt: skip
+
+
+def target_cpu(name: str) -> TargetCpu:
+    """The pinned definition of CPU `name`; ConfigError naming the known ones otherwise."""
+    if name == "x86-64":
+        raise ConfigError("x86-64 (v1) lacks SSE4.1 rounding instructions; use x86-64-v2 or later")
+    try:
+        return TARGET_CPUS[name]
+    except KeyError:
+        raise ConfigError(f"unknown CPU {name!r}; use one of {', '.join(TARGET_CPUS)}") from None
+
+
+def feature_flags(features: str) -> list[tuple[bool, str]]:
+    """The (enable, name) pairs of an LLVM feature string such as "+avx2,-avx512f"."""
+    flags = []
+    for item in filter(None, (part.strip() for part in features.split(","))):
+        if item[0] not in "+-" or len(item) < 2:
+            raise ConfigError(f"feature {item!r}: write +name or -name (e.g. +avx2,-avx512f)")
+        flags.append((item[0] == "+", item[1:]))
+    return flags
 
 
 @dataclass(frozen=True)
 class CompilerConfig:
     """Everything that determines the machine code for a given optimized module."""
 
-    triple: str = "x86_64-unknown-linux-gnu"
+    triple: str = X86_64_TRIPLE
     cpu: str = "x86-64-v3"
     features: str = ""
     opt_level: int = 3
@@ -63,18 +127,52 @@ class CompilerConfig:
             )
 
     @property
+    def target_cpu(self) -> TargetCpu:
+        return target_cpu(self.cpu)
+
+    @property
+    def arch(self) -> str:
+        """The triple's architecture: x86_64 or aarch64."""
+        return self.triple.split("-", 1)[0]
+
+    @property
+    def required_features(self) -> frozenset[str]:
+        """The LLVM features this target's code may use: the CPU's set with the `features`
+        string's additions; removals are not subtracted (LLVM may still use what depends on a
+        removed feature), so the set errs towards refusing a host."""
+        added = {name for enable, name in feature_flags(self.features) if enable}
+        return self.target_cpu.features | added
+
+    @property
     def has_fma(self) -> bool:
-        feature_flags = self.features.split(",") if self.features else []
-        if "-fma" in feature_flags:
+        """Whether `llvm.fma` is one instruction (AArch64 always has it; on x86 it needs
+        FMA3, else the backend emulates fma exactly, since LLVM would call libm's fma)."""
+        if any(name == "fma" and not enable for enable, name in feature_flags(self.features)):
             return False
-        return self.cpu in _FMA_CPUS or "+fma" in feature_flags
+        return self.arch == "aarch64" or "fma" in self.required_features
+
+    @property
+    def vector_bits(self) -> int:
+        """The width of the vector registers the backend fills (results never depend on it)."""
+        if self.arch != "x86_64":
+            return self.target_cpu.vector_bits
+        removed = {name for enable, name in feature_flags(self.features) if not enable}
+        usable = self.required_features - removed
+        if "avx512f" in usable:
+            return 512
+        return 256 if "avx2" in usable else 128
 
     def with_pipeline(self, name: str) -> CompilerConfig:
         """This config with another pass pipeline (its id recomputed)."""
         return replace(self, pipeline=name, pipeline_id="")
 
     def with_target(self, cpu: str | None = None, features: str | None = None) -> CompilerConfig:
-        return replace(self, cpu=cpu if cpu is not None else self.cpu, features=features if features is not None else self.features)
+        """This config for another CPU (its triple follows from the name) or feature string;
+        ConfigError for an unknown CPU or a bad feature string."""
+        cpu = cpu if cpu is not None else self.cpu
+        config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features if features is not None else self.features)
+        validate_target(config)
+        return config
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -119,9 +217,15 @@ def load_config(path: str | Path = DEFAULT_CONFIG_PATH) -> CompilerConfig:
             if not isinstance(value, kind) or isinstance(value, bool):
                 raise ConfigError(f"{path}: target.{key} must be a {kind.__name__}")
             config = replace(config, **{key: value})
+    if "cpu" in target and "triple" not in target and config.cpu in TARGET_CPUS:
+        # The triple follows from the CPU name unless the file spells both out.
+        config = replace(config, triple=TARGET_CPUS[config.cpu].triple)
     if not 0 <= config.opt_level <= 3:
         raise ConfigError(f"{path}: target.opt_level must be 0..3")
-    validate_target(config)
+    try:
+        validate_target(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: target: {exc}") from None
     return config
 
 
@@ -131,24 +235,20 @@ def _initialize() -> None:
     llvm.initialize_all_asmprinters()
 
 
-# x86-64 CPU names accepted for a target; LLVM silently treats unknown names as a generic
-# CPU, which would make a typo look like a different binary.
-KNOWN_X86_CPUS = (frozenset(KNOWN_X86_LEVELS) - {"x86-64"}) | _FMA_CPUS | {"nehalem", "westmere", "sandybridge", "ivybridge"}
-
-
 def validate_target(config: CompilerConfig) -> None:
-    """Raises ConfigError unless LLVM knows the triple and the CPU name is a known one."""
+    """Raises ConfigError unless the CPU is a pinned one, the triple is the CPU's, LLVM knows
+    the triple and the feature string names known features of that architecture."""
     _initialize()
+    cpu = target_cpu(config.cpu)
     try:
         llvm.Target.from_triple(config.triple)
     except RuntimeError as exc:
         raise ConfigError(f"unknown target triple {config.triple!r}: {exc}") from None
-    if not config.triple.startswith("x86_64"):
-        raise ConfigError(f"target triple {config.triple!r} is not supported yet (only x86_64)")
-    if config.cpu == "x86-64":
-        raise ConfigError("x86-64 (v1) lacks SSE4.1 rounding instructions; use x86-64-v2 or later")
-    if config.cpu not in KNOWN_X86_CPUS:
-        raise ConfigError(f"unknown CPU {config.cpu!r}; use one of {', '.join(sorted(KNOWN_X86_CPUS))}")
+    if config.triple != cpu.triple:
+        raise ConfigError(f"CPU {config.cpu!r} belongs to triple {cpu.triple!r}, not {config.triple!r}")
+    for _, name in feature_flags(config.features):
+        if name not in _KNOWN_FEATURES[cpu.arch]:
+            raise ConfigError(f"unknown {cpu.arch} feature {name!r} in {config.features!r}")
 
 
 def target_machine(config: CompilerConfig) -> llvm.TargetMachine:

@@ -119,7 +119,6 @@ class Executable:
     _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self._loaded = load_object(self.object_bytes, self.config)
         self._parameter_shapes = self.program.parameter_shapes
         self._parameter_types = [
             (np.dtype(shape.dtype.numpy), shape.dims) if isinstance(shape, ArrayShape) else (None, None) for shape in self._parameter_shapes
@@ -150,14 +149,23 @@ class Executable:
         visit(self.plan.steps)
         return names
 
+    def load(self) -> LoadedObject:
+        """The object mapped into this process, loaded on first use, and only after the host
+        is found to have every feature the target may use (TargetNotRunnable otherwise, before
+        a byte of it runs). An executable for any target can be built and hashed anywhere."""
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = load_object(self.object_bytes, self.config)
+            return self._loaded
+
     def kernel(self, name: str) -> Callable:
         if name not in self._kernels:
-            self._kernels[name] = KERNEL_SIGNATURE(self._loaded.address(name))  # type: ignore[union-attr]
+            self._kernels[name] = KERNEL_SIGNATURE(self.load().address(name))
         return self._kernels[name]
 
     def constant_address(self, symbol: str) -> int:
         if symbol not in self._constants:
-            address = self._loaded.engine.get_global_value_address(symbol)  # type: ignore[union-attr]
+            address = self.load().engine.get_global_value_address(symbol)
             if not address:
                 raise RuntimeError(f"object has no constant {symbol!r}")
             self._constants[symbol] = address
@@ -173,6 +181,7 @@ class Executable:
     ) -> list[np.ndarray]:
         """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs.
         `deadline` (a `time.monotonic()` value): raise DeadlineExceeded once past it."""
+        self.load()
         parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
             raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
@@ -207,6 +216,7 @@ class Executable:
             points.setdefault(point.after_step, []).append(point)
         if fault is not None:
             self._check_fault(fault)
+        self.load()
         parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
             raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")

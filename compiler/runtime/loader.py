@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 
 from compiler.codegen.target import CompilerConfig, target_machine
+from compiler.runtime.host import this_host
 
 
 class LoadError(RuntimeError):
@@ -36,7 +37,10 @@ class LoadedObject:
 
 
 def load_object(object_bytes: bytes, config: CompilerConfig) -> LoadedObject:
-    """Maps exactly `object_bytes` into an MCJIT engine built over an empty module."""
+    """Maps exactly `object_bytes` into an MCJIT engine built over an empty module, after
+    checking that this host has every feature `config`'s code may use (TargetNotRunnable
+    otherwise: nothing is mapped, so nothing can die of an illegal instruction)."""
+    this_host().check(config)
     machine = target_machine(config)
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
     engine.add_object_file(llvm.ObjectFileRef.from_data(object_bytes))

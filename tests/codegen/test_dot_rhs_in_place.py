@@ -13,6 +13,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from tests.codegen.test_fusion_codegen import run_everywhere
 from tests.codegen.test_op_families import values
+from tests.targets import NATIVE
 
 
 @pytest.mark.parametrize("batch,m,k,n", [(1, 7, 33, 32), (2, 5, 16, 64), (1, 1, 1, 96), (3, 9, 20, 128)])
@@ -37,7 +38,7 @@ ENTRY e {{
 """
         arrays = [values(rng, "f32", (m, k)), values(rng, "f32", (k, n))]
     run_everywhere(text, arrays)
-    for target in ("x86-64-v2", "x86-64-v3", "x86-64-v4"):
+    for target in NATIVE:
         config = load_config().with_target(cpu=target)
         executable = compile_program(load_program(text), config, cache_dir=False)
         packed = n % panel_width(config) != 0

@@ -148,7 +148,7 @@ def test_verify_trace_reports_every_check() -> None:
     report = verify_trace(_signed(_statement(MLP)), [KEY.public_key()], module_source=MLP.module_text, inputs=MLP.inputs(), job_id="job-1", chain_id=5)
     assert report.ok, report.checks
     assert [c.name for c in report.checks] == [
-        "signatures", "statement", "job binding", "source_hash", "hlo_hash", "compiler", "graph_hash", "binary_hash", "inputs", "outputs", "op_trace",
+        "signatures", "statement", "job binding", "source_hash", "hlo_hash", "compiler", "graph_hash", "binary_hash", "inputs", "target", "outputs", "op_trace",
     ]  # fmt: skip
     assert report.to_dict()["ok"] is True and report.not_checked == []
 

@@ -105,7 +105,7 @@ def test_round_trip_verifies_on_every_fixture(name: str, keys: Keys, tmp_path: P
     assert status == 0, report
     assert report["ok"] and report["first_divergence"] is None
     names = [c["name"] for c in report["checks"]]
-    assert names == ["signatures", "statement", "source_hash", "hlo_hash", "compiler", "graph_hash", "binary_hash", "inputs", "outputs", "op_trace"]
+    assert names == ["signatures", "statement", "source_hash", "hlo_hash", "compiler", "graph_hash", "binary_hash", "inputs", "target", "outputs", "op_trace"]
     assert [p for p in tmp_path.iterdir()] == [trace]  # written atomically: no temporary left
 
 

@@ -1,0 +1,127 @@
+"""Targets a host cannot run, through the command line: `vxla run` refuses them (exit 2,
+naming what is missing) while `vxla compile` works, and `vxla verify` checks a trace made
+for such a target by compiling for it (graph_hash, binary_hash) and re-executing on a
+target this host runs. The host is narrowed with VXLA_HOST_WITHOUT, which can only remove
+features, so these run the same on an AVX2-only and an AVX-512 host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attest import Envelope
+from compiler.runtime.host import HOST_MASK_ENV
+from node.cli import main
+from tests.fixture_data import Fixture
+from tests.targets import RUNNABLE
+
+MLP = Fixture("mlp_softmax")
+MODULE = str(MLP.directory / "module.hlo")
+INPUTS = [str(p) for p in MLP.input_paths()]
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("keys")
+    assert main(["keys", "init", "--dir", str(directory)]) == 0
+    return directory
+
+
+def _verify(trace: Path, keys: Path, capsys, *extra: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["verify", str(trace), "--module", MODULE, "--inputs", *INPUTS, "--trusted-key", str(keys / "node.pub"), "--json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _checks(report: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in report["checks"]}
+
+
+def test_run_refuses_a_target_the_host_lacks_and_compile_does_not(capsys, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv(HOST_MASK_ENV, "avx512f")
+    out = tmp_path / "out.npz"
+    assert main(["run", MODULE, *INPUTS, "--target", "x86-64-v4", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "x86-64-v4" in error and "avx512f" in error and "which this host lacks" in error
+    assert not out.exists()
+    assert main(["compile", MODULE, "--target", "x86-64-v4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["cpu"] == "x86-64-v4"
+
+
+@pytest.mark.parametrize("cpu", ["neoverse-n1", "neoverse-v1"])
+def test_run_refuses_aarch64_code_on_x86_and_compiles_it(cpu: str, capsys) -> None:
+    if cpu in RUNNABLE:  # an AArch64 host: the other direction
+        cpu = "x86-64-v2"
+    assert main(["run", MODULE, *INPUTS, "--target", cpu]) == 2
+    assert "cannot run here: it needs an" in capsys.readouterr().err
+    assert main(["compile", MODULE, "--target", cpu, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["binary_hash"]
+
+
+def test_bad_targets_exit_2(capsys) -> None:
+    for target, message in (("pentium", "unknown CPU 'pentium'"), ("x86-64", "x86-64-v2 or later")):
+        assert main(["compile", MODULE, "--target", target]) == 2
+        assert message in capsys.readouterr().err
+
+
+def _trace(tmp_path: Path, keys: Path, name: str, *extra: str) -> Path:
+    trace = tmp_path / f"{name}.json"
+    assert main(["run", MODULE, *INPUTS, "--trace", str(trace), "--key", str(keys / "node.key"), "--op-level", "--json", *extra]) == 0
+    return trace
+
+
+def test_a_trace_for_a_target_this_host_cannot_run_verifies_across_targets(capsys, monkeypatch, tmp_path, keys) -> None:
+    trace = _trace(tmp_path, keys, "v3", "--target", "x86-64-v3")
+    # A host without AVX2 cannot run x86-64-v3 (nor v4): the trace's target is compiled and
+    # its hashes checked, the re-execution runs on x86-64-v2.
+    monkeypatch.setenv(HOST_MASK_ENV, "avx2")
+    code, report = _verify(trace, keys, capsys)
+    checks = _checks(report)
+    assert code == 0 and report["ok"], report
+    assert checks["target"]["message"] == "executed on x86-64-v2; the trace's target x86-64-v3 was compiled and its binary_hash checked"
+    assert checks["binary_hash"]["ok"] and checks["graph_hash"]["ok"]
+    assert checks["outputs"]["ok"] and "instruction digests match" in checks["op_trace"]["message"]
+    # A configured execution target, and one this host cannot run (bad input, exit 2).
+    code, report = _verify(trace, keys, capsys, "--execute-on", "x86-64-v2")
+    assert code == 0 and _checks(report)["target"]["message"].startswith("executed on x86-64-v2;")
+    assert main(["verify", str(trace), "--module", MODULE, "--inputs", *INPUTS, "--trusted-key", str(keys / "node.pub"), "--execute-on", "x86-64-v4"]) == 2
+    assert "execution target" in capsys.readouterr().err
+
+
+def test_a_faulty_trace_is_rejected_across_targets(capsys, monkeypatch, tmp_path, keys) -> None:
+    fault = _first_instruction(tmp_path, keys) + ":3"
+    trace = _trace(tmp_path, keys, "faulty", "--target", "x86-64-v3", "--fault", fault)
+    monkeypatch.setenv(HOST_MASK_ENV, "avx2")
+    code, report = _verify(trace, keys, capsys)
+    assert code == 1 and not report["ok"]
+    assert not _checks(report)["outputs"]["ok"] or not _checks(report)["op_trace"]["ok"]
+    assert report["first_divergence"] is not None and report["first_divergence"]["proofs_ok"]
+    assert _checks(report)["target"]["message"].startswith("executed on x86-64-v2;")
+
+
+def _first_instruction(tmp_path: Path, keys: Path) -> str:
+    trace = _trace(tmp_path, keys, "honest")
+    statement = json.loads(Envelope.from_json(trace.read_text()).payload)
+    return statement["predicate"]["deterministic"]["op_trace"]["instructions"][0]["name"]
+
+
+def test_the_trace_records_the_host_and_names_the_target(capsys, tmp_path, keys) -> None:
+    trace = _trace(tmp_path, keys, "host")
+    predicate = json.loads(Envelope.from_json(trace.read_text()).payload)["predicate"]
+    host = predicate["run"]["host"]
+    assert host["arch"] in ("x86_64", "aarch64") and host["cpu_model"] and host["os"] and host["vxla_version"]
+    assert set(host["features"]) and all(isinstance(f, str) for f in host["features"])
+    assert predicate["deterministic"]["compiler"]["target"]["cpu"] == "x86-64-v3"
+
+
+def test_a_node_whose_pinned_target_the_host_cannot_run_does_not_start(capsys, monkeypatch, tmp_path) -> None:
+    """Fail closed at start: no store, no claim, no job it could only fail."""
+    monkeypatch.setenv(HOST_MASK_ENV, "avx2")
+    config = tmp_path / "node.toml"
+    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\nkey_file = "{tmp_path / "missing.key"}"\nport = 0\n')
+    assert main(["node", "run", "--config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert "configs/compiler.toml [target]" in error and "x86-64-v3" in error and "avx2" in error
+    assert not (tmp_path / "data").exists()

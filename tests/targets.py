@@ -1,0 +1,61 @@
+"""The targets the tests use, defined once: every pinned CPU (compiler.codegen.target), split
+by what this host can execute. Tests execute the runnable ones and, for the others, still
+compile and check what needs no run (`check_without_running`), so the suite passes, without
+an illegal instruction, on an AVX2-only host, an AVX-512 host and under AArch64 emulation.
+The test summary names both lists (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from compiler.codegen.objfile import undefined_symbols
+from compiler.codegen.target import TARGET_CPUS, CompilerConfig, load_config
+from compiler.driver import compile_program
+from compiler.program import load_program
+from compiler.runtime.executable import Executable
+from compiler.runtime.host import this_host
+
+HOST = this_host()
+ALL = tuple(TARGET_CPUS)
+# The x86-64 levels; the property tests sweep these and the AArch64 CPUs.
+X86 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "x86_64")
+AARCH64 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "aarch64")
+
+
+def config(cpu: str) -> CompilerConfig:
+    """The pinned configuration with CPU `cpu` (its triple follows)."""
+    return load_config().with_target(cpu=cpu)
+
+
+def runnable(cpu: str) -> bool:
+    """Whether this host may execute `cpu`'s code."""
+    return HOST.can_run(config(cpu))
+
+
+RUNNABLE = tuple(name for name in ALL if runnable(name))
+COMPILE_ONLY = tuple(name for name in ALL if name not in RUNNABLE)
+# The host's own architecture's targets (what a test sweeping "every target" executes).
+NATIVE = tuple(name for name in ALL if TARGET_CPUS[name].arch == HOST.arch)
+# A target every test host runs: the pinned default when runnable, else the best runnable.
+DEFAULT = load_config().cpu if runnable(load_config().cpu) else RUNNABLE[-1]
+
+
+def check_without_running(text: str, cpu: str) -> Executable:
+    """What can be checked of `cpu`'s code on a host that cannot run it: it compiles, the
+    object references no undefined symbol, compiling again gives the same bytes, and loading
+    it is refused (never attempted)."""
+    program = load_program(text)
+    first = compile_program(program, config(cpu), cache_dir=False)
+    second = compile_program(program, config(cpu), cache_dir=False)
+    assert first.object_bytes, cpu
+    assert undefined_symbols(first.object_bytes) == [], cpu
+    assert first.object_bytes == second.object_bytes, f"{cpu}: object bytes differ between compiles"
+    assert first.hashes == second.hashes, cpu
+    return first
+
+
+def executable_for(text: str, cpu: str, threads: int = 1) -> Executable | None:
+    """A compiled executable for `cpu` when this host runs it; otherwise the compile-only
+    checks of `check_without_running` and None (the caller skips the run, nothing else)."""
+    if not runnable(cpu):
+        check_without_running(text, cpu)
+        return None
+    return compile_program(load_program(text), config(cpu), threads=threads, cache_dir=False)
