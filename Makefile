@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup test lint demo fixtures bench clean contracts
+.PHONY: setup test lint demo fixtures bench clean contracts arm64 test-arm64
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,26 @@ lint: setup
 
 test: setup lint $(NPM_STAMP)
 	$(BIN)/python -m pytest -n 2 -q
+
+# AArch64 under QEMU user mode: an arm64 Debian root with python3.11, the runtime
+# dependencies as aarch64 wheels, and .arm64/bin/vxla (the command line, emulated; QEMU_CPU
+# passes through). Idempotent: each part is made once and checked on every call.
+ARM64 := .arm64
+
+arm64: setup
+	$(BIN)/python tools/arm64_env.py $(ARM64)
+
+# Under emulation: every fixture on neoverse-n1 (NEON) and neoverse-v1 (SVE at 128, 256 and
+# 512 bits) against the x86 digests, cross-ISA traces (natively driven), then samples of the
+# op-family differential tests, the numerics primitives, the correctly rounded functions and
+# the FP environment, run by the emulated Python itself on NEON and on 256-bit SVE.
+ARM64_SAMPLE := tests/codegen/test_op_families.py tests/codegen/test_numerics_ir.py tests/codegen/test_mathlib_ir.py tests/codegen/test_fp_environment.py
+ARM64_PYTEST := $(ARM64)/bin/python -m pytest -q -p no:cacheprovider
+
+test-arm64: arm64
+	VXLA_ARM64_TESTS=1 $(BIN)/python -m pytest -n 2 -q tests/arm64
+	QEMU_CPU=max,sve=off $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or (neoverse-n1 and (numerics_ir or bits_equal)) or flush_to_zero"
+	QEMU_CPU=max,sve-default-vector-length=32 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or (neoverse-v1 and (numerics_ir or bits_equal)) or flush_to_zero"
 
 demo: setup $(NPM_STAMP)
 	@echo "== inspect: a transformer block exported from JAX"

@@ -35,7 +35,7 @@ COMPILE_ONLY = tuple(name for name in ALL if name not in RUNNABLE)
 # The host's own architecture's targets (what a test sweeping "every target" executes).
 NATIVE = tuple(name for name in ALL if TARGET_CPUS[name].arch == HOST.arch)
 # A target every test host runs: the pinned default when runnable, else the best runnable.
-DEFAULT = load_config().cpu if runnable(load_config().cpu) else RUNNABLE[-1]
+DEFAULT = load_config().cpu if runnable(load_config().cpu) or not RUNNABLE else RUNNABLE[-1]
 
 
 def check_without_running(text: str, cpu: str) -> Executable:

@@ -19,6 +19,8 @@ Both modes print the compiled output's digest and whether it equals the referenc
 
   python tools/check_f32_exhaustive.py --function exp --target x86-64-v3 --workers 2
   python tools/check_f32_exhaustive.py --function sin --target x86-64-v4 --reference digest
+  QEMU_CPU=max,sve=off .arm64/bin/python tools/check_f32_exhaustive.py --function exp \
+      --target neoverse-n1 --reference digest      (AArch64 NEON, emulated)
 """
 
 from __future__ import annotations
@@ -51,10 +53,10 @@ def compile_kernel(name: str, target: str, width: int):
     import llvmlite.ir as ir
 
     from compiler.codegen.mathlib_ir import define_array_kernel
-    from compiler.codegen.target import CompilerConfig, compile_ir
+    from compiler.codegen.target import compile_ir, load_config
     from compiler.runtime.loader import load_object
 
-    config = CompilerConfig(cpu=target)
+    config = load_config().with_target(cpu=target)
     module = ir.Module(name=f"check_{name}")
     define_array_kernel(module, "kernel", name, "f32", width, config)
     loaded = load_object(compile_ir(str(module), config), config)
@@ -149,13 +151,16 @@ def check(name: str, target: str, width: int, workers: int, reference: str) -> i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--function", required=True, choices=mathlib.UNARY_FUNCTIONS)
-    parser.add_argument("--target", default="x86-64-v3", help="CompilerConfig cpu")
-    parser.add_argument("--width", type=int, default=0, help="vector width (default 8; "
-                        "16 for x86-64-v4)")
+    parser.add_argument("--target", default="x86-64-v3", help="pinned CPU name (neoverse-n1 and "
+                        "neoverse-v1 run under .arm64/bin/python, see make arm64)")
+    parser.add_argument("--width", type=int, default=0, help="vector width (default: one "
+                        "vector register of f32 on the target, at least 4)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--reference", choices=("full", "digest"), default="full")
     args = parser.parse_args(argv)
-    width = args.width or (16 if args.target == "x86-64-v4" else 8)
+    from compiler.codegen.target import load_config
+
+    width = args.width or max(4, load_config().with_target(cpu=args.target).vector_bits // 32)
     return 1 if check(args.function, args.target, width, args.workers, args.reference) else 0
 
 

@@ -1,6 +1,7 @@
-"""Kernels run with the contract's floating-point environment whatever the caller's MXCSR
-says (flush-to-zero, denormals-are-zero), and restore the caller's state afterwards. Every
-fixture's object defines every symbol it uses."""
+"""Kernels run with the contract's floating-point environment whatever the caller's state
+says (MXCSR flush-to-zero and denormals-are-zero on x86; FPCR flush-to-zero and round towards
+zero on AArch64), and restore the caller's state afterwards. Every fixture's object defines
+every symbol it uses."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import pytest
 
 import compiler
 from compiler.codegen.objfile import undefined_symbols
-from compiler.codegen.target import CompilerConfig, compile_ir, load_config
+from compiler.codegen.target import compile_ir
 from compiler.driver import compile_program
 from compiler.hlo import load_module
 from compiler.program import load_program
 from compiler.reference import evaluate
 from compiler.runtime.loader import load_object
 from tests.fixture_data import FIXTURE_NAMES, Fixture
+from tests.targets import DEFAULT
+from tests.targets import config as target_config
 
 MXCSR_IR = """
 declare void @llvm.x86.sse.stmxcsr(ptr)
@@ -36,6 +39,19 @@ define void @set_mxcsr(i32 %value) {
 }
 """
 FTZ, DAZ = 0x8000, 0x0040
+FPCR_IR = """
+declare i64 @llvm.aarch64.get.fpcr()
+declare void @llvm.aarch64.set.fpcr(i64)
+define i64 @get_fpcr() {
+  %value = call i64 @llvm.aarch64.get.fpcr()
+  ret i64 %value
+}
+define void @set_fpcr(i64 %value) {
+  call void @llvm.aarch64.set.fpcr(i64 %value)
+  ret void
+}
+"""
+FPCR_FZ, FPCR_ROUND_TO_ZERO = 1 << 24, 3 << 22
 
 
 def test_flush_to_zero_in_the_caller_does_not_change_results() -> None:
@@ -50,23 +66,30 @@ ENTRY e {
     x = np.array([1e-38, 1e-45, -3e-39, 2.0], dtype=np.float32)
     y = np.array([0.5, 1.0, 0.25, 1e-39], dtype=np.float32)
     expected = evaluate(load_module(text), [x, y])
-    executable = compiler.compile(text, cache_dir=False)
-    config = CompilerConfig()
-    helpers = load_object(compile_ir(MXCSR_IR, config), config)
-    get_mxcsr = helpers.function("get_mxcsr", ctypes.c_uint32)
-    set_mxcsr = helpers.function("set_mxcsr", None, ctypes.c_uint32)
-    original = get_mxcsr()
+    executable = compiler.compile(text, target=DEFAULT, cache_dir=False)
+    config = target_config(DEFAULT)
+    if config.arch == "aarch64":
+        helpers = load_object(compile_ir(FPCR_IR, config), config)
+        get_state = helpers.function("get_fpcr", ctypes.c_uint64)
+        set_state = helpers.function("set_fpcr", None, ctypes.c_uint64)
+        hostile = FPCR_FZ | FPCR_ROUND_TO_ZERO
+    else:
+        helpers = load_object(compile_ir(MXCSR_IR, config), config)
+        get_state = helpers.function("get_mxcsr", ctypes.c_uint32)
+        set_state = helpers.function("set_mxcsr", None, ctypes.c_uint32)
+        hostile = FTZ | DAZ
+    original = get_state()
     try:
-        set_mxcsr(original | FTZ | DAZ)
+        set_state(original | hostile)
         got = executable.run(x, y)
-        after = get_mxcsr()
+        after = get_state()
     finally:
-        set_mxcsr(original)
+        set_state(original)
     assert got[0].tobytes() == expected[0].tobytes()
-    assert after & (FTZ | DAZ) == FTZ | DAZ  # the caller's state is restored
+    assert after & hostile == hostile  # the caller's state is restored
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_objects_define_every_symbol_they_use(name: str) -> None:
-    executable = compile_program(load_program(Fixture(name).module_text), load_config(), cache_dir=False)
+    executable = compile_program(load_program(Fixture(name).module_text), target_config(DEFAULT), cache_dir=False)
     assert undefined_symbols(executable.object_bytes) == []

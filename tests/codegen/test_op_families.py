@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import compiler
 from compiler.hlo import load_module
 from compiler.reference import evaluate
+from tests.targets import DEFAULT
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 NUMPY = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "u8": np.uint8, "s64": np.int64, "pred": np.bool_}
@@ -38,7 +39,7 @@ def values(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.n
 def check(text: str, *arrays: np.ndarray, threads: int = 2) -> None:
     module = load_module(text)
     expected = evaluate(module, list(arrays))
-    executable = compiler.compile(text, cache_dir=False)
+    executable = compiler.compile(text, target=DEFAULT, cache_dir=False)
     got = executable.run(*arrays, threads=threads)
     for index, (g, e) in enumerate(zip(got, expected, strict=True)):
         assert g.dtype == e.dtype and g.shape == e.shape, f"out{index}"
