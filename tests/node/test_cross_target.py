@@ -125,3 +125,14 @@ def test_a_node_whose_pinned_target_the_host_cannot_run_does_not_start(capsys, m
     error = capsys.readouterr().err
     assert "configs/compiler.toml [target]" in error and "x86-64-v3" in error and "avx2" in error
     assert not (tmp_path / "data").exists()
+
+
+def test_a_feature_string_the_host_lacks_is_refused(capsys, monkeypatch, tmp_path) -> None:
+    compiler_config = tmp_path / "compiler.toml"
+    compiler_config.write_text('[target]\ncpu = "x86-64-v3"\nfeatures = "+avx512vnni"\n')
+    monkeypatch.setenv(HOST_MASK_ENV, "avx512vnni")
+    assert main(["run", MODULE, *INPUTS, "--config", str(compiler_config)]) == 2
+    assert "needs avx512vnni, which this host lacks" in capsys.readouterr().err
+    compiler_config.write_text('[target]\ncpu = "x86-64-v3"\nfeatures = "avx512vnni"\n')
+    assert main(["compile", MODULE, "--config", str(compiler_config)]) == 2
+    assert "write +name or -name" in capsys.readouterr().err
