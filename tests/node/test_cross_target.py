@@ -136,3 +136,21 @@ def test_a_feature_string_the_host_lacks_is_refused(capsys, monkeypatch, tmp_pat
     compiler_config.write_text('[target]\ncpu = "x86-64-v3"\nfeatures = "avx512vnni"\n')
     assert main(["compile", MODULE, "--config", str(compiler_config)]) == 2
     assert "write +name or -name" in capsys.readouterr().err
+
+
+def test_a_worker_pool_refuses_a_target_the_host_cannot_run(tmp_path, monkeypatch) -> None:
+    """The library entry: a pool for an unrunnable target never takes a job."""
+    from attest.keys import generate_private_key
+    from compiler.codegen.target import load_config
+    from compiler.runtime.host import TargetNotRunnable
+    from node.config import Limits
+    from node.store import JobStore
+    from node.worker import WorkerPool
+
+    store = JobStore(tmp_path)
+    foreign = "neoverse-v1" if "neoverse-v1" not in RUNNABLE else "x86-64-v3"
+    with pytest.raises(TargetNotRunnable, match=foreign):
+        WorkerPool(store, generate_private_key(), Limits(), compiler_config=load_config().with_target(cpu=foreign))
+    monkeypatch.setenv(HOST_MASK_ENV, "avx2")
+    with pytest.raises(TargetNotRunnable, match="avx2"):
+        WorkerPool(store, generate_private_key(), Limits(), compiler_config=load_config().with_target(cpu="x86-64-v3"))
