@@ -14,6 +14,7 @@ import functools
 import os
 import platform
 from dataclasses import dataclass
+from pathlib import Path
 
 import llvmlite.binding as llvm
 
@@ -98,7 +99,7 @@ def _cpu_model(arch: str) -> str:
     """The model line of /proc/cpuinfo (x86), else the implementer/part (Arm), else LLVM's
     name for the host CPU."""
     try:
-        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()  # noqa: SIM115
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         text = ""
     fields = {}
