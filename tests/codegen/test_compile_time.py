@@ -32,40 +32,31 @@ NARROW = ("f16", "bf16")
 TARGETS = ALL
 
 
-def _reducer(dtype: str) -> str:
-    return f"add {{\n  a = {dtype}[] parameter(0)\n  b = {dtype}[] parameter(1)\n  ROOT c = {dtype}[] add(a, b)\n}}\n"
+def _module(dtype: str, entry: list[str]) -> str:
+    """A module with an add reducer on `dtype` and the given entry lines (the last is ROOT)."""
+    reducer = f"add {{\n  a = {dtype}[] parameter(0)\n  b = {dtype}[] parameter(1)\n  ROOT c = {dtype}[] add(a, b)\n}}\n"
+    body = "".join(f"  {line}\n" for line in entry[:-1]) + f"  ROOT {entry[-1]}\n"
+    return f"HloModule m\n{reducer}ENTRY e {{\n{body}}}\n"
 
 
 def reduce_module(dtype: str, n: int) -> str:
     """The reported module: a vector reduced to a scalar."""
-    return (
-        f"HloModule m\n{_reducer(dtype)}ENTRY e {{\n  p = {dtype}[{n}]{{0}} parameter(0)\n  z = {dtype}[] constant(0)\n"
-        f"  ROOT r = {dtype}[] reduce(p, z), dimensions={{0}}, to_apply=add\n}}\n"
-    )
+    return _module(dtype, [f"p = {dtype}[{n}]{{0}} parameter(0)", f"z = {dtype}[] constant(0)", f"r = {dtype}[] reduce(p, z), dimensions={{0}}, to_apply=add"])
 
 
 def rows_module(dtype: str, n: int) -> str:
     """A reduce to a one-element vector (the kept dimension has size 1)."""
-    return (
-        f"HloModule m\n{_reducer(dtype)}ENTRY e {{\n  p = {dtype}[1,{n}]{{1,0}} parameter(0)\n  z = {dtype}[] constant(0)\n"
-        f"  ROOT r = {dtype}[1]{{0}} reduce(p, z), dimensions={{1}}, to_apply=add\n}}\n"
-    )
+    return _module(dtype, [f"p = {dtype}[1,{n}]{{1,0}} parameter(0)", f"z = {dtype}[] constant(0)", f"r = {dtype}[1]{{0}} reduce(p, z), dimensions={{1}}, to_apply=add"])
 
 
 def fused_module(dtype: str, n: int) -> str:
     """A reduce whose input is computed in the same kernel (reduction input fusion)."""
-    return (
-        f"HloModule m\n{_reducer(dtype)}ENTRY e {{\n  p = {dtype}[{n}]{{0}} parameter(0)\n  q = {dtype}[{n}]{{0}} multiply(p, p)\n"
-        f"  z = {dtype}[] constant(0)\n  ROOT r = {dtype}[] reduce(q, z), dimensions={{0}}, to_apply=add\n}}\n"
-    )
+    return _module(dtype, [f"p = {dtype}[{n}]{{0}} parameter(0)", f"q = {dtype}[{n}]{{0}} multiply(p, p)", f"z = {dtype}[] constant(0)", f"r = {dtype}[] reduce(q, z), dimensions={{0}}, to_apply=add"])
 
 
 def window_module(dtype: str, n: int) -> str:
     """A reduce-window whose single window covers the input."""
-    return (
-        f"HloModule m\n{_reducer(dtype)}ENTRY e {{\n  p = {dtype}[{n}]{{0}} parameter(0)\n  z = {dtype}[] constant(0)\n"
-        f"  ROOT r = {dtype}[1]{{0}} reduce-window(p, z), window={{size={n}}}, to_apply=add\n}}\n"
-    )
+    return _module(dtype, [f"p = {dtype}[{n}]{{0}} parameter(0)", f"z = {dtype}[] constant(0)", f"r = {dtype}[1]{{0}} reduce-window(p, z), window={{size={n}}}, to_apply=add"])
 
 
 MODULES = {"reduce": reduce_module, "rows": rows_module, "fused": fused_module, "window": window_module}
