@@ -134,8 +134,8 @@ def _require_runnable(config: CompilerConfig) -> None:
         raise UsageError(str(exc)) from None
 
 
-def _compile(args: argparse.Namespace, program: Program) -> Executable:
-    config = _config(args)
+def _compile(args: argparse.Namespace, program: Program, config: CompilerConfig | None = None) -> Executable:
+    config = config or _config(args)
     try:
         return compile_program(program, config, threads=getattr(args, "threads", 1) or 1)
     except HloError as exc:
@@ -290,8 +290,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             outputs = evaluate(program.module, inputs, max_while_iterations=args.max_while_iterations)
         else:
             started = time.perf_counter_ns()
-            _require_runnable(_config(args))
-            executable = _compile(args, program)
+            config = _config(args)
+            _require_runnable(config)
+            executable = _compile(args, program, config)
             compiled = time.perf_counter_ns()
             hashes = dict(executable.hashes)
             if args.op_level or args.fault is not None:
