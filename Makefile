@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup test lint demo fixtures bench clean contracts arm64 test-arm64
+.PHONY: setup test lint demo fixtures golden bench clean contracts arm64 test-arm64
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ fixtures:
 	@test -x .venv-tools/bin/python || $(PYTHON) -m venv .venv-tools
 	.venv-tools/bin/python -m pip install --quiet -r tools/requirements-fixtures.txt
 	.venv-tools/bin/python tools/export_fixtures.py
+
+# Records every fixture's hlo_hash, graph_hash and binary_hash per target in
+# tests/fixtures/golden_hashes.json (on purpose, after a change that moves them; the tests
+# fail on any change the manifest does not record).
+golden: setup
+	$(BIN)/python tools/golden_hashes.py
 
 # Benchmarks: vxla against numpy and jax.jit on CPU, in .venv-bench (the project plus the
 # pinned JAX of tools/requirements-fixtures.txt; rebuilt only when either file changes).

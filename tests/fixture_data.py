@@ -12,6 +12,8 @@ import ml_dtypes
 import numpy as np
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Every fixture's hashes per target (tools/golden_hashes.py, `make golden`).
+GOLDEN_HASHES_PATH = FIXTURES / "golden_hashes.json"
 
 
 @dataclass(frozen=True)

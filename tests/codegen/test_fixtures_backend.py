@@ -1,13 +1,15 @@
 """The LLVM backend against the reference evaluator, bit for bit, on every fixture: for
 thread counts 1, 2 and 4, on every pinned target this host runs (x86-64-v2 without FMA, v3,
 v4 where the host has AVX-512; the AArch64 targets under emulation, `make test-arm64`), the
-others compiled and checked without running; and in a second process."""
+others compiled and checked without running; and in a second process. Every compile is held
+against the committed golden manifest (tests/fixtures/golden_hashes.json, `make golden`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from functools import cache
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ from compiler.codegen.target import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.reference import evaluate
-from tests.fixture_data import FIXTURE_NAMES, Fixture
+from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
 from tests.targets import ALL, check_without_running, runnable
 
 TARGETS = list(ALL)
@@ -27,6 +29,39 @@ def reference_outputs(fixture: Fixture) -> list[np.ndarray]:
     if fixture.name not in _REFERENCE:
         _REFERENCE[fixture.name] = evaluate(load_program(fixture.module_text).module, fixture.inputs())
     return _REFERENCE[fixture.name]
+
+
+@cache
+def golden() -> dict:
+    return json.loads(GOLDEN_HASHES_PATH.read_text())
+
+
+def assert_golden(name: str, target: str, hashes: dict[str, str]) -> None:
+    """The compile's hashes are the manifest's; a change must be deliberate: bump the version
+    of the pass that changed the graph (or, for the code generator, say so in the commit) and
+    regenerate the manifest with `make golden`."""
+    manifest = golden()
+    pinned = load_config()
+    assert manifest["pipeline_id"] == pinned.pipeline_id, (
+        f"{GOLDEN_HASHES_PATH.name} was made with pipeline_id {manifest['pipeline_id'][:16]}..., this "
+        f"compiler has {pinned.pipeline_id[:16]}...: regenerate it with `make golden`"
+    )
+    entry = manifest["fixtures"][name]
+    recorded = {"hlo_hash": entry["hlo_hash"], **entry["targets"][target]}
+    for key, value in recorded.items():
+        assert hashes[key] == value, (
+            f"{name} on {target}: {key} is {hashes[key][:16]}..., the manifest has {value[:16]}... "
+            f"with the same pipeline_id: the {'optimized graph' if key == 'graph_hash' else 'machine code' if key == 'binary_hash' else 'canonical text'} "
+            "changed without a pass version bump (if on purpose: bump it and run `make golden`)"
+        )
+
+
+def test_the_golden_manifest_covers_every_fixture_and_target() -> None:
+    manifest = golden()
+    assert sorted(manifest["fixtures"]) == sorted(FIXTURE_NAMES)
+    assert all(sorted(entry["targets"]) == sorted(TARGETS) for entry in manifest["fixtures"].values())
+    pinned = load_config()
+    assert (manifest["llvm_version"], manifest["llvmlite_version"]) == (pinned.llvm_version, pinned.llvmlite_version)
 
 
 def assert_identical(outputs: list[np.ndarray], expected: list[np.ndarray], label: str) -> None:
@@ -47,10 +82,11 @@ def assert_identical(outputs: list[np.ndarray], expected: list[np.ndarray], labe
 def test_backend_is_bit_identical_to_the_reference(name: str, target: str, tmp_path_factory) -> None:
     fixture = Fixture(name)
     if not runnable(target):
-        check_without_running(fixture.module_text, target)
+        assert_golden(name, target, check_without_running(fixture.module_text, target).hashes)
         return
     cache = tmp_path_factory.getbasetemp() / "compile-cache"
     executable = compile_program(load_program(fixture.module_text), load_config().with_target(cpu=target), cache_dir=cache)
+    assert_golden(name, target, executable.hashes)
     expected = reference_outputs(fixture)
     for threads in (1, 2, 4):
         assert_identical(executable.run(*fixture.inputs(), threads=threads), expected, f"{name} {target} threads={threads}")
