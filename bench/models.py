@@ -51,7 +51,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.backend_vs_numpy import ELEMENTWISE_CHAIN  # noqa: E402
-from compiler.codegen.target import CompilerConfig, load_config  # noqa: E402
+from compiler.config import CompilerConfig, load_config  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
 from compiler.runtime.executable import Executable  # noqa: E402

@@ -46,7 +46,7 @@ if str(REPO_ROOT) not in sys.path:
 from attest import key_id, sign_statement, tensor_digest  # noqa: E402
 from attest.keys import generate_private_key  # noqa: E402
 from bench.models import MODEL_NAMES, Model, Timing, compile_model, load_model, measure, progress  # noqa: E402
-from compiler.codegen.target import load_config  # noqa: E402
+from compiler.config import load_config  # noqa: E402
 from compiler.program import load_program  # noqa: E402
 from node.trace import build_statement, checked_inputs, tensor_records  # noqa: E402
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from attest.digests import sha256_hex, text_digest
 from compiler.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
-from compiler.codegen.target import CompilerConfig
+from compiler.config import CompilerConfig
 
 CACHE_FORMAT = 1
 _SOURCE_ROOT = Path(__file__).resolve().parent

@@ -18,7 +18,8 @@ from compiler.codegen import (
 from compiler.codegen.lower import Emitter, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan
-from compiler.codegen.target import CompilerConfig, compile_ir, load_config
+from compiler.codegen.target import compile_ir
+from compiler.config import CompilerConfig, load_config
 from compiler.hlo import load_module
 from compiler.hlo.ir import Module
 from compiler.hlo.printer import canonical_text

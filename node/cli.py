@@ -29,7 +29,7 @@ from attest import (
 )
 from attest.digests import tensor_digest
 from compiler.atomic_files import write_text_atomic
-from compiler.codegen.target import CompilerConfig, ConfigError, load_config, validate_target
+from compiler.config import CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program, generate
 from compiler.hlo import HloError, Module, canonical_text
 from compiler.hlo.dtypes import from_numpy

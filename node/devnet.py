@@ -334,7 +334,7 @@ def pick_fault(module_text: str, input_paths: list[Path]) -> str:
     import numpy as np
 
     from attest.digests import tensor_digest
-    from compiler.codegen.target import load_config
+    from compiler.config import load_config
     from compiler.driver import compile_program
     from compiler.program import load_program
     from compiler.runtime.executable import Fault

@@ -43,13 +43,7 @@ from attest import (
 from attest import Program as ProgramRecord
 from attest.digests import text_digest
 from attest.verify import TrustedKeys
-from compiler.codegen.target import (
-    TARGET_CPUS,
-    CompilerConfig,
-    ConfigError,
-    load_config,
-    validate_target,
-)
+from compiler.config import TARGET_CPUS, CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program
 from compiler.hlo import HloError
 from compiler.hlo.dtypes import from_numpy

@@ -23,8 +23,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from attest import Statement, key_id, sign_statement
 from attest.digests import sha256_hex
 from attest.statement import canonical_json
-from compiler.codegen.target import CompilerConfig
-from compiler.codegen.target import load_config as load_compiler_config
+from compiler.config import CompilerConfig
+from compiler.config import load_config as load_compiler_config
 from compiler.driver import compile_program
 from compiler.hlo import HloError
 from compiler.hlo.cost import estimate_flops

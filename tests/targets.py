@@ -1,4 +1,4 @@
-"""The targets the tests use, defined once: every pinned CPU (compiler.codegen.target), split
+"""The targets the tests use, defined once: every pinned CPU (compiler.config), split
 by what this host can execute. Tests execute the runnable ones and, for the others, still
 compile and check what needs no run (`check_without_running`), so the suite passes, without
 an illegal instruction, on an AVX2-only host, an AVX-512 host and under AArch64 emulation.
@@ -7,7 +7,7 @@ The test summary names both lists (tests/conftest.py)."""
 from __future__ import annotations
 
 from compiler.codegen.objfile import undefined_symbols
-from compiler.codegen.target import TARGET_CPUS, CompilerConfig, load_config
+from compiler.config import TARGET_CPUS, CompilerConfig, load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Executable

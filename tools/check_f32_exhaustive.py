@@ -53,7 +53,8 @@ def compile_kernel(name: str, target: str, width: int):
     import llvmlite.ir as ir
 
     from compiler.codegen.mathlib_ir import define_array_kernel
-    from compiler.codegen.target import compile_ir, load_config
+    from compiler.codegen.target import compile_ir
+    from compiler.config import load_config
     from compiler.runtime.loader import load_object
 
     config = load_config().with_target(cpu=target)
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--reference", choices=("full", "digest"), default="full")
     args = parser.parse_args(argv)
-    from compiler.codegen.target import load_config
+    from compiler.config import load_config
 
     width = args.width or max(4, load_config().with_target(cpu=args.target).vector_bits // 32)
     return 1 if check(args.function, args.target, width, args.workers, args.reference) else 0

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from attest.digests import digest_of_digests, sha256_hex  # noqa: E402
+from compiler.hlo.dtypes import F32  # noqa: E402
 from compiler.numerics import mathlib  # noqa: E402
 from compiler.numerics.mathlib import _chunked  # noqa: E402
 from compiler.numerics.mathlib.correctly_rounded import ambiguous  # noqa: E402
@@ -48,7 +49,7 @@ MODULE_PATH = ROOT / "compiler" / "numerics" / "mathlib" / "f32_exceptions.py"
 DEFAULT_STATE_DIR = ROOT / "build" / "f32_exceptions"
 TOTAL = 1 << 32
 DIGEST_CHUNK = 1 << 24  # inputs per chunk digest (and per scanned chunk)
-F32_NAN_BITS = 0x7FC00000
+F32_NAN_BITS = F32.float_layout.canonical_nan
 
 
 def chunk_inputs(start: int, stop: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compiler.codegen.target import TARGET_CPUS, load_config  # noqa: E402
+from compiler.config import TARGET_CPUS, load_config  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
 from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture  # noqa: E402

@@ -33,18 +33,15 @@ from compiler.codegen.kernel import (
 )
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import BF16, F16, F32, DType
+from compiler.hlo.dtypes import DType
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
+from compiler.numerics.order import accumulation_type
 
 ROW_BLOCK = 4
 
 # Called at the end of a gemm work item: (kernel, accumulation buffer, flat begin, flat end).
 Epilogue = Callable[[Kernel, int, ir.Value, ir.Value], None]
-
-
-def accumulation_type(result: DType) -> DType:
-    return F32 if result in (F16, BF16) else result
 
 
 def multiply_add(kernel: Kernel, a: ir.Value, b: ir.Value, acc: ir.Value, dtype: DType) -> ir.Value:

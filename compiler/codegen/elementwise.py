@@ -17,21 +17,13 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT
 from compiler.numerics.mathlib import UNARY_OPCODES
 
 NARROW = (F16, BF16)
 
 
-# Opcodes whose element values are computed by `ElementEmitter.emit`.
-ELEMENTWISE_OPCODES = frozenset(
-    {
-        "negate", "abs", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz",
-        "sqrt", "not", "is-finite", "convert", "bitcast-convert", "add", "subtract", "multiply",
-        "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor",
-        "shift-left", "shift-right-logical", "shift-right-arithmetic", "compare", "select",
-        "clamp", *UNARY_OPCODES,
-    }
-)  # fmt: skip
+
 
 
 def vector_width(config) -> int:
@@ -308,7 +300,7 @@ class ElementEmitter:
                 callee = instruction.attrs["to_apply"]
                 assert isinstance(callee, Computation)
                 value = self._emit_structured(callee, operands)
-            elif opcode in ELEMENTWISE_OPCODES:
+            elif opcode in COMPUTED_PER_ELEMENT:
                 value = self.emit(instruction, self._broadcast_operands(operands))  # type: ignore[arg-type]
             else:
                 raise HloUnsupportedError(f"{opcode} inside a scalar computation is not supported", instruction.location, instruction.name)
@@ -438,7 +430,7 @@ def emit_map(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
 
 
 EMITTERS = {
-    **{opcode: emit_elementwise for opcode in ELEMENTWISE_OPCODES if opcode != "bitcast-convert"},
+    **{opcode: emit_elementwise for opcode in COMPUTED_PER_ELEMENT if opcode != "bitcast-convert"},
     "map": emit_map,
 }
 

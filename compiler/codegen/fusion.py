@@ -24,8 +24,8 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
-from compiler.codegen.dot_conv import accumulation_type, emit_dot
-from compiler.codegen.elementwise import ELEMENTWISE_OPCODES, ElementEmitter, vector_width
+from compiler.codegen.dot_conv import emit_dot
+from compiler.codegen.elementwise import ElementEmitter, vector_width
 from compiler.codegen.kernel import (
     I32,
     I64,
@@ -37,12 +37,13 @@ from compiler.codegen.kernel import (
     unravel,
 )
 from compiler.codegen.lower import Lowering, Ref
-from compiler.codegen.reductions import LANES, Inputs, emit_reduce
+from compiler.codegen.reductions import Inputs, emit_reduce
 from compiler.hlo.dtypes import S64
 from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
-
-INDEX_MAPPING = frozenset({"broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "iota"})
+from compiler.numerics.order import REDUCE_LANES, accumulation_type
+from compiler.passes.fusibility import flat_identity, read_at_own_position
 
 
 class Index:
@@ -112,65 +113,9 @@ def supported(computation: Computation, root_opcode: str | None = None, stored: 
             if _shape(instruction.operands[0]).dtype.bits != _shape(instruction).dtype.bits:
                 return False
             continue
-        if opcode not in ELEMENTWISE_OPCODES:
+        if opcode not in COMPUTED_PER_ELEMENT:
             return False
     return True
-
-
-def read_at_own_position(computation: Computation, target: Instruction) -> bool:
-    """Whether the root reads `target` only at the root's own flat index (through
-    same-shape elementwise ops and reshapes), never moved, broadcast or as a scalar."""
-    pending: list[tuple[Instruction, bool]] = [(computation.root, True)]
-    seen: set[tuple[int, bool]] = set()
-    while pending:
-        instruction, same = pending.pop()
-        if (id(instruction), same) in seen:
-            continue
-        seen.add((id(instruction), same))
-        if instruction is target:
-            if not same:
-                return False
-            continue
-        keeps = instruction.opcode in ELEMENTWISE_OPCODES or instruction.opcode == "reshape"
-        for operand in instruction.operands:
-            moved = not keeps or (instruction.opcode != "reshape" and _shape(operand).dims != _shape(instruction).dims)
-            pending.append((operand, same and not moved))
-    return True
-
-
-def flat_identity(computation: Computation, root: Instruction | None = None, opaque: Instruction | None = None) -> tuple[bool, list[int]]:
-    """Whether every value the root reads at a non-scalar position is read at the root's own
-    flat index (the vector path needs this), and the parameters read only that way: their
-    element at a position is read just before the output's element there is written, so
-    they may share the output's memory. A parameter also read at a fixed position (under a
-    rank-0 value) may not: a later element would read what an earlier one wrote."""
-    identity = True
-    at_position: list[int] = []
-    elsewhere: set[int] = set()
-    pending: list[tuple[Instruction, bool]] = [(root or computation.root, True)]
-    seen: set[tuple[int, bool]] = set()
-    while pending:
-        instruction, positional = pending.pop()
-        positional = positional and _shape(instruction).rank > 0
-        if (id(instruction), positional) in seen:
-            continue
-        seen.add((id(instruction), positional))
-        opcode = instruction.opcode
-        if instruction is opaque:
-            continue  # a stored value, read at the position like a parameter
-        if opcode == "parameter":
-            number = instruction.parameter_number
-            if not positional:
-                elsewhere.add(number)  # type: ignore[arg-type]
-            elif number not in at_position:
-                at_position.append(number)  # type: ignore[arg-type]
-            continue
-        scalar_broadcast = opcode == "broadcast" and _shape(instruction.operands[0]).rank == 0
-        if positional and opcode in INDEX_MAPPING and opcode != "reshape" and not scalar_broadcast:
-            identity = False
-        pending.extend((operand, positional) for operand in instruction.operands)
-    safe = [n for n in sorted(at_position) if n not in elsewhere] if identity else []
-    return identity, safe
 
 
 def row_vectorizable(computation: Computation, width: int, root: Instruction | None = None, opaque: Instruction | None = None) -> bool:
@@ -295,7 +240,7 @@ class FusionEmitter:
             return self._parameter(instruction, index)
         if opcode == "constant":
             return self._constant(instruction, index)
-        if opcode in ELEMENTWISE_OPCODES:
+        if opcode in COMPUTED_PER_ELEMENT:
             return self._elementwise(instruction, index)
         b = self.builder
         operand = instruction.operands[0] if instruction.operands else None
@@ -549,7 +494,7 @@ class GeneratedInputs(Inputs):
         # Vectors of 16 consecutive elements start at multiples of 16 (the contract's lanes),
         # so they never cross a row whose length is a multiple of 16: the row path applies.
         self.row = [
-            bool(_shape(op).dims) and _shape(op).dims[-1] % LANES == 0 and row_vectorizable(emitter.computation, LANES, op)
+            bool(_shape(op).dims) and _shape(op).dims[-1] % REDUCE_LANES == 0 and row_vectorizable(emitter.computation, REDUCE_LANES, op)
             for op in reduce.operands[: self.half]
         ]
 
@@ -560,7 +505,7 @@ class GeneratedInputs(Inputs):
         if count == 1 or self.vector[number]:
             emitter.reset()
             return emitter.value(operand, emitter.new_index(dims, offset, lanes=count))
-        if count == LANES and self.row[number]:
+        if count == REDUCE_LANES and self.row[number]:
             emitter.reset()
             return emitter.value(operand, emitter.new_index(dims, offset, lanes=count, row=True))
         b = emitter.builder

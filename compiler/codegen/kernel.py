@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
-from compiler.codegen.target import CompilerConfig
+from compiler.config import CompilerConfig
 from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 
 I1 = ir.IntType(1)

@@ -20,9 +20,10 @@ import numpy as np
 
 from compiler.codegen import plan as P
 from compiler.codegen.kernel import KernelModule
-from compiler.codegen.target import CompilerConfig
+from compiler.config import CompilerConfig
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import NOT_TRACED
 from compiler.hlo.printer import canonical_names
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape
 
@@ -30,8 +31,6 @@ Ref = int | tuple  # a buffer id, or a tuple of Refs
 Emitter = Callable[["Lowering", Instruction, list[Ref], list[P.Step]], Ref]
 
 ALIGNMENT = 64
-# Instructions without a value of their own: no trace point.
-_NOT_TRACED = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
 
 
 @dataclass
@@ -98,7 +97,7 @@ class Lowering:
             else:
                 result = self.lower_instruction(instruction, operands, steps)
             values[id(instruction)] = result
-            if trace is not None and instruction.opcode not in _NOT_TRACED:
+            if trace is not None and instruction.opcode not in NOT_TRACED:
                 trace.append(P.TracePoint(len(steps), names[id(instruction)], instruction.opcode, tuple(flatten_ref(result))))
         return steps, values[id(computation.root)]
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from compiler.codegen.target import CompilerConfig
+from compiler.config import CompilerConfig
+from compiler.hlo.dtypes import F32, F64
 from compiler.numerics.mathlib import UNARY_FUNCTIONS
 from compiler.numerics.mathlib.correctly_rounded import near_f32_boundary
 from compiler.numerics.mathlib.dsl import Table
@@ -45,10 +46,10 @@ __all__ = [
 
 BINARY_FUNCTIONS = ("power", "atan2")
 
-F64_NAN_BITS = 0x7FF8000000000000
+F64_NAN_BITS = F64.float_layout.canonical_nan
 F64_INF_BITS = 0x7FF0000000000000
 F64_ABS_MASK = 0x7FFFFFFFFFFFFFFF
-F32_NAN_BITS = 0x7FC00000
+F32_NAN_BITS = F32.float_layout.canonical_nan
 F32_INF_BITS = 0x7F800000
 F32_ABS_MASK = 0x7FFFFFFF
 # x + MAGIC is exact and puts an integer-valued |x| < 2**51 in the low fraction bits.

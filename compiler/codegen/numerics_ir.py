@@ -25,12 +25,11 @@ self-containment of the object file:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from llvmlite import ir
 
-from compiler.codegen.target import CompilerConfig
-from compiler.hlo.dtypes import BF16, F16, F32, F64, U8, DType
+from compiler.config import CompilerConfig
+from compiler.hlo.dtypes import BF16, F16, F32, F64, U8, DType, FloatLayout
 
 Value = ir.Value
 Builder = ir.IRBuilder
@@ -42,52 +41,6 @@ I64 = ir.IntType(64)
 I128 = ir.IntType(128)
 FLOAT = ir.FloatType()
 DOUBLE = ir.DoubleType()
-
-
-# --- float layouts -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FloatLayout:
-    """The bit layout of one IEEE binary format."""
-
-    bits: int
-    mantissa_bits: int  # stored fraction bits
-    canonical_nan: int
-
-    @property
-    def sign_mask(self) -> int:
-        return 1 << (self.bits - 1)
-
-    @property
-    def abs_mask(self) -> int:
-        return self.sign_mask - 1
-
-    @property
-    def inf_bits(self) -> int:
-        return self.abs_mask ^ ((1 << self.mantissa_bits) - 1)
-
-    @property
-    def mantissa_mask(self) -> int:
-        return (1 << self.mantissa_bits) - 1
-
-    @property
-    def bias(self) -> int:
-        return (1 << (self.bits - 2 - self.mantissa_bits)) - 1
-
-
-LAYOUTS: dict[str, FloatLayout] = {
-    "f16": FloatLayout(16, 10, 0x7E00),
-    "bf16": FloatLayout(16, 7, 0x7FC0),
-    "f32": FloatLayout(32, 23, 0x7FC00000),
-    "f64": FloatLayout(64, 52, 0x7FF8000000000000),
-}
-
-
-def _layout(dtype: DType) -> FloatLayout:
-    if dtype.name not in LAYOUTS:
-        raise ValueError(f"{dtype.name} is not a floating-point type")
-    return LAYOUTS[dtype.name]
 
 
 def storage_type(dtype: DType) -> ir.Type:
@@ -236,7 +189,7 @@ def canonicalize_nan(builder: Builder, value: Value, dtype: DType) -> Value:
     """`value` with every NaN replaced by the canonical quiet NaN of `dtype` (f16/bf16 as i16
     bits, f32, f64). The test and the select are integer operations, so that no optimization
     can touch the NaN's bits afterwards."""
-    layout = _layout(dtype)
+    layout = dtype.float_layout
     bits = _canonicalize_bits(builder, _to_bits(builder, value, dtype), layout)
     return _from_bits(builder, bits, dtype)
 
@@ -290,8 +243,8 @@ def _f32_bits_to_bf16(builder: Builder, bits: Value) -> Value:
     lsb = builder.and_(builder.lshr(bits, _int(bits, 32, 16)), _int(bits, 32, 1))
     biased = builder.add(builder.add(bits, _int(bits, 32, 0x7FFF)), lsb)
     rounded = builder.trunc(builder.lshr(biased, _int(bits, 32, 16)), _shaped(bits.type, I16))
-    nan = _is_nan_bits(builder, bits, LAYOUTS["f32"])
-    return builder.select(nan, _int(rounded, 16, LAYOUTS["bf16"].canonical_nan), rounded)
+    nan = _is_nan_bits(builder, bits, F32.float_layout)
+    return builder.select(nan, _int(rounded, 16, BF16.float_layout.canonical_nan), rounded)
 
 
 def _f32_bits_to_f16(builder: Builder, bits: Value) -> Value:
@@ -316,7 +269,7 @@ def _f32_bits_to_f16(builder: Builder, bits: Value) -> Value:
     )
     result = builder.or_(finite, sign)
     nan = builder.icmp_unsigned(">", magnitude, _int(bits, 32, 0x7F800000))
-    result = builder.select(nan, _int(bits, 32, LAYOUTS["f16"].canonical_nan), result)
+    result = builder.select(nan, _int(bits, 32, F16.float_layout.canonical_nan), result)
     return builder.trunc(result, _shaped(bits.type, I16))
 
 
@@ -328,7 +281,7 @@ def _round_to_odd_sum(builder: Builder, total: Value, error: Value) -> Value:
     rounding error `error` of the sum: an inexact even result steps one ulp towards the error."""
     bits = builder.bitcast(total, _shaped(total.type, I64))
     error_bits = builder.bitcast(error, bits.type)
-    f64 = LAYOUTS["f64"]
+    f64 = F64.float_layout
     finite = builder.icmp_unsigned(
         "<", builder.and_(bits, _int(bits, 64, f64.abs_mask)), _int(bits, 64, f64.inf_bits)
     )
@@ -421,7 +374,7 @@ def _fma_f32_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
 def _unpack_f64(builder: Builder, bits: Value) -> tuple[Value, Value]:
     """A finite binary64 (bits) as (m, e) with value = m * 2^e, m normalized into [2^52, 2^53)
     for every non-zero value (subnormals too); m = 0 for zeros. e is an i32."""
-    f64 = LAYOUTS["f64"]
+    f64 = F64.float_layout
     magnitude = builder.and_(bits, _int(bits, 64, f64.abs_mask))
     biased = builder.lshr(magnitude, _int(bits, 64, 52))
     fraction = builder.and_(magnitude, _int(bits, 64, f64.mantissa_mask))
@@ -446,7 +399,7 @@ def _fma_f64_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
     i64_type = _shaped(a.type, I64)
     i128_type = _shaped(a.type, I128)
     a_bits, b_bits, c_bits = (builder.bitcast(v, i64_type) for v in (a, b, c))
-    f64 = LAYOUTS["f64"]
+    f64 = F64.float_layout
 
     def magnitude(bits: Value) -> Value:
         return builder.and_(bits, _int(bits, 64, f64.abs_mask))
@@ -565,7 +518,7 @@ def _round_i128_to_f64(builder: Builder, total: Value, x: Value) -> Value:
         builder.shl(builder.zext(field, i64_type), _int(significand, 64, 52)), significand
     )
     overflow = builder.icmp_signed(">", t, _int(x, 32, 1023))
-    return builder.select(overflow, _int(bits, 64, LAYOUTS["f64"].inf_bits), bits)
+    return builder.select(overflow, _int(bits, 64, F64.float_layout.inf_bits), bits)
 
 
 # --- fmod -------------------------------------------------------------------------------------
@@ -587,7 +540,7 @@ def fmod(builder: Builder, a: Value, b: Value, dtype: DType) -> Value:
 
 
 def _fmod_body(builder: Builder, a: Value, b: Value, dtype: DType) -> Value:
-    layout = _layout(dtype)
+    layout = dtype.float_layout
     mantissa = layout.mantissa_bits
     i64_type = _shaped(a.type, I64)
     # Work in 64 bits for both widths.
@@ -681,7 +634,7 @@ def float_min_max(builder: Builder, a: Value, b: Value, dtype: DType, is_max: bo
     the canonical NaN if either operand is NaN, otherwise the larger (smaller) value with
     -0 < +0. Decided on the bits, ordered like IEEE totalOrder, so no float select is left to
     be folded."""
-    layout = _layout(dtype)
+    layout = dtype.float_layout
     if dtype in (F32, F64):
         return _float_min_max_ordered(builder, a, b, dtype, is_max)
     a_bits = _to_bits(builder, a, dtype)
@@ -708,7 +661,7 @@ def _float_min_max_ordered(builder: Builder, a: Value, b: Value, dtype: DType, i
     (smaller) value; equal values (so also -0 and +0) combine their bits with and (max) or or
     (min), which keeps equal values and puts +0 above -0; NaN gives the canonical NaN. Every
     select is on integer bits, so no float select is left for LLVM to fold."""
-    layout = _layout(dtype)
+    layout = dtype.float_layout
     a_bits = _to_bits(builder, a, dtype)
     b_bits = _to_bits(builder, b, dtype)
     wins = builder.fcmp_ordered(">" if is_max else "<", a, b)
@@ -760,7 +713,7 @@ def _is_nonzero(builder: Builder, value: Value, dtype: DType) -> Value:
     if dtype.is_float:
         # On the bits without the sign: both zeros are false, NaN is true.
         bits = _to_bits(builder, value, dtype)
-        magnitude = builder.and_(bits, _int(bits, dtype.bits, _layout(dtype).abs_mask))
+        magnitude = builder.and_(bits, _int(bits, dtype.bits, dtype.float_layout.abs_mask))
         return builder.icmp_unsigned("!=", magnitude, _int(bits, dtype.bits, 0))
     return builder.icmp_unsigned("!=", value, _const(value.type, 0))
 

@@ -25,11 +25,11 @@ from compiler.codegen.kernel import (
 )
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
+from compiler.hlo.dtypes import F32, F64
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
+from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 
-LANES = 16
-BLOCK = 4096
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
 UNROLL = 4
 # Accumulator pairs (greatest and least key) per lane for float maximum/minimum.
@@ -80,7 +80,7 @@ def _shuffle(builder: ir.IRBuilder, vector: ir.Value, indices: list[int]) -> ir.
 def vector_tree(builder: ir.IRBuilder, reduce: Reducer, vectors: Values) -> Values:
     """The pairwise tree over the 16 lanes of each vector: (0,1),(2,3),... then pairs of
     those; returns scalars."""
-    width = LANES
+    width = REDUCE_LANES
     while width > 1:
         half = width // 2
         evens = [_shuffle(builder, v, list(range(0, width, 2))) if half > 1 else builder.extract_element(v, I32(0)) for v in vectors]
@@ -154,12 +154,12 @@ class SequenceReader:
         """`count` consecutive sequence elements from `start` in lanes 0..count-1 of 16-lane
         vectors; the other lanes hold `filler`'s lanes (or are undefined)."""
         b = self.kernel.builder
-        if self.contiguous and count == LANES:
+        if self.contiguous and count == REDUCE_LANES:
             offset = self._offset(start)
-            return [self.inputs.element(number, offset, LANES) for number in range(len(self.shapes))]
+            return [self.inputs.element(number, offset, REDUCE_LANES) for number in range(len(self.shapes))]
         out = []
         for position, shape in enumerate(self.shapes):
-            vector = filler[position] if filler is not None else ir.Constant(lanes(storage_type(shape.dtype), LANES), ir.Undefined)
+            vector = filler[position] if filler is not None else ir.Constant(lanes(storage_type(shape.dtype), REDUCE_LANES), ir.Undefined)
             for lane in range(count):
                 element = self.inputs.element(position, self._offset(b.add(start, I64(lane))))
                 vector = b.insert_element(vector, element, I32(lane))
@@ -168,32 +168,32 @@ class SequenceReader:
 
 
 def _lane_mask(count: int) -> ir.Constant:
-    return ir.Constant(ir.VectorType(ir.IntType(1), LANES), [1 if i < count else 0 for i in range(LANES)])
+    return ir.Constant(ir.VectorType(ir.IntType(1), REDUCE_LANES), [1 if i < count else 0 for i in range(REDUCE_LANES)])
 
 
 def reduce_block(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, length: int) -> Values:
     """The reduction of one block of `length` elements from `start` (lanes, then the tree)."""
     b = kernel.builder
-    if length < LANES:
+    if length < REDUCE_LANES:
         return scalar_tree(reduce, [reader.scalars(b.add(start, I64(i))) for i in range(length)])
-    full_steps = length // LANES
+    full_steps = length // REDUCE_LANES
     if reduce.order_free and full_steps >= 2 * UNROLL:
         lane_values = _order_free_lanes(kernel, reduce, reader, start, full_steps)
     else:
-        lane_values = reader.vectors(start, LANES)
+        lane_values = reader.vectors(start, REDUCE_LANES)
     if full_steps > 1 and not (reduce.order_free and full_steps >= 2 * UNROLL):
         slots = [kernel.alloca(v.type, name="lanes") for v in lane_values]
         for slot, value in zip(slots, lane_values, strict=True):
             b.store(value, slot)
         with kernel.loop(I64(1), I64(full_steps), 1, "step") as step:
             current = [b.load(slot) for slot in slots]
-            item = reader.vectors(b.add(start, b.mul(step, I64(LANES))), LANES)
+            item = reader.vectors(b.add(start, b.mul(step, I64(REDUCE_LANES))), REDUCE_LANES)
             for slot, value in zip(slots, reduce(current, item), strict=True):
                 b.store(value, slot)
         lane_values = [b.load(slot) for slot in slots]
-    remainder = length % LANES
+    remainder = length % REDUCE_LANES
     if remainder:
-        item = reader.vectors(b.add(start, I64(full_steps * LANES)), remainder, filler=lane_values)
+        item = reader.vectors(b.add(start, I64(full_steps * REDUCE_LANES)), remainder, filler=lane_values)
         folded = reduce(lane_values, item)
         mask = _lane_mask(remainder)
         lane_values = [b.select(mask, f, v) for f, v in zip(folded, lane_values, strict=True)]
@@ -213,8 +213,8 @@ def _total_order_key(b: ir.IRBuilder, bits: ir.Value, width: int) -> ir.Value:
     """Integer keys whose signed order is IEEE totalOrder (-NaN < -inf < ... < -0 < +0 < ...
     < +inf < +NaN): negative values get their magnitude bits flipped. Applied twice it gives
     the bits back."""
-    sign = b.ashr(bits, ir.Constant(bits.type, [width - 1] * LANES))
-    return b.xor(bits, b.and_(sign, ir.Constant(bits.type, [(1 << (width - 1)) - 1] * LANES)))
+    sign = b.ashr(bits, ir.Constant(bits.type, [width - 1] * REDUCE_LANES))
+    return b.xor(bits, b.and_(sign, ir.Constant(bits.type, [(1 << (width - 1)) - 1] * REDUCE_LANES)))
 
 
 def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, start: ir.Value, full_steps: int, op: str) -> Values:
@@ -228,12 +228,12 @@ def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, sta
     b = kernel.builder
     dtype = reduce.computation.root.array_shape.dtype
     width = dtype.bits
-    float_vector = lanes(storage_type(dtype), LANES)
-    int_vector = ir.VectorType(ir.IntType(width), LANES)
-    mask_vector = ir.VectorType(ir.IntType(1), LANES)
+    float_vector = lanes(storage_type(dtype), REDUCE_LANES)
+    int_vector = ir.VectorType(ir.IntType(width), REDUCE_LANES)
+    mask_vector = ir.VectorType(ir.IntType(1), REDUCE_LANES)
 
     def values_at(offset: ir.Value) -> ir.Value:
-        return reader.vectors(offset, LANES)[0]
+        return reader.vectors(offset, REDUCE_LANES)[0]
 
     def fold(acc: ir.Value, seen_nan: ir.Value, x: ir.Value) -> tuple[ir.Value, ir.Value]:
         better = b.fcmp_ordered(">" if op == "maximum" else "<", x, acc)
@@ -243,13 +243,13 @@ def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, sta
     accs = [kernel.alloca(float_vector, name=f"acc{u}") for u in range(EXTREMUM_UNROLL)]
     nans = [kernel.alloca(mask_vector, name=f"nan{u}") for u in range(EXTREMUM_UNROLL)]
     for u in range(EXTREMUM_UNROLL):
-        first = values_at(b.add(start, I64(u * LANES)))
+        first = values_at(b.add(start, I64(u * REDUCE_LANES)))
         b.store(first, accs[u])
         b.store(b.fcmp_unordered("uno", first, first), nans[u])
     with kernel.loop(I64(1), I64(rounds), 1, "round") as round_index:
-        base = b.add(start, b.mul(round_index, I64(EXTREMUM_UNROLL * LANES)))
+        base = b.add(start, b.mul(round_index, I64(EXTREMUM_UNROLL * REDUCE_LANES)))
         for u in range(EXTREMUM_UNROLL):
-            acc, seen = fold(b.load(accs[u]), b.load(nans[u]), values_at(b.add(base, I64(u * LANES))))
+            acc, seen = fold(b.load(accs[u]), b.load(nans[u]), values_at(b.add(base, I64(u * REDUCE_LANES))))
             b.store(acc, accs[u])
             b.store(seen, nans[u])
     acc, seen = b.load(accs[0]), b.load(nans[0])
@@ -257,11 +257,11 @@ def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, sta
         other = b.load(accs[u])
         acc, seen = fold(acc, b.or_(seen, b.load(nans[u])), other)
     for extra in range(leftover):
-        acc, seen = fold(acc, seen, values_at(b.add(start, I64((rounds * EXTREMUM_UNROLL + extra) * LANES))))
-    canonical = (0x7FF8 << 48) if width == 64 else 0x7FC00000
-    fast = b.bitcast(b.select(seen, ir.Constant(int_vector, [canonical] * LANES), b.bitcast(acc, int_vector)), float_vector)
-    zero = b.and_(b.fcmp_ordered("==", acc, ir.Constant(float_vector, [0.0] * LANES)), b.not_(seen))
-    any_zero = b.icmp_unsigned("!=", b.bitcast(zero, ir.IntType(LANES)), ir.Constant(ir.IntType(LANES), 0))
+        acc, seen = fold(acc, seen, values_at(b.add(start, I64((rounds * EXTREMUM_UNROLL + extra) * REDUCE_LANES))))
+    canonical = (F64 if width == 64 else F32).float_layout.canonical_nan
+    fast = b.bitcast(b.select(seen, ir.Constant(int_vector, [canonical] * REDUCE_LANES), b.bitcast(acc, int_vector)), float_vector)
+    zero = b.and_(b.fcmp_ordered("==", acc, ir.Constant(float_vector, [0.0] * REDUCE_LANES)), b.not_(seen))
+    any_zero = b.icmp_unsigned("!=", b.bitcast(zero, ir.IntType(REDUCE_LANES)), ir.Constant(ir.IntType(REDUCE_LANES), 0))
     before = b.block
     with b.if_then(any_zero, likely=False):
         exact = _extremum_key_lanes(kernel, reduce, reader, start, full_steps, op)[0]
@@ -280,26 +280,26 @@ def _extremum_key_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader,
     b = kernel.builder
     dtype = reduce.computation.root.array_shape.dtype
     width = dtype.bits
-    int_vector = ir.VectorType(ir.IntType(width), LANES)
-    float_vector = lanes(storage_type(dtype), LANES)
+    int_vector = ir.VectorType(ir.IntType(width), REDUCE_LANES)
+    float_vector = lanes(storage_type(dtype), REDUCE_LANES)
 
     def keys_at(offset: ir.Value) -> ir.Value:
-        return _total_order_key(b, b.bitcast(reader.vectors(offset, LANES)[0], int_vector), width)
+        return _total_order_key(b, b.bitcast(reader.vectors(offset, REDUCE_LANES)[0], int_vector), width)
 
     def fold(high: ir.Value, low: ir.Value, key: ir.Value) -> tuple[ir.Value, ir.Value]:
         return b.select(b.icmp_signed(">", key, high), key, high), b.select(b.icmp_signed("<", key, low), key, low)
 
     rounds, leftover = divmod(full_steps, EXTREMUM_UNROLL)
-    first = [keys_at(b.add(start, I64(u * LANES))) for u in range(EXTREMUM_UNROLL)]
+    first = [keys_at(b.add(start, I64(u * REDUCE_LANES))) for u in range(EXTREMUM_UNROLL)]
     highs = [kernel.alloca(int_vector, name=f"high{u}") for u in range(EXTREMUM_UNROLL)]
     lows = [kernel.alloca(int_vector, name=f"low{u}") for u in range(EXTREMUM_UNROLL)]
     for high, low, key in zip(highs, lows, first, strict=True):
         b.store(key, high)
         b.store(key, low)
     with kernel.loop(I64(1), I64(rounds), 1, "round") as round_index:
-        base = b.add(start, b.mul(round_index, I64(EXTREMUM_UNROLL * LANES)))
+        base = b.add(start, b.mul(round_index, I64(EXTREMUM_UNROLL * REDUCE_LANES)))
         for u in range(EXTREMUM_UNROLL):
-            high, low = fold(b.load(highs[u]), b.load(lows[u]), keys_at(b.add(base, I64(u * LANES))))
+            high, low = fold(b.load(highs[u]), b.load(lows[u]), keys_at(b.add(base, I64(u * REDUCE_LANES))))
             b.store(high, highs[u])
             b.store(low, lows[u])
     high, low = b.load(highs[0]), b.load(lows[0])
@@ -307,17 +307,17 @@ def _extremum_key_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader,
         high, low = fold(high, low, b.load(highs[u]))
         high, low = fold(high, low, b.load(lows[u]))
     for extra in range(leftover):
-        high, low = fold(high, low, keys_at(b.add(start, I64((rounds * EXTREMUM_UNROLL + extra) * LANES))))
+        high, low = fold(high, low, keys_at(b.add(start, I64((rounds * EXTREMUM_UNROLL + extra) * REDUCE_LANES))))
     exponent_all_ones = ((1 << (width - 1)) - 1) ^ ((1 << (52 if width == 64 else 23)) - 1)
     plus_inf_key = exponent_all_ones  # +inf's bits are its key
     minus_inf_key = -plus_inf_key - 1  # -inf: sign bit set, magnitude bits flipped
     nan = b.or_(
-        b.icmp_signed(">", high, ir.Constant(int_vector, [plus_inf_key] * LANES)),
-        b.icmp_signed("<", low, ir.Constant(int_vector, [minus_inf_key] * LANES)),
+        b.icmp_signed(">", high, ir.Constant(int_vector, [plus_inf_key] * REDUCE_LANES)),
+        b.icmp_signed("<", low, ir.Constant(int_vector, [minus_inf_key] * REDUCE_LANES)),
     )
     result_bits = _total_order_key(b, high if op == "maximum" else low, width)
-    canonical = (0x7FF8 << 48) if width == 64 else 0x7FC00000
-    result_bits = b.select(nan, ir.Constant(int_vector, [canonical] * LANES), result_bits)
+    canonical = (F64 if width == 64 else F32).float_layout.canonical_nan
+    result_bits = b.select(nan, ir.Constant(int_vector, [canonical] * REDUCE_LANES), result_bits)
     return [b.bitcast(result_bits, float_vector)]
 
 
@@ -329,22 +329,22 @@ def _order_free_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, s
         return _extremum_lanes(kernel, reduce, reader, start, full_steps, extremum)
     b = kernel.builder
     rounds, leftover = divmod(full_steps, UNROLL)
-    accumulators = [reader.vectors(b.add(start, I64(u * LANES)), LANES) for u in range(UNROLL)]
+    accumulators = [reader.vectors(b.add(start, I64(u * REDUCE_LANES)), REDUCE_LANES) for u in range(UNROLL)]
     slots = [[kernel.alloca(v.type, name=f"lanes{u}") for v in values] for u, values in enumerate(accumulators)]
     for row, values in zip(slots, accumulators, strict=True):
         for slot, value in zip(row, values, strict=True):
             b.store(value, slot)
     with kernel.loop(I64(1), I64(rounds), 1, "round") as round_index:
-        base = b.add(start, b.mul(round_index, I64(UNROLL * LANES)))
+        base = b.add(start, b.mul(round_index, I64(UNROLL * REDUCE_LANES)))
         for u, row in enumerate(slots):
-            item = reader.vectors(b.add(base, I64(u * LANES)), LANES)
+            item = reader.vectors(b.add(base, I64(u * REDUCE_LANES)), REDUCE_LANES)
             for slot, value in zip(row, reduce([b.load(slot) for slot in row], item), strict=True):
                 b.store(value, slot)
     combined = [b.load(slot) for slot in slots[0]]
     for row in slots[1:]:
         combined = reduce(combined, [b.load(slot) for slot in row])
     for extra in range(leftover):
-        combined = reduce(combined, reader.vectors(b.add(start, I64((rounds * UNROLL + extra) * LANES)), LANES))
+        combined = reduce(combined, reader.vectors(b.add(start, I64((rounds * UNROLL + extra) * REDUCE_LANES)), REDUCE_LANES))
     return combined
 
 
@@ -375,24 +375,24 @@ def tree_in_memory(kernel: Kernel, reduce: Reducer, arrays: list[ir.Value], type
 
 def block_result(kernel: Kernel, reduce: Reducer, reader: SequenceReader, block: ir.Value, n: int) -> Values:
     """The reduction of block number `block` of an n-element sequence."""
-    full_blocks, tail = divmod(n, BLOCK)
+    full_blocks, tail = divmod(n, REDUCE_BLOCK)
     b = kernel.builder
     if not tail:
-        return reduce_block(kernel, reduce, reader, b.mul(block, I64(BLOCK)), BLOCK)
+        return reduce_block(kernel, reduce, reader, b.mul(block, I64(REDUCE_BLOCK)), REDUCE_BLOCK)
     types = [storage_type(shape.dtype) for shape in reader.shapes]
     slots = [kernel.alloca(t, name="block") for t in types]
     with b.if_else(b.icmp_signed("<", block, I64(full_blocks))) as (full, last):
         with full:
-            for slot, value in zip(slots, reduce_block(kernel, reduce, reader, b.mul(block, I64(BLOCK)), BLOCK), strict=True):
+            for slot, value in zip(slots, reduce_block(kernel, reduce, reader, b.mul(block, I64(REDUCE_BLOCK)), REDUCE_BLOCK), strict=True):
                 b.store(value, slot)
         with last:
-            for slot, value in zip(slots, reduce_block(kernel, reduce, reader, I64(full_blocks * BLOCK), tail), strict=True):
+            for slot, value in zip(slots, reduce_block(kernel, reduce, reader, I64(full_blocks * REDUCE_BLOCK), tail), strict=True):
                 b.store(value, slot)
     return [b.load(slot) for slot in slots]
 
 
 def emit_reduce_element(kernel: Kernel, reduce: Reducer, reader: SequenceReader, n: int, inits: Values) -> Values:
-    """The whole pinned reduction of one output element's sequence of n <= BLOCK elements."""
+    """The whole pinned reduction of one output element's sequence of n <= REDUCE_BLOCK elements."""
     if n == 0:
         return inits
     return reduce(inits, reduce_block(kernel, reduce, reader, I64(0), n))
@@ -430,7 +430,7 @@ def emit_reduce(lowering: Lowering, instruction: Instruction, steps: list[P.Step
     result: Ref = outputs[0] if half == 1 else tuple(outputs)
     if not count:
         return result
-    blocks = -(-n // BLOCK)
+    blocks = -(-n // REDUCE_BLOCK)
     if blocks <= 1:
         with lowering.kernels.kernel("reduce") as kernel:
             b = kernel.builder

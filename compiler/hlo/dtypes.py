@@ -19,13 +19,52 @@ class Kind(Enum):
 
 
 @dataclass(frozen=True)
+class FloatLayout:
+    """The bit layout of one IEEE binary format and its canonical NaN, the one NaN the
+    numerics contract produces (docs/numerics.md)."""
+
+    bits: int
+    mantissa_bits: int  # stored fraction bits
+    canonical_nan: int
+
+    @property
+    def sign_mask(self) -> int:
+        return 1 << (self.bits - 1)
+
+    @property
+    def abs_mask(self) -> int:
+        return self.sign_mask - 1
+
+    @property
+    def inf_bits(self) -> int:
+        return self.abs_mask ^ self.mantissa_mask
+
+    @property
+    def mantissa_mask(self) -> int:
+        return (1 << self.mantissa_bits) - 1
+
+    @property
+    def bias(self) -> int:
+        return (1 << (self.bits - 2 - self.mantissa_bits)) - 1
+
+
+@dataclass(frozen=True)
 class DType:
-    """One HLO primitive type: its text name, width and numpy storage type."""
+    """One HLO primitive type: its text name, width, numpy storage type and, for floats, its
+    bit layout."""
 
     name: str
     bits: int
     kind: Kind
     numpy: np.dtype
+    layout: FloatLayout | None = None
+
+    @property
+    def float_layout(self) -> FloatLayout:
+        """The layout of a float type; ValueError for any other type."""
+        if self.layout is None:
+            raise ValueError(f"{self.name} is not a floating-point type")
+        return self.layout
 
     @property
     def is_float(self) -> bool:
@@ -64,13 +103,14 @@ U8 = DType("u8", 8, Kind.UNSIGNED, np.dtype(np.uint8))
 U16 = DType("u16", 16, Kind.UNSIGNED, np.dtype(np.uint16))
 U32 = DType("u32", 32, Kind.UNSIGNED, np.dtype(np.uint32))
 U64 = DType("u64", 64, Kind.UNSIGNED, np.dtype(np.uint64))
-F16 = DType("f16", 16, Kind.FLOAT, np.dtype(np.float16))
-BF16 = DType("bf16", 16, Kind.FLOAT, np.dtype(ml_dtypes.bfloat16))
-F32 = DType("f32", 32, Kind.FLOAT, np.dtype(np.float32))
-F64 = DType("f64", 64, Kind.FLOAT, np.dtype(np.float64))
+F16 = DType("f16", 16, Kind.FLOAT, np.dtype(np.float16), FloatLayout(16, 10, 0x7E00))
+BF16 = DType("bf16", 16, Kind.FLOAT, np.dtype(ml_dtypes.bfloat16), FloatLayout(16, 7, 0x7FC0))
+F32 = DType("f32", 32, Kind.FLOAT, np.dtype(np.float32), FloatLayout(32, 23, 0x7FC00000))
+F64 = DType("f64", 64, Kind.FLOAT, np.dtype(np.float64), FloatLayout(64, 52, 0x7FF8000000000000))
 
 ALL_DTYPES: tuple[DType, ...] = (PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+FLOAT_DTYPES: tuple[DType, ...] = tuple(d for d in ALL_DTYPES if d.is_float)
 
 # HLO types that exist in XLA but are outside the numerics contract; named so that the
 # parser can say "unsupported element type" rather than "unknown".

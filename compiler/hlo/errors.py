@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compiler.errors import CompilerError
+
 
 @dataclass(frozen=True)
 class SourceLocation:
@@ -16,7 +18,7 @@ class SourceLocation:
         return f"line {self.line}, column {self.column}"
 
 
-class HloError(ValueError):
+class HloError(CompilerError, ValueError):
     """A problem with an HLO module that the user must fix: bad text, bad shapes, an op that
     the numerics contract does not cover. Always carries a message that names the problem and,
     when known, the source location and the instruction."""

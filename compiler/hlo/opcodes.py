@@ -1,30 +1,101 @@
-"""The HLO opcodes: those the numerics contract defines, and those XLA has that it does not."""
+"""The HLO opcodes: the registry of those the numerics contract defines (each with its op
+family and the properties the passes, the reference evaluator and the backend ask about), and
+those XLA has that it does not.
+
+Every per-opcode list in the compiler derives from OPCODES. The op families name the modules
+that implement them, the same in compiler/reference/ and compiler/codegen/ (and the sections
+of compiler/hlo/verifier.py); tests/hlo/test_opcodes.py checks that all three cover the same
+opcodes under the same family.
+"""
 
 from __future__ import annotations
 
-UNARY_ELEMENTWISE = (
-    "negate", "abs", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz",
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt",
-    "rsqrt", "cbrt", "erf", "sine", "cosine", "not", "is-finite", "convert", "bitcast-convert",
-    "copy",
-)  # fmt: skip
+from dataclasses import dataclass
 
-BINARY_ELEMENTWISE = (
-    "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power",
-    "atan2", "and", "or", "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic",
-    "compare",
-)  # fmt: skip
+# The op families, by the name of their module in reference/ and codegen/.
+FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter")
 
-SUPPORTED = frozenset(
-    UNARY_ELEMENTWISE
-    + BINARY_ELEMENTWISE
-    + (
-        "parameter", "constant", "tuple", "get-tuple-element", "call", "while", "conditional",
-        "fusion", "select", "clamp", "broadcast", "reshape", "bitcast", "transpose", "reverse",
-        "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "pad", "iota", "reduce",
-        "reduce-window", "dot", "convolution", "gather", "scatter", "sort", "map",
+
+@dataclass(frozen=True)
+class Opcode:
+    """One opcode of the contract.
+
+    scalar_op: each output element is one scalar operation on the operands' elements at the
+      same index (what the element emitter computes and the reference applies to whole arrays).
+    operands: the operand count of an elementwise opcode (None: not fixed, or not elementwise).
+    index_mapping: the output only maps its index to operand indices (or makes a value from
+      the index), computing nothing.
+    aliases: the value is another value or fixed data (a parameter, a constant, tuple
+      plumbing, a copy): it gets no buffer of its own to compute.
+    traced: it computes a value of its own, which op-level traces digest.
+    """
+
+    name: str
+    family: str
+    scalar_op: bool = False
+    operands: int | None = None
+    index_mapping: bool = False
+    aliases: bool = False
+    traced: bool = True
+
+
+def _elementwise(names: str, operands: int) -> list[Opcode]:
+    return [Opcode(name, "elementwise", scalar_op=True, operands=operands) for name in names.split()]
+
+
+_UNARY = (
+    "negate abs sign floor ceil round-nearest-even round-nearest-afz exponential "
+    "exponential-minus-one log log-plus-one tanh logistic sqrt rsqrt cbrt erf sine cosine not "
+    "is-finite convert"
+)
+_BINARY = (
+    "add subtract multiply divide remainder maximum minimum power atan2 and or xor shift-left "
+    "shift-right-logical shift-right-arithmetic compare"
+)
+_INDEX_MAPPING = "broadcast reshape transpose reverse slice concatenate pad iota"
+
+OPCODES: dict[str, Opcode] = {
+    op.name: op
+    for op in (
+        *_elementwise(_UNARY, 1),
+        *_elementwise(_BINARY, 2),
+        *_elementwise("select clamp", 3),
+        # Between types of equal width it is a scalar op; between widths it reshapes.
+        Opcode("bitcast-convert", "elementwise", operands=1),
+        Opcode("copy", "elementwise", scalar_op=True, operands=1, aliases=True),
+        Opcode("map", "elementwise"),
+        *(Opcode(name, "data_movement", index_mapping=True) for name in _INDEX_MAPPING.split()),
+        *(Opcode(name, "data_movement") for name in ("bitcast", "dynamic-slice", "dynamic-update-slice")),
+        Opcode("reduce", "reductions"),
+        Opcode("reduce-window", "reductions"),
+        Opcode("dot", "dot_conv"),
+        Opcode("convolution", "dot_conv"),
+        *(Opcode(name, "control_flow", aliases=True, traced=False) for name in ("parameter", "constant", "tuple", "get-tuple-element")),
+        *(Opcode(name, "control_flow") for name in ("call", "fusion", "while", "conditional")),
+        Opcode("sort", "sort_gather_scatter"),
+        Opcode("gather", "sort_gather_scatter"),
+        Opcode("scatter", "sort_gather_scatter"),
     )
-)  # fmt: skip
+}
+
+
+def opcodes_where(**properties: object) -> frozenset[str]:
+    """The opcodes whose registry entries have all the given property values, e.g.
+    `opcodes_where(family="reductions")` or `opcodes_where(index_mapping=True)`."""
+    return frozenset(op.name for op in OPCODES.values() if all(getattr(op, key) == value for key, value in properties.items()))
+
+
+SUPPORTED = frozenset(OPCODES)
+# The sets the compiler asks about most, derived once.
+INDEX_MAPPING = opcodes_where(index_mapping=True)
+ALIASING = opcodes_where(aliases=True)
+NOT_TRACED = opcodes_where(traced=False)
+# Opcodes that compute each output element from the operands' elements at the same index:
+# the scalar ops that compute (copy only aliases) and bitcast-convert, which is one only
+# between types of equal width (its users check the widths).
+COMPUTED_PER_ELEMENT = (opcodes_where(scalar_op=True) - ALIASING) | {"bitcast-convert"}
+UNARY_ELEMENTWISE = tuple(op.name for op in OPCODES.values() if op.family == "elementwise" and op.operands == 1)
+BINARY_ELEMENTWISE = tuple(op.name for op in OPCODES.values() if op.family == "elementwise" and op.operands == 2)
 
 # Opcodes XLA knows that vxla does not execute, each with the reason a user reads.
 UNSUPPORTED_REASONS: dict[str, str] = {

@@ -16,13 +16,6 @@ import numpy as np
 
 from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 
-CANONICAL_NAN_BITS: dict[str, int] = {
-    "f16": 0x7E00,
-    "bf16": 0x7FC0,
-    "f32": 0x7FC00000,
-    "f64": 0x7FF8000000000000,
-}
-
 _BITS_DTYPES = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 
 
@@ -33,7 +26,7 @@ def bits_dtype(dtype: DType) -> np.dtype:
 
 def canonical_nan(dtype: DType) -> np.ndarray:
     """A 0-d array holding the canonical quiet NaN of `dtype`."""
-    return np.array(CANONICAL_NAN_BITS[dtype.name], dtype=bits_dtype(dtype)).view(dtype.numpy)
+    return np.array(dtype.float_layout.canonical_nan, dtype=bits_dtype(dtype)).view(dtype.numpy)
 
 
 def canonicalize_nans(array: np.ndarray, dtype: DType) -> np.ndarray:
@@ -53,7 +46,7 @@ def f32_to_bf16(values: np.ndarray) -> np.ndarray:
     bits = np.require(values, dtype=np.float32, requirements="C").view(np.uint32).astype(np.uint64)
     rounding_bias = ((bits >> 16) & 1) + 0x7FFF
     rounded = ((bits + rounding_bias) >> 16).astype(np.uint16)
-    rounded = np.where(np.isnan(values), np.uint16(CANONICAL_NAN_BITS["bf16"]), rounded)
+    rounded = np.where(np.isnan(values), np.uint16(BF16.float_layout.canonical_nan), rounded)
     return rounded.astype(np.uint16).view(ml_dtypes.bfloat16)
 
 

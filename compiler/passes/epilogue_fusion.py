@@ -12,8 +12,6 @@ chains in a separate step); convolutions are not fused. Runs after loop fusion.
 
 from __future__ import annotations
 
-from compiler.codegen.dot_conv import accumulation_type
-from compiler.codegen.fusion import read_at_own_position
 from compiler.hlo.editing import (
     NameAllocator,
     bind_parameters,
@@ -25,7 +23,9 @@ from compiler.hlo.editing import (
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape
+from compiler.numerics.order import accumulation_type
 from compiler.passes.base import SimplePass
+from compiler.passes.fusibility import read_at_own_position
 from compiler.passes.loop_fusion import step_computations
 
 

@@ -23,7 +23,8 @@ from compiler.hlo.editing import (
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import SimplePass
-from compiler.passes.loop_fusion import is_duplicable, is_fusible, step_computations
+from compiler.passes.fusibility import is_duplicable, is_fusible
+from compiler.passes.loop_fusion import step_computations
 
 
 def _absorbable(producer: Instruction, reduce: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> bool:

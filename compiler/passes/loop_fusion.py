@@ -34,54 +34,11 @@ from compiler.hlo.editing import (
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
-
-# Elementwise opcodes the backend's element emitter computes (compiler/codegen/elementwise.py).
-ELEMENTWISE = frozenset(
-    {
-        "negate", "abs", "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz",
-        "sqrt", "not", "is-finite", "convert", "add", "subtract", "multiply", "divide",
-        "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor", "shift-left",
-        "shift-right-logical", "shift-right-arithmetic", "compare", "select", "clamp",
-        "exponential", "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic",
-        "rsqrt", "cbrt", "erf", "sine", "cosine",
-    }
-)  # fmt: skip
-
-# Ops that only map output indices to operand indices (or produce values from the index).
-INDEX_MAPPING = frozenset({"broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "iota"})
+from compiler.passes.fusibility import is_duplicable, is_fusible
 
 # Attributes of the control-flow ops whose computations run as steps of the plan.
 _STEP_COMPUTATIONS = ("condition", "body", "true_computation", "false_computation", "branch_computations")
-
-
-def is_fusible(instruction: Instruction) -> bool:
-    """Whether the loop fusion codegen can compute `instruction` per output element."""
-    if not isinstance(instruction.shape, ArrayShape):
-        return False
-    if any(not isinstance(op.shape, ArrayShape) for op in instruction.operands):
-        return False
-    opcode = instruction.opcode
-    if opcode in ELEMENTWISE or opcode in INDEX_MAPPING:
-        return True
-    if opcode == "bitcast-convert":
-        # Only between equal widths is it elementwise (otherwise it changes the shape).
-        return instruction.operands[0].array_shape.dtype.bits == instruction.array_shape.dtype.bits
-    return opcode == "constant" and instruction.array_shape.rank == 0
-
-
-def is_duplicable(instruction: Instruction) -> bool:
-    """Cheap producers copied into every group that reads them (see the module docstring)."""
-    opcode = instruction.opcode
-    if opcode == "constant":
-        return isinstance(instruction.shape, ArrayShape) and instruction.array_shape.rank == 0
-    if opcode == "iota":
-        return True
-    if opcode == "broadcast":
-        operand = instruction.operands[0]
-        return isinstance(operand.shape, ArrayShape) and operand.array_shape.rank == 0 and operand.opcode in ("constant", "parameter")
-    return False
 
 
 def step_computations(module: Module) -> list[Computation]:

@@ -11,7 +11,6 @@ merging a vector loop into a scalar one would slow it down).
 
 from __future__ import annotations
 
-from compiler.codegen.fusion import flat_identity
 from compiler.hlo.editing import (
     NameAllocator,
     add_computation_before,
@@ -24,6 +23,7 @@ from compiler.hlo.editing import (
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.passes.base import SimplePass
+from compiler.passes.fusibility import flat_identity
 from compiler.passes.loop_fusion import step_computations
 
 

@@ -12,11 +12,9 @@ ties go to the earliest instruction of the post order. Instructions that allocat
 from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import ALIASING
 from compiler.hlo.shape import flatten
 from compiler.passes.base import SimplePass
-
-# Opcodes whose value reuses storage that exists already (no new buffer).
-ALIASING = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "copy"})
 
 
 def value_bytes(instruction: Instruction) -> int:

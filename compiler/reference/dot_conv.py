@@ -15,12 +15,9 @@ from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 from compiler.hlo.ir import Instruction
 from compiler.numerics import floats
 from compiler.numerics.convert import convert
+from compiler.numerics.order import accumulation_type
 from compiler.reference.data_movement import pad_array
 from compiler.reference.evaluator import Evaluator, Value
-
-
-def accumulation_type(result: DType) -> DType:
-    return F32 if result in (F16, BF16) else result
 
 
 def multiply_add(a: np.ndarray, b: np.ndarray, acc: np.ndarray, dtype: DType) -> np.ndarray:

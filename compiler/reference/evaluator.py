@@ -15,6 +15,7 @@ import numpy as np
 
 from compiler.hlo.errors import HloError
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import opcodes_where
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape
 
 Value = np.ndarray | tuple  # a tuple holds Values
@@ -96,18 +97,9 @@ class Evaluator:
         return outputs
 
 
-# Opcodes whose evaluation on arrays is the evaluation on each element.
-BATCHABLE_OPCODES = frozenset(
-    {
-        "parameter", "constant", "tuple", "get-tuple-element", "call", "negate", "abs", "sign",
-        "floor", "ceil", "round-nearest-even", "round-nearest-afz", "exponential",
-        "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt",
-        "cbrt", "erf", "sine", "cosine", "not", "is-finite", "convert", "add", "subtract",
-        "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
-        "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic", "compare",
-        "select", "clamp", "copy",
-    }
-)  # fmt: skip
+# Opcodes whose evaluation on arrays is the evaluation on each element: the scalar ops and
+# the value plumbing, and calls (whose callees `is_batchable` checks in turn).
+BATCHABLE_OPCODES = opcodes_where(scalar_op=True) | opcodes_where(aliases=True) | {"call"}
 
 
 def flatten_value(value: Value) -> list[np.ndarray]:

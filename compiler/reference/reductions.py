@@ -1,11 +1,5 @@
-"""Reductions: `reduce` in the contract's pinned order, and `reduce-window`.
-
-reduce: for each output element the reduced elements, in row-major logical order, form a
-sequence x0..x(n-1), cut into blocks of BLOCK elements. Inside a block, lane l (of LANES)
-folds x(l), x(l+LANES), ... left to right; the non-empty lanes are combined by a pairwise tree
-((0,1),(2,3),..., an odd one out passing up unchanged); the block results are combined by the
-same tree; finally reducer(init, result). n = 0 gives init.
-"""
+"""Reductions: `reduce` in the contract's pinned order (compiler/numerics/order.py), and
+`reduce-window`."""
 
 from __future__ import annotations
 
@@ -13,11 +7,9 @@ import numpy as np
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction
+from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 from compiler.reference.data_movement import pad_array
 from compiler.reference.evaluator import Evaluator, Value
-
-LANES = 16
-BLOCK = 4096
 
 Values = list[np.ndarray]  # one array per reduced input (variadic reductions have several)
 
@@ -43,13 +35,13 @@ def pairwise_tree(evaluator: Evaluator, reducer: Computation, values: Values, ax
 
 
 def _fold_lanes(evaluator: Evaluator, reducer: Computation, block: Values) -> Values:
-    """Folds blocks of shape (..., length) into lanes (..., min(LANES, length))."""
+    """Folds blocks of shape (..., length) into lanes (..., min(REDUCE_LANES, length))."""
     length = block[0].shape[-1]
-    steps = -(-length // LANES)
-    lanes = [b[..., 0 : min(LANES, length)] for b in block]
+    steps = -(-length // REDUCE_LANES)
+    lanes = [b[..., 0 : min(REDUCE_LANES, length)] for b in block]
     for step in range(1, steps):
-        start = step * LANES
-        width = min(LANES, length - start)
+        start = step * REDUCE_LANES
+        width = min(REDUCE_LANES, length - start)
         current = [lane[..., :width] for lane in lanes]
         items = [b[..., start : start + width] for b in block]
         folded = _combine(evaluator, reducer, current, items)
@@ -63,14 +55,14 @@ def reduce_sequences(evaluator: Evaluator, reducer: Computation, sequences: Valu
     rows = sequences[0].shape[0]
     if n == 0:
         return [np.broadcast_to(np.asarray(init), (rows,)).copy() for init in inits]
-    full_blocks = n // BLOCK
+    full_blocks = n // REDUCE_BLOCK
     block_results: list[Values] = []
     if full_blocks:
-        body = [s[:, : full_blocks * BLOCK].reshape(rows, full_blocks, BLOCK) for s in sequences]
+        body = [s[:, : full_blocks * REDUCE_BLOCK].reshape(rows, full_blocks, REDUCE_BLOCK) for s in sequences]
         lanes = _fold_lanes(evaluator, reducer, body)
         block_results.append(pairwise_tree(evaluator, reducer, lanes, axis=2))
-    if n % BLOCK:
-        tail = [s[:, full_blocks * BLOCK :].reshape(rows, 1, n % BLOCK) for s in sequences]
+    if n % REDUCE_BLOCK:
+        tail = [s[:, full_blocks * REDUCE_BLOCK :].reshape(rows, 1, n % REDUCE_BLOCK) for s in sequences]
         lanes = _fold_lanes(evaluator, reducer, tail)
         block_results.append(pairwise_tree(evaluator, reducer, lanes, axis=2))
     blocks = [np.concatenate([r[i] for r in block_results], axis=1) for i in range(len(sequences))]

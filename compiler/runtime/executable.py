@@ -18,7 +18,7 @@ import numpy as np
 
 from attest.digests import TensorDigester, tuple_digest
 from compiler.codegen import plan as P
-from compiler.codegen.target import CompilerConfig
+from compiler.config import CompilerConfig
 from compiler.hlo.dtypes import from_name
 from compiler.hlo.shape import ArrayShape
 from compiler.program import Program

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from compiler.codegen.target import TARGET_CPUS, CompilerConfig
+from compiler.config import TARGET_CPUS, CompilerConfig
 
 # Restricts what this host is taken to have (comma-separated LLVM feature names to treat as
 # absent), e.g. to keep a node off AVX-512. It can only remove features, never add them.

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
-from compiler.codegen.target import CompilerConfig, target_machine
+from compiler.codegen.target import target_machine
+from compiler.config import CompilerConfig
 from compiler.runtime.host import this_host
 
 

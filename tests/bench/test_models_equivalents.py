@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bench import models
-from compiler.codegen.target import CompilerConfig, load_config
+from compiler.config import CompilerConfig, load_config
 
 FIXTURE_MODELS = [name for name in models.MODEL_NAMES if name != "elementwise_chain"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler.cache import CompileCache, cache_key
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from tests.fixture_data import Fixture

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import compiler
-from compiler.codegen.target import compile_ir, load_config
+from compiler.codegen.target import compile_ir
+from compiler.config import load_config
 from compiler.hlo import load_module
 from compiler.reference import evaluate
 from tests.targets import ALL, DEFAULT

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attest.digests import tensor_digest
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import DeadlineExceeded

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from compiler.codegen.dot_conv import panel_width
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from tests.codegen.test_fusion_codegen import run_everywhere

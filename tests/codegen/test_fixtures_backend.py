@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.reference import evaluate
@@ -96,7 +96,7 @@ def test_compiling_in_two_processes_gives_the_same_bytes_and_bits(tmp_path) -> N
     fixture = Fixture("transformer_block")
     script = (
         "import json, sys\n"
-        "from compiler.codegen.target import load_config\n"
+        "from compiler.config import load_config\n"
         "from compiler.driver import compile_program\n"
         "from compiler.program import load_program\n"
         "from attest.digests import tensor_digest\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.hlo import load_module
 from compiler.program import load_program
 from compiler.reference import evaluate

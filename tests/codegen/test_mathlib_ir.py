@@ -20,7 +20,8 @@ import pytest
 
 from compiler.codegen import mathlib_ir
 from compiler.codegen.mathlib_ir import BINARY_FUNCTIONS, define_array_kernel, math_function
-from compiler.codegen.target import CompilerConfig, assembly, compile_ir
+from compiler.codegen.target import assembly, compile_ir
+from compiler.config import CompilerConfig
 from compiler.numerics import mathlib
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.runtime.loader import LoadedObject, load_object

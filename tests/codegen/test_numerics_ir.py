@@ -24,7 +24,8 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen.objfile import STB_GLOBAL, elf_symbols, undefined_symbols
-from compiler.codegen.target import CompilerConfig, assembly, compile_ir
+from compiler.codegen.target import assembly, compile_ir
+from compiler.config import CompilerConfig
 from compiler.hlo.dtypes import ALL_DTYPES, BF16, F16, F32, F64, PRED, S64, DType
 from compiler.numerics import convert as ref_convert
 from compiler.numerics import floats
@@ -302,7 +303,7 @@ def _step(value: float, dtype: DType, direction: int) -> list[float]:
 def float_specials(dtype: DType) -> np.ndarray:
     """Zeros, infinities, NaNs with payloads and both signs, subnormals, extremes, rounding
     ties of the narrower types, and values around the bounds of every integer type."""
-    layout = nir.LAYOUTS[dtype.name]
+    layout = dtype.float_layout
     width = dtype.bits
     mantissa = layout.mantissa_bits
     raw = [
@@ -516,7 +517,7 @@ def fma_inputs(dtype: DType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         c2 = (c2.view(f"int{dtype.bits}") + nudge.astype(f"int{dtype.bits}")).view(f)
     # Products near the bottom and the top of the exponent range.
     emin, emax = (-126, 127) if dtype is F32 else (-1022, 1023)
-    mantissa = nir.LAYOUTS[dtype.name].mantissa_bits
+    mantissa = dtype.float_layout.mantissa_bits
     a3 = _moderate(dtype, count, "fma/la", emin // 2 - mantissa // 2 - 2, emin // 2 + 4).view(f)
     b3 = _moderate(dtype, count, "fma/lb", emin // 2 - mantissa // 2 - 2, emin // 2 + 4).view(f)
     c3 = _moderate(dtype, count, "fma/lc", emin - mantissa - 1, emin + 3).view(f)

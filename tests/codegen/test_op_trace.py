@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from attest.digests import tensor_digest, tuple_digest
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program, optimize
 from compiler.hlo.printer import canonical_names
 from compiler.program import load_program

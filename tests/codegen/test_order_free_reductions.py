@@ -8,8 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.codegen.reductions import BLOCK, LANES, UNROLL, is_order_free
+from compiler.codegen.reductions import UNROLL, is_order_free
 from compiler.hlo import load_module
+from compiler.numerics.order import REDUCE_BLOCK as BLOCK
+from compiler.numerics.order import REDUCE_LANES as LANES
 from compiler.reference import evaluate
 from tests.targets import NATIVE, executable_for
 

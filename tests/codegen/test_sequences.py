@@ -4,7 +4,7 @@ same bits; an observer still sees every instruction's kernel, in plan order."""
 from __future__ import annotations
 
 from compiler.codegen import plan as P
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from tests.codegen.test_fixtures_backend import assert_identical, reference_outputs

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from compiler.codegen.objfile import undefined_symbols
-from compiler.codegen.target import (
+from compiler.codegen.target import assembly
+from compiler.config import (
     AARCH64_TRIPLE,
     TARGET_CPUS,
     X86_64_TRIPLE,
     CompilerConfig,
     ConfigError,
-    assembly,
     load_config,
     validate_target,
 )

@@ -48,7 +48,7 @@ from web3 import Web3
 
 from attest import Statement, init_key_files, load_private_key
 from attest.digests import sha256_hex, tensor_digest
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from node.chain import ChainClient, Deployment, Phase, Slot, deploy, fetch_events

@@ -141,7 +141,7 @@ def test_a_feature_string_the_host_lacks_is_refused(capsys, monkeypatch, tmp_pat
 def test_a_worker_pool_refuses_a_target_the_host_cannot_run(tmp_path, monkeypatch) -> None:
     """The library entry: a pool for an unrunnable target never takes a job."""
     from attest.keys import generate_private_key
-    from compiler.codegen.target import load_config
+    from compiler.config import load_config
     from compiler.runtime.host import TargetNotRunnable
     from node.config import Limits
     from node.store import JobStore

@@ -17,7 +17,7 @@ import pytest
 from attest import Statement
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from node.api import NodeServer

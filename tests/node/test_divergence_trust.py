@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from attest import key_id, sign_statement
 from attest.keys import generate_private_key, raw_public_key
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault

@@ -17,7 +17,7 @@ from web3 import Web3
 
 from attest.digests import tensor_digest
 from attest.keys import generate_private_key, key_id
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault

@@ -18,7 +18,7 @@ from attest import (
     verify,
 )
 from attest.keys import generate_private_key
-from compiler.codegen.target import CompilerConfig, ConfigError, load_config
+from compiler.config import CompilerConfig, ConfigError, load_config
 from compiler.driver import compile_program
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import load_program

@@ -21,7 +21,7 @@ from attest import (
     sign_statement,
 )
 from attest.keys import generate_private_key, load_private_key, private_key_pem
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault

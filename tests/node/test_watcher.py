@@ -20,7 +20,7 @@ from web3 import EthereumTesterProvider, Web3
 from attest import key_id, sign_statement, verify
 from attest.digests import digest_of_digests, sha256_hex, tensor_digest
 from attest.keys import generate_private_key
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Executable

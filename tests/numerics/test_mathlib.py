@@ -9,6 +9,7 @@ import gmpy2
 import numpy as np
 import pytest
 
+from compiler.hlo.dtypes import F32, F64
 from compiler.numerics import mathlib
 from compiler.numerics.mathlib import mpfr_reference, trig
 from compiler.numerics.mathlib.correctly_rounded import ambiguous
@@ -24,8 +25,8 @@ from tools import mathlib_constants
 NAMES = mathlib.UNARY_FUNCTIONS
 INF = math.inf
 NAN = math.nan
-F32_NAN_BITS = 0x7FC00000
-F64_NAN_BITS = 0x7FF8000000000000
+F32_NAN_BITS = F32.float_layout.canonical_nan
+F64_NAN_BITS = F64.float_layout.canonical_nan
 
 # Test bounds: just above the measured maxima given in docs/numerics.md (section 3).
 F64_BOUND_ULP = {

@@ -11,7 +11,7 @@ import pytest
 from compiler.codegen import buffer_assignment
 from compiler.codegen import plan as P
 from compiler.codegen.lower import lower_module
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import EMITTERS, optimize
 from compiler.hlo import load_module
 from compiler.passes.scheduling import Scheduling, estimated_peak

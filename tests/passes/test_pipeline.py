@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attest.digests import text_digest
-from compiler.codegen.target import CompilerConfig, ConfigError, load_config
+from compiler.config import CompilerConfig, ConfigError, load_config
 from compiler.driver import compile_program, generate
 from compiler.passes.base import FixedPoint, Pipeline, SimplePass
 from compiler.passes.pipeline import pipeline_named
@@ -105,7 +105,7 @@ def test_graph_hash_is_the_same_in_another_process() -> None:
     fixture = Fixture("transformer_block")
     code = (
         "from attest.digests import text_digest\n"
-        "from compiler.codegen.target import load_config\n"
+        "from compiler.config import load_config\n"
         "from compiler.driver import generate\n"
         "from compiler.program import load_program\n"
         "from tests.fixture_data import Fixture\n"

@@ -9,7 +9,7 @@ import functools
 
 import pytest
 
-from compiler.codegen.target import load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.hlo import canonical_text, load_module, verify_module
 from compiler.hlo.dtypes import ALL_DTYPES

@@ -1,0 +1,245 @@
+"""The compiler configuration: the pinned target CPUs and CompilerConfig, everything that can
+change the emitted bytes, loaded from TOML. The compile cache and every trace record all of it.
+
+The LLVM side of a target (the target machine, object emission) is compiler/codegen/target.py.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import asdict, dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from attest.digests import text_digest
+from compiler.errors import ConfigError
+from compiler.numerics import CONTRACT_VERSION
+from compiler.passes.pipeline import pipeline_named
+
+# The pinned configuration, package data of `compiler` (configs/compiler.toml links to it).
+PINNED_CONFIG_NAME = "pinned.toml"
+
+X86_64_TRIPLE = "x86_64-unknown-linux-gnu"
+AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
+
+
+@dataclass(frozen=True)
+class TargetCpu:
+    """A CPU name a target may pin: its triple, the LLVM features its code may use (every one
+    must be on a host before that code runs there) and its vector register width."""
+
+    name: str
+    triple: str
+    features: frozenset[str]
+    vector_bits: int
+    description: str
+
+    @property
+    def arch(self) -> str:
+        return self.triple.split("-", 1)[0]
+
+
+# The feature sets are LLVM's definitions of these CPUs (the x86-64 psABI levels; Arm's
+# Neoverse cores), in LLVM's feature names, which are also what host detection reports. The
+# AArch64 sets leave out the cores' system-control features (SSBS, DIT, SPE, RAS): they
+# change no instruction the code generator emits, and hosts (QEMU among them) need not
+# report them.
+_X86_64_V2 = frozenset({"64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "cx16", "sahf", "crc32",
+                        "popcnt", "sse3", "ssse3", "sse4.1", "sse4.2"})  # fmt: skip
+_X86_64_V3 = _X86_64_V2 | {"avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"}
+_X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
+_NEOVERSE_N1 = frozenset({"fp-armv8", "neon", "crc", "lse", "rdm", "rcpc", "dotprod", "fullfp16",
+                          "aes", "sha2", "ccpp"})  # fmt: skip
+_NEOVERSE_V1 = _NEOVERSE_N1 | {"sve", "bf16", "i8mm", "fp16fml", "jsconv", "complxnum", "flagm",
+                               "rcpc-immo", "sha3", "rand"}  # fmt: skip
+
+TARGET_CPUS: dict[str, TargetCpu] = {
+    cpu.name: cpu
+    for cpu in (
+        TargetCpu("x86-64-v2", X86_64_TRIPLE, _X86_64_V2, 128, "SSE4.2, no FMA"),
+        TargetCpu("x86-64-v3", X86_64_TRIPLE, _X86_64_V3, 256, "AVX2 and FMA"),
+        TargetCpu("x86-64-v4", X86_64_TRIPLE, _X86_64_V4, 512, "AVX-512"),
+        TargetCpu("neoverse-n1", AARCH64_TRIPLE, _NEOVERSE_N1, 128, "Armv8.2 with NEON (Graviton2, Ampere Altra)"),
+        TargetCpu("neoverse-v1", AARCH64_TRIPLE, _NEOVERSE_V1, 128, "Armv8.4 with SVE (Graviton3); SVE code gives the same bits at every vector length"),
+    )
+}
+# Feature names a `features` string may add or remove, by architecture.
+_KNOWN_FEATURES = {
+    "x86_64": _X86_64_V4 | {"avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "avx512ifma",
+                            "avx512bitalg", "avx512vpopcntdq", "avxvnni", "gfni", "vaes", "vpclmulqdq", "adx",
+                            "aes", "pclmul", "sha", "prfchw", "fma4", "xop", "sse4a", "tbm"},
+    "aarch64": _NEOVERSE_V1 | {"sve2", "sme", "mte", "pauth", "bti", "sb", "sm4", "lse2", "ssbs", "dit"},
+}  # fmt: skip
+
+
+def target_cpu(name: str) -> TargetCpu:
+    """The pinned definition of CPU `name`; ConfigError naming the known ones otherwise."""
+    if name == "x86-64":
+        raise ConfigError("x86-64 (v1) lacks SSE4.1 rounding instructions; use x86-64-v2 or later")
+    try:
+        return TARGET_CPUS[name]
+    except KeyError:
+        raise ConfigError(f"unknown CPU {name!r}; use one of {', '.join(TARGET_CPUS)}") from None
+
+
+def feature_flags(features: str) -> list[tuple[bool, str]]:
+    """The (enable, name) pairs of an LLVM feature string such as "+avx2,-avx512f"."""
+    flags = []
+    for item in filter(None, (part.strip() for part in features.split(","))):
+        if item[0] not in "+-" or len(item) < 2:
+            raise ConfigError(f"feature {item!r}: write +name or -name (e.g. +avx2,-avx512f)")
+        flags.append((item[0] == "+", item[1:]))
+    return flags
+
+
+@dataclass(frozen=True)
+class CompilerConfig:
+    """Everything that determines the machine code for a given optimized module."""
+
+    triple: str = X86_64_TRIPLE
+    cpu: str = "x86-64-v3"
+    features: str = ""
+    opt_level: int = 3
+    llvmlite_version: str = llvmlite.__version__
+    llvm_version: str = ".".join(str(v) for v in llvm.llvm_version_info)
+    contract_version: int = CONTRACT_VERSION
+    # The pass pipeline by name (compiler/passes/pipeline.py) and its id, derived from the
+    # code when not given; a recorded config whose id the code does not reproduce is refused.
+    pipeline: str = "default"
+    pipeline_id: str = ""
+
+    def __post_init__(self) -> None:
+        try:
+            expected = pipeline_named(self.pipeline).pipeline_id
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0])) from None
+        if not self.pipeline_id:
+            object.__setattr__(self, "pipeline_id", expected)
+        elif self.pipeline_id != expected:
+            raise ConfigError(
+                f"pipeline {self.pipeline!r} has id {expected[:16]}... in this compiler, not the "
+                f"recorded {self.pipeline_id[:16]}...: a different vxla version made it"
+            )
+
+    @property
+    def target_cpu(self) -> TargetCpu:
+        return target_cpu(self.cpu)
+
+    @property
+    def arch(self) -> str:
+        """The triple's architecture: x86_64 or aarch64."""
+        return self.triple.split("-", 1)[0]
+
+    @property
+    def required_features(self) -> frozenset[str]:
+        """The LLVM features this target's code may use: the CPU's set with the `features`
+        string's additions; removals are not subtracted (LLVM may still use what depends on a
+        removed feature), so the set errs towards refusing a host."""
+        added = {name for enable, name in feature_flags(self.features) if enable}
+        return self.target_cpu.features | added
+
+    @property
+    def has_fma(self) -> bool:
+        """Whether `llvm.fma` is one instruction (AArch64 always has it; on x86 it needs
+        FMA3, else the backend emulates fma exactly, since LLVM would call libm's fma)."""
+        if any(name == "fma" and not enable for enable, name in feature_flags(self.features)):
+            return False
+        return self.arch == "aarch64" or "fma" in self.required_features
+
+    @property
+    def vector_bits(self) -> int:
+        """The width of the vector registers the backend fills (results never depend on it)."""
+        if self.arch != "x86_64":
+            return self.target_cpu.vector_bits
+        removed = {name for enable, name in feature_flags(self.features) if not enable}
+        usable = self.required_features - removed
+        if "avx512f" in usable:
+            return 512
+        return 256 if "avx2" in usable else 128
+
+    def with_pipeline(self, name: str) -> CompilerConfig:
+        """This config with another pass pipeline (its id recomputed)."""
+        return replace(self, pipeline=name, pipeline_id="")
+
+    def with_target(self, cpu: str | None = None, features: str | None = None) -> CompilerConfig:
+        """This config for another CPU (its triple follows from the name) or feature string;
+        ConfigError for an unknown CPU or a bad feature string."""
+        cpu = cpu if cpu is not None else self.cpu
+        config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features if features is not None else self.features)
+        validate_target(config)
+        return config
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of this config (a cache and identity key)."""
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return text_digest(text)
+
+
+def load_config(path: str | Path | None = None) -> CompilerConfig:
+    """The compiler configuration from a TOML file; by default the pinned one, which the
+    package carries (compiler/pinned.toml, also found as configs/compiler.toml)."""
+    if path is None:
+        path, text = Path(PINNED_CONFIG_NAME), resources.files("compiler").joinpath(PINNED_CONFIG_NAME).read_text(encoding="utf-8")
+    else:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    target = data.get("target", {})
+    if not isinstance(target, dict):
+        raise ConfigError(f"{path}: [target] must be a table")
+    passes = data.get("passes", {})
+    if not isinstance(passes, dict):
+        raise ConfigError(f"{path}: [passes] must be a table")
+    unknown = sorted(set(passes) - {"pipeline"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key passes.{unknown[0]}")
+    pipeline = passes.get("pipeline", "default")
+    if not isinstance(pipeline, str):
+        raise ConfigError(f"{path}: passes.pipeline must be a str")
+    unknown = sorted(set(target) - {"triple", "cpu", "features", "opt_level"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key target.{unknown[0]}")
+    try:
+        config = CompilerConfig(pipeline=pipeline)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: passes.pipeline: {exc}") from None
+    for key, kind in (("triple", str), ("cpu", str), ("features", str), ("opt_level", int)):
+        if key in target:
+            value = target[key]
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise ConfigError(f"{path}: target.{key} must be a {kind.__name__}")
+            config = replace(config, **{key: value})
+    if "cpu" in target and "triple" not in target and config.cpu in TARGET_CPUS:
+        # The triple follows from the CPU name unless the file spells both out.
+        config = replace(config, triple=TARGET_CPUS[config.cpu].triple)
+    if not 0 <= config.opt_level <= 3:
+        raise ConfigError(f"{path}: target.opt_level must be 0..3")
+    try:
+        validate_target(config)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: target: {exc}") from None
+    return config
+
+
+def validate_target(config: CompilerConfig) -> None:
+    """Raises ConfigError unless the CPU is a pinned one, the triple is the CPU's and the
+    feature string names known features of that architecture."""
+    cpu = target_cpu(config.cpu)
+    if config.triple != cpu.triple:
+        raise ConfigError(f"CPU {config.cpu!r} belongs to triple {cpu.triple!r}, not {config.triple!r}")
+    for _, name in feature_flags(config.features):
+        if name not in _KNOWN_FEATURES[cpu.arch]:
+            raise ConfigError(f"unknown {cpu.arch} feature {name!r} in {config.features!r}")

@@ -1,0 +1,23 @@
+"""The compiler's exceptions: one base, CompilerError, for everything the compiler raises about
+its input (a module, a configuration, a run's arguments or limits), so a caller can refuse the
+input by catching one class. The HLO frontend's errors (compiler/hlo/errors.py) derive from it.
+"""
+
+from __future__ import annotations
+
+
+class CompilerError(Exception):
+    """A problem with what the compiler was given; the message names it."""
+
+
+class ConfigError(CompilerError, ValueError):
+    """A configuration that cannot be used; the message names the key."""
+
+
+class ExecutionError(CompilerError):
+    """A run that cannot produce outputs: arguments that do not match the parameters, a while
+    loop past its trip-count limit, a deadline passed, code this host cannot execute."""
+
+
+class ArgumentError(ExecutionError, ValueError):
+    """Arguments that do not match the entry parameters (count, element type or shape)."""
