@@ -31,7 +31,9 @@ _TYPE_NAMES = {
     "float64": "f64",
 }
 
-_CANONICAL_NAN = {"f16": 0x7E00, "bf16": 0x7FC0, "f32": 0x7FC00000, "f64": 0x7FF8000000000000}
+# The contract's canonical NaNs (compiler/numerics/dtypes.py), kept here because attest sits
+# below the compiler; tests/attest/test_digests.py holds the two equal.
+CANONICAL_NAN_BITS = {"f16": 0x7E00, "bf16": 0x7FC0, "f32": 0x7FC00000, "f64": 0x7FF8000000000000}
 _UNSIGNED = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 
 
@@ -57,7 +59,7 @@ def canonical_tensor_bytes(array: np.ndarray) -> bytes:
     """Row-major little-endian bytes of `array` with every NaN replaced by the canonical NaN."""
     type_name = element_type_name(array.dtype)
     contiguous = np.require(array, requirements="C")
-    if type_name in _CANONICAL_NAN:
+    if type_name in CANONICAL_NAN_BITS:
         width = contiguous.dtype.itemsize
         bits = contiguous.view(contiguous.dtype.newbyteorder("=")).view(f"u{width}")
         exponent_and_mantissa = (1 << (8 * width - 1)) - 1
@@ -67,7 +69,7 @@ def canonical_tensor_bytes(array: np.ndarray) -> bytes:
         magnitude = bits & np.array(exponent_and_mantissa, dtype=bits.dtype)
         is_nan = magnitude > np.array(exponent_mask, dtype=bits.dtype)
         if is_nan.any():
-            bits = np.where(is_nan, np.array(_CANONICAL_NAN[type_name], dtype=bits.dtype), bits)
+            bits = np.where(is_nan, np.array(CANONICAL_NAN_BITS[type_name], dtype=bits.dtype), bits)
         return bits.astype(_UNSIGNED[width], copy=False).tobytes()
     if contiguous.dtype.itemsize > 1:
         little = contiguous.dtype.newbyteorder("<")
@@ -106,7 +108,7 @@ class TensorDigester:
         """The digest of a tensor stored in `memory`: a C-contiguous uint8 array holding its
         elements in the machine's (little-endian) byte order. Hashed in place unless a NaN
         needs canonicalizing."""
-        if self.type_name in _CANONICAL_NAN and _has_nan(memory.view(self.dtype), self.type_name):
+        if self.type_name in CANONICAL_NAN_BITS and _has_nan(memory.view(self.dtype), self.type_name):
             return self.of_canonical_bytes(canonical_tensor_bytes(memory.view(self.dtype)))
         hasher = hashlib.sha256(self.header)
         hasher.update(memory.data)

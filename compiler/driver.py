@@ -8,6 +8,7 @@ from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
 from compiler.codegen import (
     buffer_assignment,
+    control_flow,
     data_movement,
     dot_conv,
     elementwise,
@@ -28,14 +29,17 @@ from compiler.passes.pipeline import pipeline_named
 from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable
 
-# The emitters of every op family, by opcode (structural ops are handled by the lowering).
-EMITTERS: dict[str, Emitter] = {
-    **elementwise.EMITTERS,
-    **data_movement.EMITTERS,
-    **reductions.EMITTERS,
-    **dot_conv.EMITTERS,
-    **sort_gather_scatter.EMITTERS,
+# The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
+# emit that family's opcodes (parameters are bound by the lowering itself).
+FAMILY_MODULES = {
+    "elementwise": elementwise,
+    "data_movement": data_movement,
+    "reductions": reductions,
+    "dot_conv": dot_conv,
+    "control_flow": control_flow,
+    "sort_gather_scatter": sort_gather_scatter,
 }
+EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
 
 
 def optimize(program: Program, config: CompilerConfig, observer: PassObserver | None = None) -> Module:

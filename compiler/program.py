@@ -7,14 +7,18 @@ the canonical text (what it means: formatting, names and metadata do not change 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from attest.digests import sha256_hex, text_digest
+from compiler.errors import ArgumentError
 from compiler.hlo import HloParseError, canonical_text, load_module
 from compiler.hlo.errors import SourceLocation
 from compiler.hlo.ir import Module
-from compiler.hlo.shape import Shape
+from compiler.hlo.shape import ArrayShape, Shape
 
 
 @dataclass
@@ -44,6 +48,11 @@ class Program:
     def result_shape(self) -> Shape:
         return self.module.entry.root.shape
 
+    def bind(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The arguments of a run, checked against the entry parameters (see
+        `bind_arguments`)."""
+        return bind_arguments(self.parameter_shapes, arrays)
+
     def opcode_counts(self) -> dict[str, int]:
         """Instructions per opcode over the computations reachable from the entry, sorted by
         opcode."""
@@ -63,3 +72,35 @@ def load_program(source: bytes | str) -> Program:
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise HloParseError("the module is not UTF-8 text", SourceLocation(line, column)) from None
     return Program(data, load_module(text))
+
+
+def bind_arguments(parameters: Sequence[Shape], arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One array per entry parameter, each of exactly its element type and dimensions, C
+    contiguous; ArgumentError naming the first that is not."""
+    if len(arrays) != len(parameters):
+        raise ArgumentError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
+    return [bind_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
+
+
+def bind_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
+    """Validates one entry argument against its parameter's shape; returns it as the exact
+    element type (bfloat16 arrive from .npy files as raw 2-byte records)."""
+    if not isinstance(shape, ArrayShape):
+        raise ArgumentError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
+    array = np.asarray(array)
+    expected = shape.dtype.numpy
+    if array.dtype == expected and array.shape == shape.dims and array.flags.c_contiguous:
+        return array  # the common case, checked without building any message
+    if array.dtype != expected:
+        raw_bf16 = shape.dtype.name == "bf16" and array.dtype.itemsize == 2 and array.dtype.kind in "Vu"
+        if not raw_bf16:
+            raise ArgumentError(_mismatch(shape, array, position))
+        array = np.require(array, requirements="C").view(expected)
+    if tuple(array.shape) != shape.dims:
+        raise ArgumentError(_mismatch(shape, array, position))
+    return np.require(array, requirements="C")
+
+
+def _mismatch(shape: ArrayShape, array: np.ndarray, position: int) -> str:
+    got = f"{array.dtype}[{','.join(str(d) for d in array.shape)}]"
+    return f"parameter {position} expects {shape.str_without_layout()}, got an array of {got}"

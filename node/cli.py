@@ -31,11 +31,12 @@ from attest.digests import tensor_digest
 from compiler.atomic_files import write_text_atomic
 from compiler.config import CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program, generate
+from compiler.errors import ExecutionError
 from compiler.hlo import HloError, Module, canonical_text
-from compiler.hlo.dtypes import from_numpy
+from compiler.numerics.dtypes import from_numpy
 from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
-from compiler.reference import EvaluationError, evaluate
+from compiler.reference import evaluate
 from compiler.runtime.executable import Executable, Fault
 from compiler.runtime.host import TargetNotRunnable, this_host
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
@@ -299,14 +300,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 try:
                     traced = executable.run_traced(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations, fault=args.fault)
                 except ValueError as exc:
-                    if isinstance(exc, EvaluationError):
+                    if isinstance(exc, ExecutionError):
                         raise
                     raise UsageError(f"--fault: {exc}") from None
                 outputs = traced.outputs
             else:
                 outputs = executable.run(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations)
             executed = time.perf_counter_ns()
-    except EvaluationError as exc:
+    except ExecutionError as exc:
         raise UsageError(f"{args.module}: {exc}") from None
     envelope_text = None
     if signing_key is not None:

@@ -29,7 +29,7 @@ import numpy as np
 from attest import Statement
 from attest.digests import sha256_hex, tensor_digest
 from attest.verify import TrustedKeys
-from compiler.hlo.dtypes import from_name
+from compiler.numerics.dtypes import from_name
 from node.chain import JobMarket, Sender
 from node.chain_executor import chain_digests, inputs_manifest
 from node.tensors import npy_bytes

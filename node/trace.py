@@ -45,11 +45,11 @@ from attest.digests import text_digest
 from attest.verify import TrustedKeys
 from compiler.config import TARGET_CPUS, CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program
+from compiler.errors import ArgumentError, ExecutionError
 from compiler.hlo import HloError
-from compiler.hlo.dtypes import from_numpy
+from compiler.numerics.dtypes import from_numpy
 from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
-from compiler.reference.evaluator import EvaluationError, check_argument
 from compiler.runtime.executable import Executable, TracedRun
 from compiler.runtime.host import TargetNotRunnable, runnable_cpus, this_host
 
@@ -111,15 +111,9 @@ def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
 def checked_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The inputs as the module takes them (bfloat16 .npy records viewed as bfloat16);
     raises TraceInputError on a wrong count, type or shape."""
-    shapes = program.parameter_shapes
-    if len(inputs) != len(shapes):
-        raise TraceInputError(f"module takes {len(shapes)} inputs, got {len(inputs)}")
     try:
-        return [
-            check_argument(shape, array, i)
-            for i, (shape, array) in enumerate(zip(shapes, inputs, strict=True))
-        ]
-    except EvaluationError as error:
+        return program.bind(inputs)
+    except ArgumentError as error:
         raise TraceInputError(str(error)) from None
 
 
@@ -559,7 +553,7 @@ def _reexecute(
             if op_level
             else executable.run(*arrays, threads=threads)
         )
-    except EvaluationError as error:
+    except ExecutionError as error:
         report.add("execution", False, f"re-execution failed: {error}")
         return
     elapsed = time.perf_counter_ns() - started

@@ -26,10 +26,10 @@ from attest.statement import canonical_json
 from compiler.config import CompilerConfig
 from compiler.config import load_config as load_compiler_config
 from compiler.driver import compile_program
+from compiler.errors import ExecutionError
 from compiler.hlo import HloError
 from compiler.hlo.cost import estimate_flops
 from compiler.program import Program, load_program
-from compiler.reference.evaluator import EvaluationError
 from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
 from compiler.runtime.host import TargetNotRunnable, this_host
 from node.config import Limits
@@ -251,7 +251,7 @@ class WorkerPool:
         try:
             self._execute(job)
             outcome = "done"
-        except (JobRejected, EvaluationError) as error:
+        except (JobRejected, ExecutionError) as error:
             outcome = "failed"
             self._fail(job, str(error))
         except Exception as error:  # an internal error must not kill the worker thread
@@ -312,7 +312,7 @@ class WorkerPool:
             raise JobRejected(
                 f"execution: over limits.job_wall_seconds ({self.limits.job_wall_seconds}): {error}"
             ) from None
-        except EvaluationError as error:
+        except ExecutionError as error:
             # Name the setting when the loop limit stopped the job, so the submitter knows
             # this node refuses it (not that the module is wrong).
             hint = (

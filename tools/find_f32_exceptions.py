@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from attest.digests import digest_of_digests, sha256_hex  # noqa: E402
-from compiler.hlo.dtypes import F32  # noqa: E402
 from compiler.numerics import mathlib  # noqa: E402
+from compiler.numerics.dtypes import F32  # noqa: E402
 from compiler.numerics.mathlib import _chunked  # noqa: E402
 from compiler.numerics.mathlib.correctly_rounded import ambiguous  # noqa: E402
 from compiler.numerics.mathlib.mpfr_reference import correctly_rounded_f32  # noqa: E402

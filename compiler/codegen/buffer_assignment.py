@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from compiler.codegen import plan as P
 
 VERSION = 2
-ALIGNMENT = 64
 
 
 @dataclass(frozen=True)
@@ -33,10 +32,6 @@ class Interval:
 
     def overlaps(self, other: Interval) -> bool:
         return self.first <= other.last and other.first <= self.last
-
-
-def _aligned(nbytes: int) -> int:
-    return (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
 def liveness(plan: P.Plan) -> dict[int, Interval]:
@@ -98,7 +93,7 @@ def assign(plan: P.Plan, in_place_candidates: list[tuple[int, int]]) -> Assignme
     root_offsets: dict[int, int] = {}
     peak = 0
     for root in order:
-        size = _aligned(plan.buffers[root].nbytes)
+        size = P.aligned_size(plan.buffers[root].nbytes)
         busy = sorted((o, o + s) for o, s, i in placed if i.overlaps(spans[root]))
         offset = 0
         for start, stop in busy:
@@ -109,7 +104,7 @@ def assign(plan: P.Plan, in_place_candidates: list[tuple[int, int]]) -> Assignme
         root_offsets[root] = offset
         peak = max(peak, offset + size)
     offsets = {member: root_offsets[root] for root, members in groups.items() for member in members}
-    no_reuse = sum(_aligned(plan.buffers[b].nbytes) for b in intervals)
+    no_reuse = sum(P.aligned_size(plan.buffers[b].nbytes) for b in intervals)
     return Assignment(offsets, intervals, peak, no_reuse, merged)
 
 

@@ -10,12 +10,13 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
-from compiler.codegen.kernel import I64, Kernel, ravel, row_major_strides, storage_type, unravel
+from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.llvm_ir import I64, storage_type
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import S64
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
+from compiler.numerics.dtypes import S64
 
 ElementFunction = Callable[[Kernel, list[ir.Value]], ir.Value]
 
@@ -48,7 +49,7 @@ def _operand(instruction: Instruction, index: int = 0) -> ArrayShape:
     return instruction.operands[index].array_shape
 
 
-def _copy(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+def emit_byte_copy(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     """reshape (and same-byte bitcasts): the row-major bytes do not change."""
     output = lowering.new_buffer(instruction.array_shape)
     if instruction.array_shape.byte_size:
@@ -243,7 +244,7 @@ def _bitcast(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     memory position k of the operand."""
     source, target = _operand(instruction), instruction.array_shape
     if source.has_default_layout and target.has_default_layout:
-        return _copy(lowering, instruction, operands, steps)
+        return emit_byte_copy(lowering, instruction, operands, steps)
     source_order = tuple(reversed(source.minor_to_major))
     source_physical_dims = tuple(source.dims[d] for d in source_order)
     source_strides = _physical_strides(source)
@@ -268,18 +269,9 @@ def _bitcast(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     return output
 
 
-def _bitcast_convert(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
-    from compiler.codegen.elementwise import emit_elementwise
-
-    if _operand(instruction).dtype.bits == instruction.array_shape.dtype.bits:
-        return emit_elementwise(lowering, instruction, operands, steps)
-    # Between widths the little-endian bytes are already in place, row-major.
-    return _copy(lowering, instruction, operands, steps)
-
-
 EMITTERS = {
     "broadcast": _broadcast,
-    "reshape": _copy,
+    "reshape": emit_byte_copy,
     "bitcast": _bitcast,
     "transpose": _transpose,
     "reverse": _reverse,
@@ -289,5 +281,4 @@ EMITTERS = {
     "concatenate": _concatenate,
     "pad": _pad,
     "iota": _iota,
-    "bitcast-convert": _bitcast_convert,
 }

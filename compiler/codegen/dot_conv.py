@@ -20,22 +20,13 @@ from llvmlite import ir
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter, vector_width
-from compiler.codegen.kernel import (
-    I32,
-    I64,
-    Kernel,
-    constant,
-    lanes,
-    ravel,
-    row_major_strides,
-    storage_type,
-    unravel,
-)
+from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.llvm_ir import I32, I64, constant, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import DType
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
+from compiler.numerics.dtypes import DType
 from compiler.numerics.order import accumulation_type
 
 ROW_BLOCK = 4
@@ -160,7 +151,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     panel = panel_width(lowering.config)
     panels = -(-n // panel)
     row_blocks = -(-m // ROW_BLOCK)
-    vector = lanes(storage_type(acc_type), width)
+    vector = vector_of(storage_type(acc_type), width)
     layout = rhs_layout or RhsLayout.packed(k, n, panel)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
@@ -386,7 +377,7 @@ def _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels,
         b = kernel.builder
         emitter = ElementEmitter(kernel)
         x_base, w_base, out_base = kernel.buffer(x), kernel.buffer(weights), kernel.buffer(output)
-        vector_slot = kernel.alloca(lanes(element, width), name="acc")
+        vector_slot = kernel.alloca(vector_of(element, width), name="acc")
         scalar_slot = kernel.alloca(element, name="acc1")
         vector_features = out_features // width * width
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
@@ -409,7 +400,7 @@ def _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels,
                             x_value = kernel.load(x_base, acc_type, x_offset(window_position, feature, I64(0), batch_index))
                             x_value = emitter.splat(x_value, lane_count)
                         else:
-                            x_value = ir.Constant(lanes(element, lane_count), ir.Undefined) if lane_count > 1 else None
+                            x_value = ir.Constant(vector_of(element, lane_count), ir.Undefined) if lane_count > 1 else None
                             for lane in range(lane_count):
                                 o = b.add(first_feature, I64(lane))
                                 lane_batch = b.add(batch_index, b.mul(b.udiv(o, I64(per_batch_group)), I64(out_batch)))

@@ -8,16 +8,29 @@ contract's primitives) and mathlib_ir (the math functions).
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
+from attest.digests import canonical_tensor_bytes
+from compiler.codegen import mathlib_ir
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
-from compiler.codegen.kernel import I8, I64, Kernel, constant, lanes, storage_type, width_of
+from compiler.codegen.data_movement import emit_byte_copy
+from compiler.codegen.kernel import Kernel
+from compiler.codegen.llvm_ir import (
+    I8,
+    I64,
+    call_intrinsic,
+    constant,
+    storage_type,
+    vector_of,
+    width_of,
+)
 from compiler.codegen.lower import Lowering, Ref
-from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT
+from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
 from compiler.numerics.mathlib import UNARY_OPCODES
 
 NARROW = (F16, BF16)
@@ -43,15 +56,13 @@ class ElementEmitter:
 
     # --- helpers --------------------------------------------------------------------------
     def _intrinsic(self, name: str, value: ir.Value) -> ir.Value:
-        suffix = _type_suffix(value.type)
-        function = self.kernel.owner.intrinsic(f"llvm.{name}.{suffix}", value.type, [value.type])
-        return self.builder.call(function, [value])
+        return call_intrinsic(self.builder, f"llvm.{name}", value)
 
     def _to_bool(self, pred: ir.Value) -> ir.Value:
         return self.builder.icmp_unsigned("!=", pred, constant(pred.type, 0))
 
     def _from_bool(self, flag: ir.Value) -> ir.Value:
-        return self.builder.zext(flag, lanes(I8, width_of(flag)))
+        return self.builder.zext(flag, vector_of(I8, width_of(flag)))
 
     def _float_math(self, dtype: DType, function, *values: ir.Value) -> ir.Value:
         """Applies an f32/f64 computation; narrow types go through f32 and round once."""
@@ -61,8 +72,6 @@ class ElementEmitter:
         return nir.canonicalize_nan(self.builder, function(dtype, *values), dtype)
 
     def _math_call(self, name: str, dtype: DType, *values: ir.Value) -> ir.Value:
-        from compiler.codegen import mathlib_ir
-
         width = width_of(values[0])
         function = mathlib_ir.math_function(self.kernel.owner.module, name, dtype.name, width, self.config)
         return self.builder.call(function, list(values))
@@ -81,7 +90,7 @@ class ElementEmitter:
         if opcode == "convert":
             return nir.convert(b, operands[0], operand_type, result_type, self.config)
         if opcode == "bitcast-convert":
-            return b.bitcast(operands[0], lanes(storage_type(result_type), width_of(operands[0])))
+            return b.bitcast(operands[0], vector_of(storage_type(result_type), width_of(operands[0])))
         if opcode == "compare":
             return self._compare(instruction, operand_type, *operands)
         if opcode == "select":
@@ -134,9 +143,7 @@ class ElementEmitter:
         return b.select(away, b.fadd(truncated, one), truncated)
 
     def _copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
-        suffix = _type_suffix(magnitude.type)
-        function = self.kernel.owner.intrinsic(f"llvm.copysign.{suffix}", magnitude.type, [magnitude.type, magnitude.type])
-        return self.builder.call(function, [magnitude, sign])
+        return call_intrinsic(self.builder, "llvm.copysign", magnitude, sign)
 
     def _float_sign(self, dtype: DType, x: ir.Value) -> ir.Value:
         b = self.builder
@@ -172,7 +179,7 @@ class ElementEmitter:
     def _total_key(self, value: ir.Value, dtype: DType) -> ir.Value:
         b = self.builder
         width = width_of(value)
-        int_type = lanes(ir.IntType(dtype.bits), width)
+        int_type = vector_of(ir.IntType(dtype.bits), width)
         bits = value if dtype in NARROW else b.bitcast(value, int_type)
         magnitude = constant(int_type, (1 << (dtype.bits - 1)) - 1)
         negative = b.icmp_signed("<", bits, constant(int_type, 0))
@@ -321,15 +328,11 @@ class ElementEmitter:
         return b.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
 
     def _splat_literal(self, instruction: Instruction, width: int) -> ir.Value:
-        return constant(lanes(storage_type(instruction.array_shape.dtype), width), literal_scalar(instruction))
+        return constant(vector_of(storage_type(instruction.array_shape.dtype), width), literal_scalar(instruction))
 
 
 def literal_scalar(instruction: Instruction):
     """The Python value of a scalar literal as its IR storage constant expects it."""
-    import numpy as np
-
-    from attest.digests import canonical_tensor_bytes
-
     dtype = instruction.array_shape.dtype
     data = np.frombuffer(canonical_tensor_bytes(np.asarray(instruction.literal)), dtype=_bits_numpy(dtype))
     raw = int(data.reshape(-1)[0])
@@ -343,8 +346,6 @@ def literal_scalar(instruction: Instruction):
 
 
 def _bits_numpy(dtype: DType):
-    import numpy as np
-
     return {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[dtype.bits]
 
 
@@ -360,12 +361,6 @@ def _flatten(value) -> list[ir.Value]:
             out.extend(_flatten(element))
         return out
     return [value]
-
-
-def _type_suffix(type_: ir.Type) -> str:
-    element = type_.element if isinstance(type_, ir.VectorType) else type_
-    name = {ir.FloatType: "f32", ir.DoubleType: "f64"}.get(type(element), f"i{getattr(element, 'width', 0)}")
-    return f"v{type_.count}{name}" if isinstance(type_, ir.VectorType) else name
 
 
 # --- kernels ---------------------------------------------------------------------------------
@@ -429,8 +424,22 @@ def emit_map(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     return output
 
 
+def _copy(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """A copy is its operand's value: values are never written twice, so it shares them."""
+    return operands[0]
+
+
+def _bitcast_convert(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    if instruction.operands[0].array_shape.dtype.bits == instruction.array_shape.dtype.bits:
+        return emit_elementwise(lowering, instruction, operands, steps)
+    # Between widths the little-endian bytes are already in place, row-major.
+    return emit_byte_copy(lowering, instruction, operands, steps)
+
+
 EMITTERS = {
-    **{opcode: emit_elementwise for opcode in COMPUTED_PER_ELEMENT if opcode != "bitcast-convert"},
+    **{opcode: emit_elementwise for opcode in sorted(COMPUTED_PER_ELEMENT) if opcode != "bitcast-convert"},
+    "bitcast-convert": _bitcast_convert,
+    "copy": _copy,
     "map": emit_map,
 }
 

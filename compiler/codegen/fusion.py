@@ -26,22 +26,14 @@ from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.dot_conv import emit_dot
 from compiler.codegen.elementwise import ElementEmitter, vector_width
-from compiler.codegen.kernel import (
-    I32,
-    I64,
-    Kernel,
-    lanes,
-    ravel,
-    row_major_strides,
-    storage_type,
-    unravel,
-)
+from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.llvm_ir import I32, I64, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.codegen.reductions import Inputs, emit_reduce
-from compiler.hlo.dtypes import S64
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
+from compiler.numerics.dtypes import S64
 from compiler.numerics.order import REDUCE_LANES, accumulation_type
 from compiler.passes.fusibility import flat_identity, read_at_own_position
 
@@ -302,7 +294,7 @@ class FusionEmitter:
         if _shape(instruction).rank == 0:
             return self.elements._splat_literal(instruction, index.lanes)
         if id(instruction) not in self.constants:
-            self.constants[id(instruction)] = self.lowering._constant(instruction)
+            self.constants[id(instruction)] = self.lowering.constant(instruction)
         base = self.kernel.buffer(self.constants[id(instruction)])
         return self.kernel.load(base, _shape(instruction).dtype, index.flat(), index.lanes)
 
@@ -366,7 +358,7 @@ class FusionEmitter:
             offset = end
         self.memo = saved
         b.position_at_end(merge)
-        phi = b.phi(lanes(storage_type(_shape(instruction).dtype), index.lanes))
+        phi = b.phi(vector_of(storage_type(_shape(instruction).dtype), index.lanes))
         for value, block in incoming:
             phi.add_incoming(value, block)
         return phi
@@ -509,7 +501,7 @@ class GeneratedInputs(Inputs):
             emitter.reset()
             return emitter.value(operand, emitter.new_index(dims, offset, lanes=count, row=True))
         b = emitter.builder
-        vector = ir.Constant(lanes(storage_type(_shape(operand).dtype), count), ir.Undefined)
+        vector = ir.Constant(vector_of(storage_type(_shape(operand).dtype), count), ir.Undefined)
         for lane in range(count):
             emitter.reset()
             element = emitter.value(operand, emitter.new_index(dims, b.add(offset, I64(lane))))

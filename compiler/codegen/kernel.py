@@ -15,16 +15,21 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir
 
+from compiler.codegen import plan as P
+from compiler.codegen.llvm_ir import (
+    I8,
+    I32,
+    I64,
+    PTR,
+    VOID,
+    counted_loop,
+    declare_intrinsic,
+    storage_type,
+    vector_of,
+)
 from compiler.config import CompilerConfig
-from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
+from compiler.numerics.dtypes import DType
 
-I1 = ir.IntType(1)
-I8 = ir.IntType(8)
-I16 = ir.IntType(16)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-PTR = ir.PointerType()
-VOID = ir.VoidType()
 KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
 
 # x86 MXCSR: every exception masked, round to nearest, FTZ and DAZ off.
@@ -33,33 +38,6 @@ CONTRACT_MXCSR = 0x1F80
 # off, and DN on: every NaN an arithmetic instruction makes is the default NaN, which is the
 # contract's canonical NaN (f32 0x7FC00000, f64 0x7FF8000000000000).
 CONTRACT_FPCR = 1 << 25
-
-
-def storage_type(dtype: DType) -> ir.Type:
-    """How an element of `dtype` is held in IR: pred as i8, f16/bf16 as their i16 bits."""
-    if dtype is F32:
-        return ir.FloatType()
-    if dtype is F64:
-        return ir.DoubleType()
-    if dtype in (F16, BF16):
-        return I16
-    return ir.IntType(dtype.bits)
-
-
-def lanes(element: ir.Type, width: int) -> ir.Type:
-    """`element` or a vector of `width` of them (width 1 means scalar)."""
-    return element if width == 1 else ir.VectorType(element, width)
-
-
-def constant(type_: ir.Type, value) -> ir.Constant:
-    """A constant of a scalar or vector type (vectors get the value in every lane)."""
-    if isinstance(type_, ir.VectorType):
-        return ir.Constant(type_, [ir.Constant(type_.element, value)] * type_.count)
-    return ir.Constant(type_, value)
-
-
-def width_of(value: ir.Value) -> int:
-    return value.type.count if isinstance(value.type, ir.VectorType) else 1
 
 
 @dataclass
@@ -88,13 +66,6 @@ class KernelModule:
         clean = "".join(c if c.isalnum() else "_" for c in hint)
         return f"{clean}_{self._counter}"
 
-    def intrinsic(self, name: str, return_type: ir.Type, arg_types: list[ir.Type]) -> ir.Function:
-        """Declares an LLVM intrinsic once."""
-        existing = self.module.globals.get(name)
-        if existing is not None:
-            return existing
-        return ir.Function(self.module, ir.FunctionType(return_type, arg_types), name)
-
     def constant_bytes(self, symbol: str, data: bytes) -> ir.GlobalVariable:
         """An exported, read-only global holding `data` (a constant buffer of the plan)."""
         type_ = ir.ArrayType(I8, max(len(data), 1))
@@ -105,7 +76,7 @@ class KernelModule:
         variable.global_constant = True
         variable.initializer = value
         variable.linkage = "internal" if name.startswith("vxla.") else ""
-        variable.align = 64
+        variable.align = P.BUFFER_ALIGNMENT
         return variable
 
     @contextmanager
@@ -151,8 +122,8 @@ class KernelModule:
         wrapper.attributes.add("nounwind")
         builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
         if self.config.arch == "aarch64":
-            get_fpcr = self.intrinsic("llvm.aarch64.get.fpcr", I64, [])
-            set_fpcr = self.intrinsic("llvm.aarch64.set.fpcr", VOID, [I64])
+            get_fpcr = declare_intrinsic(self.module, "llvm.aarch64.get.fpcr", I64, [])
+            set_fpcr = declare_intrinsic(self.module, "llvm.aarch64.set.fpcr", VOID, [I64])
             saved = builder.call(get_fpcr, [], name="saved_fpcr")
             builder.call(set_fpcr, [I64(CONTRACT_FPCR)])
             builder.call(body, list(wrapper.args))
@@ -160,8 +131,8 @@ class KernelModule:
         else:
             saved = builder.alloca(I32, name="saved_mxcsr")
             wanted = builder.alloca(I32, name="contract_mxcsr")
-            stmxcsr = self.intrinsic("llvm.x86.sse.stmxcsr", VOID, [PTR])
-            ldmxcsr = self.intrinsic("llvm.x86.sse.ldmxcsr", VOID, [PTR])
+            stmxcsr = declare_intrinsic(self.module, "llvm.x86.sse.stmxcsr", VOID, [PTR])
+            ldmxcsr = declare_intrinsic(self.module, "llvm.x86.sse.ldmxcsr", VOID, [PTR])
             builder.call(stmxcsr, [saved])
             builder.store(I32(CONTRACT_MXCSR), wanted)
             builder.call(ldmxcsr, [wanted])
@@ -211,7 +182,7 @@ class Kernel:
         """Loads `width` consecutive elements starting at `index` (unaligned)."""
         element = storage_type(dtype)
         pointer = self.element_pointer(base, element, index)
-        return self.builder.load(pointer, typ=lanes(element, width), align=1)
+        return self.builder.load(pointer, typ=vector_of(element, width), align=1)
 
     def store(self, value: ir.Value, base: ir.Value, dtype: DType, index: ir.Value) -> None:
         pointer = self.element_pointer(base, storage_type(dtype), index)
@@ -220,22 +191,8 @@ class Kernel:
     @contextmanager
     def loop(self, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i") -> Iterator[ir.Value]:
         """for (i = start; i < stop; i += step): yields i; the body is emitted by the caller."""
-        builder = self.builder
-        preheader = builder.block
-        header = builder.append_basic_block(f"{name}.header")
-        body = builder.append_basic_block(f"{name}.body")
-        exit_block = builder.append_basic_block(f"{name}.exit")
-        builder.branch(header)
-        builder.position_at_end(header)
-        index = builder.phi(I64, name=name)
-        index.add_incoming(start, preheader)
-        builder.cbranch(builder.icmp_signed("<", index, stop), body, exit_block)
-        builder.position_at_end(body)
-        yield index
-        following = builder.add(index, I64(step), name=f"{name}.next")
-        index.add_incoming(following, builder.block)
-        builder.branch(header)
-        builder.position_at_end(exit_block)
+        with counted_loop(self.builder, start, stop, step, name) as index:
+            yield index
 
     @contextmanager
     def work_items(self, count: int, name: str = "item") -> Iterator[ir.Value]:

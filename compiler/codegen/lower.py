@@ -1,13 +1,10 @@
 """Lowering a verified module to kernels and an execution plan.
 
-Every array value gets a buffer (no reuse yet: the memory planning pass will add it). Tuples
-are trees of buffers and cost nothing; get-tuple-element and copy reuse their operand's
-buffers (values are never written twice, except a while loop's state, which the loop owns).
-`call` and `fusion` are inlined, except loop fusions (kind=kLoop), which become one kernel,
-reduction input fusions (kind=kInput), whose reduce computes its inputs as it reads them,
-and dot epilogue fusions (kind=kOutput), computed inside the dot's kernel
-(compiler/codegen/fusion.py). While loops and conditionals become runtime steps around the
-kernels of their computations. Every other instruction is emitted by its op family's module.
+Every array value gets a buffer (buffer_assignment.py later lets values share memory). The
+lowering walks each computation in execution order and hands every instruction to the
+emitter of its op family (elementwise.py, data_movement.py, reductions.py, dot_conv.py,
+control_flow.py, sort_gather_scatter.py: the grouping of compiler/hlo/opcodes.py and of the
+reference evaluator); parameters are bound here, as the reference evaluator binds them.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attest.digests import canonical_tensor_bytes
 from compiler.codegen import plan as P
 from compiler.codegen.kernel import KernelModule
 from compiler.config import CompilerConfig
@@ -30,7 +28,6 @@ from compiler.hlo.shape import ArrayShape, Shape, TupleShape
 Ref = int | tuple  # a buffer id, or a tuple of Refs
 Emitter = Callable[["Lowering", Instruction, list[Ref], list[P.Step]], Ref]
 
-ALIGNMENT = 64
 
 
 @dataclass
@@ -54,7 +51,7 @@ class Lowering:
         """A fresh arena buffer for an array of `shape` (row-major)."""
         nbytes = shape.byte_size
         offset = self.arena_bytes
-        self.arena_bytes += (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        self.arena_bytes += P.aligned_size(nbytes)
         return self._add(P.Buffer(len(self.buffers), "arena", shape.dtype.name, shape.dims, nbytes, offset=offset))
 
     def new_buffers(self, shape: Shape) -> Ref:
@@ -72,7 +69,7 @@ class Lowering:
 
     def scratch_buffer(self, nbytes: int) -> int:
         offset = self.arena_bytes
-        self.arena_bytes += (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        self.arena_bytes += P.aligned_size(nbytes)
         return self._add(P.Buffer(len(self.buffers), "arena", "u8", (nbytes,), nbytes, offset=offset))
 
     def _add(self, buffer: P.Buffer) -> int:
@@ -102,41 +99,14 @@ class Lowering:
         return steps, values[id(computation.root)]
 
     def lower_instruction(self, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
-        opcode = instruction.opcode
-        if opcode == "tuple":
-            return tuple(operands)
-        if opcode == "get-tuple-element":
-            return operands[0][instruction.attrs["index"]]  # type: ignore[index]
-        if opcode == "copy":
-            return operands[0]
-        if opcode == "constant":
-            return self._constant(instruction)
-        if opcode == "fusion" and instruction.attrs.get("kind") in ("kLoop", "kInput", "kOutput"):
-            # Imported here: the fusion codegen builds on this module.
-            from compiler.codegen import fusion
-
-            emit = {"kLoop": fusion.emit_loop_fusion, "kInput": fusion.emit_input_fusion, "kOutput": fusion.emit_output_fusion}
-            fused = emit[str(instruction.attrs["kind"])](self, instruction, operands, steps)
-            if fused is not None:
-                return fused
-        if opcode in ("call", "fusion"):
-            callee = instruction.attrs.get("to_apply", instruction.attrs.get("calls"))
-            assert isinstance(callee, Computation)
-            inner, result = self.lower_computation(callee, operands)
-            steps.extend(inner)
-            return result
-        if opcode == "while":
-            return self._while(instruction, operands[0], steps)
-        if opcode == "conditional":
-            return self._conditional(instruction, operands, steps)
-        emitter = self.emitters.get(opcode)
+        """The value of one instruction, emitted by its op family's module."""
+        emitter = self.emitters.get(instruction.opcode)
         if emitter is None:
-            raise HloUnsupportedError(f"the LLVM backend cannot compile {opcode} yet", instruction.location, instruction.name)
+            raise HloUnsupportedError(f"the LLVM backend cannot compile {instruction.opcode} yet", instruction.location, instruction.name)
         return emitter(self, instruction, operands, steps)
 
-    def _constant(self, instruction: Instruction) -> int:
-        from attest.digests import canonical_tensor_bytes
-
+    def constant(self, instruction: Instruction) -> int:
+        """The constant buffer holding a constant instruction's literal (canonical bytes)."""
         shape = instruction.array_shape
         assert instruction.literal is not None
         data = canonical_tensor_bytes(np.asarray(instruction.literal))
@@ -145,45 +115,6 @@ class Lowering:
     def copy_into(self, source: Ref, target: Ref) -> P.CopyStep:
         sources, targets = flatten_ref(source), flatten_ref(target)
         return P.CopyStep(tuple(sources), tuple(targets))
-
-    def _while(self, instruction: Instruction, init: Ref, steps: list[P.Step]) -> Ref:
-        condition = instruction.attrs["condition"]
-        body = instruction.attrs["body"]
-        assert isinstance(condition, Computation) and isinstance(body, Computation)
-        state = self.new_buffers(instruction.shape)
-        steps.append(self.copy_into(init, state))
-        condition_steps, predicate = self.lower_computation(condition, [state])
-        body_steps, body_result = self.lower_computation(body, [state])
-        assert isinstance(predicate, int)
-        steps.append(
-            P.WhileStep(
-                condition=tuple(condition_steps),
-                predicate=predicate,
-                body=tuple(body_steps),
-                state=tuple(flatten_ref(state)),
-                body_results=tuple(flatten_ref(body_result)),
-                instruction=instruction.name,
-            )
-        )
-        return state
-
-    def _conditional(self, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
-        if "branch_computations" in instruction.attrs:
-            branches = list(instruction.attrs["branch_computations"])  # type: ignore[arg-type]
-        else:
-            branches = [instruction.attrs["true_computation"], instruction.attrs["false_computation"]]
-        output = self.new_buffers(instruction.shape)
-        lowered: list[tuple[P.Step, ...]] = []
-        for index, branch in enumerate(branches):
-            assert isinstance(branch, Computation)
-            branch_steps, result = self.lower_computation(branch, [operands[1 + index]])
-            branch_steps.append(self.copy_into(result, output))
-            lowered.append(tuple(branch_steps))
-        selector = operands[0]
-        assert isinstance(selector, int)
-        is_pred = "branch_computations" not in instruction.attrs
-        steps.append(P.ConditionalStep(selector, is_pred, tuple(lowered), instruction.name))
-        return output
 
 
 def _with_buffers(step: P.Step, kernel_buffers: dict[str, tuple[int, ...]]) -> P.Step:

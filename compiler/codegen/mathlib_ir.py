@@ -28,8 +28,18 @@ from typing import Any
 
 import llvmlite.ir as ir
 
+from compiler.codegen.llvm_ir import (
+    DOUBLE,
+    FLOAT,
+    I1,
+    I32,
+    I64,
+    call_intrinsic,
+    counted_loop,
+    vector_of,
+)
 from compiler.config import CompilerConfig
-from compiler.hlo.dtypes import F32, F64
+from compiler.numerics.dtypes import F32, F64
 from compiler.numerics.mathlib import UNARY_FUNCTIONS
 from compiler.numerics.mathlib.correctly_rounded import near_f32_boundary
 from compiler.numerics.mathlib.dsl import Table
@@ -61,15 +71,6 @@ _MAGIC_BITS = 0x4338000000000000
 # power 13.9 vs 15.0, exp and sin equal).
 ALWAYS_INLINE = True
 
-_I1 = ir.IntType(1)
-_I32 = ir.IntType(32)
-_I64 = ir.IntType(64)
-_F32 = ir.FloatType()
-_F64 = ir.DoubleType()
-
-
-def _lanes(t: ir.Type, width: int) -> ir.Type:
-    return t if width == 1 else ir.VectorType(t, width)
 
 
 # --------------------------------------------------------------------------- values
@@ -263,9 +264,9 @@ class IROps:
     def __init__(self, builder: ir.IRBuilder, width: int) -> None:
         self.b = builder
         self.width = width
-        self.t_f64 = _lanes(_F64, width)
-        self.t_i64 = _lanes(_I64, width)
-        self.t_i1 = _lanes(_I1, width)
+        self.t_f64 = vector_of(DOUBLE, width)
+        self.t_i64 = vector_of(I64, width)
+        self.t_i1 = vector_of(I1, width)
 
     @property
     def module(self) -> ir.Module:
@@ -274,7 +275,7 @@ class IROps:
     # ---------------------------------------------------------------- constants, lifting
 
     def _splat(self, lane: ir.Type, value: float | int) -> ir.Constant:
-        t = _lanes(lane, self.width)
+        t = vector_of(lane, self.width)
         return ir.Constant(t, value if self.width == 1 else [value] * self.width)
 
     def lift_f(self, x: Any) -> ir.Value:
@@ -282,7 +283,7 @@ class IROps:
         if isinstance(x, FloatValue):
             return x.v
         if isinstance(x, (float, int)) and not isinstance(x, bool):
-            return self._splat(_F64, float(x))
+            return self._splat(DOUBLE, float(x))
         raise TypeError(f"expected a float value, got {x!r}")
 
     def lift_i(self, x: Any) -> ir.Value:
@@ -292,23 +293,14 @@ class IROps:
         if isinstance(x, int) and not isinstance(x, bool):
             if not -(2**63) <= x < 2**63:
                 raise ValueError(f"integer constant {x} is out of int64 range")
-            return self._splat(_I64, x)
+            return self._splat(I64, x)
         raise TypeError(f"expected an int value, got {x!r}")
 
     def _wrap_like(self, sample: Any, v: ir.Value) -> FloatValue | IntValue:
         return FloatValue(self, v) if isinstance(sample, FloatValue) else IntValue(self, v)
 
-    def _intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-        suffix = "f64" if self.width == 1 else f"v{self.width}f64"
-        full = f"{name}.{suffix}"
-        existing = self.module.globals.get(full)
-        if existing is not None:
-            return existing
-        return ir.Function(self.module, ir.FunctionType(ret, args), name=full)
-
     def _call_f(self, name: str, *args: Any) -> FloatValue:
-        fn = self._intrinsic(name, self.t_f64, [self.t_f64] * len(args))
-        return FloatValue(self, self.b.call(fn, [self.lift_f(a) for a in args]))
+        return FloatValue(self, call_intrinsic(self.b, name, *[self.lift_f(a) for a in args]))
 
     # ---------------------------------------------------------------- DSL operations
 
@@ -372,21 +364,21 @@ class IROps:
         """t.values[i], with i clamped (unsigned) to the table: in-range indices, the only
         ones the algorithms use for their results, are unchanged."""
         g = self._global(t)
-        elem = _F64 if t.is_float else _I64
+        elem = DOUBLE if t.is_float else I64
         last = len(t) - 1
         idx = self.b.select(
             self.b.icmp_unsigned(">", i.v, self.lift_i(last)), self.lift_i(last), i.v
         )
-        zero = ir.Constant(_I64, 0)
+        zero = ir.Constant(I64, 0)
         if self.width == 1:
             ptr = self.b.gep(g, [zero, idx], inbounds=True, source_etype=g.value_type)
             v = self.b.load(ptr, typ=elem)
         else:
-            v = ir.Constant(_lanes(elem, self.width), None)
+            v = ir.Constant(vector_of(elem, self.width), None)
             for lane in range(self.width):
-                k = self.b.extract_element(idx, ir.Constant(_I32, lane))
+                k = self.b.extract_element(idx, ir.Constant(I32, lane))
                 ptr = self.b.gep(g, [zero, k], inbounds=True, source_etype=g.value_type)
-                v = self.b.insert_element(v, self.b.load(ptr, typ=elem), ir.Constant(_I32, lane))
+                v = self.b.insert_element(v, self.b.load(ptr, typ=elem), ir.Constant(I32, lane))
         if t.is_float:
             return FloatValue(self, v)
         if min(t.values) >= 0:
@@ -400,7 +392,7 @@ class IROps:
         existing = self.module.globals.get(name)
         if existing is not None:
             return existing
-        elem = _F64 if t.is_float else _I64
+        elem = DOUBLE if t.is_float else I64
         arr = ir.ArrayType(elem, len(t))
         g = ir.GlobalVariable(self.module, arr, name)
         g.linkage = "internal"
@@ -493,18 +485,18 @@ def function_name(name: str, dtype: str, width: int) -> str:
 def _canonical_f64(b: ir.IRBuilder, y: ir.Value, width: int) -> ir.Value:
     """y with every NaN replaced by the canonical NaN, decided on the bits (so no later
     pass can change a payload or sign)."""
-    t_i = _lanes(_I64, width)
+    t_i = vector_of(I64, width)
 
     def c(v: int) -> ir.Constant:
         return ir.Constant(t_i, v if width == 1 else [v] * width)
 
     bits = b.bitcast(y, t_i)
     nan = b.icmp_signed(">", b.and_(bits, c(F64_ABS_MASK)), c(F64_INF_BITS))
-    return b.bitcast(b.select(nan, c(F64_NAN_BITS), bits), _lanes(_F64, width))
+    return b.bitcast(b.select(nan, c(F64_NAN_BITS), bits), vector_of(DOUBLE, width))
 
 
 def _canonical_f32_bits(b: ir.IRBuilder, bits: ir.Value, width: int) -> ir.Value:
-    t_i = _lanes(_I32, width)
+    t_i = vector_of(I32, width)
 
     def c(v: int) -> ir.Constant:
         return ir.Constant(t_i, v if width == 1 else [v] * width)
@@ -523,7 +515,7 @@ def _new_function(module: ir.Module, fname: str, ty: ir.Type, arity: int) -> ir.
 
 
 def _define_f64(module: ir.Module, name: str, width: int, fname: str) -> ir.Function:
-    ty = _lanes(_F64, width)
+    ty = vector_of(DOUBLE, width)
     arity = 2 if name in BINARY_FUNCTIONS else 1
     fn = _new_function(module, fname, ty, arity)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -540,9 +532,9 @@ def _define_f32(
 ) -> ir.Function:
     """RN32(pinned_f64(x)), patched where that double rounding is not correctly rounded
     (unary functions; power and atan2 are defined as the plain double rounding)."""
-    ty = _lanes(_F32, width)
-    t_f64 = _lanes(_F64, width)
-    t_i32 = _lanes(_I32, width)
+    ty = vector_of(FLOAT, width)
+    t_f64 = vector_of(DOUBLE, width)
+    t_i32 = vector_of(I32, width)
     arity = 2 if name in BINARY_FUNCTIONS else 1
     if arity == 1 and name not in F32_EXCEPTIONS:
         raise LookupError(f"no binary32 exception table for {name}: run "
@@ -573,7 +565,7 @@ def _patch_exceptions(
     near = near_f32_boundary(ops, FloatValue(ops, wide))
     before = b.block
     with b.if_then(ops.any_lane(near), likely=False):
-        x_bits = b.bitcast(x, _lanes(_I32, width))
+        x_bits = b.bitcast(x, vector_of(I32, width))
         patched = bits
         for x_in, y_out in exceptions:
             hit = b.icmp_unsigned("==", x_bits, _i32_splat(x_in, width))
@@ -588,7 +580,7 @@ def _patch_exceptions(
 def _i32_splat(v: int, width: int) -> ir.Constant:
     # Bit patterns above 2**31 - 1 are written as the equal negative int32.
     s = v - (1 << 32) if v >= 1 << 31 else v
-    return ir.Constant(_lanes(_I32, width), s if width == 1 else [s] * width)
+    return ir.Constant(vector_of(I32, width), s if width == 1 else [s] * width)
 
 
 def math_function(
@@ -634,46 +626,29 @@ def define_array_kernel(
     out[k] = name(in0[k] [, in1[k]]) for k < n: a loop of `width`-lane vectors, then a
     scalar loop over the tail. Pointers are to float (f32) or double (f64) elements.
     """
-    elem = _F32 if dtype == "f32" else _F64
+    elem = FLOAT if dtype == "f32" else DOUBLE
     arity = 2 if name in BINARY_FUNCTIONS else 1
     vec_fn = math_function(module, name, dtype, width, config)
     one_fn = math_function(module, name, dtype, 1, config)
     ptr = ir.PointerType()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * (arity + 1) + [_I64]),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ptr] * (arity + 1) + [I64]),
                      name=kernel_name)
     fn.attributes.add("nounwind")
     *ins, out, n = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    vec_end = b.mul(b.sdiv(n, ir.Constant(_I64, width)), ir.Constant(_I64, width))
-    _counted_loop(b, ir.Constant(_I64, 0), vec_end, width,
-                  lambda i: _apply(b, vec_fn, ins, out, i, _lanes(elem, width), elem))
-    _counted_loop(b, vec_end, n, 1, lambda i: _apply(b, one_fn, ins, out, i, elem, elem))
+    vec_end = b.mul(b.sdiv(n, ir.Constant(I64, width)), ir.Constant(I64, width))
+    with counted_loop(b, ir.Constant(I64, 0), vec_end, width, "vector") as i:
+        _apply(b, vec_fn, ins, out, i, vector_of(elem, width), elem)
+    with counted_loop(b, vec_end, n, 1, "tail") as i:
+        _apply(b, one_fn, ins, out, i, elem, elem)
     b.ret_void()
     return fn
 
 
 def _apply(b: ir.IRBuilder, fn: ir.Function, ins: list, out: ir.Value, i: ir.Value,
            ty: ir.Type, elem: ir.Type) -> None:
-    align = 4 if elem == _F32 else 8  # element alignment: vectors may start anywhere
+    align = 4 if elem == FLOAT else 8  # element alignment: vectors may start anywhere
     args = [b.load(b.gep(p, [i], source_etype=elem), typ=ty, align=align) for p in ins]
     b.store(b.call(fn, args), b.gep(out, [i], source_etype=elem), align=align)
 
 
-def _counted_loop(b: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int,
-                  body: Callable[[ir.Value], None]) -> None:
-    """for (i = start; i < stop; i += step) body(i); leaves b after the loop."""
-    head = b.append_basic_block("loop.head")
-    loop = b.append_basic_block("loop.body")
-    done = b.append_basic_block("loop.done")
-    entry = b.block
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(_I64)
-    i.add_incoming(start, entry)
-    b.cbranch(b.icmp_signed("<", i, stop), loop, done)
-    b.position_at_end(loop)
-    body(i)
-    nxt = b.add(i, ir.Constant(_I64, step))
-    i.add_incoming(nxt, b.block)
-    b.branch(head)
-    b.position_at_end(done)

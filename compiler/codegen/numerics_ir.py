@@ -28,91 +28,38 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from compiler.codegen.llvm_ir import (
+    DOUBLE,
+    FLOAT,
+    I1,
+    I16,
+    I32,
+    I64,
+    I128,
+    call_intrinsic,
+    constant,
+    intrinsic_suffix,
+    shaped_like,
+    storage_type,
+)
 from compiler.config import CompilerConfig
-from compiler.hlo.dtypes import BF16, F16, F32, F64, U8, DType, FloatLayout
+from compiler.numerics.dtypes import BF16, F16, F32, F64, U8, DType, FloatLayout
 
 Value = ir.Value
 Builder = ir.IRBuilder
 
-I1 = ir.IntType(1)
-I16 = ir.IntType(16)
-I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-I128 = ir.IntType(128)
-FLOAT = ir.FloatType()
-DOUBLE = ir.DoubleType()
-
-
-def storage_type(dtype: DType) -> ir.Type:
-    """The IR scalar type that holds one element of `dtype`."""
-    if dtype is F32:
-        return FLOAT
-    if dtype is F64:
-        return DOUBLE
-    if dtype.is_pred:
-        return ir.IntType(8)
-    return ir.IntType(dtype.bits)
 
 
 # --- type and constant helpers ---------------------------------------------------------------
 
 
-def _shaped(like: ir.Type, element: ir.Type) -> ir.Type:
-    """`element`, or a vector of it with as many lanes as `like` has."""
-    if isinstance(like, ir.VectorType):
-        return ir.VectorType(element, like.count)
-    return element
-
-
-def _scalar(ty: ir.Type) -> ir.Type:
-    return ty.element if isinstance(ty, ir.VectorType) else ty
-
-
-def _const(ty: ir.Type, value: int | float) -> ir.Constant:
-    """A constant of `ty` (a splat for vectors). Integers are given as Python ints of any sign
-    and wrapped to the width, since the IR parser wants signed decimal literals."""
-    element = _scalar(ty)
-    if isinstance(element, ir.IntType):
-        value = int(value) & ((1 << element.width) - 1)
-        if value >> (element.width - 1):
-            value -= 1 << element.width
-    scalar = ir.Constant(element, value)
-    if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [scalar] * ty.count)
-    return scalar
-
-
 def _int(like: Value, bits: int, value: int) -> ir.Constant:
     """An iN constant shaped like `like` (scalar or vector)."""
-    return _const(_shaped(like.type, ir.IntType(bits)), value)
+    return constant(shaped_like(like.type, ir.IntType(bits)), value)
 
 
 def _flt(like: Value, element: ir.Type, value: float) -> ir.Constant:
-    return _const(_shaped(like.type, element), value)
-
-
-def _mangle(ty: ir.Type) -> str:
-    """The overload suffix of an intrinsic name for `ty` (as LLVM spells it)."""
-    if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{_mangle(ty.element)}"
-    if isinstance(ty, ir.IntType):
-        return f"i{ty.width}"
-    if isinstance(ty, ir.FloatType):
-        return "f32"
-    if isinstance(ty, ir.DoubleType):
-        return "f64"
-    raise TypeError(f"no intrinsic suffix for {ty}")
-
-
-def _intrinsic(builder: Builder, name: str, *args: Value) -> Value:
-    """Calls the LLVM intrinsic `name`, overloaded on (and returning) the first argument's type."""
-    ty = args[0].type
-    full = f"{name}.{_mangle(ty)}"
-    module = builder.module
-    function = module.globals.get(full)
-    if function is None:
-        function = ir.Function(module, ir.FunctionType(ty, [a.type for a in args]), full)
-    return builder.call(function, args)
+    return constant(shaped_like(like.type, element), value)
 
 
 def _helper(
@@ -148,7 +95,7 @@ def _smin(builder: Builder, a: Value, b: Value) -> Value:
 
 def _ctlz(builder: Builder, value: Value) -> Value:
     """Leading zeros, defined (the width) for zero."""
-    return _intrinsic(builder, "llvm.ctlz", value, _const(I1, 0))
+    return call_intrinsic(builder, "llvm.ctlz", value, constant(I1, 0))
 
 
 def _any(builder: Builder, mask: Value) -> Value:
@@ -166,13 +113,13 @@ def _to_bits(builder: Builder, value: Value, dtype: DType) -> Value:
     """The raw bits of a float value as an integer of the same width."""
     if dtype in (F16, BF16):
         return value
-    return builder.bitcast(value, _shaped(value.type, ir.IntType(dtype.bits)))
+    return builder.bitcast(value, shaped_like(value.type, ir.IntType(dtype.bits)))
 
 
 def _from_bits(builder: Builder, bits: Value, dtype: DType) -> Value:
     if dtype in (F16, BF16):
         return bits
-    return builder.bitcast(bits, _shaped(bits.type, storage_type(dtype)))
+    return builder.bitcast(bits, shaped_like(bits.type, storage_type(dtype)))
 
 
 def _is_nan_bits(builder: Builder, bits: Value, layout: FloatLayout) -> Value:
@@ -201,10 +148,10 @@ def widen_to_f32(builder: Builder, value: Value, dtype: DType) -> Value:
     """f16/bf16 bits (i16) to float, exactly (NaN payloads move along); f32 is returned as is."""
     if dtype is F32:
         return value
-    wide = builder.zext(value, _shaped(value.type, I32))
+    wide = builder.zext(value, shaped_like(value.type, I32))
     if dtype is BF16:
         # bf16 is the top half of a binary32.
-        return builder.bitcast(builder.shl(wide, _int(wide, 32, 16)), _shaped(value.type, FLOAT))
+        return builder.bitcast(builder.shl(wide, _int(wide, 32, 16)), shaped_like(value.type, FLOAT))
     if dtype is not F16:
         raise ValueError(f"cannot widen {dtype.name} to f32")
     # Integer code: `fpext half` is a compiler-rt call on CPUs without F16C.
@@ -216,7 +163,7 @@ def widen_to_f32(builder: Builder, value: Value, dtype: DType) -> Value:
     # Inf and NaN: all-ones exponent, fraction (payload) kept.
     special = builder.or_(moved, _int(wide, 32, 0x7F800000))
     # Subnormal: the fraction counts units of 2^-24; both steps are exact in binary32.
-    float_type = _shaped(value.type, FLOAT)
+    float_type = shaped_like(value.type, FLOAT)
     scaled = builder.fmul(builder.uitofp(magnitude, float_type), _flt(wide, FLOAT, 2.0**-24))
     subnormal = builder.bitcast(scaled, wide.type)
     is_special = builder.icmp_unsigned(">=", magnitude, _int(wide, 32, 0x7C00))
@@ -230,7 +177,7 @@ def round_f32_to(builder: Builder, value: Value, dtype: DType) -> Value:
     the value itself with a canonical NaN."""
     if dtype is F32:
         return canonicalize_nan(builder, value, F32)
-    bits = builder.bitcast(value, _shaped(value.type, I32))
+    bits = builder.bitcast(value, shaped_like(value.type, I32))
     if dtype is BF16:
         return _f32_bits_to_bf16(builder, bits)
     if dtype is F16:
@@ -242,7 +189,7 @@ def _f32_bits_to_bf16(builder: Builder, bits: Value) -> Value:
     # Nearest-even on the low 16 bits; a carry moves into the exponent, up to infinity.
     lsb = builder.and_(builder.lshr(bits, _int(bits, 32, 16)), _int(bits, 32, 1))
     biased = builder.add(builder.add(bits, _int(bits, 32, 0x7FFF)), lsb)
-    rounded = builder.trunc(builder.lshr(biased, _int(bits, 32, 16)), _shaped(bits.type, I16))
+    rounded = builder.trunc(builder.lshr(biased, _int(bits, 32, 16)), shaped_like(bits.type, I16))
     nan = _is_nan_bits(builder, bits, F32.float_layout)
     return builder.select(nan, _int(rounded, 16, BF16.float_layout.canonical_nan), rounded)
 
@@ -258,7 +205,7 @@ def _f32_bits_to_f16(builder: Builder, bits: Value) -> Value:
     normal = builder.lshr(builder.add(rebiased, odd), _int(bits, 32, 13))
     # Subnormal results (|x| < 2^-14): adding 0.5 puts the binary32 ulp at 2^-24, the f16
     # subnormal spacing, so the hardware's nearest-even addition does the rounding.
-    float_type = _shaped(bits.type, FLOAT)
+    float_type = shaped_like(bits.type, FLOAT)
     shifted = builder.fadd(builder.bitcast(magnitude, float_type), _flt(bits, FLOAT, 0.5))
     subnormal = builder.sub(builder.bitcast(shifted, bits.type), _int(bits, 32, 0x3F000000))
     # 65520 (0x477FF000) and above round to infinity (65504 is odd, so the tie goes up).
@@ -270,7 +217,7 @@ def _f32_bits_to_f16(builder: Builder, bits: Value) -> Value:
     result = builder.or_(finite, sign)
     nan = builder.icmp_unsigned(">", magnitude, _int(bits, 32, 0x7F800000))
     result = builder.select(nan, _int(bits, 32, F16.float_layout.canonical_nan), result)
-    return builder.trunc(result, _shaped(bits.type, I16))
+    return builder.trunc(result, shaped_like(bits.type, I16))
 
 
 # --- round to odd -----------------------------------------------------------------------------
@@ -279,7 +226,7 @@ def _f32_bits_to_f16(builder: Builder, bits: Value) -> Value:
 def _round_to_odd_sum(builder: Builder, total: Value, error: Value) -> Value:
     """The double `total` (a nearest-even sum) moved to the round-to-odd result, given the exact
     rounding error `error` of the sum: an inexact even result steps one ulp towards the error."""
-    bits = builder.bitcast(total, _shaped(total.type, I64))
+    bits = builder.bitcast(total, shaped_like(total.type, I64))
     error_bits = builder.bitcast(error, bits.type)
     f64 = F64.float_layout
     finite = builder.icmp_unsigned(
@@ -307,15 +254,15 @@ def _two_sum(builder: Builder, a: Value, b: Value) -> tuple[Value, Value]:
 def _f64_to_f32_round_to_odd(builder: Builder, value: Value) -> Value:
     """double to float with round-to-odd (as floats.round_to_odd_f32): a later nearest-even
     rounding to f16/bf16 is then one correct rounding of the double."""
-    float_type = _shaped(value.type, FLOAT)
+    float_type = shaped_like(value.type, FLOAT)
     nearest = builder.fptrunc(value, float_type)
     widened = builder.fpext(nearest, value.type)
     inexact = builder.fcmp_ordered("!=", widened, value)  # false for NaN
-    bits = builder.bitcast(nearest, _shaped(value.type, I32))
+    bits = builder.bitcast(nearest, shaped_like(value.type, I32))
     even = builder.icmp_unsigned("==", builder.and_(bits, _int(bits, 32, 1)), _int(bits, 32, 0))
     # Step towards the value; an overflow to infinity steps back to the largest float.
-    value_abs = _intrinsic(builder, "llvm.fabs", value)
-    widened_abs = _intrinsic(builder, "llvm.fabs", widened)
+    value_abs = call_intrinsic(builder, "llvm.fabs", value)
+    widened_abs = call_intrinsic(builder, "llvm.fabs", widened)
     grows = builder.fcmp_ordered(">", value_abs, widened_abs)
     step = builder.select(grows, _int(bits, 32, 1), _int(bits, 32, -1))
     bits = builder.select(builder.and_(inexact, even), builder.add(bits, step), bits)
@@ -327,7 +274,7 @@ def _round_from_f64(builder: Builder, value: Value, target: DType) -> Value:
     if target is F64:
         return canonicalize_nan(builder, value, F64)
     if target is F32:
-        return canonicalize_nan(builder, builder.fptrunc(value, _shaped(value.type, FLOAT)), F32)
+        return canonicalize_nan(builder, builder.fptrunc(value, shaped_like(value.type, FLOAT)), F32)
     return round_f32_to(builder, _f64_to_f32_round_to_odd(builder, value), target)
 
 
@@ -352,11 +299,11 @@ def fma(
     if dtype not in (F32, F64):
         raise ValueError(f"fma is defined on f32 and f64, not {dtype.name}")
     if config.has_fma:
-        result = _intrinsic(builder, "llvm.fma", a, b, c)
+        result = call_intrinsic(builder, "llvm.fma", a, b, c)
     elif dtype is F32:
         result = _fma_f32_emulated(builder, a, b, c)
     else:
-        name = f"vxla.fma_f64_emulated.{_mangle(a.type)}"
+        name = f"vxla.fma_f64_emulated.{intrinsic_suffix(a.type)}"
         result = _helper(builder, name, [a, b, c], lambda h, p: _fma_f64_emulated(h, *p))
     return canonicalize_nan(builder, result, dtype) if canonicalize else result
 
@@ -364,7 +311,7 @@ def fma(
 def _fma_f32_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
     """floats.fma_f32: the product is exact in binary64, the sum is rounded to odd there, and
     binary64 has more than 2*24+2 bits, so the final rounding to binary32 is the correct one."""
-    double_type = _shaped(a.type, DOUBLE)
+    double_type = shaped_like(a.type, DOUBLE)
     a64, b64, c64 = (builder.fpext(v, double_type) for v in (a, b, c))
     product = builder.fmul(a64, b64)
     total, error = _two_sum(builder, product, c64)
@@ -385,7 +332,7 @@ def _unpack_f64(builder: Builder, bits: Value) -> tuple[Value, Value]:
     shift = _umin(builder, shift, _int(bits, 64, 63))  # a zero gives 53; keep shifts defined
     significand = builder.shl(raw, shift)
     exponent = builder.sub(builder.sub(exponent, _int(bits, 64, 1075)), shift)
-    return significand, builder.trunc(exponent, _shaped(bits.type, I32))
+    return significand, builder.trunc(exponent, shaped_like(bits.type, I32))
 
 
 def _fma_f64_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
@@ -396,8 +343,8 @@ def _fma_f64_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
     Non-finite operands and zero factors take the plain IEEE path a*b + c, which is exact there
     (the product is an exact zero, infinite or NaN), except that a finite product with an
     infinite addend gives the addend (a*b could overflow to the opposite infinity)."""
-    i64_type = _shaped(a.type, I64)
-    i128_type = _shaped(a.type, I128)
+    i64_type = shaped_like(a.type, I64)
+    i128_type = shaped_like(a.type, I128)
     a_bits, b_bits, c_bits = (builder.bitcast(v, i64_type) for v in (a, b, c))
     f64 = F64.float_layout
 
@@ -472,7 +419,7 @@ def _fma_f64_emulated(builder: Builder, a: Value, b: Value, c: Value) -> Value:
 def _round_i128_to_f64(builder: Builder, total: Value, x: Value) -> Value:
     """The binary64 bits (sign clear) nearest, ties to even, to total * 2^x, for a non-zero
     128-bit `total` below 2^127 and an i32 exponent `x`; overflow gives infinity."""
-    i64_type = _shaped(total.type, I64)
+    i64_type = shaped_like(total.type, I64)
     top = builder.sub(_int(x, 32, 127), builder.trunc(_ctlz(builder, total), x.type))
     t = builder.add(x, top)  # exponent of the leading bit
     # Exponent of the result's least significant bit: 52 below the leading bit, but not below
@@ -535,14 +482,14 @@ def fmod(builder: Builder, a: Value, b: Value, dtype: DType) -> Value:
     always-inlined helper function, so the caller's builder stays in its block."""
     if dtype not in (F32, F64):
         raise ValueError(f"fmod is defined on f32 and f64, not {dtype.name}")
-    name = f"vxla.fmod.{_mangle(a.type)}"
+    name = f"vxla.fmod.{intrinsic_suffix(a.type)}"
     return _helper(builder, name, [a, b], lambda h, p: _fmod_body(h, p[0], p[1], dtype))
 
 
 def _fmod_body(builder: Builder, a: Value, b: Value, dtype: DType) -> Value:
     layout = dtype.float_layout
     mantissa = layout.mantissa_bits
-    i64_type = _shaped(a.type, I64)
+    i64_type = shaped_like(a.type, I64)
     # Work in 64 bits for both widths.
     a_bits = (
         builder.zext(_to_bits(builder, a, dtype), i64_type)
@@ -622,7 +569,7 @@ def _fmod_body(builder: Builder, a: Value, b: Value, dtype: DType) -> Value:
     bits = builder.select(keep_a, a_bits, bits)
     bits = builder.select(nan_result, c64(layout.canonical_nan), bits)
     if dtype is F32:
-        bits = builder.trunc(bits, _shaped(a.type, I32))
+        bits = builder.trunc(bits, shaped_like(a.type, I32))
     return _from_bits(builder, bits, dtype)
 
 
@@ -693,7 +640,7 @@ def convert(
     if source == target:
         return value
     if target.is_pred:
-        return builder.zext(_is_nonzero(builder, value, source), _shaped(value.type, ir.IntType(8)))
+        return builder.zext(_is_nonzero(builder, value, source), shaped_like(value.type, ir.IntType(8)))
     if source.is_pred:
         source = U8  # stored as 0 or 1 in an i8
     if target.is_float:
@@ -715,14 +662,14 @@ def _is_nonzero(builder: Builder, value: Value, dtype: DType) -> Value:
         bits = _to_bits(builder, value, dtype)
         magnitude = builder.and_(bits, _int(bits, dtype.bits, dtype.float_layout.abs_mask))
         return builder.icmp_unsigned("!=", magnitude, _int(bits, dtype.bits, 0))
-    return builder.icmp_unsigned("!=", value, _const(value.type, 0))
+    return builder.icmp_unsigned("!=", value, constant(value.type, 0))
 
 
 def _float_to_f64(builder: Builder, value: Value, dtype: DType) -> Value:
     """Exact widening of any float type to double (a NaN stays a NaN; callers canonicalize)."""
     if dtype is F64:
         return value
-    return builder.fpext(widen_to_f32(builder, value, dtype), _shaped(value.type, DOUBLE))
+    return builder.fpext(widen_to_f32(builder, value, dtype), shaped_like(value.type, DOUBLE))
 
 
 def _float_to_float(builder: Builder, value: Value, source: DType, target: DType) -> Value:
@@ -736,7 +683,7 @@ def _integer_to_f64(builder: Builder, value: Value, source: DType, round_to_odd:
     """An integer as a double, rounded to nearest-even or to odd. Up to 32 bits the conversion
     is exact; 64-bit integers are split into 32-bit halves (each exact in binary64), whose sum
     is rounded once, with TwoSum giving the error for the round-to-odd step."""
-    double_type = _shaped(value.type, DOUBLE)
+    double_type = shaped_like(value.type, DOUBLE)
     if source.bits < 64:
         if source.is_signed:
             return builder.sitofp(value, double_type)
@@ -756,9 +703,9 @@ def _float_to_integer(builder: Builder, value: Value, target: DType) -> Value:
     """A double to an integer type: truncate towards zero, saturate, NaN -> 0 (every comparison
     with NaN is false, so a NaN takes none of the branches)."""
     bits = target.bits
-    int_type = _shaped(value.type, ir.IntType(bits))
-    i64_type = _shaped(value.type, I64)
-    truncated = _intrinsic(builder, "llvm.trunc", value)
+    int_type = shaped_like(value.type, ir.IntType(bits))
+    i64_type = shaped_like(value.type, I64)
+    truncated = call_intrinsic(builder, "llvm.trunc", value)
     if target.is_signed:
         low, high = -(2.0 ** (bits - 1)), 2.0 ** (bits - 1)
         low_int, high_int = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -783,12 +730,12 @@ def _float_to_integer(builder: Builder, value: Value, target: DType) -> Value:
         converted = builder.fptosi(safe, i64_type)
     if bits < 64:
         converted = builder.trunc(converted, int_type)
-    result = builder.select(above, _const(int_type, high_int), converted)
-    return builder.select(below, _const(int_type, low_int), result)
+    result = builder.select(above, constant(int_type, high_int), converted)
+    return builder.select(below, constant(int_type, low_int), result)
 
 
 def _integer_to_integer(builder: Builder, value: Value, source: DType, target: DType) -> Value:
-    int_type = _shaped(value.type, ir.IntType(target.bits))
+    int_type = shaped_like(value.type, ir.IntType(target.bits))
     if target.bits < source.bits:
         return builder.trunc(value, int_type)
     if target.bits == source.bits:

@@ -13,6 +13,16 @@ from typing import Literal
 
 BufferKind = Literal["arena", "input", "constant"]
 
+# Every arena buffer starts at a multiple of this many bytes from the arena's start, the arena
+# itself is so aligned when it runs, and constant buffers are aligned the same: one cache line,
+# and the widest vector (AVX-512) any kernel loads.
+BUFFER_ALIGNMENT = 64
+
+
+def aligned_size(nbytes: int) -> int:
+    """`nbytes` rounded up to a multiple of BUFFER_ALIGNMENT (the space a buffer takes)."""
+    return (nbytes + BUFFER_ALIGNMENT - 1) // BUFFER_ALIGNMENT * BUFFER_ALIGNMENT
+
 
 @dataclass(frozen=True)
 class Buffer:

@@ -13,21 +13,13 @@ from llvmlite import ir
 
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter
-from compiler.codegen.kernel import (
-    I32,
-    I64,
-    Kernel,
-    lanes,
-    ravel,
-    row_major_strides,
-    storage_type,
-    unravel,
-)
+from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.llvm_ir import I32, I64, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import F32, F64
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
+from compiler.numerics.dtypes import F32, F64
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
@@ -159,7 +151,7 @@ class SequenceReader:
             return [self.inputs.element(number, offset, REDUCE_LANES) for number in range(len(self.shapes))]
         out = []
         for position, shape in enumerate(self.shapes):
-            vector = filler[position] if filler is not None else ir.Constant(lanes(storage_type(shape.dtype), REDUCE_LANES), ir.Undefined)
+            vector = filler[position] if filler is not None else ir.Constant(vector_of(storage_type(shape.dtype), REDUCE_LANES), ir.Undefined)
             for lane in range(count):
                 element = self.inputs.element(position, self._offset(b.add(start, I64(lane))))
                 vector = b.insert_element(vector, element, I32(lane))
@@ -228,7 +220,7 @@ def _extremum_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader, sta
     b = kernel.builder
     dtype = reduce.computation.root.array_shape.dtype
     width = dtype.bits
-    float_vector = lanes(storage_type(dtype), REDUCE_LANES)
+    float_vector = vector_of(storage_type(dtype), REDUCE_LANES)
     int_vector = ir.VectorType(ir.IntType(width), REDUCE_LANES)
     mask_vector = ir.VectorType(ir.IntType(1), REDUCE_LANES)
 
@@ -281,7 +273,7 @@ def _extremum_key_lanes(kernel: Kernel, reduce: Reducer, reader: SequenceReader,
     dtype = reduce.computation.root.array_shape.dtype
     width = dtype.bits
     int_vector = ir.VectorType(ir.IntType(width), REDUCE_LANES)
-    float_vector = lanes(storage_type(dtype), REDUCE_LANES)
+    float_vector = vector_of(storage_type(dtype), REDUCE_LANES)
 
     def keys_at(offset: ir.Value) -> ir.Value:
         return _total_order_key(b, b.bitcast(reader.vectors(offset, REDUCE_LANES)[0], int_vector), width)

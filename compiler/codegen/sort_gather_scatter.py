@@ -13,10 +13,11 @@ from llvmlite import ir
 
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter
-from compiler.codegen.kernel import I1, I32, I64, Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.llvm_ir import I1, I32, I64
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
-from compiler.hlo.dtypes import DType
 from compiler.hlo.ir import Computation, Instruction
+from compiler.numerics.dtypes import DType
 
 
 def _computation(instruction: Instruction) -> Computation:

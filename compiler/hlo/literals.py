@@ -12,9 +12,9 @@ import re
 
 import numpy as np
 
-from compiler.hlo.dtypes import BF16, F64, DType
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import floats
+from compiler.numerics.dtypes import BF16, F64, DType
 
 
 class LiteralSyntaxError(ValueError):

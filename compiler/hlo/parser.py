@@ -13,12 +13,12 @@ import re
 from dataclasses import dataclass
 
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 from compiler.hlo.errors import HloParseError, HloUnsupportedError, SourceLocation
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.literals import LiteralSyntaxError, parse_literal
 from compiler.hlo.opcodes import KNOWN
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
+from compiler.numerics.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 
 _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")

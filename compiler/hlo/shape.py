@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.hlo.dtypes import DType
+from compiler.numerics.dtypes import DType
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.hlo.dtypes import BF16, F16, F64, U8, DType
 from compiler.numerics import floats
+from compiler.numerics.dtypes import BF16, F16, F64, U8, DType
 
 
 def float_to_f64(values: np.ndarray, dtype: DType) -> np.ndarray:

@@ -14,7 +14,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
+from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
 
 _BITS_DTYPES = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 

@@ -15,7 +15,7 @@ rounded to the result type once at the end.
 
 from __future__ import annotations
 
-from compiler.hlo.dtypes import BF16, F16, F32, DType
+from compiler.numerics.dtypes import BF16, F16, F32, DType
 
 REDUCE_LANES = 16
 REDUCE_BLOCK = 4096

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from compiler.hlo import load_module
 from compiler.hlo.ir import Module
 from compiler.numerics.floats import check_fp_environment
 from compiler.reference import (
@@ -22,7 +23,6 @@ from compiler.reference import (
     sort_gather_scatter,
 )
 from compiler.reference.evaluator import (
-    EvaluationError,
     Handler,
     InstructionObserver,
     Value,
@@ -30,14 +30,17 @@ from compiler.reference.evaluator import (
     flatten_value,
 )
 
-HANDLERS: dict[str, Handler] = {
-    **elementwise.HANDLERS,
-    **data_movement.HANDLERS,
-    **reductions.HANDLERS,
-    **dot_conv.HANDLERS,
-    **control_flow.HANDLERS,
-    **sort_gather_scatter.HANDLERS,
+# The module of each op family (compiler/hlo/opcodes.py FAMILIES), whose HANDLERS evaluate
+# that family's opcodes.
+FAMILY_MODULES = {
+    "elementwise": elementwise,
+    "data_movement": data_movement,
+    "reductions": reductions,
+    "dot_conv": dot_conv,
+    "control_flow": control_flow,
+    "sort_gather_scatter": sort_gather_scatter,
 }
+HANDLERS: dict[str, Handler] = {opcode: handler for module in FAMILY_MODULES.values() for opcode, handler in module.HANDLERS.items()}
 
 
 def evaluate(
@@ -50,12 +53,10 @@ def evaluate(
     """Runs `module` on `arrays` (one per entry parameter, in parameter order) under the
     numerics contract and returns the flattened outputs."""
     if isinstance(module, str):
-        from compiler.hlo import load_module
-
         module = load_module(module)
     check_fp_environment()
     value = evaluate_module(module, arrays, HANDLERS, max_while_iterations, observer)
     return flatten_value(value)
 
 
-__all__ = ["EvaluationError", "HANDLERS", "Value", "evaluate"]
+__all__ = ["FAMILY_MODULES", "HANDLERS", "Value", "evaluate"]

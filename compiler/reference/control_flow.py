@@ -1,12 +1,13 @@
-"""Control flow and structure: parameters, constants, tuples, call/fusion, while,
-conditional and map."""
+"""Control flow and value plumbing: constants, tuples, call/fusion, while and conditional
+(parameters are bound by the evaluator itself)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from compiler.errors import ExecutionError
 from compiler.hlo.ir import Computation, Instruction
-from compiler.reference.evaluator import EvaluationError, Evaluator, Value
+from compiler.reference.evaluator import Evaluator, Value
 
 
 def _constant(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
@@ -24,14 +25,15 @@ def _get_tuple_element(evaluator: Evaluator, instruction: Instruction, operands:
     return value[instruction.attrs["index"]]  # type: ignore[index]
 
 
-def _callee(instruction: Instruction) -> Computation:
+def callee(instruction: Instruction) -> Computation:
+    """The computation a call, fusion or map applies."""
     callee = instruction.attrs.get("to_apply", instruction.attrs.get("calls"))
     assert isinstance(callee, Computation)
     return callee
 
 
 def _call(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
-    return evaluator.evaluate_computation(_callee(instruction), operands)
+    return evaluator.evaluate_computation(callee(instruction), operands)
 
 
 def _while(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
@@ -42,11 +44,7 @@ def _while(evaluator: Evaluator, instruction: Instruction, operands: list[Value]
     iterations = 0
     while bool(np.asarray(evaluator.evaluate_computation(condition, [state]))):
         if evaluator.max_while_iterations is not None and iterations >= evaluator.max_while_iterations:
-            raise EvaluationError(
-                f"while loop ran past the limit of {evaluator.max_while_iterations} iterations",
-                instruction.location,
-                instruction.name,
-            )
+            raise ExecutionError(f"while loop %{instruction.name} ran past the limit of {evaluator.max_while_iterations} iterations")
         state = evaluator.evaluate_computation(body, [state])
         iterations += 1
     return state
@@ -68,11 +66,6 @@ def _conditional(evaluator: Evaluator, instruction: Instruction, operands: list[
     return evaluator.evaluate_computation(branch, [operands[1 + index]])
 
 
-def _map(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
-    results = evaluator.apply_scalar_computation(_callee(instruction), [np.asarray(o) for o in operands])
-    return results[0].astype(instruction.array_shape.dtype.numpy)
-
-
 HANDLERS = {
     "constant": _constant,
     "tuple": _tuple,
@@ -81,5 +74,4 @@ HANDLERS = {
     "fusion": _call,
     "while": _while,
     "conditional": _conditional,
-    "map": _map,
 }

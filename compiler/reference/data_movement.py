@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import S64
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.convert import convert
+from compiler.numerics.dtypes import S64
 from compiler.reference.evaluator import Evaluator, Value
 
 

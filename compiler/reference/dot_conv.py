@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import attributes as attr
-from compiler.hlo.dtypes import BF16, F16, F32, F64, DType
 from compiler.hlo.ir import Instruction
 from compiler.numerics import floats
 from compiler.numerics.convert import convert
+from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
 from compiler.numerics.order import accumulation_type
 from compiler.reference.data_movement import pad_array
 from compiler.reference.evaluator import Evaluator, Value

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.hlo.dtypes import BF16, F16, DType
 from compiler.hlo.ir import Instruction
 from compiler.numerics import convert as conversions
 from compiler.numerics import floats, integers, mathlib
+from compiler.numerics.dtypes import BF16, F16, DType
+from compiler.reference.control_flow import callee
 from compiler.reference.evaluator import Evaluator, Handler, Value
 
 
@@ -292,6 +293,11 @@ def _clamp(evaluator: Evaluator, instruction: Instruction, operands: list[Value]
     return _minimum(dtype, high, _maximum(dtype, low, x))
 
 
+def _map(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    results = evaluator.apply_scalar_computation(callee(instruction), [np.asarray(o) for o in operands])
+    return results[0].astype(instruction.array_shape.dtype.numpy)
+
+
 HANDLERS: dict[str, Handler] = {
     "negate": _unary_handler(_negate),
     "abs": _unary_handler(_abs),
@@ -307,5 +313,6 @@ HANDLERS: dict[str, Handler] = {
     "compare": _compare,
     "select": _select,
     "clamp": _clamp,
+    "map": _map,
 }
 

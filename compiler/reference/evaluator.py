@@ -13,19 +13,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.hlo.errors import HloError
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import opcodes_where
-from compiler.hlo.shape import ArrayShape, Shape, TupleShape
+from compiler.hlo.shape import ArrayShape, TupleShape
+from compiler.program import bind_arguments
 
 Value = np.ndarray | tuple  # a tuple holds Values
 Handler = Callable[["Evaluator", Instruction, list[Value]], Value]
 InstructionObserver = Callable[[Instruction, Value], None]
-
-
-class EvaluationError(HloError):
-    """The module cannot be evaluated on these inputs (wrong input type or shape, a while loop
-    past its trip-count limit)."""
 
 
 @dataclass
@@ -112,30 +107,6 @@ def flatten_value(value: Value) -> list[np.ndarray]:
     return [value]
 
 
-def check_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
-    """Validates one entry argument against its parameter's shape; returns it as the exact
-    element type (bfloat16 arrive from .npy files as raw 2-byte records)."""
-    if not isinstance(shape, ArrayShape):
-        raise EvaluationError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
-    array = np.asarray(array)
-    expected = shape.dtype.numpy
-    if array.dtype == expected and array.shape == shape.dims and array.flags.c_contiguous:
-        return array  # the common case, checked without building any message
-    if array.dtype != expected:
-        raw_bf16 = shape.dtype.name == "bf16" and array.dtype.itemsize == 2 and array.dtype.kind in "Vu"
-        if not raw_bf16:
-            raise EvaluationError(_mismatch(shape, array, position))
-        array = np.require(array, requirements="C").view(expected)
-    if tuple(array.shape) != shape.dims:
-        raise EvaluationError(_mismatch(shape, array, position))
-    return np.require(array, requirements="C")
-
-
-def _mismatch(shape: ArrayShape, array: np.ndarray, position: int) -> str:
-    got = f"{array.dtype}[{','.join(str(d) for d in array.shape)}]"
-    return f"parameter {position} expects {shape.str_without_layout()}, got an array of {got}"
-
-
 def evaluate_module(
     module: Module,
     arguments: Sequence[np.ndarray],
@@ -144,10 +115,7 @@ def evaluate_module(
     observer: InstructionObserver | None = None,
 ) -> Value:
     """Evaluates the entry computation on `arguments` (one array per parameter)."""
-    params = module.entry.parameters
-    if len(arguments) != len(params):
-        raise EvaluationError(f"module takes {len(params)} inputs, got {len(arguments)}")
-    checked = [check_argument(p.shape, a, i) for i, (p, a) in enumerate(zip(params, arguments, strict=True))]
+    checked = bind_arguments([p.shape for p in module.entry.parameters], arguments)
     evaluator = Evaluator(handlers, max_while_iterations=max_while_iterations, observer=observer)
     with np.errstate(all="ignore"):
         return evaluator.evaluate_computation(module.entry, checked, observe=True)

@@ -19,20 +19,19 @@ import numpy as np
 from attest.digests import TensorDigester, tuple_digest
 from compiler.codegen import plan as P
 from compiler.config import CompilerConfig
-from compiler.hlo.dtypes import from_name
+from compiler.errors import ArgumentError, ExecutionError
 from compiler.hlo.shape import ArrayShape
-from compiler.program import Program
-from compiler.reference.evaluator import EvaluationError, check_argument
+from compiler.numerics.dtypes import from_name
+from compiler.program import Program, bind_argument, bind_arguments
 from compiler.runtime.loader import LoadedObject, load_object
 from compiler.runtime.threads import WorkerPool
 
 KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-ARENA_ALIGNMENT = 64
 
 StepObserver = Callable[[str, "RunState"], None]
 
 
-class DeadlineExceeded(EvaluationError):
+class DeadlineExceeded(ExecutionError):
     """A run passed its deadline. Runs are stopped between steps (a kernel, a kernel
     sequence, a copy) and at every while-loop iteration, never inside a kernel, so one
     step's work bounds how late the stop can come."""
@@ -184,12 +183,12 @@ class Executable:
         self.load()
         parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
-            raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
+            raise ArgumentError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
         inputs = list(arrays)
         for index, (expected, array) in enumerate(zip(self._parameter_types, arrays, strict=True)):
             # The common case without a call: an ndarray of exactly the parameter's type.
             if not (type(array) is np.ndarray and array.dtype == expected[0] and array.shape == expected[1] and array.flags.c_contiguous):
-                inputs[index] = check_argument(parameters[index], array, index)
+                inputs[index] = bind_argument(parameters[index], array, index)
         arena, table = self._acquire_arena()
         try:
             state = self._state(inputs, self._pool(threads or self.threads), arena, table, deadline)
@@ -217,10 +216,7 @@ class Executable:
         if fault is not None:
             self._check_fault(fault)
         self.load()
-        parameters = self._parameter_shapes
-        if len(arrays) != len(parameters):
-            raise EvaluationError(f"module takes {len(parameters)} inputs, got {len(arrays)}")
-        inputs = [check_argument(shape, array, index) for index, (shape, array) in enumerate(zip(parameters, arrays, strict=True))]
+        inputs = bind_arguments(self._parameter_shapes, arrays)
         records: list[tuple[str, str, str]] = []
         arena, table = self._acquire_arena()
         try:
@@ -279,8 +275,8 @@ class Executable:
             if self._free_arenas:
                 return self._free_arenas.pop()
         # Every buffer is written before it is read, so the arena needs no clearing.
-        storage = np.empty(self.plan.arena_bytes + ARENA_ALIGNMENT, dtype=np.uint8)
-        skip = (-storage.ctypes.data) % ARENA_ALIGNMENT
+        storage = np.empty(self.plan.arena_bytes + P.BUFFER_ALIGNMENT, dtype=np.uint8)
+        skip = (-storage.ctypes.data) % P.BUFFER_ALIGNMENT
         arena = storage[skip : skip + self.plan.arena_bytes]
         table = (ctypes.c_void_p * max(len(self.plan.buffers), 1))()
         base = arena.ctypes.data
@@ -346,7 +342,7 @@ class Executable:
                 if not state.view(step.predicate)[0]:
                     return
                 if limit is not None and iterations >= limit:
-                    raise EvaluationError(f"while loop %{step.instruction} ran past the limit of {limit} iterations")
+                    raise ExecutionError(f"while loop %{step.instruction} ran past the limit of {limit} iterations")
                 self._run_steps(state, step.body, limit, observer)
                 self._run_steps(state, (P.CopyStep(step.body_results, step.state),), limit, observer)
                 iterations += 1

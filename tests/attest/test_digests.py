@@ -76,3 +76,13 @@ def test_hashing_memory_in_place_matches_the_definition(dtype: str) -> None:
         variants.append(with_nan)
     for variant in variants:
         assert tensor_digest(variant) == _by_definition(variant)
+
+
+def test_the_digest_canonical_nans_are_the_contracts() -> None:
+    # attest may not import the compiler, so it keeps its own copy of the canonical NaNs;
+    # they must be the element types' (compiler/numerics/dtypes.py), or digests would
+    # disagree with the values the backends produce.
+    from attest.digests import CANONICAL_NAN_BITS
+    from compiler.numerics.dtypes import FLOAT_DTYPES
+
+    assert CANONICAL_NAN_BITS == {dtype.name: dtype.float_layout.canonical_nan for dtype in FLOAT_DTYPES}

@@ -23,12 +23,13 @@ import pytest
 from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
+from compiler.codegen.llvm_ir import storage_type
 from compiler.codegen.objfile import STB_GLOBAL, elf_symbols, undefined_symbols
 from compiler.codegen.target import assembly, compile_ir
 from compiler.config import CompilerConfig
-from compiler.hlo.dtypes import ALL_DTYPES, BF16, F16, F32, F64, PRED, S64, DType
 from compiler.numerics import convert as ref_convert
 from compiler.numerics import floats
+from compiler.numerics.dtypes import ALL_DTYPES, BF16, F16, F32, F64, PRED, S64, DType
 from compiler.reference.elementwise import float_maximum, float_minimum
 from compiler.runtime.loader import load_object
 from tests.targets import ALL as ALL_TARGETS
@@ -80,7 +81,7 @@ def _emit_kernel(module: ir.Module, kernel: Kernel, config: CompilerConfig) -> N
 
     def element_types(lanes: int | None) -> tuple[list[ir.Type], ir.Type]:
         def shaped(dtype: DType) -> ir.Type:
-            scalar = nir.storage_type(dtype)
+            scalar = storage_type(dtype)
             return scalar if lanes is None else ir.VectorType(scalar, lanes)
 
         return [shaped(d) for d in kernel.inputs], shaped(kernel.output)
@@ -89,11 +90,11 @@ def _emit_kernel(module: ir.Module, kernel: Kernel, config: CompilerConfig) -> N
         in_types, out_type = element_types(lanes)
         args = []
         for dtype, ptr, ty in zip(kernel.inputs, inputs, in_types, strict=True):
-            address = builder.gep(ptr, [index], source_etype=nir.storage_type(dtype))
+            address = builder.gep(ptr, [index], source_etype=storage_type(dtype))
             args.append(builder.load(address, typ=ty, align=dtype.itemsize))
         result = kernel.body(builder, args, config)
         assert result.type == out_type, (kernel.name, result.type, out_type)
-        address = builder.gep(output, [index], source_etype=nir.storage_type(kernel.output))
+        address = builder.gep(output, [index], source_etype=storage_type(kernel.output))
         builder.store(result, address, align=kernel.output.itemsize)
 
     builder.branch(vector_head)

@@ -13,8 +13,8 @@ from compiler.hlo import (
     parse_module,
 )
 from compiler.hlo.attributes import ConvDimLabels, RawAttribute, Window
-from compiler.hlo.dtypes import ALL_DTYPES
 from compiler.hlo.shape import ArrayShape, TupleShape
+from compiler.numerics.dtypes import ALL_DTYPES
 from compiler.reference import evaluate
 
 JAX_STYLE = """\

@@ -9,8 +9,8 @@ import gmpy2
 import numpy as np
 import pytest
 
-from compiler.hlo.dtypes import F32, F64
 from compiler.numerics import mathlib
+from compiler.numerics.dtypes import F32, F64
 from compiler.numerics.mathlib import mpfr_reference, trig
 from compiler.numerics.mathlib.correctly_rounded import ambiguous
 from compiler.numerics.mathlib.mpfr_reference import (

@@ -12,9 +12,9 @@ import pytest
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.hlo import canonical_text, load_module, verify_module
-from compiler.hlo.dtypes import ALL_DTYPES
 from compiler.hlo.editing import all_instructions
 from compiler.hlo.ir import Module
+from compiler.numerics.dtypes import ALL_DTYPES
 from compiler.passes.algebraic_simplifier import AlgebraicSimplifier
 from compiler.passes.base import FixedPoint, Pipeline
 from compiler.passes.call_inlining import CallInlining

@@ -18,7 +18,7 @@ from functools import partial
 
 import numpy as np
 
-from compiler.hlo.dtypes import from_numpy
+from compiler.numerics.dtypes import from_numpy
 from compiler.numerics.floats import canonicalize_nans
 
 from .correctly_rounded import unary_f32 as _unary_f32

@@ -1,4 +1,5 @@
-"""HLO element types and their numpy counterparts."""
+"""The element types of the numerics contract (the HLO primitive types vxla executes): their
+widths, numpy storage types and, for floats, bit layouts and canonical NaNs."""
 
 from __future__ import annotations
 

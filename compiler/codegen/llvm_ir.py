@@ -1,0 +1,119 @@
+"""The LLVM IR idioms every emitter shares, defined once: the scalar types, how an element of
+each HLO type is held, vector types, constants, intrinsic calls and counted loops.
+
+Elements are held as their storage type: f32 and f64 as float and double, pred as i8, f16
+and bf16 as their i16 bits (all their arithmetic goes through f32 with explicit rounding,
+numerics_ir.py), integers as iN of their width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+from compiler.numerics.dtypes import F32, F64, DType
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I128 = ir.IntType(128)
+FLOAT = ir.FloatType()
+DOUBLE = ir.DoubleType()
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+def storage_type(dtype: DType) -> ir.Type:
+    """The IR scalar type that holds one element of `dtype`."""
+    if dtype is F32:
+        return FLOAT
+    if dtype is F64:
+        return DOUBLE
+    return ir.IntType(dtype.bits)  # pred is 8 bits wide; f16 and bf16 are their 16 bits
+
+
+def vector_of(element: ir.Type, width: int) -> ir.Type:
+    """`element`, or a vector of `width` of them (width 1 means scalar)."""
+    return element if width == 1 else ir.VectorType(element, width)
+
+
+def shaped_like(like: ir.Type, element: ir.Type) -> ir.Type:
+    """`element`, or a vector of it with as many lanes as `like` has."""
+    return ir.VectorType(element, like.count) if isinstance(like, ir.VectorType) else element
+
+
+def scalar_type(type_: ir.Type) -> ir.Type:
+    """The element type of a vector type; a scalar type itself."""
+    return type_.element if isinstance(type_, ir.VectorType) else type_
+
+
+def width_of(value: ir.Value) -> int:
+    """The lanes of a value: its vector length, 1 for a scalar."""
+    return value.type.count if isinstance(value.type, ir.VectorType) else 1
+
+
+def constant(type_: ir.Type, value: int | float) -> ir.Constant:
+    """A constant of a scalar or vector type (a vector gets the value in every lane).
+    Integers may be given as Python ints of any sign: they are wrapped to the width, since
+    the IR parser wants signed decimal literals."""
+    element = scalar_type(type_)
+    if isinstance(element, ir.IntType):
+        value = int(value) & ((1 << element.width) - 1)
+        if value >> (element.width - 1):
+            value -= 1 << element.width
+    scalar = ir.Constant(element, value)
+    return ir.Constant(type_, [scalar] * type_.count) if isinstance(type_, ir.VectorType) else scalar
+
+
+def intrinsic_suffix(type_: ir.Type) -> str:
+    """The overload suffix of an intrinsic name for `type_`, as LLVM spells it (v8f32, i64)."""
+    if isinstance(type_, ir.VectorType):
+        return f"v{type_.count}{intrinsic_suffix(type_.element)}"
+    if isinstance(type_, ir.IntType):
+        return f"i{type_.width}"
+    if isinstance(type_, ir.FloatType):
+        return "f32"
+    if isinstance(type_, ir.DoubleType):
+        return "f64"
+    raise TypeError(f"no intrinsic suffix for {type_}")
+
+
+def declare_intrinsic(module: ir.Module, name: str, return_type: ir.Type, arg_types: list[ir.Type]) -> ir.Function:
+    """The declaration of LLVM intrinsic `name` in `module`, made once."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(return_type, arg_types), name)
+
+
+def call_intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """Calls the overloaded intrinsic `name` (e.g. "llvm.fma") on `args`; it is overloaded on,
+    and returns, the first argument's type."""
+    type_ = args[0].type
+    function = declare_intrinsic(builder.module, f"{name}.{intrinsic_suffix(type_)}", type_, [a.type for a in args])
+    return builder.call(function, args)
+
+
+@contextmanager
+def counted_loop(builder: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i") -> Iterator[ir.Value]:
+    """for (i = start; i < stop; i += step): yields i (an i64) with the builder in the loop
+    body, which the caller emits; leaves the builder after the loop."""
+    preheader = builder.block
+    header = builder.append_basic_block(f"{name}.header")
+    body = builder.append_basic_block(f"{name}.body")
+    exit_block = builder.append_basic_block(f"{name}.exit")
+    builder.branch(header)
+    builder.position_at_end(header)
+    index = builder.phi(I64, name=name)
+    index.add_incoming(start, preheader)
+    builder.cbranch(builder.icmp_signed("<", index, stop), body, exit_block)
+    builder.position_at_end(body)
+    yield index
+    following = builder.add(index, I64(step), name=f"{name}.next")
+    index.add_incoming(following, builder.block)
+    builder.branch(header)
+    builder.position_at_end(exit_block)
