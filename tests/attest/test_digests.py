@@ -85,4 +85,4 @@ def test_the_digest_canonical_nans_are_the_contracts() -> None:
     from attest.digests import CANONICAL_NAN_BITS
     from compiler.numerics.dtypes import FLOAT_DTYPES
 
-    assert CANONICAL_NAN_BITS == {dtype.name: dtype.float_layout.canonical_nan for dtype in FLOAT_DTYPES}
+    assert {dtype.name: dtype.float_layout.canonical_nan for dtype in FLOAT_DTYPES} == CANONICAL_NAN_BITS
