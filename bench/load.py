@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey  
 
 from attest import init_key_files, load_private_key  # noqa: E402
 from node.sdk import Client  # noqa: E402
-from node.trace import verify_trace  # noqa: E402
+from node.tracing.verify import verify_trace  # noqa: E402
 from tests.fixture_data import Fixture  # noqa: E402
 
 # Small fixtures: one float model and one integer module, so both kinds of kernels run.

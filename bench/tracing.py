@@ -5,7 +5,7 @@ For each model (the fixtures mlp_softmax, cnn and transformer_block, bench/model
 @ 4096x1024, defined here) it times, per call:
 
 - plain:        `Executable.run(*inputs)`;
-- outputs-only: `run`, then `node.trace.build_statement` (input and output tensor digests,
+- outputs-only: `run`, then `node.tracing.statement.build_statement` (input and output tensor digests,
                 the statement, its canonical JSON and validation) and `sign_statement`
                 (DSSE PAE + Ed25519): what `vxla run --trace --key` adds to a run;
 - outputs-only, inputs known: the same with the input records passed in (a node that
@@ -48,7 +48,7 @@ from attest.keys import generate_private_key  # noqa: E402
 from bench.models import MODEL_NAMES, Model, Timing, compile_model, load_model, measure, progress  # noqa: E402
 from compiler.config import load_config  # noqa: E402
 from compiler.program import load_program  # noqa: E402
-from node.trace import build_statement, checked_inputs, tensor_records  # noqa: E402
+from node.tracing.statement import build_statement, checked_inputs, tensor_records  # noqa: E402
 
 # Compute-bound: 4.3 GFLOP of dots on 33 MB of inputs and 1 MB of output, so the cost of
 # hashing the output is small next to the run, unlike the memory-bound elementwise chain.

@@ -338,7 +338,7 @@ def pick_fault(module_text: str, input_paths: list[Path]) -> str:
     from compiler.driver import compile_program
     from compiler.program import load_program
     from compiler.runtime.executable import Fault
-    from node.trace import checked_inputs
+    from node.tracing.statement import checked_inputs
 
     program = load_program(module_text)
     executable = compile_program(program, load_config())
@@ -365,7 +365,7 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
     from attest.statement import Statement
     from node.chain import ChainClient, JobMarket, NodeRegistry, fetch_events
     from node.sdk import ChainSubmitter, Client
-    from node.trace import parse_envelope
+    from node.tracing.verify import parse_envelope
 
     client = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
     market = JobMarket(client, state.job_market)

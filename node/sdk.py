@@ -31,10 +31,9 @@ from attest.digests import sha256_hex, tensor_digest
 from attest.verify import TrustedKeys
 from compiler.numerics.dtypes import from_name
 from node.chain import JobMarket, Sender
-from node.chain_executor import chain_digests, inputs_manifest
+from node.protocol import chain_digests, inputs_manifest, result_digest_of
 from node.tensors import npy_bytes
-from node.trace import VerifyReport, parse_envelope, verify_trace
-from node.watcher import result_digest_of
+from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 
 TensorLike = np.ndarray | str | Path
 
@@ -277,7 +276,7 @@ class Client:
     ) -> VerifyReport:
         """Verifies `trace` here, without trusting the node: signatures against the trusted
         keys, then recompiling `module` for the trace's target and re-executing it on
-        `inputs` on a target this host runs (`execute_on`, see node.trace.verify_trace)."""
+        `inputs` on a target this host runs (`execute_on`, see node.tracing.verify.verify_trace)."""
         keys = trusted_keys if trusted_keys is not None else self.trusted_keys
         if keys is None:
             raise ValueError("verify needs trusted_keys (the node's public key)")

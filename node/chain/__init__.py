@@ -15,7 +15,6 @@ from node.chain.contracts import (
     Phase,
     Slot,
     deploy,
-    seal_of,
 )
 from node.chain.errors import (
     ChainError,
@@ -46,5 +45,4 @@ __all__ = [
     "deploy",
     "fetch_events",
     "load_artifact",
-    "seal_of",
 ]

@@ -7,22 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from eth_abi import encode as abi_encode
-from eth_utils import keccak, to_checksum_address
+from eth_utils import to_checksum_address
 
 from node.chain.artifacts import Artifact, load_artifact
 from node.chain.client import ChainClient, Sender, TxResult, _address
 from node.chain.errors import ChainError
 from node.chain.events import Event, decode_receipt
-
-
-def seal_of(node: str, job_id: int, result_digest: bytes) -> bytes:
-    """The sealed commitment keccak256(abi.encode(node, jobId, resultDigest)), as the
-    contract computes it in `sealOf`."""
-    return keccak(
-        abi_encode(
-            ["address", "uint256", "bytes32"], [to_checksum_address(node), job_id, result_digest]
-        )
-    )
+from node.protocol import seal_of
 
 
 def _bytes32(value: bytes, what: str) -> bytes:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from node.chain import ChainError, Phase, fetch_events, seal_of
+from node.chain import ChainError, Phase, fetch_events
+from node.protocol import seal_of
 from tests.contracts.conftest import ETHER, MIN_STAKE, SLASH, Env
 from tests.contracts.helpers import reverts
 

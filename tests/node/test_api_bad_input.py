@@ -17,10 +17,10 @@ import pytest
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
-from node.api import NodeServer
-from node.config import Limits, NodeConfig
+from node.daemon.config import Limits, NodeConfig
+from node.daemon.server import NodeServer
+from node.daemon.store import BlobStore
 from node.sdk import Client
-from node.store import BlobStore
 from node.tensors import npy_bytes
 from tests.fixture_data import Fixture
 

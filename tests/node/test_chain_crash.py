@@ -23,7 +23,7 @@ result digest of an uninterrupted computation (run in this process), and then:
 - the same trace: the trace digest revealed on chain is the SHA-256 of the envelope the
   node serves at `GET /v1/chain/jobs/{id}/trace`; after a kill that followed the commit, it
   is the one recorded before the kill (the job was not run again); and the deterministic part
-  of every statement (`node.worker.trace_digest`) equals that of an uninterrupted run of the
+  of every statement (`node.protocol.statement_digest`) equals that of an uninterrupted run of the
   same module and inputs on the same node, while the statement binds its own chain job;
 - the watcher's SQLite state and the job store pass `PRAGMA integrity_check` after every kill.
 """
@@ -52,10 +52,9 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from node.chain import ChainClient, Deployment, Phase, Slot, deploy, fetch_events
+from node.protocol import result_digest_of, statement_digest
 from node.sdk import ChainSubmitter, Client
-from node.trace import parse_envelope
-from node.watcher import result_digest_of
-from node.worker import trace_digest
+from node.tracing.verify import parse_envelope
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.fixture_data import Fixture
 from tests.node.bench_load import bench
@@ -201,7 +200,7 @@ class Crashed:
 
     point: str
     job_id: int
-    deterministic: str  # node.worker.trace_digest of the statement the node revealed
+    deterministic: str  # node.protocol.statement_digest of the statement the node revealed
 
 
 def post(net: Net, url: str) -> int:
@@ -294,7 +293,7 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
         # Killed after the commit: the recorded trace is revealed, the job is not run again.
         assert slot.trace_digest.hex() == recorded["trace_digest"]
         assert json.loads(record.read_text(encoding="utf-8")) == recorded
-    return url, Crashed(point, job_id, trace_digest(statement))
+    return url, Crashed(point, job_id, statement_digest(statement))
 
 
 # -- the test ---------------------------------------------------------------------------------

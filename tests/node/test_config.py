@@ -1,4 +1,4 @@
-"""node.config: the shipped defaults load, and every mistake names its key."""
+"""node.daemon.config: the shipped defaults load, and every mistake names its key."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from node.config import ConfigError, NodeConfig, load_config, parse_config
+from node.daemon.config import ConfigError, NodeConfig, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 

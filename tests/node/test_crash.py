@@ -30,7 +30,7 @@ import numpy as np
 from attest import Statement
 from attest.digests import sha256_hex
 from node.sdk import Client, NodeError
-from node.trace import parse_envelope, verify_trace
+from node.tracing.verify import parse_envelope, verify_trace
 from tests.fixture_data import Fixture
 from tests.node.bench_load import bench
 

@@ -143,9 +143,9 @@ def test_a_worker_pool_refuses_a_target_the_host_cannot_run(tmp_path, monkeypatc
     from attest.keys import generate_private_key
     from compiler.config import load_config
     from compiler.runtime.host import TargetNotRunnable
-    from node.config import Limits
-    from node.store import JobStore
-    from node.worker import WorkerPool
+    from node.daemon.config import Limits
+    from node.daemon.store import JobStore
+    from node.daemon.worker import WorkerPool
 
     store = JobStore(tmp_path)
     foreign = "neoverse-v1" if "neoverse-v1" not in RUNNABLE else "x86-64-v3"

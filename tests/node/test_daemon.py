@@ -20,13 +20,13 @@ from attest.keys import generate_private_key
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
-from node.api import NodeServer
-from node.config import Limits, NodeConfig
+from node.daemon.config import Limits, NodeConfig
+from node.daemon.server import NodeServer
+from node.daemon.store import DONE, FAILED, QUEUED, JobStore
+from node.protocol import statement_digest
 from node.sdk import Client, JobFailed, NodeError
-from node.store import DONE, FAILED, QUEUED, JobStore
 from node.tensors import npy_bytes
-from node.trace import parse_envelope, verify_trace
-from node.worker import trace_digest
+from node.tracing.verify import parse_envelope, verify_trace
 from tests.fixture_data import Fixture
 
 KEY = generate_private_key()
@@ -84,7 +84,7 @@ def test_job_outputs_and_trace(client: Client, node: NodeServer, name: str) -> N
     report = verify_trace(envelope, [KEY.public_key()], module_source=fixture.module_text, inputs=inputs)
     assert report.ok, [c.message for c in report.failed]
     assert report.statement is not None and report.statement.predicate.job_id == job.id
-    assert job.info["trace_digest"] == trace_digest(report.statement)
+    assert job.info["trace_digest"] == statement_digest(report.statement)
     assert client.verify(envelope, fixture.module_text, inputs).ok
 
 

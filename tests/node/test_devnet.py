@@ -18,8 +18,8 @@ from attest.digests import tensor_digest
 from node.chain import ChainClient, JobMarket
 from node.cli import main
 from node.devnet import DevnetState, demo, is_ours
+from node.protocol import result_digest_of
 from node.sdk import ChainSubmitter, Client
-from node.watcher import result_digest_of
 from tests.fixture_data import Fixture
 
 

@@ -12,21 +12,15 @@ from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
-from node.api import create_app
-from node.chain_executor import (
-    BlobFetcher,
-    ChainExecutor,
-    chain_digests,
-    download,
-    inputs_manifest,
-    parse_manifest,
-)
+from node.chain.executor import BlobFetcher, ChainExecutor, download
+from node.chain.watcher import ChainJob, JobRefused
 from node.cli import main
-from node.config import ConfigError, Limits, parse_config
-from node.store import BlobError, JobStore
+from node.daemon.api import create_app
+from node.daemon.config import ConfigError, Limits, parse_config
+from node.daemon.store import BlobError, JobStore
+from node.daemon.worker import WorkerPool
+from node.protocol import chain_digests, inputs_manifest, parse_manifest
 from node.tensors import npy_bytes
-from node.watcher import ChainJob, JobRefused
-from node.worker import WorkerPool
 from tests.fixture_data import Fixture
 
 A, B = sha256_hex(b"a"), sha256_hex(b"b")
@@ -194,8 +188,8 @@ def test_readyz_is_503_naming_the_chain_when_it_is_unreachable(tmp_path: Path) -
     """A node whose chain endpoint stops answering says so: not ready, with the reason."""
     from web3 import HTTPProvider, Web3
 
-    from node.api import ChainRole
     from node.chain import ChainClient
+    from node.chain.role import ChainRole
 
     store = JobStore(tmp_path)
     try:

@@ -15,11 +15,11 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
-from node.chain_executor import ChainJobRecord
-from node.divergence_report import DivergenceMonitor
-from node.store import JobStore
-from node.trace import build_statement
-from node.watcher import ChainWatcher
+from node.chain.divergence import DivergenceMonitor
+from node.chain.executor import ChainJobRecord
+from node.chain.watcher import ChainWatcher
+from node.daemon.store import JobStore
+from node.tracing.statement import build_statement
 from tests.fixture_data import Fixture
 from tests.node.test_watcher import (  # noqa: F401  (_chain and net are fixtures)
     REWARD,

@@ -21,11 +21,11 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
-from node.api import NodeServer
 from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
-from node.config import ChainConfig, NodeConfig
+from node.daemon.config import ChainConfig, NodeConfig
+from node.daemon.server import NodeServer
+from node.protocol import envelope_digest_of, result_digest_of
 from node.sdk import ChainSubmitter, Client
-from node.watcher import result_digest_of, trace_digest_of
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.fixture_data import Fixture
 
@@ -267,4 +267,4 @@ def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, no
     served = http.get(f"/v1/chain/jobs/{job.id}/trace")
     assert served.status_code == 200
     info = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}")
-    assert trace_digest_of(served.text) == bytes.fromhex(info["local"]["trace_digest"])
+    assert envelope_digest_of(served.text) == bytes.fromhex(info["local"]["trace_digest"])

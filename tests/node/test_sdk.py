@@ -17,7 +17,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from node.sdk import Client, IntegrityError, JobFailed, NodeError
 from node.tensors import npy_bytes
-from node.trace import build_statement
+from node.tracing.statement import build_statement
 from tests.fixture_data import Fixture
 
 MLP = Fixture("mlp_softmax")

@@ -1,4 +1,4 @@
-"""node.store: blobs are content-addressed and checked on read; job state changes are
+"""node.daemon.store: blobs are content-addressed and checked on read; job state changes are
 transactions; a crash's running jobs are requeued."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from attest.digests import sha256_hex
-from node.store import DONE, FAILED, QUEUED, RUNNING, BlobError, JobStore
+from node.daemon.store import DONE, FAILED, QUEUED, RUNNING, BlobError, JobStore
 
 
 def test_blobs_round_trip_and_detect_corruption(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""node.trace: the statement of a run, the recorded compiler configuration, and
+"""node.tracing: the statement of a run, the recorded compiler configuration, and
 verify_trace's report (without the command line)."""
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from compiler.driver import compile_program
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
-from node.trace import (
+from node.tracing.statement import (
     TraceInputError,
     build_statement,
     compiler_identity,
     default_job_id,
-    recorded_config,
-    verify_trace,
 )
+from node.tracing.verify import recorded_config, verify_trace
 from tests.fixture_data import Fixture
 
 MLP = Fixture("mlp_softmax")

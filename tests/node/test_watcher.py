@@ -25,9 +25,8 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Executable
 from node.chain import ChainClient, JobMarket, NodeRegistry, Phase, deploy, fetch_events
-from node.chain_state import JobState
-from node.trace import build_statement
-from node.watcher import (
+from node.chain.state import JobState
+from node.chain.watcher import (
     AcceptancePolicy,
     ChainJob,
     ChainWatcher,
@@ -36,9 +35,9 @@ from node.watcher import (
     JobRefused,
     StepReport,
     WatcherConfig,
-    result_digest_of,
-    trace_digest_of,
 )
+from node.protocol import envelope_digest_of, result_digest_of
+from node.tracing.statement import build_statement
 from tests.fixture_data import Fixture
 
 ETHER = 10**18
@@ -530,7 +529,7 @@ class TraceExecutor:
         envelope = sign_statement(statement, self.key).to_json()
         self.envelopes[job.job_id] = envelope
         return ExecutionOutcome(
-            result_digest_of([tensor_digest(o) for o in run.outputs]), trace_digest_of(envelope)
+            result_digest_of([tensor_digest(o) for o in run.outputs]), envelope_digest_of(envelope)
         )
 
 
@@ -554,7 +553,7 @@ def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(
     slots = {s.node: s for s in net.market.get_slots(job_id)}
     for node, executor in zip(net.nodes, executors, strict=True):
         envelope = executor.envelopes[job_id]
-        assert slots[node].trace_digest == trace_digest_of(envelope)
+        assert slots[node].trace_digest == envelope_digest_of(envelope)
         # A trace bound to this job, chain and contract, signed by this node's key.
         statement = verify(
             envelope,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from web3 import Web3
 
 from node.chain import ChainClient, JobMarket, deploy
-from node.watcher import ChainWatcher
+from node.chain.watcher import ChainWatcher
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.node.test_watcher import ETHER, HONEST, PROGRAM, REWARD, SLASH, MapExecutor
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from node.chain import Phase
-from node.chain_state import VerificationStatus
-from node.chain_verifier import ChainVerifier, VerifierConfig
-from node.watcher import ChainJob, ExecutionOutcome, JobPending
+from node.chain.state import VerificationStatus
+from node.chain.verifier import ChainVerifier, VerifierConfig
+from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
 from tests.node.test_watcher import (  # noqa: F401  (_chain and net are fixtures)
     HONEST,
     PROGRAM,

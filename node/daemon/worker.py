@@ -21,8 +21,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attest import Statement, key_id, sign_statement
-from attest.digests import sha256_hex
-from attest.statement import canonical_json
 from compiler.config import CompilerConfig
 from compiler.config import load_config as load_compiler_config
 from compiler.driver import compile_program
@@ -32,10 +30,11 @@ from compiler.hlo.cost import estimate_flops
 from compiler.program import Program, load_program
 from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
 from compiler.runtime.host import TargetNotRunnable, this_host
-from node.config import Limits
-from node.store import STATES, Job, JobStore
+from node.daemon.config import Limits
+from node.daemon.store import STATES, Job, JobStore
+from node.protocol import statement_digest
 from node.tensors import npy_bytes
-from node.trace import TraceInputError, build_statement, checked_inputs, tensor_records
+from node.tracing.statement import TraceInputError, build_statement, checked_inputs, tensor_records
 
 log = logging.getLogger("vxla.node")
 
@@ -95,11 +94,6 @@ def prepare_job(
         raise JobRejected(str(error)) from None
 
 
-def trace_digest(statement: Statement) -> str:
-    """The digest of the statement's deterministic part (program, compiler, hashes, inputs,
-    outputs, op trace): equal for every honest execution of the same job, unlike the
-    envelope, whose run metadata (timings) differs from run to run."""
-    return sha256_hex(canonical_json(statement.predicate.deterministic.to_dict()))
 
 
 @dataclass
@@ -272,7 +266,7 @@ class WorkerPool:
         result = self.execute_bound(
             job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None
         )
-        self.store.finish(job.id, result.output_digests, trace_digest(result.statement), result.envelope_digest)
+        self.store.finish(job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest)
 
     def execute_bound(
         self,
@@ -357,5 +351,4 @@ __all__ = [
     "check_module",
     "decode_npy",
     "prepare_job",
-    "trace_digest",
 ]

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attest.digests import sha256_hex
-from node.chain import JobMarket, fetch_events, seal_of
-from node.chain_state import ChainState, CommitRecord, VerificationStatus
-from node.watcher import ChainJob, ExecutionOutcome, JobExecutor, JobPending, JobRefused
+from node.chain import JobMarket, fetch_events
+from node.chain.state import ChainState, CommitRecord, VerificationStatus
+from node.chain.watcher import ChainJob, ExecutionOutcome, JobExecutor, JobPending, JobRefused
+from node.protocol import seal_of
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,7 @@
-"""The node's HTTP API (FastAPI on uvicorn), and `NodeServer`, which runs the store, the
-worker pool and the API together.
-
-With `chain.rpc_url` set, `NodeServer` also runs one chain thread: the `ChainWatcher` (claim,
-execute through `node.chain_executor`, commit, reveal, finalize), the `ChainVerifier` (the
-verifier role, `chain.verify_fraction`) and the `DivergenceMonitor`; the API then serves
-`GET /v1/chain/jobs/{id}` (on-chain state and this node's record), `.../trace` (this node's
-envelope) and `.../divergence` (the report naming where other nodes' traces part from ours).
+"""The node's HTTP API (FastAPI): jobs, blobs, traces, health and metrics, and with a chain
+role the `/v1/chain/...` endpoints: `GET /v1/chain/jobs/{id}` (on-chain state and this
+node's record), `.../trace` (this node's envelope) and `.../divergence` (the report naming
+where other nodes' traces part from ours).
 
 Refusals are 4xx with a `detail` naming the problem: 400 bad input (with line:col for HLO),
 404 unknown, 409 not done yet, 413 too large, 422 too much work. A refused job stores
@@ -14,38 +10,23 @@ nothing: the module text of a job is stored only after every check passed.
 
 from __future__ import annotations
 
-import logging
-import signal
-import socket
-import threading
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from attest import key_id, load_private_key
+from attest import key_id
 from attest.digests import sha256_hex
 from attest.keys import raw_public_key
-from compiler.runtime.executable import Fault
-from node.chain import ChainClient, JobMarket, NodeRegistry
-from node.chain.client import _address
-from node.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
-from node.chain_state import JobState
-from node.chain_verifier import ChainVerifier, VerifierConfig
-from node.config import Limits, NodeConfig
-from node.divergence_report import DivergenceMonitor
-from node.store import DONE, BlobError, JobStore, is_digest
-from node.watcher import ChainWatcher, WatcherConfig
-from node.worker import JobRejected, Metrics, WorkerPool, check_module, prepare_job
-
-log = logging.getLogger("vxla.node")
+from node.chain.role import ChainRole
+from node.daemon.config import Limits
+from node.daemon.store import DONE, BlobError, JobStore
+from node.daemon.worker import JobRejected, Metrics, WorkerPool, check_module, prepare_job
+from node.protocol import is_digest
 
 
 class _CountedBodyLimit:
@@ -96,18 +77,6 @@ def _blob(store: JobStore, digest: str, what: str) -> bytes:
         return store.blobs.get(digest)
     except BlobError as error:
         raise _problem(400, f"{what}: {error}") from None
-
-
-@dataclass
-class ChainRole:
-    """The chain side of a node: the market it follows, its executor and divergence monitor."""
-
-    client: ChainClient
-    market: JobMarket
-    registry: NodeRegistry
-    executor: ChainExecutor
-    monitor: DivergenceMonitor
-    address: str
 
 
 def create_app(
@@ -338,179 +307,3 @@ def create_app(
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-@dataclass
-class NodeServer:
-    """The store, the worker pool and the HTTP API of one node."""
-
-    config: NodeConfig
-    signing_key: Ed25519PrivateKey
-    log_level: str = "info"
-
-    def __post_init__(self) -> None:
-        self.store = JobStore(self.config.data_dir)
-        if self.store.requeued:
-            log.info("requeued %d job(s) left running: %s", len(self.store.requeued), ", ".join(self.store.requeued))
-        limits = self.config.limits
-        fault = Fault(self.config.fault_instruction, self.config.fault_bit) if self.config.fault_instruction else None
-        if fault is not None:
-            log.warning("FAULT INJECTION (test/demo only): %s bit %d", fault.instruction, fault.bit)
-        self.pool = WorkerPool(
-            self.store, self.signing_key, limits, workers=self.config.workers, threads=self.config.threads,
-            fault=fault,
-        )  # fmt: skip
-        self.chain = self._chain_role() if self.config.chain.rpc_url else None
-        self._chain_stop = threading.Event()
-        self._chain_thread: threading.Thread | None = None
-        self.app = create_app(self.store, limits, self.signing_key.public_key(), self.pool, self.chain)
-        # Bound here, before serving, so port 0 gives a real port the caller can read.
-        self.socket = socket.create_server((self.config.host, self.config.port))
-        self.port = self.socket.getsockname()[1]
-        self.server = uvicorn.Server(
-            uvicorn.Config(self.app, log_level=self.log_level, lifespan="off", timeout_graceful_shutdown=5)
-        )
-        self._thread: threading.Thread | None = None
-
-    def _chain_role(self) -> ChainRole:
-        # Imported here: web3 and eth_account load slowly and a node without a chain needs neither.
-        from eth_account import Account
-        from web3 import HTTPProvider, Web3
-
-        chain = self.config.chain
-        client = ChainClient(Web3(HTTPProvider(chain.rpc_url, request_kwargs={"timeout": 30})))
-        account = Account.from_key(chain.private_key) if chain.private_key else chain.account
-        market = JobMarket(client, chain.job_market)
-        registry = NodeRegistry(client, chain.node_registry)
-
-        peers = PeerDirectory(registry, chain.start_block, lambda: self.url)
-        limits = self.config.limits
-        fetcher = BlobFetcher(self.store, peers, max_bytes=max(limits.max_module_bytes, limits.max_tensor_bytes))
-        executor = ChainExecutor(self.pool, fetcher, workers=self.config.workers)
-        address = _address(account)
-        monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification)
-        self._account = account
-        return ChainRole(client, market, registry, executor, monitor, address)
-
-    def _count_verification(self, outcome: str) -> None:
-        self.pool.metrics.verifications.labels(outcome=outcome).inc()
-
-    def _chain_loop(self) -> None:
-        """The watcher and the divergence monitor, one round every poll interval. The
-        watcher is created here because its SQLite state belongs to this thread."""
-        assert self.chain is not None
-        chain = self.config.chain
-        watcher = ChainWatcher(
-            self.chain.market,
-            self._account,
-            self.chain.executor,
-            self.store.data_dir / "chain-state.sqlite",
-            config=WatcherConfig(confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s),
-            start_block=chain.start_block,
-            finalize_gate=self.chain.monitor.ready,
-        )
-        verifier = None
-        if chain.verify_fraction > 0:
-            verifier = ChainVerifier(
-                self.chain.market,
-                self.chain.address,
-                self.chain.executor,
-                self.store.data_dir / "chain-verifier.sqlite",
-                config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
-                start_block=chain.start_block,
-            )
-        try:
-            while not self._chain_stop.is_set():
-                try:
-                    for _, action in watcher.step().transactions:
-                        self.pool.metrics.chain_transactions.labels(action=action).inc()
-                    states = Counter(record.state for record in watcher.state.jobs())
-                    for state in JobState:
-                        self.pool.metrics.chain_jobs.labels(state=state.value).set(states.get(state, 0))
-                except Exception:  # keep the daemon alive; the next round starts from chain state
-                    log.exception("watcher step failed")
-                if verifier is not None:
-                    # Re-executes the jobs other nodes commit to (a recorded one is not run
-                    # again); the divergence monitor below then compares their commitments
-                    # and, where they differ, their traces with ours.
-                    try:
-                        verifier.step()
-                    except Exception:  # like the watcher: retried next round from its state file
-                        log.exception("verifier step failed")
-                try:
-                    self.chain.monitor.step()
-                except Exception:  # a peer's trouble must not stop the watcher
-                    log.exception("divergence monitor step failed")
-                self._chain_stop.wait(chain.poll_interval_s)
-        finally:
-            watcher.close()
-            if verifier is not None:
-                verifier.close()
-
-    def _start_chain(self) -> None:
-        if self.chain is not None:
-            self._chain_thread = threading.Thread(target=self._chain_loop, name="vxla-chain", daemon=True)
-            self._chain_thread.start()
-
-    @classmethod
-    def from_config(cls, config: NodeConfig, log_level: str = "info") -> NodeServer:
-        """Loads the signing key named by the config (KeyFileError if it cannot)."""
-        return cls(config, load_private_key(config.key_file, config.key_passphrase), log_level)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
-
-    def run(self) -> list[str]:
-        """Serves until SIGINT/SIGTERM (uvicorn handles both in the main thread), then stops
-        the workers and closes the store. Returns the job ids requeued at shutdown."""
-        self.pool.start()
-        self._start_chain()
-        previous = {}
-        if threading.current_thread() is threading.main_thread():
-            # uvicorn handles SIGINT/SIGTERM while serving, then restores the handlers it found
-            # and raises the signal again; with these handlers that second delivery is only
-            # noted, so the workers are stopped and the store closed before the process ends.
-            previous = {sig: signal.signal(sig, self._note_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            self.server.run(sockets=[self.socket])
-        finally:
-            requeued = self.shutdown()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        return requeued
-
-    def _note_signal(self, sig: int, frame: object) -> None:
-        self.server.should_exit = True
-        log.info("received %s, shutting down", signal.Signals(sig).name)
-
-    def start_in_thread(self) -> None:
-        """Serves from a background thread (tests, embedding); `stop()` ends it."""
-        self.pool.start()
-        self._start_chain()
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
-        self._thread.start()
-        while not self.server.started and self._thread.is_alive():
-            threading.Event().wait(0.01)
-
-    def stop(self) -> list[str]:
-        """Stops a server started with `start_in_thread`."""
-        self.server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(10)
-        return self.shutdown()
-
-    def shutdown(self, timeout: float = 30.0) -> list[str]:
-        """Stops the chain thread and the workers, closes the socket and the store."""
-        self._chain_stop.set()
-        if self._chain_thread is not None:
-            self._chain_thread.join(timeout)
-        if self.chain is not None:
-            self.chain.executor.close()
-            self.chain.monitor.close()
-        requeued = self.pool.stop(timeout)
-        if requeued:
-            log.info("requeued %d running job(s) at shutdown", len(requeued))
-        self.socket.close()
-        self.store.close()
-        return requeued

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
+from node.protocol import is_digest
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 STATES = (QUEUED, RUNNING, DONE, FAILED)
@@ -45,9 +46,6 @@ class BlobError(ValueError):
     """A blob that is missing, or whose bytes no longer hash to its digest."""
 
 
-def is_digest(text: str) -> bool:
-    """True for a lower-case hex SHA-256."""
-    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,14 @@
-"""Signed execution traces for the node: turning a run into a Statement, and checking a trace
-by recompiling and re-executing it.
-
-This is the one place in `node` that maps compiler objects (Program, Executable, TracedRun)
-onto the attest trace format, so `vxla run --trace` and `vxla verify` cannot drift apart:
-the verifier builds the statement of its own re-execution with the same `build_statement`
-the node used, and compares the two with `attest.first_divergence`.
+"""Checking a signed trace by recompiling and re-executing it: the envelope's signatures,
+the recorded compiler configuration, the program, graph and binary hashes (recompiled for
+the recorded target), then a re-execution on a target this host runs, compared output by
+output and op by op with `attest.first_divergence`.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import platform
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -26,175 +19,31 @@ from attest import (
     Divergence,
     Envelope,
     EnvelopeError,
-    Execution,
-    HostRecord,
     OpTrace,
-    Predicate,
-    RunMetadata,
     Statement,
-    Target,
     TensorRecord,
     VerificationError,
     digest_leaves,
-    tensor_digest,
     verify_inclusion,
     verify_signatures,
 )
-from attest import Program as ProgramRecord
-from attest.digests import text_digest
 from attest.verify import TrustedKeys
-from compiler.config import TARGET_CPUS, CompilerConfig, ConfigError, load_config, validate_target
+from compiler.config import CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program
-from compiler.errors import ArgumentError, ExecutionError
+from compiler.errors import ExecutionError
 from compiler.hlo import HloError
-from compiler.numerics.dtypes import from_numpy
 from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable, TracedRun
 from compiler.runtime.host import TargetNotRunnable, runnable_cpus, this_host
-
-
-class TraceInputError(ValueError):
-    """Input that cannot be checked at all (not a trace, not a module, wrong inputs): a
-    usage problem, not a verification failure. The message names the problem."""
-
-
-@functools.cache
-def vxla_version() -> str:
-    """The installed vxla version (what a trace records as compiler.vxla_version)."""
-    # Cached: importlib.metadata parses the package's METADATA file on every call (about a
-    # millisecond, more than a small model's whole run).
-    try:
-        return metadata.version("vxla")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
-
-
-@functools.cache
-def host_record() -> HostRecord:
-    """This machine as a trace's run part records it: the CPU features listed are those some
-    pinned target needs (the ones that decide which targets this host runs)."""
-    host = this_host()
-    relevant = set().union(*(cpu.features for cpu in TARGET_CPUS.values() if cpu.arch == host.arch))
-    return HostRecord(
-        arch=host.arch,
-        cpu_model=host.cpu_model,
-        features=tuple(sorted(host.features & relevant)),
-        os=platform.platform(),
-        vxla_version=vxla_version(),
-    )
-
-
-def numerics_contract_name(contract_version: int) -> str:
-    """The numerics contract as a trace names it."""
-    return f"numerics.v{contract_version}"
-
-
-@functools.lru_cache(maxsize=16)
-def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
-    """The trace's compiler identity for `config` (everything that pins the binary).
-
-    Cached per config (both are frozen): building the pipeline to list its passes is
-    per-compilation work, not per-run work."""
-    return CompilerIdentity(
-        vxla_version=vxla_version(),
-        numerics_contract=numerics_contract_name(config.contract_version),
-        pipeline_id=config.pipeline_id,
-        passes=tuple(pipeline_named(config.pipeline).pass_names()),
-        target=Target(triple=config.triple, cpu=config.cpu, features=config.features),
-        llvmlite_version=config.llvmlite_version,
-        llvm_version=config.llvm_version,
-        opt_level=config.opt_level,
-    )
-
-
-def checked_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The inputs as the module takes them (bfloat16 .npy records viewed as bfloat16);
-    raises TraceInputError on a wrong count, type or shape."""
-    try:
-        return program.bind(inputs)
-    except ArgumentError as error:
-        raise TraceInputError(str(error)) from None
-
-
-def tensor_records(arrays: Sequence[np.ndarray], prefix: str) -> tuple[TensorRecord, ...]:
-    """`prefix`0, `prefix`1, ... records (HLO element type, dimensions, tensor digest)."""
-    return tuple(
-        TensorRecord(
-            name=f"{prefix}{i}",
-            dtype=from_numpy(a.dtype).name,
-            shape=tuple(a.shape),
-            digest=tensor_digest(a),
-        )
-        for i, a in enumerate(arrays)
-    )
-
-
-def default_job_id(program: Program, inputs: Sequence[np.ndarray]) -> str:
-    """A job id for a run outside any job: derived from the program and the input digests,
-    so two nodes running the same module on the same inputs bind their traces to the same id."""
-    records = [r.digest for r in tensor_records(checked_inputs(program, inputs), "in")]
-    text = json.dumps({"hlo_hash": program.hlo_hash, "inputs": records}, sort_keys=True)
-    return "local-" + text_digest(text)[:16]
-
-
-def build_statement(
-    program: Program,
-    executable: Executable,
-    inputs: Sequence[np.ndarray],
-    run: TracedRun | Sequence[np.ndarray],
-    *,
-    job_id: str,
-    chain_id: int | None,
-    contract: str | None,
-    key_id: str,
-    threads: int,
-    timings_ns: Mapping[str, int],
-    op_level: bool,
-    input_records: Sequence[TensorRecord] | None = None,
-) -> Statement:
-    """The statement describing one execution of `executable` on `inputs`.
-
-    `run` is a TracedRun (from `Executable.run_traced`) or the plain outputs. With `op_level`
-    the per-instruction digests of the TracedRun go into `op_trace` (ValueError if `run` has
-    none). `contract` may be in any letter case. `input_records` (from `tensor_records(
-    checked_inputs(program, inputs), "in")`) spares hashing the inputs again when the caller
-    already has their digests, e.g. inputs stored by digest; hashing large inputs can cost
-    more than running a memory-bound model.
-    """
-    config = executable.config
-    outputs = run.outputs if isinstance(run, TracedRun) else list(run)
-    op_trace = None
-    if op_level:
-        if not isinstance(run, TracedRun):
-            raise ValueError("op-level statement needs a TracedRun (Executable.run_traced)")
-        # A module whose result is a parameter or constant computes nothing to trace; the
-        # format says "no op-level data" with null rather than an empty list.
-        op_trace = OpTrace.from_instructions(run.instructions) if run.instructions else None
-    hashes = executable.hashes
-    predicate = Predicate(
-        job_id=job_id,
-        chain_id=chain_id,
-        contract=None if contract is None else attest.normalize_contract(contract),
-        key_id=key_id,
-        deterministic=Execution(
-            program=ProgramRecord(source_hash=program.source_hash, hlo_hash=program.hlo_hash),
-            compiler=compiler_identity(config),
-            graph_hash=hashes["graph_hash"],
-            binary_hash=hashes["binary_hash"],
-            inputs=tuple(input_records)
-            if input_records is not None
-            else tensor_records(checked_inputs(program, inputs), "in"),
-            outputs=tensor_records(outputs, "out"),
-            op_trace=op_trace,
-        ),
-        run=RunMetadata(threads=threads, timings_ns=dict(timings_ns), host=host_record()),
-    )
-    return Statement.build(predicate)
-
-
-# ---------------------------------------------------------------------------------------------
-# Verification
+from node.tracing.statement import (
+    TraceInputError,
+    build_statement,
+    checked_inputs,
+    numerics_contract_name,
+    tensor_records,
+    vxla_version,
+)
 
 
 @dataclass(frozen=True)

@@ -39,20 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from attest.digests import sha256_hex, tuple_digest
-from node.chain import (
-    ChainError,
-    ContractRevert,
-    Job,
-    JobMarket,
-    Phase,
-    Sender,
-    Slot,
-    fetch_events,
-    seal_of,
-)
+from node.chain import ChainError, ContractRevert, Job, JobMarket, Phase, Sender, Slot, fetch_events
 from node.chain.client import _address
-from node.chain_state import ChainState, JobRecord, JobState
+from node.chain.state import ChainState, JobRecord, JobState
+from node.protocol import seal_of
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +76,8 @@ class ExecutionOutcome:
                 raise ValueError(f"{name} must be 32 bytes")
 
 
-def result_digest_of(output_digests: list[str]) -> bytes:
-    """The result digest a node commits to: the tuple digest (`attest.digests.tuple_digest`)
-    of the output tensors' digests, in the order of the flattened result tuple. It depends
-    only on the output bits, so every honest node reaches the same one."""
-    return bytes.fromhex(tuple_digest(list(output_digests)))
 
 
-def trace_digest_of(envelope_json: str) -> bytes:
-    """The trace digest a node reveals: SHA-256 of its DSSE envelope's JSON text. It names
-    the node's own signed trace (key and signature included), so it differs between nodes."""
-    return bytes.fromhex(sha256_hex(envelope_json.encode("utf-8")))
 
 
 class JobRefused(Exception):

@@ -37,10 +37,10 @@ from attest.errors import VerificationError
 from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
-from node.chain import JobMarket, NodeRegistry, Phase, Slot, seal_of
-from node.chain_executor import ChainExecutor, ChainJobRecord, download
-from node.trace import parse_envelope
-from node.watcher import result_digest_of, trace_digest_of
+from node.chain import JobMarket, NodeRegistry, Phase, Slot
+from node.chain.executor import ChainExecutor, ChainJobRecord, download
+from node.protocol import envelope_digest_of, result_digest_of, seal_of
+from node.tracing.verify import parse_envelope
 
 log = logging.getLogger("vxla.node.divergence")
 
@@ -270,6 +270,6 @@ class DivergenceMonitor:
         result = result_digest_of([o.digest for o in statement.predicate.deterministic.outputs])
         if seal_of(slot.node, job_id, result) != slot.seal:
             return "its outputs do not give the sealed result"
-        if slot.revealed and trace_digest_of(envelope.decode("utf-8", errors="replace")) != slot.trace_digest:
+        if slot.revealed and envelope_digest_of(envelope.decode("utf-8", errors="replace")) != slot.trace_digest:
             return "its digest is not the revealed trace digest"
         return None

@@ -27,7 +27,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,48 +38,18 @@ import httpx
 from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 from node.chain import NodeRegistry, fetch_events
-from node.store import BlobError, JobStore, is_digest
-from node.watcher import (
-    ChainJob,
-    ExecutionOutcome,
-    JobPending,
-    JobRefused,
-    result_digest_of,
-    trace_digest_of,
-)
-from node.worker import JobRejected, WorkerPool, check_module, prepare_job
+from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending, JobRefused
+from node.daemon.store import BlobError, JobStore
+from node.daemon.worker import JobRejected, WorkerPool, check_module, prepare_job
+from node.protocol import envelope_digest_of, parse_manifest, result_digest_of
 
 log = logging.getLogger("vxla.node.chain")
 
 
-def inputs_manifest(input_digests: Sequence[str]) -> bytes:
-    """The inputs manifest blob: canonical JSON `{"inputs": [...]}` of the input blob digests
-    in parameter order. Its blob digest is the job's on-chain `inputsDigest`."""
-    for digest in input_digests:
-        if not is_digest(digest):
-            raise ValueError(f"input digest {digest!r} is not a lower-case hex SHA-256")
-    return json.dumps({"inputs": list(input_digests)}, separators=(",", ":"), sort_keys=True).encode()
 
 
-def parse_manifest(data: bytes) -> list[str]:
-    """The input digests of a manifest blob; ValueError if it is not one."""
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"inputs manifest is not JSON: {error}") from None
-    if not isinstance(value, dict) or set(value) != {"inputs"} or not isinstance(value["inputs"], list):
-        raise ValueError('inputs manifest must be {"inputs": [digest, ...]}')
-    digests = value["inputs"]
-    if not all(isinstance(d, str) and is_digest(d) for d in digests):
-        raise ValueError("inputs manifest: every input must be a lower-case hex SHA-256")
-    if inputs_manifest(digests) != data:
-        raise ValueError("inputs manifest is not in canonical form")
-    return digests
 
 
-def chain_digests(module_bytes: bytes, input_digests: Sequence[str]) -> tuple[bytes, bytes]:
-    """(programDigest, inputsDigest) to post on chain for this module and these inputs."""
-    return bytes.fromhex(sha256_hex(module_bytes)), bytes.fromhex(sha256_hex(inputs_manifest(input_digests)))
 
 
 def download(http: httpx.Client, url: str, max_bytes: int | None, max_seconds: float = 120.0) -> bytes | None:
@@ -297,7 +267,7 @@ class ChainExecutor:
             output_tensor_digests=result.output_tensor_digests,
             envelope_digest=result.envelope_digest,
             result_digest=result_digest_of(result.output_tensor_digests).hex(),
-            trace_digest=trace_digest_of(result.envelope).hex(),
+            trace_digest=envelope_digest_of(result.envelope).hex(),
         )
         write_bytes_atomic(self._path(job.contract, job.job_id), json.dumps(record.to_dict(), indent=1).encode())
         log.info("chain job %d executed: result %s", job.job_id, record.result_digest)

@@ -1,0 +1,169 @@
+"""What every command shares: exit statuses, the usage error, reading modules, the compiler
+configuration and target options, signing keys, chain identifiers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from attest import (
+    KeyFileError,
+    StatementError,
+    load_private_key,
+    normalize_contract,
+)
+from attest.digests import tensor_digest
+from compiler.config import CompilerConfig, ConfigError, load_config, validate_target
+from compiler.driver import compile_program
+from compiler.hlo import HloError
+from compiler.numerics.dtypes import from_numpy
+from compiler.program import Program, load_program
+from compiler.runtime.executable import Executable
+from compiler.runtime.host import TargetNotRunnable, this_host
+
+EXIT_OK = 0
+
+
+EXIT_DIFFERENT = 1
+
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported on stderr, exit status 2."""
+
+
+def read_program(path: str) -> Program:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return load_program(data)
+    except HloError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def shape_text(array: np.ndarray) -> str:
+    return f"{from_numpy(array.dtype).name}[{','.join(str(d) for d in array.shape)}]"
+
+
+def output_records(outputs: Sequence[np.ndarray]) -> list[dict]:
+    return [
+        {
+            "name": f"out{index}",
+            "dtype": from_numpy(array.dtype).name,
+            "shape": list(array.shape),
+            "digest": tensor_digest(array),
+        }
+        for index, array in enumerate(outputs)
+    ]
+
+
+def preview(array: np.ndarray, count: int = 6) -> str:
+    flat = array.reshape(-1)
+    # numpy prints each scalar in the shortest form that identifies it in its own type.
+    text = ", ".join(str(v) for v in flat[:count])
+    return f"[{text}{', ...' if flat.size > count else ''}]"
+
+
+def compiler_config(args: argparse.Namespace) -> CompilerConfig:
+    try:
+        config = load_config(args.config) if getattr(args, "config", None) else load_config()
+        if args.target:
+            config = config.with_target(cpu=args.target)
+            validate_target(config)
+        if getattr(args, "pipeline", None):
+            config = config.with_pipeline(args.pipeline)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return config
+
+
+def require_runnable(config: CompilerConfig) -> None:
+    """UsageError (exit 2) naming the missing features unless this host can run `config`'s
+    code; nothing is compiled or run first."""
+    try:
+        this_host().check(config)
+    except TargetNotRunnable as exc:
+        raise UsageError(str(exc)) from None
+
+
+def compile_module(args: argparse.Namespace, program: Program, config: CompilerConfig | None = None) -> Executable:
+    config = config or compiler_config(args)
+    try:
+        return compile_program(program, config, threads=getattr(args, "threads", 1) or 1)
+    except HloError as exc:
+        raise UsageError(f"{args.module}: {exc}") from None
+
+
+def key_dir() -> Path:
+    """The default key directory: $VXLA_HOME/keys, else ~/.vxla/keys."""
+    home = os.environ.get("VXLA_HOME")
+    return (Path(home) if home else Path.home() / ".vxla") / "keys"
+
+
+def key_passphrase(args: argparse.Namespace) -> bytes | None:
+    """The key passphrase: --passphrase-file (its first line), else $VXLA_KEY_PASSPHRASE."""
+    if getattr(args, "passphrase_file", None):
+        try:
+            data = Path(args.passphrase_file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--passphrase-file {args.passphrase_file}: cannot read ({exc.strerror or exc})") from None
+        # A file written by `echo` ends with a newline that is not part of the passphrase.
+        passphrase = data.splitlines()[0] if data.strip() else b""
+        if not passphrase:
+            raise UsageError(f"--passphrase-file {args.passphrase_file}: empty")
+        return passphrase
+    value = os.environ.get("VXLA_KEY_PASSPHRASE")
+    return value.encode() if value else None
+
+
+def load_signing_key(args: argparse.Namespace) -> Ed25519PrivateKey:
+    try:
+        return load_private_key(args.key, key_passphrase(args))
+    except KeyFileError as exc:
+        raise UsageError(f"--key {exc}") from None
+
+
+def chain_id_arg(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if not 0 <= value < 2**256:
+        raise argparse.ArgumentTypeError(f"expected an integer in 0..2**256-1, got {value}")
+    return value
+
+
+def contract_arg(text: str) -> str:
+    try:
+        return normalize_contract(text)
+    except StatementError:
+        raise argparse.ArgumentTypeError(f"expected 0x followed by 40 hex characters, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", metavar="CPU", help="pinned CPU name: x86-64-v2, x86-64-v3, x86-64-v4, neoverse-n1 (NEON) or neoverse-v1 (SVE); the triple follows (default: configs/compiler.toml). Any target compiles on any host; it runs only where the host has its features")
+    parser.add_argument("--config", metavar="TOML", help="compiler configuration file (default: configs/compiler.toml)")

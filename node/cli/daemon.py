@@ -1,0 +1,112 @@
+"""`vxla node run` and `vxla keys init`: serve a node, and make its signing keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from attest import (
+    KeyFileError,
+    init_key_files,
+    key_id,
+    load_private_key,
+)
+from compiler.config import ConfigError, load_config
+from compiler.runtime.host import TargetNotRunnable, this_host
+from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase
+
+
+def cmd_keys_init(args: argparse.Namespace) -> int:
+    directory = Path(args.dir) if args.dir else key_dir()
+    passphrase = key_passphrase(args)
+    try:
+        files = init_key_files(directory, passphrase=passphrase)
+    except FileExistsError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{directory}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps({"key_id": files.key_id, "private_key": str(files.private_path), "public_key": str(files.public_path), "encrypted": passphrase is not None}, indent=2))
+        return EXIT_OK
+    print(f"key_id       {files.key_id}")
+    print(f"private key  {files.private_path}{' (passphrase-encrypted)' if passphrase else ''}")
+    print(f"public key   {files.public_path}")
+    return EXIT_OK
+
+
+def _node_config(path: str | None):  # -> node.config.NodeConfig (imported lazily)
+    """--config, else configs/node.toml when present, else the built-in defaults."""
+    from node.daemon.config import ConfigError, load_config, parse_config
+
+    try:
+        if path is not None:
+            return load_config(path)
+        if Path("configs/node.toml").is_file():
+            return load_config("configs/node.toml")
+        return parse_config("")
+    except ConfigError as exc:
+        raise UsageError(f"--config {path or 'configs/node.toml'}: {exc}") from None
+
+
+def cmd_node_run(args: argparse.Namespace) -> int:
+    # Imported here: the HTTP stack costs import time the other commands do not need.
+    import logging
+
+    from node.daemon.server import NodeServer
+
+    config = _node_config(args.config)
+    try:
+        this_host().check(load_config())
+    except (TargetNotRunnable, ConfigError) as exc:
+        raise UsageError(f"configs/compiler.toml [target]: {exc}") from None
+    try:
+        signing_key = load_private_key(config.key_file, config.key_passphrase)
+    except KeyFileError as exc:
+        raise UsageError(f"node.key_file {exc} (create one with vxla keys init)") from None
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        server = NodeServer(config, signing_key)
+    except OSError as exc:
+        raise UsageError(f"node.host/node.port {config.host}:{config.port}: cannot listen ({exc.strerror or exc})") from None
+    print(f"vxla node {key_id(signing_key)[:16]} serving {server.url} (data {config.data_dir})", file=sys.stderr)
+    requeued = server.run()
+    print(f"vxla node stopped; {len(requeued)} running job(s) requeued", file=sys.stderr)
+    return EXIT_OK
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Adds this group's subcommands to the `vxla` parser."""
+    node = commands.add_parser("node", help="run a worker node", description="Run a vxla worker node.")
+    node_commands = node.add_subparsers(dest="node_command", metavar="SUBCOMMAND")
+    node_commands.required = True
+    node_run = node_commands.add_parser(
+        "run",
+        help="serve the node's HTTP API and run queued jobs",
+        description="Start the node: the job store and blobs under node.data_dir, the worker "
+        "pool, and the HTTP API on node.host:node.port. SIGINT or SIGTERM stops it cleanly "
+        "(running jobs finish, or are requeued and redone at the next start). With chain.rpc_url "
+        "set it also follows the JobMarket: it claims, executes, commits, reveals and finalizes "
+        "jobs, re-executes a share of other nodes' jobs (chain.verify_fraction) and reports where "
+        "a diverging node's trace parts from its own (GET /v1/chain/jobs/ID/divergence). Logs go "
+        "to stderr.",
+    )
+    node_run.add_argument("--config", metavar="TOML", help="node configuration (default: configs/node.toml if present, else built-in defaults); the key passphrase comes from $VXLA_KEY_PASSPHRASE")
+    node_run.set_defaults(handler=cmd_node_run)
+
+    keys = commands.add_parser("keys", help="manage the node's signing keys", description="Manage the node's Ed25519 signing keys.")
+    key_commands = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")
+    key_commands.required = True
+    keys_init = key_commands.add_parser(
+        "init",
+        help="create a new key pair (node.key, node.pub)",
+        description="Create a new Ed25519 key pair: DIR/node.key (PKCS#8 PEM, mode 0600, encrypted "
+        "when a passphrase is given) and DIR/node.pub. Prints the key id (SHA-256 of the raw "
+        "public key). Refuses to overwrite existing key files.",
+    )
+    keys_init.add_argument("--dir", metavar="DIR", help="key directory (default: $VXLA_HOME/keys, else ~/.vxla/keys)")
+    keys_init.add_argument("--passphrase-file", metavar="FILE", help="encrypt the private key with the first line of FILE (default: $VXLA_KEY_PASSPHRASE if set)")
+    keys_init.add_argument("--json", action="store_true", help="print one JSON object")
+    keys_init.set_defaults(handler=cmd_keys_init)

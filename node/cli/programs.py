@@ -1,0 +1,295 @@
+"""`vxla inspect`, `vxla compile` and `vxla run`: a module's hashes, its compiled form, and its
+outputs (native or reference), optionally with a signed trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from attest import (
+    key_id,
+    sign_statement,
+)
+from compiler.atomic_files import write_text_atomic
+from compiler.config import CompilerConfig
+from compiler.driver import generate
+from compiler.errors import ExecutionError
+from compiler.hlo import Module, canonical_text
+from compiler.passes.pipeline import PIPELINES, pipeline_named
+from compiler.program import Program
+from compiler.reference import evaluate
+from compiler.runtime.executable import Fault
+from node.cli.common import (
+    EXIT_OK,
+    UsageError,
+    add_target_options,
+    chain_id_arg,
+    compile_module,
+    compiler_config,
+    contract_arg,
+    load_signing_key,
+    output_records,
+    positive_int,
+    preview,
+    read_program,
+    require_runnable,
+    shape_text,
+)
+from node.tensors import TensorFileError, load_npy, save_npz_atomic
+from node.tracing.statement import TraceInputError, build_statement, default_job_id
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    program = read_program(args.module)
+    report = {
+        "module": program.module.name,
+        "source_hash": program.source_hash,
+        "hlo_hash": program.hlo_hash,
+        "parameters": [str(s) for s in program.parameter_shapes],
+        "result": str(program.result_shape),
+        "computations": len(program.module.reachable_computations()),
+        "opcode_counts": program.opcode_counts(),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    print(f"module       {report['module']}")
+    print(f"source_hash  {report['source_hash']}")
+    print(f"hlo_hash     {report['hlo_hash']}")
+    print(f"parameters   {', '.join(report['parameters']) or '(none)'}")
+    print(f"result       {report['result']}")
+    print(f"computations {report['computations']}")
+    print("opcodes      " + ", ".join(f"{op} x{n}" for op, n in report["opcode_counts"].items()))
+    return EXIT_OK
+
+
+def _dump_directory(path: str) -> Path:
+    """The --dump-passes directory, created if needed; refused if it is a file."""
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--dump-passes {path}: not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--dump-passes {path}: {exc.strerror}") from None
+    return directory
+
+
+def _dump_passes(directory: Path, program: Program, config: CompilerConfig) -> list[str]:
+    """Writes the module before and after every pass, and the hashed optimized graph; returns
+    the file names written, in order."""
+    written: list[str] = []
+
+    def write(name: str, text: str) -> None:
+        write_text_atomic(directory / name, text)
+        written.append(name)
+
+    def observe(number: int, pass_name: str, module: Module) -> None:
+        write(f"{number:03d}-{pass_name}.hlo", canonical_text(module))
+
+    write("000-input.hlo", program.canonical_text)
+    _, _, graph_text = generate(program, config, observe)
+    write("graph.txt", graph_text)
+    return written
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    program = read_program(args.module)
+    directory = _dump_directory(args.dump_passes) if args.dump_passes else None
+    executable = compile_module(args, program)
+    plan = executable.plan
+    config = executable.config
+    report = {
+        "source_hash": program.source_hash,
+        **executable.hashes,
+        "config": config.as_dict(),
+        "passes": pipeline_named(config.pipeline).pass_names(),
+        "kernels": len(executable.plan_kernels()),
+        "peak_bytes": plan.arena_bytes,
+        "no_reuse_bytes": plan.no_reuse_bytes,
+        "object_bytes": len(executable.object_bytes),
+    }
+    if directory is not None:
+        report["dumped"] = [str(directory / name) for name in _dump_passes(directory, program, config)]
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    for key in ("source_hash", "hlo_hash", "graph_hash", "binary_hash"):
+        print(f"{key:<12} {report[key]}")
+    print(f"target       {config.triple} cpu={config.cpu} features={config.features or '-'} opt={config.opt_level}")
+    print(f"pipeline     {config.pipeline} {config.pipeline_id[:16]} ({len(report['passes'])} passes)")
+    saved = 1 - plan.arena_bytes / plan.no_reuse_bytes if plan.no_reuse_bytes else 0.0
+    print(f"memory       peak {plan.arena_bytes} bytes, {plan.no_reuse_bytes} without reuse ({saved:.1%} saved)")
+    print(f"kernels      {report['kernels']}, object {report['object_bytes']} bytes")
+    if directory is not None:
+        print(f"dumped       {len(report['dumped'])} files to {directory}")
+    return EXIT_OK
+
+
+def _fault(text: str) -> Fault:
+    """INSTRUCTION:BIT, e.g. fusion.3:17 (names may contain ':', so split at the last one)."""
+    name, sep, bit = text.rpartition(":")
+    if not sep or not name or not bit.isdigit():
+        raise argparse.ArgumentTypeError(f"expected INSTRUCTION:BIT (e.g. fusion.3:17), got {text!r}")
+    return Fault(name, int(bit))
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Refuse inconsistent tracing options before anything runs or is written."""
+    tracing = [name for name, value in (("--op-level", args.op_level), ("--job-id", args.job_id), ("--chain-id", args.chain_id), ("--contract", args.contract)) if value not in (None, False)]
+    if args.trace is None and (args.key or tracing):
+        raise UsageError(f"{args.key and '--key' or tracing[0]} needs --trace TRACE.json")
+    if args.trace is not None and not args.key:
+        raise UsageError("--trace needs --key KEYFILE (the node's private key; see vxla keys init)")
+    if args.backend == "reference" and (args.trace is not None or args.fault is not None):
+        raise UsageError("--trace and --fault need the llvm backend (the reference evaluator has no binary to attest)")
+    if args.job_id is not None and not args.job_id:
+        raise UsageError("--job-id must not be empty")
+    for name, path in (("--trace", args.trace), ("--out", args.out)):
+        if path is not None and Path(path).is_dir():
+            raise UsageError(f"{name} {path}: is a directory")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _check_run_options(args)
+    signing_key = load_signing_key(args) if args.trace is not None else None
+    program = read_program(args.module)
+    try:
+        inputs = [load_npy(path) for path in args.inputs]
+    except TensorFileError as exc:
+        raise UsageError(str(exc)) from None
+    hashes: dict[str, str | None] = {"graph_hash": None, "binary_hash": None}
+    traced = None
+    try:
+        if args.backend == "reference":
+            outputs = evaluate(program.module, inputs, max_while_iterations=args.max_while_iterations)
+        else:
+            started = time.perf_counter_ns()
+            config = compiler_config(args)
+            require_runnable(config)
+            executable = compile_module(args, program, config)
+            compiled = time.perf_counter_ns()
+            hashes = dict(executable.hashes)
+            if args.op_level or args.fault is not None:
+                try:
+                    traced = executable.run_traced(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations, fault=args.fault)
+                except ValueError as exc:
+                    if isinstance(exc, ExecutionError):
+                        raise
+                    raise UsageError(f"--fault: {exc}") from None
+                outputs = traced.outputs
+            else:
+                outputs = executable.run(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations)
+            executed = time.perf_counter_ns()
+    except ExecutionError as exc:
+        raise UsageError(f"{args.module}: {exc}") from None
+    envelope_text = None
+    if signing_key is not None:
+        try:
+            statement = build_statement(
+                program, executable, inputs, traced if traced is not None else outputs,
+                job_id=args.job_id or default_job_id(program, inputs), chain_id=args.chain_id,
+                contract=args.contract, key_id=key_id(signing_key), threads=args.threads,
+                timings_ns={"compile": compiled - started, "execute": executed - compiled}, op_level=args.op_level,
+            )  # fmt: skip
+        except (ValueError, TraceInputError) as exc:
+            raise UsageError(f"--trace: {exc}") from None
+        envelope_text = sign_statement(statement, signing_key).to_json() + "\n"
+    if args.out:
+        save_npz_atomic(args.out, outputs)
+    if envelope_text is not None:
+        write_text_atomic(args.trace, envelope_text)
+    records = output_records(outputs)
+    report = {
+        "backend": args.backend,
+        "source_hash": program.source_hash,
+        "hlo_hash": program.hlo_hash,
+        "graph_hash": hashes["graph_hash"],
+        "binary_hash": hashes["binary_hash"],
+        "outputs": records,
+    }
+    if signing_key is not None:
+        report["trace"] = args.trace
+        report["key_id"] = key_id(signing_key)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    print(f"backend      {args.backend}")
+    for key in ("source_hash", "hlo_hash", "graph_hash", "binary_hash"):
+        if report[key] is not None:
+            print(f"{key:<12} {report[key]}")
+    for record, array in zip(records, outputs, strict=True):
+        print(f"{record['name']:<6} {shape_text(array):<18} {record['digest']}")
+        print(f"       {preview(array)}")
+    if args.out:
+        print(f"wrote {args.out}")
+    if signing_key is not None:
+        level = "op-level" if args.op_level else "outputs-only"
+        fault = f", fault injected at {args.fault.instruction} bit {args.fault.bit}" if args.fault else ""
+        print(f"wrote {args.trace} ({level} trace signed by {key_id(signing_key)[:16]}{fault})")
+    return EXIT_OK
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Adds this group's subcommands to the `vxla` parser."""
+    inspect = commands.add_parser(
+        "inspect",
+        help="parse and verify an HLO module; print its hashes and op counts",
+        description="Parse and verify an HLO text module (as JAX's "
+        "jax.jit(f).lower(...).as_text(dialect='hlo') or an XLA dump prints it) and print "
+        "source_hash (SHA-256 of the file), hlo_hash (SHA-256 of the canonical text) and "
+        "the instruction counts per opcode.",
+    )
+    inspect.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    inspect.set_defaults(handler=cmd_inspect)
+
+    compile_ = commands.add_parser(
+        "compile",
+        help="compile an HLO module to pinned native code; print its hashes",
+        description="Compile an HLO module for the pinned target (configs/compiler.toml, or "
+        "--target) and print hlo_hash, graph_hash (the optimized graph) and binary_hash "
+        "(the exact object bytes that run). Compiled objects are cached by hlo_hash and the "
+        "whole compiler configuration.",
+    )
+    compile_.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    add_target_options(compile_)
+    compile_.add_argument("--pipeline", choices=sorted(PIPELINES), help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
+    compile_.add_argument("--dump-passes", metavar="DIR", help="write the module after every pass (NNN-PASS.hlo, canonical text) and the hashed optimized graph (graph.txt, whose SHA-256 is graph_hash) to DIR")
+    compile_.add_argument("--json", action="store_true", help="print one JSON object")
+    compile_.set_defaults(handler=cmd_compile, threads=1)
+
+    run = commands.add_parser(
+        "run",
+        help="run an HLO module on .npy inputs",
+        description="Run an HLO module on inputs given as .npy files in parameter order and "
+        "print each output's type, shape and digest. The llvm backend (default) runs pinned "
+        "native code; the reference backend evaluates the numerics contract directly with "
+        "numpy (slow). Both give the same bits.",
+    )
+    run.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    run.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
+    run.add_argument("--backend", choices=["llvm", "reference"], default="llvm", help="execution backend (default: llvm)")
+    add_target_options(run)
+    run.add_argument("--threads", type=positive_int, default=1, metavar="N", help="worker threads (results do not depend on it; default 1)")
+    run.add_argument("--out", metavar="OUT.npz", help="write outputs as out0, out1, ... to an .npz file")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--max-while-iterations", type=positive_int, metavar="N", help="stop a while loop after N iterations (bad input)")
+    traces = run.add_argument_group(
+        "signed traces",
+        "With --trace, write a DSSE envelope (in-toto Statement, Ed25519) that binds the program, "
+        "compiler identity, graph_hash, binary_hash, input and output digests and the job; "
+        "check it with vxla verify.",
+    )
+    traces.add_argument("--trace", metavar="TRACE.json", help="write a signed execution trace to TRACE.json (needs --key)")
+    traces.add_argument("--key", metavar="KEYFILE", help="the node's Ed25519 private key (PEM), e.g. ~/.vxla/keys/node.key from vxla keys init")
+    traces.add_argument("--passphrase-file", metavar="FILE", help="passphrase of an encrypted key (first line of FILE; default: $VXLA_KEY_PASSPHRASE)")
+    traces.add_argument("--op-level", action="store_true", help="also record every instruction's output digest in schedule order and their Merkle root, so a verifier can name the first diverging instruction")
+    traces.add_argument("--job-id", metavar="ID", help="job the trace is for (default: local-<hash of hlo_hash and input digests>)")
+    traces.add_argument("--chain-id", type=chain_id_arg, metavar="N", help="EVM chain id the trace is for (replay protection)")
+    traces.add_argument("--contract", type=contract_arg, metavar="0x...", help="contract address the trace is for (replay protection)")
+    traces.add_argument("--fault", type=_fault, metavar="INSTRUCTION:BIT", help="for tests and demos only: flip bit BIT of the named instruction's output (a name from an op-level trace) right after it is computed, as a faulty node would")
+    run.set_defaults(handler=cmd_run)

@@ -1,0 +1,121 @@
+"""`vxla verify`: check a signed trace by recompiling and re-executing it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from attest import (
+    KeyFileError,
+    load_public_key,
+)
+from node.cli.common import (
+    EXIT_DIFFERENT,
+    EXIT_OK,
+    UsageError,
+    chain_id_arg,
+    contract_arg,
+    key_dir,
+    positive_int,
+    read_program,
+)
+from node.tensors import TensorFileError, load_npy
+from node.tracing.statement import TraceInputError
+from node.tracing.verify import VerifyReport, verify_trace
+
+
+def _trusted_keys(args: argparse.Namespace) -> list[Ed25519PublicKey]:
+    """--trusted-key files, else every *.pub in the default key directory."""
+    paths = [Path(p) for p in args.trusted_key] if args.trusted_key else sorted(key_dir().glob("*.pub"))
+    if not paths:
+        raise UsageError(f"no trusted keys: give --trusted-key PUB.pem, or put public keys (*.pub) in {key_dir()} (vxla keys init)")
+    try:
+        return [load_public_key(path) for path in paths]
+    except KeyFileError as exc:
+        raise UsageError(f"trusted key {exc}") from None
+
+
+def _print_report(report: VerifyReport, trace_path: str) -> None:
+    predicate = None if report.statement is None else report.statement.predicate
+    print(f"trace        {trace_path}")
+    if predicate is not None:
+        binding = f"job {predicate.job_id}"
+        if predicate.chain_id is not None:
+            binding += f", chain {predicate.chain_id}"
+        if predicate.contract is not None:
+            binding += f", contract {predicate.contract}"
+        print(f"             {binding}, signed by {predicate.key_id[:16]}")
+    for check in report.checks:
+        print(f"{'ok' if check.ok else 'FAILED':<6} {check.name:<14} {check.message}")
+    for item in report.not_checked:
+        print(f"{'-':<6} {'not checked':<14} {item}")
+    if report.first_divergence is not None:
+        print(f"first divergence: {report.first_divergence.line()}")
+    if report.ok:
+        print("result: verified")
+    else:
+        print("result: DIFFERENT: " + ", ".join(c.name for c in report.failed) + " failed")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    try:
+        envelope_text = Path(args.trace).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{args.trace}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{args.trace}: is a directory") from None
+    except OSError as exc:
+        raise UsageError(f"{args.trace}: cannot read ({exc.strerror})") from None
+    if args.inputs and not args.module:
+        raise UsageError("--inputs needs --module MODULE.hlo (inputs are checked by re-executing it)")
+    module_source = read_program(args.module).source if args.module else None
+    try:
+        inputs = [load_npy(path) for path in args.inputs] if args.module else None
+    except TensorFileError as exc:
+        raise UsageError(str(exc)) from None
+    trusted = _trusted_keys(args)
+    try:
+        report = verify_trace(
+            envelope_text, trusted, module_source=module_source, inputs=inputs,
+            job_id=args.job_id, chain_id=args.chain_id, contract=args.contract, threads=args.threads,
+            execute_on=args.execute_on,
+        )  # fmt: skip
+    except TraceInputError as exc:
+        raise UsageError(f"{args.trace}: {exc}" if str(exc).startswith("not a signed trace") else str(exc)) from None
+    if args.json:
+        print(json.dumps({"trace": args.trace, **report.to_dict()}, indent=2))
+    else:
+        _print_report(report, args.trace)
+    return EXIT_OK if report.ok else EXIT_DIFFERENT
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Adds this group's subcommands to the `vxla` parser."""
+    verify = commands.add_parser(
+        "verify",
+        help="check a signed trace: signatures, and by recompiling and re-executing, its hashes",
+        description="Check a signed execution trace. Always: every signature against the trusted "
+        "keys, the statement's structure and, when given, the job id, chain id and contract. "
+        "With --module: source_hash and hlo_hash, then a fresh compilation with the recorded "
+        "compiler configuration (refused if this vxla cannot reproduce it) checked against "
+        "graph_hash and binary_hash. With --inputs too: the input digests, a re-execution and "
+        "the output digests; when the trace has op-level data, the first instruction whose "
+        "digest differs is printed (with its Merkle inclusion proofs checked).",
+        epilog="Exit status: 0 every check passed, 1 something differs (the failed checks are "
+        "named), 2 bad input (unreadable or malformed trace, missing files, no trusted keys).",
+    )
+    verify.add_argument("trace", metavar="TRACE.json", help="the signed trace (DSSE envelope JSON) from vxla run --trace")
+    verify.add_argument("--module", metavar="MODULE.hlo", help="the HLO module the trace claims to run; recompiled and checked")
+    verify.add_argument("--inputs", metavar="IN.npy", nargs="+", default=[], help="the inputs, in parameter order; re-executed and checked (needs --module)")
+    verify.add_argument("--trusted-key", metavar="PUB.pem", action="append", default=[], help="a trusted public key (repeatable; default: every *.pub in $VXLA_HOME/keys or ~/.vxla/keys)")
+    verify.add_argument("--job-id", metavar="ID", help="require this job id")
+    verify.add_argument("--chain-id", type=chain_id_arg, metavar="N", help="require this chain id")
+    verify.add_argument("--contract", type=contract_arg, metavar="0x...", help="require this contract address")
+    verify.add_argument("--threads", type=positive_int, default=1, metavar="N", help="worker threads for the re-execution (results do not depend on it; default 1)")
+    verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the pinned default, else the best target this host runs); the trace's own target is always compiled and its hashes checked")
+    verify.add_argument("--json", action="store_true", help="print one JSON object: ok, checks [{name, ok, message}], not_checked, first_divergence")
+    verify.set_defaults(handler=cmd_verify)
