@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from node.errors import NodeError
+
 ROOT = Path(__file__).resolve().parents[1]
 ANVIL = ROOT / "contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
 ETHER = 10**18
@@ -39,7 +41,7 @@ MAX_NODES = 8  # anvil funds 10 accounts: a deployer, a submitter and the nodes
 STATE_FILE = "state.json"
 
 
-class DevnetError(RuntimeError):
+class DevnetError(NodeError):
     """A devnet that cannot be brought up, or a state file that is not ours."""
 
 

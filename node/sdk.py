@@ -31,6 +31,7 @@ from attest.digests import sha256_hex, tensor_digest
 from attest.verify import TrustedKeys
 from compiler.numerics.dtypes import from_name
 from node.chain import JobMarket, Sender
+from node.errors import NodeError
 from node.protocol import chain_digests, inputs_manifest, result_digest_of
 from node.tensors import npy_bytes
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
@@ -38,7 +39,7 @@ from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 TensorLike = np.ndarray | str | Path
 
 
-class NodeError(RuntimeError):
+class RequestRefused(NodeError):
     """The node refused a request; `status` is the HTTP status, `detail` its message."""
 
     def __init__(self, status: int, detail: str) -> None:
@@ -47,11 +48,11 @@ class NodeError(RuntimeError):
         self.detail = detail
 
 
-class JobFailed(RuntimeError):
+class JobFailed(NodeError):
     """The job ended `failed`; the message is the node's error."""
 
 
-class IntegrityError(RuntimeError):
+class IntegrityError(NodeError):
     """Bytes from the node that do not match the digest they were asked for."""
 
 
@@ -221,7 +222,7 @@ class Client:
                 detail = str(response.json().get("detail"))
             except ValueError:
                 detail = response.text
-            raise NodeError(response.status_code, detail)
+            raise RequestRefused(response.status_code, detail)
         return response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:

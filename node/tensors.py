@@ -12,9 +12,10 @@ from typing import BinaryIO
 import numpy as np
 
 from compiler.atomic_files import write_atomic
+from node.errors import NodeError
 
 
-class TensorFileError(ValueError):
+class TensorFileError(NodeError, ValueError):
     """A tensor file that cannot be read; the message names the file."""
 
 

@@ -9,12 +9,14 @@ from typing import Any
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
 
+from node.errors import NodeError
+
 # Solidity's built-in revert payloads: Error(string) and Panic(uint256).
 ERROR_STRING_SELECTOR = bytes.fromhex("08c379a0")
 PANIC_SELECTOR = bytes.fromhex("4e487b71")
 
 
-class ChainError(Exception):
+class ChainError(NodeError):
     """Base class of every failure of chain access."""
 
 

@@ -38,9 +38,10 @@ import httpx
 from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 from node.chain import NodeRegistry, fetch_events
-from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending, JobRefused
+from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
 from node.daemon.store import BlobError, JobStore
-from node.daemon.worker import JobRejected, WorkerPool, check_module, prepare_job
+from node.daemon.worker import WorkerPool, check_module, prepare_job
+from node.errors import JobRejected
 from node.protocol import envelope_digest_of, parse_manifest, result_digest_of
 
 log = logging.getLogger("vxla.node.chain")
@@ -203,22 +204,19 @@ class ChainExecutor:
         """The module blob digest and input blob digests of `job`, blobs fetched if needed.
         A blob found nowhere raises BlobError, which the watcher treats as transient (a peer
         may be down for a moment; it retries until the commit deadline); a manifest that is
-        not one is JobRefused."""
+        not one is JobRejected."""
         module_digest, manifest_digest = job.program_digest.hex(), job.inputs_digest.hex()
         module = self.fetcher.ensure(module_digest)
-        try:
-            parameters = len(check_module(module, self.pool.limits).parameter_shapes)
-        except JobRejected as error:
-            raise JobRefused(str(error)) from None
+        parameters = len(check_module(module, self.pool.limits).parameter_shapes)
         manifest = self.fetcher.ensure(manifest_digest)  # BlobError (a ValueError) stays transient
         try:
             input_digests = parse_manifest(manifest)
         except ValueError as error:
-            raise JobRefused(str(error)) from None
+            raise JobRejected(str(error)) from None
         # Before fetching any input: a manifest cannot send the node after blobs the module
         # would never take.
         if len(input_digests) != parameters:
-            raise JobRefused(f"inputs manifest lists {len(input_digests)} inputs; the module takes {parameters}")
+            raise JobRejected(f"inputs manifest lists {len(input_digests)} inputs; the module takes {parameters}")
         for digest in input_digests:
             self.fetcher.ensure(digest)
         return module_digest, input_digests
@@ -227,10 +225,7 @@ class ChainExecutor:
         """Before claiming: the blobs are found and the job passes the node's limits."""
         module_digest, input_digests = self._digests(job)
         blobs = self.store.blobs
-        try:
-            prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits)
-        except JobRejected as error:
-            raise JobRefused(str(error)) from None
+        prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits)
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         """The recorded outcome, or JobPending while the job runs in the background."""
@@ -247,10 +242,7 @@ class ChainExecutor:
             if not future.done():
                 raise JobPending()
             del self._running[key]
-        try:
-            record = future.result()
-        except JobRejected as error:
-            raise JobRefused(str(error)) from None
+        record = future.result()  # JobRejected passes through to the watcher
         return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.trace_digest))
 
     def _run(self, job: ChainJob, module_digest: str, input_digests: list[str]) -> ChainJobRecord:

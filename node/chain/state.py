@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from node.errors import NodeError
+
 SCHEMA_VERSION = 2
 
 _SCHEMA = """
@@ -133,7 +135,7 @@ class CommitRecord:
     note: str = ""
 
 
-class ChainStateError(Exception):
+class ChainStateError(NodeError):
     """The state file belongs to another chain, contract or account, or is of another version."""
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 from attest.digests import sha256_hex
 from node.chain import JobMarket, fetch_events
 from node.chain.state import ChainState, CommitRecord, VerificationStatus
-from node.chain.watcher import ChainJob, ExecutionOutcome, JobExecutor, JobPending, JobRefused
+from node.chain.watcher import ChainJob, ExecutionOutcome, JobExecutor, JobPending
+from node.errors import JobRejected
 from node.protocol import seal_of
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,8 @@ class ChainVerifier:
             try:
                 self.executor.check(job)
                 outcome = self.executor.execute(job)
-            except JobRefused as exc:
-                outcome = exc.reason
+            except JobRejected as exc:
+                outcome = str(exc)
             except JobPending:
                 return None, None, ""
             except Exception as exc:  # transient: checked again next step

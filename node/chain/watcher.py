@@ -17,8 +17,8 @@ How it works:
 
 Refusals (the documented choice): a node claims first and executes after, so a long job
 does not lose its slot to faster nodes while it runs. To keep that from costing stake, the
-executor gets a cheap `check` before the claim (known program, limits): a `JobRefused` there
-means no claim. A `JobRefused` from `execute`, after the claim, means the node does not
+executor gets a cheap `check` before the claim (known program, limits): a `JobRejected` there
+means no claim. A `JobRejected` from `execute`, after the claim, means the node does not
 commit: committing a made-up digest would be slashed just the same and would pollute the
 quorum, so the slot is left uncommitted and is slashed at finalize; the job is FAILED and
 the watcher still finalizes it. Any other exception from `execute` is treated as transient
@@ -42,6 +42,7 @@ from typing import Protocol
 from node.chain import ChainError, ContractRevert, Job, JobMarket, Phase, Sender, Slot, fetch_events
 from node.chain.client import _address
 from node.chain.state import ChainState, JobRecord, JobState
+from node.errors import JobRejected, NodeError
 from node.protocol import seal_of
 
 log = logging.getLogger(__name__)
@@ -80,15 +81,7 @@ class ExecutionOutcome:
 
 
 
-class JobRefused(Exception):
-    """The executor will not run this job (unknown program, over limits, bad inputs)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class JobPending(Exception):
+class JobPending(NodeError):
     """The executor has the job in hand but no result yet (a worker pool runs it): the
     watcher asks again on its next step, until the commit deadline."""
 
@@ -97,11 +90,11 @@ class JobExecutor(Protocol):
     """How the watcher gets results: the daemon plugs its worker in here."""
 
     def check(self, job: ChainJob) -> None:
-        """Cheap admission before claiming: raise JobRefused to leave the job alone."""
+        """Cheap admission before claiming: raise JobRejected to leave the job alone."""
         ...
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
-        """Run the job (deterministically); raise JobRefused if it cannot be run, JobPending
+        """Run the job (deterministically); raise JobRejected if it cannot be run, JobPending
         if it runs elsewhere and is not done yet."""
         ...
 
@@ -334,8 +327,8 @@ class ChainWatcher:
             if reason is None:
                 try:
                     self.executor.check(chain_job)
-                except JobRefused as exc:
-                    reason = f"refused: {exc.reason}"
+                except JobRejected as exc:
+                    reason = f"refused: {exc}"
                 except Exception as exc:  # transient (e.g. a blob store not reachable)
                     log.warning("job %d: check failed, will retry: %s", job_id, exc)
                     report.errors.append((job_id, f"check: {exc}"))
@@ -357,8 +350,8 @@ class ChainWatcher:
                 return s.set_state(job_id, JobState.FAILED, note="commit deadline passed before execution")
             try:
                 outcome = self.executor.execute(self.chain_job(rec))
-            except JobRefused as exc:
-                return s.set_state(job_id, JobState.FAILED, note=f"refused after claim: {exc.reason}")
+            except JobRejected as exc:
+                return s.set_state(job_id, JobState.FAILED, note=f"refused after claim: {exc}")
             except JobPending:
                 return None
             except Exception as exc:  # transient: retried next step, until the deadline

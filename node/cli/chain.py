@@ -16,7 +16,7 @@ from node.tensors import TensorFileError, load_npy, save_npz_atomic
 def cmd_submit(args: argparse.Namespace) -> int:
     import httpx
 
-    from node.sdk import Client, IntegrityError, JobFailed, NodeError
+    from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
 
     module = Path(args.module)
     if not module.is_file():
@@ -41,7 +41,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             report["outputs"] = output_records(outputs)
             if args.out:
                 save_npz_atomic(args.out, outputs)
-    except NodeError as exc:
+    except RequestRefused as exc:
         raise UsageError(f"{args.node}: {exc.detail} (HTTP {exc.status})") from None
     except httpx.HTTPError as exc:
         raise UsageError(f"--node {args.node}: cannot reach the node ({exc})") from None

@@ -26,6 +26,7 @@ from compiler.numerics.dtypes import from_numpy
 from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable
 from compiler.runtime.host import TargetNotRunnable, this_host
+from node.errors import NodeError
 
 EXIT_OK = 0
 
@@ -36,7 +37,7 @@ EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
 
 
-class UsageError(Exception):
+class UsageError(NodeError):
     """Bad input from the user: reported on stderr, exit status 2."""
 
 

@@ -25,7 +25,8 @@ from attest.keys import raw_public_key
 from node.chain.role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.store import DONE, BlobError, JobStore
-from node.daemon.worker import JobRejected, Metrics, WorkerPool, check_module, prepare_job
+from node.daemon.worker import Metrics, WorkerPool, check_module, prepare_job
+from node.errors import JobRejected
 from node.protocol import is_digest
 
 

@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compiler.errors import ConfigError
+
 PASSPHRASE_ENV = "VXLA_KEY_PASSPHRASE"
 CHAIN_KEY_ENV = "VXLA_CHAIN_PRIVATE_KEY"
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the key (e.g. `limits.max_module_bytes`)."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
+from node.errors import NodeError
 from node.protocol import is_digest
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
@@ -42,7 +43,7 @@ CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
 """
 
 
-class BlobError(ValueError):
+class BlobError(NodeError, ValueError):
     """A blob that is missing, or whose bytes no longer hash to its digest."""
 
 

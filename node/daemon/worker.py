@@ -32,20 +32,12 @@ from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
 from compiler.runtime.host import TargetNotRunnable, this_host
 from node.daemon.config import Limits
 from node.daemon.store import STATES, Job, JobStore
+from node.errors import JobRejected
 from node.protocol import statement_digest
 from node.tensors import npy_bytes
 from node.tracing.statement import TraceInputError, build_statement, checked_inputs, tensor_records
 
 log = logging.getLogger("vxla.node")
-
-
-class JobRejected(ValueError):
-    """A job that cannot run as given (bad module, wrong inputs, over a limit). `status` is
-    the HTTP status the API answers with: 400 bad input, 413 too large, 422 too much work."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def decode_npy(data: bytes, what: str) -> np.ndarray:

@@ -36,9 +36,10 @@ from compiler.passes.pipeline import pipeline_named
 from compiler.program import Program
 from compiler.runtime.executable import Executable, TracedRun
 from compiler.runtime.host import this_host
+from node.errors import NodeError
 
 
-class TraceInputError(ValueError):
+class TraceInputError(NodeError, ValueError):
     """Input that cannot be checked at all (not a trace, not a module, wrong inputs): a
     usage problem, not a verification failure. The message names the problem."""
 

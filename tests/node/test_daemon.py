@@ -24,7 +24,7 @@ from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
 from node.daemon.store import DONE, FAILED, QUEUED, JobStore
 from node.protocol import statement_digest
-from node.sdk import Client, JobFailed, NodeError
+from node.sdk import Client, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.verify import parse_envelope, verify_trace
 from tests.fixture_data import Fixture
@@ -185,7 +185,7 @@ def test_unknown_job(node: NodeServer, client: Client) -> None:
     for path in ("/v1/jobs/nope", "/v1/jobs/nope/trace"):
         response = httpx.get(node.url + path)
         assert response.status_code == 404 and "nope" in response.json()["detail"]
-    with pytest.raises(NodeError) as raised:
+    with pytest.raises(RequestRefused) as raised:
         client.job("nope")
     assert raised.value.status == 404
 
@@ -198,7 +198,7 @@ def test_loop_limit_fails_the_job(client: Client, node: NodeServer) -> None:
     assert job.state == FAILED
     response = httpx.get(f"{node.url}/v1/jobs/{job.id}/trace")
     assert response.status_code == 409 and "failed" in response.json()["detail"]
-    with pytest.raises(NodeError):
+    with pytest.raises(RequestRefused):
         job.outputs()
 
 

@@ -13,12 +13,13 @@ from fastapi.testclient import TestClient
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
 from node.chain.executor import BlobFetcher, ChainExecutor, download
-from node.chain.watcher import ChainJob, JobRefused
+from node.chain.watcher import ChainJob
 from node.cli import main
 from node.daemon.api import create_app
 from node.daemon.config import ConfigError, Limits, parse_config
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
+from node.errors import JobRejected
 from node.protocol import chain_digests, inputs_manifest, parse_manifest
 from node.tensors import npy_bytes
 from tests.fixture_data import Fixture
@@ -161,23 +162,23 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         executor.check(job)  # admitted
         # A manifest naming the inputs in another order (uint8 where int32 belongs): refused.
         swapped = store.blobs.put(inputs_manifest(inputs[::-1]))
-        with pytest.raises(JobRefused, match="parameter 0 expects s32"):
+        with pytest.raises(JobRejected, match="parameter 0 expects s32"):
             executor.check(_chain_job(program.hex(), swapped))
         # A manifest listing more inputs than the module takes: refused before any is fetched.
         unknown = [sha256_hex(str(i).encode()) for i in range(1000)]
         fetched: list[str] = []
         executor.fetcher.peers = lambda: fetched.append("asked") or []  # type: ignore[method-assign,func-returns-value]
         padded = store.blobs.put(inputs_manifest(inputs + unknown))
-        with pytest.raises(JobRefused, match=f"lists {len(inputs) + 1000} inputs; the module takes {len(inputs)}"):
+        with pytest.raises(JobRejected, match=f"lists {len(inputs) + 1000} inputs; the module takes {len(inputs)}"):
             executor.check(_chain_job(program.hex(), padded))
         assert fetched == []
         # Not a manifest at all: refused.
         junk = store.blobs.put(b"not a manifest")
-        with pytest.raises(JobRefused, match="manifest"):
+        with pytest.raises(JobRejected, match="manifest"):
             executor.check(_chain_job(program.hex(), junk))
         # Over the node's limits: refused before any claim.
         big = store.blobs.put(module + b"\n" * 64)
-        with pytest.raises(JobRefused, match="max_module_bytes"):
+        with pytest.raises(JobRejected, match="max_module_bytes"):
             executor.check(_chain_job(big, inputs_digest.hex()))
         executor.close()
     finally:

@@ -15,7 +15,7 @@ from attest.digests import sha256_hex
 from attest.keys import generate_private_key
 from compiler.driver import compile_program
 from compiler.program import load_program
-from node.sdk import Client, IntegrityError, JobFailed, NodeError
+from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.statement import build_statement
 from tests.fixture_data import Fixture
@@ -105,6 +105,6 @@ def test_failed_job_and_refusals() -> None:
     client = client_for(FakeNode(fail=True))
     with pytest.raises(JobFailed, match="boom"):
         client.job("j1").wait(timeout=5)
-    with pytest.raises(NodeError) as raised:
+    with pytest.raises(RequestRefused) as raised:
         client.get_blob("ab" * 32)
     assert raised.value.status == 404 and "unknown" in raised.value.detail

@@ -32,10 +32,10 @@ from node.chain.watcher import (
     ChainWatcher,
     ExecutionOutcome,
     JobPending,
-    JobRefused,
     StepReport,
     WatcherConfig,
 )
+from node.errors import JobRejected
 from node.protocol import envelope_digest_of, result_digest_of
 from node.tracing.statement import build_statement
 from tests.fixture_data import Fixture
@@ -66,7 +66,7 @@ class MapExecutor:
 
     def check(self, job: ChainJob) -> None:
         if job.program_digest not in self.results:
-            raise JobRefused("unknown program")
+            raise JobRejected("unknown program")
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         self.calls.append(job.job_id)
@@ -507,9 +507,9 @@ class TraceExecutor:
 
     def check(self, job: ChainJob) -> None:
         if job.program_digest != self.program_digest:
-            raise JobRefused("unknown program")
+            raise JobRejected("unknown program")
         if job.inputs_digest != self.inputs_digest:
-            raise JobRefused("unknown inputs")
+            raise JobRejected("unknown inputs")
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         run = self.executable.run_traced(*self.inputs)
