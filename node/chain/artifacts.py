@@ -1,15 +1,14 @@
-"""The committed ABI and bytecode artifacts of contracts/artifacts (no node.js needed)."""
+"""The committed ABI and bytecode artifacts of the contracts (no node.js needed): package data
+in node/chain/abi/ (contracts/artifacts links there, where the contracts' build writes)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
-
-# The artifacts live next to the sources that made them, at the repository root.
-ARTIFACTS_DIR = Path(__file__).resolve().parents[2] / "contracts" / "artifacts"
 
 
 @dataclass(frozen=True)
@@ -25,9 +24,12 @@ class Artifact:
 
 @cache
 def load_artifact(name: str, directory: Path | None = None) -> Artifact:
-    """Load `contracts/artifacts/<name>.json` (or `<directory>/<name>.json`)."""
-    path = (directory or ARTIFACTS_DIR) / f"{name}.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
+    """Load the packaged artifact `abi/<name>.json` (or `<directory>/<name>.json`)."""
+    if directory is not None:
+        text = (directory / f"{name}.json").read_text(encoding="utf-8")
+    else:
+        text = resources.files("node.chain").joinpath("abi", f"{name}.json").read_text(encoding="utf-8")
+    data = json.loads(text)
     return Artifact(
         name=data["contractName"],
         abi=data["abi"],
