@@ -219,7 +219,7 @@ class Subject:
 
 
 @dataclass(frozen=True)
-class Program:
+class ProgramRecord:
     """The program: hash of the source as submitted, and of its canonical HLO text."""
 
     source_hash: str
@@ -229,7 +229,7 @@ class Program:
         return {"source_hash": self.source_hash, "hlo_hash": self.hlo_hash}
 
     @classmethod
-    def from_dict(cls, data: Any, path: str = "program") -> Program:
+    def from_dict(cls, data: Any, path: str = "program") -> ProgramRecord:
         obj = _obj(data, path, ("source_hash", "hlo_hash"))
         return cls(
             source_hash=_hex64(obj["source_hash"], f"{path}.source_hash"),
@@ -435,7 +435,7 @@ class OpTrace:
 class Execution:
     """The deterministic part of the predicate: what two honest nodes must agree on."""
 
-    program: Program
+    program: ProgramRecord
     compiler: CompilerIdentity
     graph_hash: str
     binary_hash: str
@@ -479,7 +479,7 @@ class Execution:
         _unique_names(inputs, f"{path}.inputs")
         _unique_names(outputs, f"{path}.outputs")
         return cls(
-            program=Program.from_dict(obj["program"], f"{path}.program"),
+            program=ProgramRecord.from_dict(obj["program"], f"{path}.program"),
             compiler=CompilerIdentity.from_dict(obj["compiler"], f"{path}.compiler"),
             graph_hash=_hex64(obj["graph_hash"], f"{path}.graph_hash"),
             binary_hash=_hex64(obj["binary_hash"], f"{path}.binary_hash"),

@@ -197,7 +197,7 @@ def run_load(
             problems.append(f"{jobs - len(set(ids))} duplicate job id(s)")
         not_done = [info["id"] for info in infos if info["state"] != "done"]
         problems += [f"job {job_id} not done" for job_id in not_done]
-        traces = [info["trace_digest"] for info in infos if info["state"] == "done"]
+        traces = [info["statement_digest"] for info in infos if info["state"] == "done"]
         if len(set(traces)) != len(traces):
             problems.append(f"{len(traces) - len(set(traces))} done job(s) share a trace digest")
 

@@ -390,7 +390,7 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
         envelope = Client(node.url)._request("GET", f"/v1/chain/jobs/{job.id}/trace").content
         statements[node.index] = Statement.from_json_bytes(parse_envelope(envelope).payload)
         fault = f"   <- FAULT INJECTION {node.fault}" if node.fault else ""
-        say(f"  node{node.index} result {local.get('result_digest', '?')[:16]}  trace {local.get('trace_digest', '?')[:16]}{fault}")
+        say(f"  node{node.index} result {local.get('result_digest', '?')[:16]}  trace {local.get('envelope_digest', '?')[:16]}{fault}")
     for node in state.nodes[1:]:
         divergence = first_divergence(statements[0], statements[node.index])
         say(f"  node0 vs node{node.index}: {divergence.summary()}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -30,9 +31,17 @@ ROOT = Path(__file__).resolve().parents[1]
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh environment with the vxla wheel installed; its bin directory."""
     base = tmp_path_factory.mktemp("wheel")
+    # Built from a copy of what the package is made of, so the build leaves nothing in the
+    # checkout (setuptools writes build/ and egg-info beside the sources).
+    source = base / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for package in ("compiler", "node", "attest"):
+        shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = base / "dist"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
         check=True, capture_output=True, text=True, cwd=base,
     )  # fmt: skip
     (wheel,) = wheels.glob("vxla-*.whl")

@@ -24,7 +24,7 @@ from compiler.hlo.shape import ArrayShape
 from compiler.numerics.dtypes import from_name
 from compiler.program import Program, bind_argument, bind_arguments
 from compiler.runtime.loader import LoadedObject, load_object
-from compiler.runtime.threads import WorkerPool
+from compiler.runtime.threads import KernelThreadPool
 
 KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
@@ -65,7 +65,7 @@ class RunState:
     inputs: list[np.ndarray]
     arena: np.ndarray
     table: ctypes.Array
-    pool: WorkerPool
+    pool: KernelThreadPool
     outputs: dict[int, np.ndarray]
     deadline: float | None = None  # time.monotonic() value past which the run stops
 
@@ -114,7 +114,7 @@ class Executable:
     # Arenas free for the next run, each with its pointer table (arena and constant entries
     # filled once; input and output entries are set by every run).
     _free_arenas: list[tuple[np.ndarray, ctypes.Array]] = field(default_factory=list, repr=False)
-    _pools: dict[int, WorkerPool] = field(default_factory=dict, repr=False)
+    _pools: dict[int, KernelThreadPool] = field(default_factory=dict, repr=False)
     _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -259,13 +259,13 @@ class Executable:
             digester = self._digesters[buffer_id] = TensorDigester.of(np.dtype(from_name(buffer.dtype).numpy), buffer.dims)
         return digester
 
-    def _pool(self, threads: int) -> WorkerPool:
+    def _pool(self, threads: int) -> KernelThreadPool:
         pool = self._pools.get(threads)
         if pool is not None:
             return pool
         with self._lock:
             if threads not in self._pools:
-                self._pools[threads] = WorkerPool(threads)
+                self._pools[threads] = KernelThreadPool(threads)
             return self._pools[threads]
 
     def _acquire_arena(self) -> tuple[np.ndarray, ctypes.Array]:
@@ -304,7 +304,7 @@ class Executable:
         return specs
 
     def _state(
-        self, inputs: list[np.ndarray], pool: WorkerPool, arena: np.ndarray, table: ctypes.Array, deadline: float | None
+        self, inputs: list[np.ndarray], pool: KernelThreadPool, arena: np.ndarray, table: ctypes.Array, deadline: float | None
     ) -> RunState:
         outputs = self._direct_outputs()
         for buffer_id, input_index in self._input_slots:
@@ -367,6 +367,6 @@ def _address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
-def _close_pools(pools: dict[int, WorkerPool]) -> None:
+def _close_pools(pools: dict[int, KernelThreadPool]) -> None:
     for pool in pools.values():
         pool.close()

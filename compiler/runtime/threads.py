@@ -28,7 +28,7 @@ def partition(extent: int, parts: int, grain: int) -> tuple[tuple[int, int], ...
     return tuple(ranges)
 
 
-class WorkerPool:
+class KernelThreadPool:
     """`threads` workers (the calling thread is one of them)."""
 
     def __init__(self, threads: int) -> None:

@@ -8,10 +8,10 @@ from node.chain.artifacts import Artifact, load_artifact
 from node.chain.client import ChainClient, Sender, TxResult
 from node.chain.contracts import (
     Deployment,
-    Job,
     JobMarket,
     NodeInfo,
     NodeRegistry,
+    OnChainJob,
     Phase,
     Slot,
     deploy,
@@ -32,7 +32,7 @@ __all__ = [
     "Deployment",
     "Event",
     "GasCapExceeded",
-    "Job",
+    "OnChainJob",
     "JobMarket",
     "NodeInfo",
     "NodeRegistry",

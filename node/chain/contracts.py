@@ -44,7 +44,7 @@ class NodeInfo:
 
 
 @dataclass(frozen=True)
-class Job:
+class OnChainJob:
     """JobMarket.Job."""
 
     submitter: str
@@ -74,7 +74,7 @@ class Slot:
     node: str
     seal: bytes
     result_digest: bytes
-    trace_digest: bytes
+    envelope_digest: bytes
     committed: bool
     revealed: bool
 
@@ -219,7 +219,7 @@ class JobMarket(_Bound):
         return self.commit(sender, job_id, seal_of(_address(sender), job_id, result_digest))
 
     def reveal(
-        self, sender: Sender, job_id: int, result_digest: bytes, trace_digest: bytes
+        self, sender: Sender, job_id: int, result_digest: bytes, envelope_digest: bytes
     ) -> TxResult:
         """Reveal the result and trace digests behind `sender`'s seal."""
         return self._send(
@@ -227,7 +227,7 @@ class JobMarket(_Bound):
             "reveal",
             job_id,
             _bytes32(result_digest, "result_digest"),
-            _bytes32(trace_digest, "trace_digest"),
+            _bytes32(envelope_digest, "envelope_digest"),
         )
 
     def finalize(self, sender: Sender, job_id: int) -> TxResult:
@@ -238,10 +238,10 @@ class JobMarket(_Bound):
         """Pull `sender`'s credits (rewards and refunds)."""
         return self._send(sender, "withdraw")
 
-    def get_job(self, job_id: int) -> Job:
+    def get_job(self, job_id: int) -> OnChainJob:
         """The job record (UnknownJob for an id never posted)."""
         r = self._view("getJob", job_id)
-        return Job(
+        return OnChainJob(
             to_checksum_address(r[0]),
             bytes(r[1]),
             bytes(r[2]),

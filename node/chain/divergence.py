@@ -38,7 +38,7 @@ from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
 from node.chain import JobMarket, NodeRegistry, Phase, Slot
-from node.chain.executor import ChainExecutor, ChainJobRecord, download
+from node.chain.executor import ChainExecutor, ExecutedChainJob, download
 from node.protocol import envelope_digest_of, result_digest_of, seal_of
 from node.tracing.verify import parse_envelope
 
@@ -199,7 +199,7 @@ class DivergenceMonitor:
         write_bytes_atomic(self._path(contract, job_id), json.dumps(report.to_dict(), indent=1).encode())
         return report
 
-    def _compare(self, job_id: int, slot: Slot, ours: ChainJobRecord) -> NodeDivergence | None:
+    def _compare(self, job_id: int, slot: Slot, ours: ExecutedChainJob) -> NodeDivergence | None:
         """The divergence of `slot`'s node from us, from the trace it serves; None when the
         trace is not available yet (retried) or is not the one the node committed to (given
         up, and marked compared so it does not hold up finalizing)."""
@@ -270,6 +270,6 @@ class DivergenceMonitor:
         result = result_digest_of([o.digest for o in statement.predicate.deterministic.outputs])
         if seal_of(slot.node, job_id, result) != slot.seal:
             return "its outputs do not give the sealed result"
-        if slot.revealed and envelope_digest_of(envelope.decode("utf-8", errors="replace")) != slot.trace_digest:
+        if slot.revealed and envelope_digest_of(envelope.decode("utf-8", errors="replace")) != slot.envelope_digest:
             return "its digest is not the revealed trace digest"
         return None

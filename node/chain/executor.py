@@ -15,8 +15,8 @@ How a chain job names its blobs (the mapping between the JobMarket and the blob 
 Execution goes through the node's one execution path (`WorkerPool.execute_bound`: compile
 with the cache, `run_traced`, `build_statement` bound to the job id, chain id and contract,
 sign, store outputs and envelope). It runs in a background thread; `execute` answers
-`JobPending` until it is done. The result digest is `watcher.result_digest_of` over the
-output tensor digests; the trace digest is `watcher.trace_digest_of` of the stored envelope.
+`JobPending` until it is done. The result digest is `node.protocol.result_digest_of`
+over the output tensor digests; the envelope digest is the stored envelope blob's digest.
 Each finished chain job is recorded in `<data_dir>/chain-jobs/<contract>-<job id>.json`, so
 a restarted node reveals the digests it committed to instead of re-running.
 """
@@ -42,7 +42,7 @@ from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool, check_module, prepare_job
 from node.errors import JobRejected
-from node.protocol import envelope_digest_of, parse_manifest, result_digest_of
+from node.protocol import parse_manifest, result_digest_of
 
 log = logging.getLogger("vxla.node.chain")
 
@@ -151,7 +151,7 @@ class PeerDirectory:
 
 
 @dataclass(frozen=True)
-class ChainJobRecord:
+class ExecutedChainJob:
     """A chain job this node executed: what it committed to and where its blobs are."""
 
     job_id: int
@@ -161,9 +161,8 @@ class ChainJobRecord:
     input_digests: list[str]
     output_digests: list[str]  # .npy blobs
     output_tensor_digests: list[str]
-    envelope_digest: str
+    envelope_digest: str  # the envelope blob's digest: what the node reveals on chain
     result_digest: str  # hex
-    trace_digest: str  # hex
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the API answer)."""
@@ -181,7 +180,7 @@ class ChainExecutor:
         self.directory.mkdir(parents=True, exist_ok=True)
         remove_temporaries(self.directory)  # of record writes a crash interrupted
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxla-chain-job")
-        self._running: dict[tuple[str, int], Future[ChainJobRecord]] = {}
+        self._running: dict[tuple[str, int], Future[ExecutedChainJob]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -193,12 +192,14 @@ class ChainExecutor:
     def _path(self, contract: str, job_id: int) -> Path:
         return self.directory / f"{contract.lower()}-{job_id}.json"
 
-    def record(self, contract: str, job_id: int) -> ChainJobRecord | None:
+    def record(self, contract: str, job_id: int) -> ExecutedChainJob | None:
         """The record of a chain job this node executed, or None."""
         path = self._path(contract, job_id)
         if not path.is_file():
             return None
-        return ChainJobRecord(**json.loads(path.read_text(encoding="utf-8")))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.pop("trace_digest", None)  # older records repeated envelope_digest under this name
+        return ExecutedChainJob(**data)
 
     def _digests(self, job: ChainJob) -> tuple[str, list[str]]:
         """The module blob digest and input blob digests of `job`, blobs fetched if needed.
@@ -231,7 +232,7 @@ class ChainExecutor:
         """The recorded outcome, or JobPending while the job runs in the background."""
         record = self.record(job.contract, job.job_id)
         if record is not None:
-            return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.trace_digest))
+            return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
         key = (job.contract.lower(), job.job_id)
         with self._lock:
             future = self._running.get(key)
@@ -243,13 +244,13 @@ class ChainExecutor:
                 raise JobPending()
             del self._running[key]
         record = future.result()  # JobRejected passes through to the watcher
-        return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.trace_digest))
+        return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
 
-    def _run(self, job: ChainJob, module_digest: str, input_digests: list[str]) -> ChainJobRecord:
+    def _run(self, job: ChainJob, module_digest: str, input_digests: list[str]) -> ExecutedChainJob:
         result = self.pool.execute_bound(
             module_digest, input_digests, job_id=str(job.job_id), chain_id=job.chain_id, contract=job.contract
         )
-        record = ChainJobRecord(
+        record = ExecutedChainJob(
             job_id=job.job_id,
             chain_id=job.chain_id,
             contract=job.contract,
@@ -259,7 +260,6 @@ class ChainExecutor:
             output_tensor_digests=result.output_tensor_digests,
             envelope_digest=result.envelope_digest,
             result_digest=result_digest_of(result.output_tensor_digests).hex(),
-            trace_digest=envelope_digest_of(result.envelope).hex(),
         )
         write_bytes_atomic(self._path(job.contract, job.job_id), json.dumps(record.to_dict(), indent=1).encode())
         log.info("chain job %d executed: result %s", job.job_id, record.result_digest)

@@ -18,7 +18,10 @@ from pathlib import Path
 
 from node.errors import NodeError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Schema 3 renamed jobs.trace_digest to envelope_digest (the same value: the digest of the
+# envelope the node revealed); a schema 2 file is migrated when opened.
+_MIGRATIONS = {2: "ALTER TABLE jobs RENAME COLUMN trace_digest TO envelope_digest"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -38,7 +41,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     reveal_deadline INTEGER NOT NULL,
     posted_block INTEGER NOT NULL,
     result_digest BLOB,
-    trace_digest BLOB,
+    envelope_digest BLOB,
     note TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS verifications (
@@ -71,7 +74,7 @@ TERMINAL = frozenset({JobState.SKIPPED, JobState.EXPIRED, JobState.DONE})
 
 
 @dataclass(frozen=True)
-class JobRecord:
+class TrackedJob:
     """One row of the jobs table."""
 
     job_id: int
@@ -85,18 +88,18 @@ class JobRecord:
     reveal_deadline: int
     posted_block: int
     result_digest: bytes | None
-    trace_digest: bytes | None
+    envelope_digest: bytes | None
     note: str
 
 
 _COLUMNS = (
     "job_id, state, submitter, program_digest, inputs_digest, reward, k, commit_deadline, "
-    "reveal_deadline, posted_block, result_digest, trace_digest, note"
+    "reveal_deadline, posted_block, result_digest, envelope_digest, note"
 )
 
 
-def _record(row: tuple) -> JobRecord:  # type: ignore[type-arg]
-    return JobRecord(
+def _record(row: tuple) -> TrackedJob:  # type: ignore[type-arg]
+    return TrackedJob(
         int(row[0]),
         JobState(row[1]),
         row[2],
@@ -162,6 +165,11 @@ class ChainState:
                 if statement.strip():
                     db.execute(statement)
             stored = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            while stored and int(stored.get("schema", SCHEMA_VERSION)) in _MIGRATIONS:
+                version = int(stored["schema"])
+                db.execute(_MIGRATIONS[version])
+                db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version + 1),))
+                stored["schema"] = str(version + 1)
             if not stored:
                 db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(identity.items()))
                 db.execute("INSERT INTO cursor VALUES (0, ?)", (start_block,))
@@ -190,7 +198,7 @@ class ChainState:
 
     def apply_range(
         self,
-        new_jobs: list[tuple[bytes, int, JobRecord]],
+        new_jobs: list[tuple[bytes, int, TrackedJob]],
         next_block: int,
         commits: Sequence[tuple[bytes, int, CommitRecord]] = (),
     ) -> int:
@@ -231,7 +239,7 @@ class ChainState:
                         job.reveal_deadline,
                         job.posted_block,
                         job.result_digest,
-                        job.trace_digest,
+                        job.envelope_digest,
                         job.note,
                     ),
                 )
@@ -245,17 +253,17 @@ class ChainState:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    def job(self, job_id: int) -> JobRecord | None:
+    def job(self, job_id: int) -> TrackedJob | None:
         """The record of `job_id`, or None if never seen."""
         row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return None if row is None else _record(row)
 
-    def jobs(self) -> list[JobRecord]:
+    def jobs(self) -> list[TrackedJob]:
         """Every job, by id."""
         rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs ORDER BY job_id").fetchall()
         return [_record(r) for r in rows]
 
-    def open_jobs(self) -> list[JobRecord]:
+    def open_jobs(self) -> list[TrackedJob]:
         """Jobs not in a terminal state, by id."""
         return [j for j in self.jobs() if j.state not in TERMINAL]
 
@@ -266,8 +274,8 @@ class ChainState:
         *,
         note: str | None = None,
         result_digest: bytes | None = None,
-        trace_digest: bytes | None = None,
-    ) -> JobRecord:
+        envelope_digest: bytes | None = None,
+    ) -> TrackedJob:
         """Move `job_id` to `state` (and store digests or a note when given), atomically."""
         with self._tx() as db:
             db.execute("UPDATE jobs SET state = ? WHERE job_id = ?", (state.value, job_id))
@@ -275,8 +283,8 @@ class ChainState:
                 db.execute("UPDATE jobs SET note = ? WHERE job_id = ?", (note, job_id))
             if result_digest is not None:
                 db.execute(
-                    "UPDATE jobs SET result_digest = ?, trace_digest = ? WHERE job_id = ?",
-                    (result_digest, trace_digest, job_id),
+                    "UPDATE jobs SET result_digest = ?, envelope_digest = ? WHERE job_id = ?",
+                    (result_digest, envelope_digest, job_id),
                 )
         record = self.job(job_id)
         if record is None:

@@ -39,9 +39,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from node.chain import ChainError, ContractRevert, Job, JobMarket, Phase, Sender, Slot, fetch_events
+from node.chain import (
+    ChainError,
+    ContractRevert,
+    JobMarket,
+    OnChainJob,
+    Phase,
+    Sender,
+    Slot,
+    fetch_events,
+)
 from node.chain.client import _address
-from node.chain.state import ChainState, JobRecord, JobState
+from node.chain.state import ChainState, JobState, TrackedJob
 from node.errors import JobRejected, NodeError
 from node.protocol import seal_of
 
@@ -69,10 +78,10 @@ class ExecutionOutcome:
     """What a node commits to (result) and reveals alongside it (trace)."""
 
     result_digest: bytes
-    trace_digest: bytes
+    envelope_digest: bytes
 
     def __post_init__(self) -> None:
-        for name in ("result_digest", "trace_digest"):
+        for name in ("result_digest", "envelope_digest"):
             if len(getattr(self, name)) != 32:
                 raise ValueError(f"{name} must be 32 bytes")
 
@@ -230,7 +239,7 @@ class ChainWatcher:
         rows = []
         for event in events:
             a = event.args
-            record = JobRecord(
+            record = TrackedJob(
                 job_id=int(a["jobId"]),
                 state=JobState.SEEN,
                 submitter=str(a["submitter"]),
@@ -242,7 +251,7 @@ class ChainWatcher:
                 reveal_deadline=int(a["revealDeadline"]),
                 posted_block=event.block_number,
                 result_digest=None,
-                trace_digest=None,
+                envelope_digest=None,
                 note="",
             )
             rows.append((event.tx_hash, event.log_index, record))
@@ -252,7 +261,7 @@ class ChainWatcher:
 
     # -- per job -------------------------------------------------------------------------
 
-    def chain_job(self, record: JobRecord) -> ChainJob:
+    def chain_job(self, record: TrackedJob) -> ChainJob:
         """The executor's view of a job record."""
         return ChainJob(
             job_id=record.job_id,
@@ -267,7 +276,7 @@ class ChainWatcher:
             contract=self.market.address,
         )
 
-    def _advance(self, record: JobRecord, report: StepReport) -> None:
+    def _advance(self, record: TrackedJob, report: StepReport) -> None:
         for _ in range(self.config.max_moves_per_job):
             try:
                 moved = self._move(record, report)
@@ -303,7 +312,7 @@ class ChainWatcher:
             log.info("%s mined", action)
         return None
 
-    def _move(self, rec: JobRecord, report: StepReport) -> JobRecord | None:
+    def _move(self, rec: TrackedJob, report: StepReport) -> TrackedJob | None:
         """One transition of `rec`, reading the chain first; None when it must wait."""
         s = self.state
         job_id = rec.job_id
@@ -363,7 +372,7 @@ class ChainWatcher:
                 JobState.EXECUTED,
                 note="",
                 result_digest=outcome.result_digest,
-                trace_digest=outcome.trace_digest,
+                envelope_digest=outcome.envelope_digest,
             )
 
         if rec.state == JobState.EXECUTED:
@@ -389,7 +398,7 @@ class ChainWatcher:
             return s.set_state(job_id, JobState.EXECUTED, note=f"commit refused: {error}")
 
         if rec.state == JobState.COMMITTED:
-            assert rec.result_digest is not None and rec.trace_digest is not None
+            assert rec.result_digest is not None and rec.envelope_digest is not None
             if job.phase == Phase.FINALIZED:
                 return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
             if slot is not None and slot.revealed:  # revealed before a crash
@@ -398,7 +407,7 @@ class ChainWatcher:
                 return None  # the commit phase is still open
             if now >= job.reveal_deadline:
                 return s.set_state(job_id, JobState.FAILED, note="reveal deadline passed")
-            result, trace = rec.result_digest, rec.trace_digest
+            result, trace = rec.result_digest, rec.envelope_digest
             error = self._send(
                 report, job_id, "reveal", lambda: self.market.reveal(self.account, job_id, result, trace)
             )
@@ -429,7 +438,7 @@ class ChainWatcher:
         self._send(report, 0, "withdraw", lambda: self.market.withdraw(self.account))
 
 
-def _outcome_note(job: Job, ours: bytes | None) -> str:
+def _outcome_note(job: OnChainJob, ours: bytes | None) -> str:
     if not job.accepted:
         return "finalized without a majority (refunded)"
     if ours is not None and job.result == ours:

@@ -62,8 +62,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.wait:
         if job.on_chain:
             print(f"result       {job.info['result_digest']} (finalized on chain)")
-        trace = job.info.get("trace_digest") or (job.info.get("local") or {}).get("trace_digest")
-        print(f"trace_digest {trace}")
+        print(f"statement_digest {job.info.get('statement_digest')}")
         for record in report["outputs"]:
             print(f"{record['name']:<6} {record['dtype']}{record['shape']} {record['digest']}")
         if args.out:

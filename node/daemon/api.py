@@ -236,7 +236,7 @@ def create_app(
                     "committed": slot.committed,
                     "revealed": slot.revealed,
                     "result_digest": slot.result_digest.hex(),
-                    "trace_digest": slot.trace_digest.hex(),
+                    "envelope_digest": slot.envelope_digest.hex(),
                 }
                 for slot in role.market.get_slots(number)
             ],

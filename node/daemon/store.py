@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     input_digests TEXT NOT NULL,
     state TEXT NOT NULL,
     output_digests TEXT,
-    trace_digest TEXT,
+    statement_digest TEXT,
     envelope_digest TEXT,
     error TEXT,
     created_at REAL NOT NULL,
@@ -50,7 +50,7 @@ class BlobError(NodeError, ValueError):
 
 
 @dataclass(frozen=True)
-class Job:
+class StoredJob:
     """One job as stored."""
 
     id: str
@@ -58,7 +58,7 @@ class Job:
     input_digests: tuple[str, ...]
     state: str
     output_digests: tuple[str, ...]
-    trace_digest: str | None
+    statement_digest: str | None
     envelope_digest: str | None
     error: str | None
     created_at: float
@@ -71,7 +71,7 @@ class Job:
             "input_digests": list(self.input_digests),
             "state": self.state,
             "output_digests": list(self.output_digests),
-            "trace_digest": self.trace_digest,
+            "statement_digest": self.statement_digest,
             "envelope_digest": self.envelope_digest,
             "error": self.error,
             "created_at": self.created_at,
@@ -136,8 +136,16 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         # FULL: a job marked done survives a power loss, not just a process crash.
         self._db.execute("PRAGMA synchronous=FULL")
+        self._migrate()
         self._db.executescript(_SCHEMA)
         self.requeued = self._requeue_running()
+
+    def _migrate(self) -> None:
+        """Brings a store made by an earlier vxla to this schema: the job column trace_digest
+        became statement_digest (the same value, renamed)."""
+        columns = [row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")]
+        if "trace_digest" in columns:
+            self._db.execute("ALTER TABLE jobs RENAME COLUMN trace_digest TO statement_digest")
 
     def close(self) -> None:
         with self._lock:
@@ -164,7 +172,7 @@ class JobStore:
             )
         return ids
 
-    def add_job(self, module_digest: str, input_digests: Sequence[str]) -> Job:
+    def add_job(self, module_digest: str, input_digests: Sequence[str]) -> StoredJob:
         """A new queued job; its blobs must already be stored."""
         for digest in (module_digest, *input_digests):
             if not self.blobs.has(digest):
@@ -185,12 +193,12 @@ class JobStore:
         assert job is not None
         return job
 
-    def get(self, job_id: str) -> Job | None:
+    def get(self, job_id: str) -> StoredJob | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else _job(row)
 
-    def jobs(self) -> list[Job]:
+    def jobs(self) -> list[StoredJob]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM jobs ORDER BY seq").fetchall()
         return [_job(r) for r in rows]
@@ -203,7 +211,7 @@ class JobStore:
         counts.update({r[0]: r[1] for r in rows})
         return counts
 
-    def claim_next(self) -> Job | None:
+    def claim_next(self) -> StoredJob | None:
         """The oldest queued job, now `running`; None when the queue is empty."""
         with self._transaction() as db:
             row = db.execute(
@@ -218,14 +226,14 @@ class JobStore:
         return self.get(row["id"])
 
     def finish(
-        self, job_id: str, output_digests: Sequence[str], trace_digest: str, envelope_digest: str
+        self, job_id: str, output_digests: Sequence[str], statement_digest: str, envelope_digest: str
     ) -> None:
-        """Marks a running job done. `trace_digest` names the deterministic execution (the
+        """Marks a running job done. `statement_digest` names the deterministic execution (the
         same on every honest node and every redo); `envelope_digest` is the blob of the signed
         DSSE envelope. The output and envelope blobs must already be stored."""
         self._set(
             job_id, DONE, output_digests=json.dumps(list(output_digests)),
-            trace_digest=trace_digest, envelope_digest=envelope_digest, error=None,
+            statement_digest=statement_digest, envelope_digest=envelope_digest, error=None,
         )  # fmt: skip
 
     def fail(self, job_id: str, error: str) -> None:
@@ -247,14 +255,14 @@ class JobStore:
                 raise ValueError(f"job {job_id}: not running")
 
 
-def _job(row: sqlite3.Row) -> Job:
-    return Job(
+def _job(row: sqlite3.Row) -> StoredJob:
+    return StoredJob(
         id=row["id"],
         module_digest=row["module_digest"],
         input_digests=tuple(json.loads(row["input_digests"])),
         state=row["state"],
         output_digests=tuple(json.loads(row["output_digests"] or "[]")),
-        trace_digest=row["trace_digest"],
+        statement_digest=row["statement_digest"],
         envelope_digest=row["envelope_digest"],
         error=row["error"],
         created_at=row["created_at"],

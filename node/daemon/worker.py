@@ -31,7 +31,7 @@ from compiler.program import Program, load_program
 from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
 from compiler.runtime.host import TargetNotRunnable, this_host
 from node.daemon.config import Limits
-from node.daemon.store import STATES, Job, JobStore
+from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
 from node.protocol import statement_digest
 from node.tensors import npy_bytes
@@ -230,7 +230,7 @@ class WorkerPool:
                 self._executables.popitem(last=False)
         return entry
 
-    def run_job(self, job: Job) -> None:
+    def run_job(self, job: StoredJob) -> None:
         """Runs one claimed job to `done` or `failed` (never leaves it running unless the
         process dies, in which case the next start requeues it)."""
         started = time.perf_counter()
@@ -248,13 +248,13 @@ class WorkerPool:
         self.metrics.update_jobs(self.store)
         log.info("job %s %s in %.3f s", job.id, outcome, time.perf_counter() - started)
 
-    def _fail(self, job: Job, message: str) -> None:
+    def _fail(self, job: StoredJob, message: str) -> None:
         try:
             self.store.fail(job.id, message)
         except ValueError:
             log.warning("job %s: no longer running (requeued at shutdown)", job.id)
 
-    def _execute(self, job: Job) -> None:
+    def _execute(self, job: StoredJob) -> None:
         result = self.execute_bound(
             job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None
         )

@@ -21,13 +21,13 @@ from attest import (
     HostRecord,
     OpTrace,
     Predicate,
+    ProgramRecord,
     RunMetadata,
     Statement,
     Target,
     TensorRecord,
     tensor_digest,
 )
-from attest import Program as ProgramRecord
 from attest.digests import text_digest
 from compiler.config import TARGET_CPUS, CompilerConfig
 from compiler.errors import ArgumentError

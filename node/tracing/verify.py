@@ -67,7 +67,7 @@ class FirstDivergence:
     index: int
     name: str
     opcode: str
-    trace_digest: str | None
+    recorded_digest: str | None
     reexecuted_digest: str | None
     proofs_ok: bool
 
@@ -75,7 +75,7 @@ class FirstDivergence:
         """E.g. "instruction 12 fusion.7 (fusion): <digest> != <digest>"."""
         return (
             f"instruction {self.index} {self.name} ({self.opcode}): "
-            f"{self.trace_digest or 'absent'} != {self.reexecuted_digest or 'absent'}"
+            f"{self.recorded_digest or 'absent'} != {self.reexecuted_digest or 'absent'}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,7 +83,7 @@ class FirstDivergence:
             "index": self.index,
             "name": self.name,
             "opcode": self.opcode,
-            "trace_digest": self.trace_digest,
+            "recorded_digest": self.recorded_digest,
             "reexecuted_digest": self.reexecuted_digest,
             "proofs_ok": self.proofs_ok,
         }
@@ -479,7 +479,7 @@ def _check_op_trace(
             )
     report.first_divergence = FirstDivergence(
         index=first.index, name=first.name, opcode=first.opcode,
-        trace_digest=first.left_digest, reexecuted_digest=first.right_digest, proofs_ok=proofs_ok,
+        recorded_digest=first.left_digest, reexecuted_digest=first.right_digest, proofs_ok=proofs_ok,
     )  # fmt: skip
     proof_text = (
         "inclusion proofs verified against both roots"

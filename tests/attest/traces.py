@@ -12,7 +12,7 @@ from attest import (
     Execution,
     OpTrace,
     Predicate,
-    Program,
+    ProgramRecord,
     RunMetadata,
     Statement,
     Target,
@@ -77,7 +77,7 @@ def make_predicate(
         contract=contract,
         key_id=key_id(key),
         deterministic=Execution(
-            program=Program(source_hash=text_digest("source"), hlo_hash=text_digest("hlo")),
+            program=ProgramRecord(source_hash=text_digest("source"), hlo_hash=text_digest("hlo")),
             compiler=CompilerIdentity(
                 vxla_version="0.1.0",
                 numerics_contract="numerics.v1",

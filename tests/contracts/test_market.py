@@ -189,7 +189,7 @@ def test_reveal_phases_and_guards(env: Env) -> None:
     with reverts("AlreadyRevealed", jobId=job, node=nodes[0]):
         env.market.reveal(nodes[0], job, A, TRACE)
     slot = env.market.get_slots(job)[0]
-    assert slot.revealed and slot.result_digest == A and slot.trace_digest == TRACE
+    assert slot.revealed and slot.result_digest == A and slot.envelope_digest == TRACE
     with reverts("RevealPhaseNotOver", jobId=job, revealDeadline=j.reveal_deadline):
         env.market.finalize(env.outsider, job)
     env.travel_to(j.reveal_deadline)

@@ -153,8 +153,8 @@ def test_concurrent_duplicate_jobs_all_run(node: NodeServer) -> None:
     assert len(set(ids)) == 12
     with Client(node.url) as client:
         infos = [client.job(i).wait(timeout=120).info for i in ids]
-    assert {info["trace_digest"] for info in infos} != {None}
-    assert len({info["trace_digest"] for info in infos}) == 1
+    assert {info["statement_digest"] for info in infos} != {None}
+    assert len({info["statement_digest"] for info in infos}) == 1
     assert len({tuple(info["output_digests"]) for info in infos}) == 1
     assert len(node.store.jobs()) == before_jobs + 12
 

@@ -283,7 +283,7 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
     # The revealed trace is the envelope the node serves, bound to this chain job.
     envelope = httpx.get(f"{url}/v1/chain/jobs/{job_id}/trace", timeout=30)
     assert envelope.status_code == 200, envelope.text
-    assert sha256_hex(envelope.content) == slot.trace_digest.hex()
+    assert sha256_hex(envelope.content) == slot.envelope_digest.hex()
     statement = Statement.from_json_bytes(parse_envelope(envelope.content).payload)
     predicate = statement.predicate
     assert (predicate.job_id, predicate.chain_id) == (str(job_id), net.client.chain_id)
@@ -291,7 +291,7 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
     assert [o.digest for o in predicate.deterministic.outputs] == json.loads(record.read_text())["output_tensor_digests"]
     if recorded is not None:
         # Killed after the commit: the recorded trace is revealed, the job is not run again.
-        assert slot.trace_digest.hex() == recorded["trace_digest"]
+        assert slot.envelope_digest.hex() == recorded["envelope_digest"]
         assert json.loads(record.read_text(encoding="utf-8")) == recorded
     return url, Crashed(point, job_id, statement_digest(statement))
 
@@ -323,7 +323,7 @@ def test_sigkill_after_claim_after_commit_and_mid_execution_loses_nothing(anvil:
         with Client(url) as local:
             reference = local.submit(FORI.module_text, job_inputs()).wait(timeout=120).info
         for outcome in crashed:
-            assert outcome.deterministic == reference["trace_digest"], f"{outcome.point}: another execution"
+            assert outcome.deterministic == reference["statement_digest"], f"{outcome.point}: another execution"
         # Every job is settled in the watcher's state before a clean stop.
         wait_for(
             "the watcher to record every job done",

@@ -144,7 +144,7 @@ def test_sigkill_at_seeded_points_loses_nothing(tmp_path: Path) -> None:
                 for i, arrays in submitted.items()
             }
             for job_id, info in final.items():
-                assert info["trace_digest"] == reference[job_id]["trace_digest"], job_id
+                assert info["statement_digest"] == reference[job_id]["statement_digest"], job_id
                 assert info["output_digests"] == reference[job_id]["output_digests"], job_id
                 statement = Statement.from_json_bytes(parse_envelope(jobs[job_id].trace()).payload)
                 assert statement.predicate.job_id == job_id
@@ -218,11 +218,11 @@ def test_sigkill_during_a_burst_of_submissions(tmp_path: Path) -> None:
             jobs = {i: client.job(i).wait(timeout=120) for i in state}
             for job in jobs.values():
                 job.outputs()
-            traces = [job.info["trace_digest"] for job in jobs.values()]
+            traces = [job.info["statement_digest"] for job in jobs.values()]
             assert len(set(traces)) == len(traces)  # distinct inputs, distinct executions
             for job_id in rng.sample(sorted(acked), min(2, len(acked))):
                 again = client.submit(MLP.module_text, short_inputs(acked[job_id])).wait(timeout=120)
-                assert again.info["trace_digest"] == jobs[job_id].info["trace_digest"]
+                assert again.info["statement_digest"] == jobs[job_id].info["statement_digest"]
         assert node.stop() == 0
     finally:
         node.kill()

@@ -84,15 +84,15 @@ def test_job_outputs_and_trace(client: Client, node: NodeServer, name: str) -> N
     report = verify_trace(envelope, [KEY.public_key()], module_source=fixture.module_text, inputs=inputs)
     assert report.ok, [c.message for c in report.failed]
     assert report.statement is not None and report.statement.predicate.job_id == job.id
-    assert job.info["trace_digest"] == statement_digest(report.statement)
+    assert job.info["statement_digest"] == statement_digest(report.statement)
     assert client.verify(envelope, fixture.module_text, inputs).ok
 
 
-def test_same_job_same_trace_digest(client: Client) -> None:
+def test_same_job_same_statement_digest(client: Client) -> None:
     first = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
     second = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
     assert first.id != second.id
-    assert first.info["trace_digest"] == second.info["trace_digest"]
+    assert first.info["statement_digest"] == second.info["statement_digest"]
     assert first.info["output_digests"] == second.info["output_digests"]
 
 
@@ -232,7 +232,7 @@ def test_running_job_redone_after_restart(tmp_path: Path) -> None:
         with Client(server.url) as sdk:
             redone = sdk.job(job.id).wait(timeout=60)
             fresh = sdk.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
-            assert redone.info["trace_digest"] == fresh.info["trace_digest"]
+            assert redone.info["statement_digest"] == fresh.info["statement_digest"]
             statement = Statement.from_json_bytes(parse_envelope(redone.trace()).payload)
             assert statement.predicate.job_id == job.id
             assert [j.state for j in server.store.jobs()] == [DONE, DONE]
@@ -301,7 +301,7 @@ def test_stop_leaves_no_job_running(tmp_path: Path) -> None:
     server = start_node(tmp_path)
     try:
         with Client(server.url) as sdk:
-            digests = {sdk.job(i).wait(timeout=60).info["trace_digest"] for i in ids}
+            digests = {sdk.job(i).wait(timeout=60).info["statement_digest"] for i in ids}
         assert len(digests) == 1
     finally:
         server.stop()

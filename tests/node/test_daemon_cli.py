@@ -76,7 +76,7 @@ def test_submit_wait_json(node_process: tuple[str, subprocess.Popen], capsys: py
     argv = ["submit", "--node", url, str(MLP.directory / "module.hlo"), *map(str, MLP.input_paths())]
     assert main([*argv, "--wait", "--json", "--timeout", "60", "--out", str(out)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["job"]["state"] == "done" and len(report["job"]["trace_digest"]) == 64
+    assert report["job"]["state"] == "done" and len(report["job"]["statement_digest"]) == 64
     program = load_program(MLP.module_text)
     expected = compile_program(program).run(*[load_npy(p) for p in MLP.input_paths()])
     with np.load(out, allow_pickle=False) as archive:

@@ -16,7 +16,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from node.chain.divergence import DivergenceMonitor
-from node.chain.executor import ChainJobRecord
+from node.chain.executor import ExecutedChainJob
 from node.chain.watcher import ChainWatcher
 from node.daemon.store import JobStore
 from node.tracing.statement import build_statement
@@ -105,12 +105,12 @@ def test_ready_only_once_every_other_commitment_is_compared(net: Net) -> None:  
     [slot] = net.market.get_slots(job_id)
     result = net.market.get_job(job_id).result
 
-    records: dict[int, ChainJobRecord] = {}
+    records: dict[int, ExecutedChainJob] = {}
     ours = SimpleNamespace(record=lambda contract, job: records.get(job), directory=net.tmp)
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert monitor.ready(job_id)  # no execution of ours: nothing to wait for
-    records[job_id] = ChainJobRecord(
-        job_id, net.client.chain_id, net.market.address, "", [], [], [], "", result.hex(), ""
+    records[job_id] = ExecutedChainJob(
+        job_id, net.client.chain_id, net.market.address, "", [], [], [], "", result.hex()
     )
     assert slot.node == net.nodes[1] and not monitor.ready(job_id)  # node1's commitment not compared yet
     assert monitor.check_job(job_id) is None  # it seals our result: agreement, no report
@@ -133,7 +133,7 @@ def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(
     other_result = "ab" * 32  # ours differs from what the peer sealed
     store = JobStore(net.tmp / "ours")
     envelope = store.blobs.put(b"our envelope")
-    record = ChainJobRecord(job_id, net.client.chain_id, net.market.address, "", [], [], [], envelope, other_result, "")
+    record = ExecutedChainJob(job_id, net.client.chain_id, net.market.address, "", [], [], [], envelope, other_result)
     ours = SimpleNamespace(record=lambda contract, job: record, directory=net.tmp, store=store)
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert not monitor.ready(job_id)

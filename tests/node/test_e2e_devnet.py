@@ -242,7 +242,7 @@ def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_d
     assert chain_job.accepted and chain_job.revealed == 3
     slots = {s.node: s for s in market.get_slots(int(job.id))}
     # The restarted node revealed the trace it had recorded before the stop: not run again.
-    assert slots[devnet.accounts[2]].trace_digest.hex() == recorded["trace_digest"]
+    assert slots[devnet.accounts[2]].envelope_digest.hex() == recorded["envelope_digest"]
     for name in ("SlotClaimed", "Committed", "Revealed"):
         nodes = sorted(str(e.args["node"]) for e in _events(devnet, name, int(job.id)))
         assert nodes == sorted(devnet.accounts), name
@@ -267,4 +267,4 @@ def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, no
     served = http.get(f"/v1/chain/jobs/{job.id}/trace")
     assert served.status_code == 200
     info = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}")
-    assert envelope_digest_of(served.text) == bytes.fromhex(info["local"]["trace_digest"])
+    assert envelope_digest_of(served.text) == bytes.fromhex(info["local"]["envelope_digest"])

@@ -44,7 +44,7 @@ class FakeNode:
             # A dishonest or corrupted node: other bytes under out0's digest.
             self.blobs[digests[0]] = npy_bytes(run.outputs[0] + 1)
         self.job = {"id": "j1", "state": "failed" if fail else "done", "output_digests": digests,
-                    "trace_digest": "0" * 64, "error": "boom" if fail else None}  # fmt: skip
+                    "statement_digest": "0" * 64, "error": "boom" if fail else None}  # fmt: skip
         self.requests: list[tuple[str, str, bytes]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:

@@ -45,7 +45,7 @@ def test_job_lifecycle(tmp_path: Path) -> None:
     assert claimed is not None and claimed.id == job.id and claimed.state == RUNNING
     store.finish(job.id, [a], b, a)
     done = store.get(job.id)
-    assert done is not None and done.state == DONE and done.output_digests == (a,) and done.trace_digest == b
+    assert done is not None and done.state == DONE and done.output_digests == (a,) and done.statement_digest == b
     assert done.envelope_digest == a
     with pytest.raises(ValueError, match="not running"):
         store.fail(job.id, "too late")
@@ -89,3 +89,19 @@ def test_temporary_files_of_interrupted_writes_are_removed_on_open(tmp_path: Pat
     assert not leftover.exists() and not reopened.blobs.has(digest)
     assert reopened.blobs.get(kept) == b"a finished blob"
     assert sorted(p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()) == [kept]
+
+
+def test_a_store_of_the_earlier_schema_is_migrated_on_open(tmp_path: Path) -> None:
+    # Earlier stores named the statement digest column trace_digest.
+    store = JobStore(tmp_path)
+    module = store.blobs.put(b"module")
+    job = store.add_job(module, [])
+    store.claim_next()
+    store.finish(job.id, [], "ab" * 32, "cd" * 32)
+    store.close()
+    with sqlite3.connect(tmp_path / "jobs.sqlite3") as db:
+        db.execute("ALTER TABLE jobs RENAME COLUMN statement_digest TO trace_digest")
+    reopened = JobStore(tmp_path)
+    done = reopened.get(job.id)
+    assert done is not None and done.statement_digest == "ab" * 32 and done.envelope_digest == "cd" * 32
+    assert done.to_dict()["statement_digest"] == "ab" * 32

@@ -174,7 +174,7 @@ def test_a_fault_gives_the_first_divergence_with_proofs() -> None:
     assert not report.ok
     first = report.first_divergence
     assert first is not None and (first.index, first.name, first.proofs_ok) == (2, name, True)
-    assert first.trace_digest == faulty.predicate.deterministic.op_trace.instructions[2].digest
+    assert first.recorded_digest == faulty.predicate.deterministic.op_trace.instructions[2].digest
     assert first.reexecuted_digest == honest.instructions[2][2]
     assert first.line().startswith(f"instruction 2 {name} (")
 

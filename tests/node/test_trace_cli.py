@@ -136,7 +136,7 @@ def test_an_injected_fault_is_named_as_the_first_divergence(name: str, keys: Key
     first = report["first_divergence"]
     assert first is not None, report
     assert (first["index"], first["name"]) == (index, fault.instruction)
-    assert first["proofs_ok"] is True and first["trace_digest"] != first["reexecuted_digest"]
+    assert first["proofs_ok"] is True and first["recorded_digest"] != first["reexecuted_digest"]
     assert f"instruction {index} {fault.instruction} (" in _failed(report)["op_trace"]
     # Everything upstream of execution still matches: the fault is in the run, not the code.
     assert {"signatures", "hlo_hash", "graph_hash", "binary_hash", "inputs"}.isdisjoint(_failed(report))

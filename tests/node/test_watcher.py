@@ -244,8 +244,8 @@ class _CrashingMarket(JobMarket):
             raise Crash
         return result
 
-    def reveal(self, sender, job_id, result_digest, trace_digest):  # noqa: ANN001, ANN201
-        result = super().reveal(sender, job_id, result_digest, trace_digest)
+    def reveal(self, sender, job_id, result_digest, envelope_digest):  # noqa: ANN001, ANN201
+        result = super().reveal(sender, job_id, result_digest, envelope_digest)
         if self.crash_after == "reveal":
             raise Crash
         return result
@@ -553,7 +553,7 @@ def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(
     slots = {s.node: s for s in net.market.get_slots(job_id)}
     for node, executor in zip(net.nodes, executors, strict=True):
         envelope = executor.envelopes[job_id]
-        assert slots[node].trace_digest == envelope_digest_of(envelope)
+        assert slots[node].envelope_digest == envelope_digest_of(envelope)
         # A trace bound to this job, chain and contract, signed by this node's key.
         statement = verify(
             envelope,
@@ -563,4 +563,4 @@ def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(
             contract=net.market.address,
         )
         assert statement.predicate.key_id == key_id(executor.key)
-    assert len({slots[n].trace_digest for n in net.nodes}) == 3  # one signed trace per node
+    assert len({slots[n].envelope_digest for n in net.nodes}) == 3  # one signed trace per node
