@@ -1,6 +1,6 @@
-"""Imports point one way (docs/architecture.md): every module of compiler/ imports only its own
-layer and those below it, attest/ imports neither compiler/ nor node/, and compiler/ never
-imports node/. Read from the source with ast, lazy (function-level) imports included."""
+"""Imports point one way: every module of compiler/ and of node/ imports only its own layer
+and those below it, attest/ imports neither compiler/ nor node/, and compiler/ never imports
+node/. Read from the source with ast, lazy (function-level) imports included."""
 
 from __future__ import annotations
 
@@ -27,11 +27,25 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 
+# node/, lowest layer first. The SDK sits beside the daemon and may not import it: a client
+# needs the protocol, traces and the chain bindings, never the daemon's internals.
+NODE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("node.errors",),
+    ("node.protocol", "node.tensors"),
+    ("node.tracing",),
+    ("node.chain",),
+    ("node.daemon", "node.sdk"),
+    ("node.devnet",),
+    ("node.cli",),
+    ("node",),
+)
+
+
 def unit_of(module: str) -> str:
-    """The layer unit a dotted module name belongs to (its package under compiler/, or the
-    top-level module)."""
+    """The layer unit a dotted module name belongs to (its package or module directly under
+    compiler/ or node/, or the top-level module)."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "compiler" and len(parts) > 1 else parts[0]
+    return ".".join(parts[:2]) if parts[0] in ("compiler", "node") and len(parts) > 1 else parts[0]
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -54,10 +68,11 @@ def module_name(path: Path) -> str:
 
 
 def layer(unit: str) -> int:
-    for index, units in enumerate(COMPILER_LAYERS):
+    layers = NODE_LAYERS if unit.split(".")[0] == "node" else COMPILER_LAYERS
+    for index, units in enumerate(layers):
         if unit in units:
             return index
-    raise AssertionError(f"{unit} is in no layer of COMPILER_LAYERS")
+    raise AssertionError(f"{unit} is in no layer")
 
 
 def sources(package: str) -> list[Path]:
@@ -77,6 +92,20 @@ def test_compiler_modules_import_only_their_layer_and_below(path: Path) -> None:
             f"{path.relative_to(ROOT)}:{line} imports {module}: {here} (layer {layer(here)}) may not import "
             f"{target} (layer {layer(target)})"
         )
+
+
+@pytest.mark.parametrize("path", sources("node"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_node_modules_import_only_their_layer_and_below(path: Path) -> None:
+    here = unit_of(module_name(path))
+    for line, module in imports(path):
+        if module.split(".")[0] != "node" or module == "node":
+            continue
+        target = unit_of(module)
+        assert layer(target) <= layer(here), (
+            f"{path.relative_to(ROOT)}:{line} imports {module}: {here} (layer {layer(here)}) may not import "
+            f"{target} (layer {layer(target)})"
+        )
+        assert not (here == "node.sdk" and target == "node.daemon"), f"{path.relative_to(ROOT)}:{line}: the SDK imports the daemon"
 
 
 @pytest.mark.parametrize("path", sources("attest"), ids=lambda p: str(p.relative_to(ROOT)))

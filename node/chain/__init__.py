@@ -1,4 +1,6 @@
-"""Chain access for vxla nodes: the NodeRegistry and JobMarket contracts through web3.
+"""Chain access for vxla nodes: the NodeRegistry and JobMarket contracts through web3, and the
+watcher (with its state) and the verifier role that follow them; the daemon (node/daemon/)
+plugs its executor into the watcher.
 
 `ChainClient` owns the connection (nonces, gas, fees, receipts, revert decoding, logs);
 `NodeRegistry` and `JobMarket` are typed bindings over it; `deploy` deploys both, wired.

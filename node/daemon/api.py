@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from attest import key_id
 from attest.digests import sha256_hex
 from attest.keys import raw_public_key
-from node.chain.role import ChainRole
+from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.store import DONE, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool, check_module, prepare_job

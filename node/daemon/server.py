@@ -1,7 +1,7 @@
 """`NodeServer`: one node's store, worker pool and HTTP API, served by uvicorn.
 
 With `chain.rpc_url` set it also runs one chain thread: the `ChainWatcher` (claim, execute
-through `node.chain.executor`, commit, reveal, finalize), the `ChainVerifier` (the verifier
+through `node.daemon.chain_executor`, commit, reveal, finalize), the `ChainVerifier` (the verifier
 role, `chain.verify_fraction`) and the `DivergenceMonitor`.
 """
 
@@ -21,14 +21,14 @@ from attest import load_private_key
 from compiler.runtime.executable import Fault
 from node.chain import ChainClient, JobMarket, NodeRegistry
 from node.chain.client import _address
-from node.chain.divergence import DivergenceMonitor
-from node.chain.executor import BlobFetcher, ChainExecutor, PeerDirectory
-from node.chain.role import ChainRole
 from node.chain.state import JobState
 from node.chain.verifier import ChainVerifier, VerifierConfig
 from node.chain.watcher import ChainWatcher, WatcherConfig
 from node.daemon.api import create_app
+from node.daemon.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
+from node.daemon.chain_role import ChainRole
 from node.daemon.config import NodeConfig
+from node.daemon.divergence import DivergenceMonitor
 from node.daemon.store import JobStore
 from node.daemon.worker import WorkerPool
 

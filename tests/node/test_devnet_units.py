@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
-from node.chain.executor import BlobFetcher, ChainExecutor, download
 from node.chain.watcher import ChainJob
 from node.cli import main
 from node.daemon.api import create_app
+from node.daemon.chain_executor import BlobFetcher, ChainExecutor, download
 from node.daemon.config import ConfigError, Limits, parse_config
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
@@ -190,7 +190,7 @@ def test_readyz_is_503_naming_the_chain_when_it_is_unreachable(tmp_path: Path) -
     from web3 import HTTPProvider, Web3
 
     from node.chain import ChainClient
-    from node.chain.role import ChainRole
+    from node.daemon.chain_role import ChainRole
 
     store = JobStore(tmp_path)
     try:

@@ -15,9 +15,9 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
-from node.chain.divergence import DivergenceMonitor
-from node.chain.executor import ExecutedChainJob
 from node.chain.watcher import ChainWatcher
+from node.daemon.chain_executor import ExecutedChainJob
+from node.daemon.divergence import DivergenceMonitor
 from node.daemon.store import JobStore
 from node.tracing.statement import build_statement
 from tests.fixture_data import Fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from node.chain import ChainClient, JobMarket, NodeRegistry
-from node.chain.divergence import DivergenceMonitor
-from node.chain.executor import ChainExecutor
+from node.daemon.chain_executor import ChainExecutor
+from node.daemon.divergence import DivergenceMonitor
 
 
 @dataclass

@@ -38,7 +38,7 @@ from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from compiler.atomic_files import write_bytes_atomic
 from node.chain import JobMarket, NodeRegistry, Phase, Slot
-from node.chain.executor import ChainExecutor, ExecutedChainJob, download
+from node.daemon.chain_executor import ChainExecutor, ExecutedChainJob, download
 from node.protocol import envelope_digest_of, result_digest_of, seal_of
 from node.tracing.verify import parse_envelope
 
