@@ -1,31 +1,40 @@
-"""The chain watcher's own durable state: the log cursor, the logs already applied, and each
-job's progress through claim, execute, commit, reveal and finalize.
+"""The node's chain database: one SQLite file (`<data_dir>/chain.sqlite3`) holding everything
+the node knows of the chain beyond the chain itself: each log reader's cursor (the watcher's,
+the verifier's) and the logs already applied; each job's progress through claim, execute,
+commit, reveal and finalize; the verifier's checks of other nodes' commitments; the record of
+every chain job this node executed (what it committed to); and the divergence reports naming
+where other nodes' traces part from ours.
 
-One SQLite file per node account, in WAL mode; every change is one transaction, so a crash
-leaves either the old or the new state, never half of one. The file is bound to one chain,
-contract and account on creation: opening it for another is refused, because the progress
-it records only means something for that triple.
+WAL mode; every change is one transaction, so a crash leaves either the old or the new
+state, never half of one. The file is bound to one chain, contract and account on creation:
+opening it for another is refused, because what it records only means something for that
+triple. Several components open it (each with its own connection); one connection is safe
+to share between threads.
+
+Nodes before schema 4 kept this in two SQLite files and two kinds of JSON side file;
+`import_legacy_files` moves them in (and renames the old files `*.migrated`).
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from node.errors import NodeError
 
-SCHEMA_VERSION = 3
-# Schema 3 renamed jobs.trace_digest to envelope_digest (the same value: the digest of the
-# envelope the node revealed); a schema 2 file is migrated when opened.
-_MIGRATIONS = {2: "ALTER TABLE jobs RENAME COLUMN trace_digest TO envelope_digest"}
+SCHEMA_VERSION = 4
+# The log readers, each with its own cursor.
+READERS = ("watcher", "verifier")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cursor (id INTEGER PRIMARY KEY CHECK (id = 0), next_block INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors (reader TEXT PRIMARY KEY, next_block INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS seen_logs (
     tx_hash BLOB NOT NULL, log_index INTEGER NOT NULL, PRIMARY KEY (tx_hash, log_index)
 );
@@ -52,6 +61,12 @@ CREATE TABLE IF NOT EXISTS verifications (
     local_result BLOB,
     note TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job_id, node)
+);
+CREATE TABLE IF NOT EXISTS executed_jobs (
+    contract TEXT NOT NULL, job_id INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (contract, job_id)
+);
+CREATE TABLE IF NOT EXISTS divergence_reports (
+    contract TEXT NOT NULL, job_id INTEGER NOT NULL, report TEXT NOT NULL, PRIMARY KEY (contract, job_id)
 );
 """
 
@@ -139,11 +154,12 @@ class CommitRecord:
 
 
 class ChainStateError(NodeError):
-    """The state file belongs to another chain, contract or account, or is of another version."""
+    """The chain database belongs to another chain, contract or account, or is of another
+    version; the message says what to do."""
 
 
 class ChainState:
-    """The watcher's SQLite state (see the module docstring)."""
+    """The node's chain database (see the module docstring)."""
 
     def __init__(
         self, path: str | Path, *, chain_id: int, contract: str, account: str, start_block: int
@@ -151,6 +167,9 @@ class ChainState:
         """Open (or create) the state at `path` for (`chain_id`, `contract`, `account`);
         a new file starts reading logs at `start_block`."""
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in `_tx`).
+        self.path = Path(path)
+        self.start_block = start_block
+        self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -165,16 +184,16 @@ class ChainState:
                 if statement.strip():
                     db.execute(statement)
             stored = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            while stored and int(stored.get("schema", SCHEMA_VERSION)) in _MIGRATIONS:
-                version = int(stored["schema"])
-                db.execute(_MIGRATIONS[version])
-                db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version + 1),))
-                stored["schema"] = str(version + 1)
             if not stored:
                 db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(identity.items()))
-                db.execute("INSERT INTO cursor VALUES (0, ?)", (start_block,))
+            elif stored.get("schema") != identity["schema"]:
+                raise ChainStateError(
+                    f"{path} has schema {stored.get('schema')}, this vxla {SCHEMA_VERSION}: open the data "
+                    "directory with the vxla that made it, or move the file away to start from the chain"
+                )
             elif stored != identity:
-                raise ChainStateError(f"state file {path} is for {stored}, not {identity}")
+                raise ChainStateError(f"chain database {path} is for {stored}, not {identity}")
+        self.identity = identity
 
     def close(self) -> None:
         """Close the database."""
@@ -182,29 +201,36 @@ class ChainState:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, query: str, params: tuple = ()) -> list[tuple]:  # type: ignore[type-arg]
+        with self._lock:
+            return self._db.execute(query, params).fetchall()
 
     # -- logs ------------------------------------------------------------------------------
 
-    def next_block(self) -> int:
-        """The first block whose logs have not been applied."""
-        return int(self._db.execute("SELECT next_block FROM cursor WHERE id = 0").fetchone()[0])
+    def next_block(self, reader: str = "watcher") -> int:
+        """The first block whose logs `reader` has not applied (start_block at first)."""
+        rows = self._rows("SELECT next_block FROM cursors WHERE reader = ?", (reader,))
+        return int(rows[0][0]) if rows else self.start_block
 
     def apply_range(
         self,
         new_jobs: list[tuple[bytes, int, TrackedJob]],
         next_block: int,
         commits: Sequence[tuple[bytes, int, CommitRecord]] = (),
+        reader: str = "watcher",
     ) -> int:
         """Record the JobPosted logs of one block range (each as (tx hash, log index, job)),
         and the Committed logs a verifier follows (as pending verifications), and move the
-        cursor to `next_block`, in one transaction. A log already applied is ignored, so
+        cursor of `reader` to `next_block`, in one transaction. A log already applied is ignored, so
         reading a range twice changes nothing. Returns how many jobs were new."""
         added = 0
         with self._tx() as db:
@@ -244,23 +270,23 @@ class ChainState:
                     ),
                 )
                 added += cur.rowcount
-            db.execute("UPDATE cursor SET next_block = ? WHERE id = 0", (next_block,))
+            db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (reader, next_block))
         return added
 
     def seen_log_count(self) -> int:
         """How many logs have been applied (for tests and metrics)."""
-        return int(self._db.execute("SELECT COUNT(*) FROM seen_logs").fetchone()[0])
+        return int(self._rows("SELECT COUNT(*) FROM seen_logs")[0][0])
 
     # -- jobs ------------------------------------------------------------------------------
 
     def job(self, job_id: int) -> TrackedJob | None:
         """The record of `job_id`, or None if never seen."""
-        row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        return None if row is None else _record(row)
+        rows = self._rows(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job_id,))
+        return _record(rows[0]) if rows else None
 
     def jobs(self) -> list[TrackedJob]:
         """Every job, by id."""
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs ORDER BY job_id").fetchall()
+        rows = self._rows(f"SELECT {_COLUMNS} FROM jobs ORDER BY job_id")
         return [_record(r) for r in rows]
 
     def open_jobs(self) -> list[TrackedJob]:
@@ -300,7 +326,7 @@ class ChainState:
         if status is not None:
             query += " WHERE status = ?"
             params = (status.value,)
-        rows = self._db.execute(query + " ORDER BY job_id, node", params).fetchall()
+        rows = self._rows(query + " ORDER BY job_id, node", params)
         return [
             CommitRecord(
                 int(r[0]),
@@ -329,3 +355,104 @@ class ChainState:
                 "WHERE job_id = ? AND node = ?",
                 (status.value, local_result, note, job_id, node),
             )
+
+    # -- executions and divergence reports (JSON documents of the daemon) ------------------
+
+    def record_execution(self, contract: str, job_id: int, record: dict) -> None:
+        """Stores the record of a chain job this node executed (what it commits to)."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO executed_jobs VALUES (?, ?, ?)", (contract.lower(), job_id, _json(record)))
+
+    def execution(self, contract: str, job_id: int) -> dict | None:
+        """The record of an executed chain job, or None."""
+        rows = self._rows("SELECT record FROM executed_jobs WHERE contract = ? AND job_id = ?", (contract.lower(), job_id))
+        return json.loads(rows[0][0]) if rows else None
+
+    def executed_job_ids(self, contract: str) -> list[int]:
+        """The chain jobs of `contract` this node executed, by id."""
+        return [int(r[0]) for r in self._rows("SELECT job_id FROM executed_jobs WHERE contract = ? ORDER BY job_id", (contract.lower(),))]
+
+    def save_divergence(self, contract: str, job_id: int, report: dict) -> None:
+        """Stores (replaces) the divergence report of a job."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO divergence_reports VALUES (?, ?, ?)", (contract.lower(), job_id, _json(report)))
+
+    def divergence(self, contract: str, job_id: int) -> dict | None:
+        """The divergence report of a job, or None."""
+        rows = self._rows("SELECT report FROM divergence_reports WHERE contract = ? AND job_id = ?", (contract.lower(), job_id))
+        return json.loads(rows[0][0]) if rows else None
+
+
+def _json(document: dict) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))
+
+
+# The layout before schema 4: two SQLite files (the watcher's and the verifier's, schema 2
+# or 3) and the executor's JSON records, with the divergence reports beside them.
+LEGACY_STATE_FILES = {"chain-state.sqlite": "watcher", "chain-verifier.sqlite": "verifier"}
+LEGACY_RECORDS_DIR = "chain-jobs"
+
+
+def import_legacy_files(data_dir: str | Path, state: ChainState) -> list[str]:
+    """Moves an older node's chain files in `data_dir` into `state` (its cursors, logs, jobs,
+    verifications, execution records and divergence reports) in one transaction, then renames
+    them `<name>.migrated`. Idempotent: what is already in `state` is kept. A file for another
+    chain, contract or account is refused (ChainStateError) and nothing is changed. Returns
+    the names imported."""
+    data_dir = Path(data_dir)
+    databases = [(data_dir / name, reader) for name, reader in LEGACY_STATE_FILES.items() if (data_dir / name).is_file()]
+    records_dir = data_dir / LEGACY_RECORDS_DIR
+    if not databases and not records_dir.is_dir():
+        return []
+    for path, _ in databases:
+        with closing(sqlite3.connect(path)) as legacy:
+            stored = dict(legacy.execute("SELECT key, value FROM meta").fetchall())
+        expected = {key: value for key, value in state.identity.items() if key != "schema"}
+        if {key: stored.get(key) for key in expected} != expected or stored.get("schema") not in ("2", "3"):
+            raise ChainStateError(
+                f"{path} (from an older vxla) is for {stored}, but this node follows {expected}: move the "
+                "file away to start from the chain, or set chain.* to what it was"
+            )
+    imported = []
+    with state._lock:
+        for index, (path, _) in enumerate(databases):
+            state._db.execute(f"ATTACH DATABASE ? AS legacy{index}", (str(path),))
+        try:
+            with state._tx() as db:
+                for index, (path, reader) in enumerate(databases):
+                    schema = f"legacy{index}"
+                    envelope = "trace_digest" if _legacy_schema(db, schema) == "2" else "envelope_digest"
+                    (next_block,) = db.execute(f"SELECT next_block FROM {schema}.cursor WHERE id = 0").fetchone()
+                    db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (reader, next_block))
+                    db.execute(f"INSERT OR IGNORE INTO seen_logs SELECT tx_hash, log_index FROM {schema}.seen_logs")
+                    columns = _COLUMNS.replace("envelope_digest", envelope)
+                    db.execute(f"INSERT OR IGNORE INTO jobs ({_COLUMNS}) SELECT {columns} FROM {schema}.jobs")
+                    db.execute(f"INSERT OR IGNORE INTO verifications SELECT job_id, node, seal, status, local_result, note FROM {schema}.verifications")
+                    imported.append(path.name)
+                if records_dir.is_dir():
+                    for path in sorted(records_dir.glob("*.json")):
+                        document = json.loads(path.read_text(encoding="utf-8"))
+                        if path.name.endswith(".divergence.json"):
+                            table = "divergence_reports"
+                            contract, job_id = str(document["contract"]), int(document["job_id"])
+                        else:
+                            document.pop("trace_digest", None)  # repeated envelope_digest under this name
+                            table = "executed_jobs"
+                            contract, job_id = str(document["contract"]), int(document["job_id"])
+                        db.execute(f"INSERT OR IGNORE INTO {table} VALUES (?, ?, ?)", (contract.lower(), job_id, _json(document)))
+                    imported.append(LEGACY_RECORDS_DIR)
+        finally:
+            for index in range(len(databases)):
+                state._db.execute(f"DETACH DATABASE legacy{index}")
+    for path, _ in databases:
+        for suffix in ("", "-wal", "-shm"):
+            part = path.with_name(path.name + suffix)
+            if part.exists():
+                part.rename(part.with_name(part.name + ".migrated"))
+    if records_dir.is_dir():
+        records_dir.rename(records_dir.with_name(records_dir.name + ".migrated"))
+    return imported
+
+
+def _legacy_schema(db: sqlite3.Connection, schema: str) -> str:
+    return str(db.execute(f"SELECT value FROM {schema}.meta WHERE key = 'schema'").fetchone()[0])

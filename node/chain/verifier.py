@@ -116,7 +116,7 @@ class ChainVerifier:
         return self.state.verifications(VerificationStatus.MISMATCH)
 
     def _poll(self) -> None:
-        start = self.state.next_block()
+        start = self.state.next_block("verifier")
         end = min(self.client.block_number() - self.config.confirmations, start + self.config.max_blocks_per_step - 1)
         if end < start:
             return
@@ -127,7 +127,7 @@ class ChainVerifier:
             (e.tx_hash, e.log_index, CommitRecord(int(e.args["jobId"]), str(e.args["node"]), bytes(e.args["seal"])))
             for e in events
         ]
-        self.state.apply_range([], end + 1, commits)
+        self.state.apply_range([], end + 1, commits, reader="verifier")
 
     def _check(self, commit: CommitRecord) -> tuple[VerificationStatus | None, bytes | None, str]:
         if commit.node.lower() == self.address.lower():

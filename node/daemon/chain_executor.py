@@ -17,27 +17,25 @@ with the cache, `run_traced`, `build_statement` bound to the job id, chain id an
 sign, store outputs and envelope). It runs in a background thread; `execute` answers
 `JobPending` until it is done. The result digest is `node.protocol.result_digest_of`
 over the output tensor digests; the envelope digest is the stored envelope blob's digest.
-Each finished chain job is recorded in `<data_dir>/chain-jobs/<contract>-<job id>.json`, so
+Each finished chain job is recorded in the node's chain database (node/chain/state.py), so
 a restarted node reveals the digests it committed to instead of re-running.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from attest.digests import sha256_hex
-from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 from node.chain import NodeRegistry, fetch_events
+from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool, check_module, prepare_job
@@ -172,13 +170,11 @@ class ExecutedChainJob:
 class ChainExecutor:
     """The `JobExecutor` of the daemon (see the module docstring)."""
 
-    def __init__(self, pool: WorkerPool, fetcher: BlobFetcher, *, workers: int = 1) -> None:
+    def __init__(self, pool: WorkerPool, fetcher: BlobFetcher, state: ChainState, *, workers: int = 1) -> None:
         self.pool = pool
         self.store = pool.store
         self.fetcher = fetcher
-        self.directory = self.store.data_dir / "chain-jobs"
-        self.directory.mkdir(parents=True, exist_ok=True)
-        remove_temporaries(self.directory)  # of record writes a crash interrupted
+        self.state = state  # the node's chain database: the execution records live there
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxla-chain-job")
         self._running: dict[tuple[str, int], Future[ExecutedChainJob]] = {}
         self._lock = threading.Lock()
@@ -189,17 +185,10 @@ class ChainExecutor:
         self._threads.shutdown(wait=False, cancel_futures=True)
         self.fetcher.http.close()
 
-    def _path(self, contract: str, job_id: int) -> Path:
-        return self.directory / f"{contract.lower()}-{job_id}.json"
-
     def record(self, contract: str, job_id: int) -> ExecutedChainJob | None:
         """The record of a chain job this node executed, or None."""
-        path = self._path(contract, job_id)
-        if not path.is_file():
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data.pop("trace_digest", None)  # older records repeated envelope_digest under this name
-        return ExecutedChainJob(**data)
+        data = self.state.execution(contract, job_id)
+        return None if data is None else ExecutedChainJob(**data)
 
     def _digests(self, job: ChainJob) -> tuple[str, list[str]]:
         """The module blob digest and input blob digests of `job`, blobs fetched if needed.
@@ -261,6 +250,6 @@ class ChainExecutor:
             envelope_digest=result.envelope_digest,
             result_digest=result_digest_of(result.output_tensor_digests).hex(),
         )
-        write_bytes_atomic(self._path(job.contract, job.job_id), json.dumps(record.to_dict(), indent=1).encode())
+        self.state.record_execution(job.contract, job.job_id, record.to_dict())
         log.info("chain job %d executed: result %s", job.job_id, record.result_digest)
         return record

@@ -16,7 +16,7 @@ the registry) and is accepted only if it is signed by the key the node registere
 statement is bound to the same job, chain and contract, its outputs give the result the node
 sealed on chain, and, once the node has revealed, its bytes hash to the trace digest it
 revealed. Reports are written to
-`<data_dir>/chain-jobs/<contract>-<job id>.divergence.json`, logged, and served at
+the node's chain database (node/chain/state.py), logged, and served at
 `GET /v1/chain/jobs/{id}/divergence`.
 """
 
@@ -26,7 +26,6 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,7 +35,6 @@ from attest import first_divergence, key_id, verify
 from attest.errors import VerificationError
 from attest.keys import public_key_from_raw
 from attest.statement import Statement
-from compiler.atomic_files import write_bytes_atomic
 from node.chain import JobMarket, NodeRegistry, Phase, Slot
 from node.daemon.chain_executor import ChainExecutor, ExecutedChainJob, download
 from node.protocol import envelope_digest_of, result_digest_of, seal_of
@@ -112,15 +110,11 @@ class DivergenceMonitor:
         """Closes the connections to peers."""
         self.http.close()
 
-    def _path(self, contract: str, job_id: int) -> Path:
-        return self.executor.directory / f"{contract.lower()}-{job_id}.divergence.json"
-
     def report(self, contract: str, job_id: int) -> DivergenceReport | None:
         """The stored report of a job, or None when no divergence was found (yet)."""
-        path = self._path(contract, job_id)
-        if not path.is_file():
+        data = self.executor.state.divergence(contract, job_id)
+        if data is None:
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
         return DivergenceReport(
             data["job_id"], data["contract"], [NodeDivergence(**d) for d in data["divergences"]], data["recorded_block"]
         )
@@ -129,10 +123,7 @@ class DivergenceMonitor:
         """Look at every executed job's commitments once; returns the reports written now."""
         written = []
         contract = self.market.address
-        for path in sorted(self.executor.directory.glob(f"{contract.lower()}-*.json")):
-            if path.name.endswith(".divergence.json"):
-                continue
-            job_id = int(path.stem.rsplit("-", 1)[1])
+        for job_id in self.executor.state.executed_job_ids(contract):
             if (contract, job_id) in self._settled:
                 continue
             report = self.check_job(job_id)
@@ -196,7 +187,7 @@ class DivergenceMonitor:
         report = DivergenceReport(
             job_id, contract, (previous.divergences if previous else []) + found, self.market.client.block_number()
         )
-        write_bytes_atomic(self._path(contract, job_id), json.dumps(report.to_dict(), indent=1).encode())
+        self.executor.state.save_divergence(contract, job_id, report.to_dict())
         return report
 
     def _compare(self, job_id: int, slot: Slot, ours: ExecutedChainJob) -> NodeDivergence | None:

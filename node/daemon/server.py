@@ -21,7 +21,7 @@ from attest import load_private_key
 from compiler.runtime.executable import Fault
 from node.chain import ChainClient, JobMarket, NodeRegistry
 from node.chain.client import _address
-from node.chain.state import JobState
+from node.chain.state import ChainState, JobState, import_legacy_files
 from node.chain.verifier import ChainVerifier, VerifierConfig
 from node.chain.watcher import ChainWatcher, WatcherConfig
 from node.daemon.api import create_app
@@ -55,6 +55,7 @@ class NodeServer:
             self.store, self.signing_key, limits, workers=self.config.workers, threads=self.config.threads,
             fault=fault,
         )  # fmt: skip
+        self.chain_database = self.store.data_dir / "chain.sqlite3"
         self.chain = self._chain_role() if self.config.chain.rpc_url else None
         self._chain_stop = threading.Event()
         self._chain_thread: threading.Thread | None = None
@@ -81,8 +82,14 @@ class NodeServer:
         peers = PeerDirectory(registry, chain.start_block, lambda: self.url)
         limits = self.config.limits
         fetcher = BlobFetcher(self.store, peers, max_bytes=max(limits.max_module_bytes, limits.max_tensor_bytes))
-        executor = ChainExecutor(self.pool, fetcher, workers=self.config.workers)
         address = _address(account)
+        state = ChainState(
+            self.chain_database, chain_id=client.chain_id, contract=market.address, account=address, start_block=chain.start_block
+        )
+        imported = import_legacy_files(self.store.data_dir, state)
+        if imported:
+            log.info("moved %s into %s (the old files are renamed *.migrated)", ", ".join(imported), self.chain_database.name)
+        executor = ChainExecutor(self.pool, fetcher, state, workers=self.config.workers)
         monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification)
         self._account = account
         return ChainRole(client, market, registry, executor, monitor, address)
@@ -99,7 +106,7 @@ class NodeServer:
             self.chain.market,
             self._account,
             self.chain.executor,
-            self.store.data_dir / "chain-state.sqlite",
+            self.chain_database,
             config=WatcherConfig(confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s),
             start_block=chain.start_block,
             finalize_gate=self.chain.monitor.ready,
@@ -110,7 +117,7 @@ class NodeServer:
                 self.chain.market,
                 self.chain.address,
                 self.chain.executor,
-                self.store.data_dir / "chain-verifier.sqlite",
+                self.chain_database,
                 config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
                 start_block=chain.start_block,
             )
@@ -204,6 +211,8 @@ class NodeServer:
             self.chain.executor.close()
             self.chain.monitor.close()
         requeued = self.pool.stop(timeout)
+        if self.chain is not None:
+            self.chain.executor.state.close()  # after the workers: a running job may still record
         if requeued:
             log.info("requeued %d running job(s) at shutdown", len(requeued))
         self.socket.close()

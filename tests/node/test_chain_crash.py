@@ -5,7 +5,7 @@ on the same data directory and config:
 1. after its claim is mined (its slot is on chain, its commit is not);
 2. after its commit is mined (its seal is on chain, its reveal is not);
 3. mid-execution (it has claimed and compiled the job and is running it: the seconds-long
-   `fori_loop` module; its chain-jobs record does not exist yet).
+   `fori_loop` module; its execution record does not exist yet).
 
 Each job is posted with redundancy 2: the node under test holds one slot and the test holds
 the other with a second registered account, committing only after the kill. Until both
@@ -13,7 +13,7 @@ slots are committed the node cannot reveal, so a kill drawn (from a fixed seed) 
 seconds after the node's commit is sure to land between its commit and its reveal.
 
 Where each kill landed is proved after the process is dead, from the chain's events (and
-the chain-jobs record file). After each restart the job must finalize, accepted, on the
+the execution record in the chain database). After each restart the job must finalize, accepted, on the
 result digest of an uninterrupted computation (run in this process), and then:
 
 - no lost job: every job is DONE in the watcher's state file, finalized and accepted;
@@ -149,12 +149,18 @@ def integrity(path: Path) -> str:
 
 def watcher_states(data_dir: Path) -> dict[int, str]:
     """The watcher's job states, read with sqlite3 from the state file."""
-    with contextlib.closing(sqlite3.connect(data_dir / "chain-state.sqlite")) as db:
+    with contextlib.closing(sqlite3.connect(data_dir / "chain.sqlite3")) as db:
         return {int(job_id): str(state) for job_id, state in db.execute("SELECT job_id, state FROM jobs")}
 
 
-def record_path(node: Any, net: Net, job_id: int) -> Path:
-    return node.data_dir / "chain-jobs" / f"{net.deployment.market.address.lower()}-{job_id}.json"
+def executed_record(node: Any, net: Net, job_id: int) -> dict[str, Any] | None:
+    """The node's record of executing a chain job, read with sqlite3 from its chain database."""
+    with contextlib.closing(sqlite3.connect(node.data_dir / "chain.sqlite3")) as db:
+        row = db.execute(
+            "SELECT record FROM executed_jobs WHERE contract = ? AND job_id = ?",
+            (net.deployment.market.address.lower(), job_id),
+        ).fetchone()
+    return None if row is None else json.loads(row[0])
 
 
 def node_events(net: Net, job_id: int) -> dict[str, list[Any]]:
@@ -187,7 +193,7 @@ def kill(node: Any) -> None:
     assert node.process is not None and node.process.poll() is None, "the node died before the kill"
     node.process.send_signal(signal.SIGKILL)
     assert node.process.wait(30) == -signal.SIGKILL
-    for name in ("chain-state.sqlite", "jobs.sqlite3"):
+    for name in ("chain.sqlite3", "jobs.sqlite3"):
         assert integrity(node.data_dir / name) == "ok", name
 
 
@@ -221,7 +227,6 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
     compiles, executions = metric(url, "vxla_compile_cache_total"), metric(url, "vxla_execution_seconds_count")
     job_id = post(net, url)
     market.claim_slot(net.peer, job_id)  # the other slot: the test commits it after the kill
-    record = record_path(node, net, job_id)
     recorded: dict[str, Any] | None = None
 
     if point == "after claim":
@@ -238,12 +243,13 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
             lambda: (slot := my_slot(net, job_id, net.account)) is not None and slot.committed,
             timeout=120,
         )
-        recorded = json.loads(record.read_text(encoding="utf-8"))  # written before the commit
+        recorded = executed_record(node, net, job_id)  # written before the commit
+        assert recorded is not None
         time.sleep(rng.uniform(0.0, 0.5))
         kill(node)
         counts = event_counts(net, job_id)
         assert counts == {"SlotClaimed": 1, "Committed": 1, "Revealed": 0}, f"kill after commit landed elsewhere: {counts}"
-        assert json.loads(record.read_text(encoding="utf-8")) == recorded
+        assert executed_record(node, net, job_id) == recorded
         assert recorded["result_digest"] == expected.hex()
         # Killed between the commit being mined and, maybe, its record in the state file.
         assert watcher_states(node.data_dir)[job_id] in {"executed", "committed"}
@@ -257,7 +263,7 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
         kill(node)
         counts = event_counts(net, job_id)
         assert counts == {"SlotClaimed": 1, "Committed": 0, "Revealed": 0}, f"kill mid-execution landed elsewhere: {counts}"
-        assert not record.exists(), "the execution had finished at the kill (its record exists)"
+        assert executed_record(node, net, job_id) is None, "the execution had finished at the kill (its record exists)"
         assert watcher_states(node.data_dir)[job_id] == "claimed"
     else:
         raise AssertionError(point)
@@ -288,11 +294,11 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
     predicate = statement.predicate
     assert (predicate.job_id, predicate.chain_id) == (str(job_id), net.client.chain_id)
     assert str(predicate.contract).lower() == market.address.lower()
-    assert [o.digest for o in predicate.deterministic.outputs] == json.loads(record.read_text())["output_tensor_digests"]
+    assert [o.digest for o in predicate.deterministic.outputs] == executed_record(node, net, job_id)["output_tensor_digests"]  # type: ignore[index]
     if recorded is not None:
         # Killed after the commit: the recorded trace is revealed, the job is not run again.
         assert slot.envelope_digest.hex() == recorded["envelope_digest"]
-        assert json.loads(record.read_text(encoding="utf-8")) == recorded
+        assert executed_record(node, net, job_id) == recorded
     return url, Crashed(point, job_id, statement_digest(statement))
 
 
@@ -333,7 +339,7 @@ def test_sigkill_after_claim_after_commit_and_mid_execution_loses_nothing(anvil:
     finally:
         node.kill()
 
-    for name in ("chain-state.sqlite", "jobs.sqlite3"):
+    for name in ("chain.sqlite3", "jobs.sqlite3"):
         assert integrity(node.data_dir / name) == "ok", name
     for outcome in crashed:
         assert event_counts(net, outcome.job_id) == {"SlotClaimed": 1, "Committed": 1, "Revealed": 1}, outcome.point

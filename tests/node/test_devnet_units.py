@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
+from node.chain.state import ChainState
 from node.chain.watcher import ChainJob
 from node.cli import main
 from node.daemon.api import create_app
@@ -149,7 +150,8 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
     store = JobStore(tmp_path)
     try:
         pool = WorkerPool(store, generate_private_key(), Limits(max_module_bytes=len(fixture.module_text) + 10))
-        executor = ChainExecutor(pool, BlobFetcher(store, lambda: []))
+        state = ChainState(tmp_path / "chain.sqlite3", chain_id=31337, contract="0x" + "6" * 40, account="0x" + "7" * 40, start_block=0)
+        executor = ChainExecutor(pool, BlobFetcher(store, lambda: []), state)
         module = fixture.module_text.encode()
         inputs = [store.blobs.put(npy_bytes(x)) for x in fixture.inputs()]
         program, inputs_digest = chain_digests(module, inputs)

@@ -15,6 +15,7 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
+from node.chain.state import ChainState
 from node.chain.watcher import ChainWatcher
 from node.daemon.chain_executor import ExecutedChainJob
 from node.daemon.divergence import DivergenceMonitor
@@ -37,6 +38,14 @@ def _key_body(public_key: object) -> bytes:
     """What `GET /v1/key` answers for `public_key`."""
     return json.dumps({"key_id": key_id(public_key), "public_key": raw_public_key(public_key).hex()}).encode()  # type: ignore[arg-type]
 
+
+
+def chain_database(network: Net) -> ChainState:
+    """Our node's chain database (where the monitor keeps its reports)."""
+    return ChainState(
+        network.tmp / "ours-chain.sqlite3", chain_id=network.client.chain_id, contract=network.market.address,
+        account=network.nodes[0], start_block=network.chain.block,
+    )  # fmt: skip
 
 def test_a_peer_trace_is_trusted_only_under_its_registered_key_and_commitment(net: Net) -> None:  # noqa: F811
     key, stranger = generate_private_key(), generate_private_key()
@@ -106,7 +115,7 @@ def test_ready_only_once_every_other_commitment_is_compared(net: Net) -> None:  
     result = net.market.get_job(job_id).result
 
     records: dict[int, ExecutedChainJob] = {}
-    ours = SimpleNamespace(record=lambda contract, job: records.get(job), directory=net.tmp)
+    ours = SimpleNamespace(record=lambda contract, job: records.get(job), state=chain_database(net))
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert monitor.ready(job_id)  # no execution of ours: nothing to wait for
     records[job_id] = ExecutedChainJob(
@@ -134,11 +143,12 @@ def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(
     store = JobStore(net.tmp / "ours")
     envelope = store.blobs.put(b"our envelope")
     record = ExecutedChainJob(job_id, net.client.chain_id, net.market.address, "", [], [], [], envelope, other_result)
-    ours = SimpleNamespace(record=lambda contract, job: record, directory=net.tmp, store=store)
+    state = chain_database(net)
+    ours = SimpleNamespace(record=lambda contract, job: record, state=state, store=store)
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert not monitor.ready(job_id)
     assert monitor.check_job(job_id) is None  # no trace to compare: no report, and no retry
     assert monitor.ready(job_id)
-    assert not list(net.tmp.glob("*.divergence.json"))
+    assert state.divergence(net.market.address, job_id) is None
     monitor.close()
     store.close()

@@ -6,7 +6,6 @@ reports name the injected instruction."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -224,15 +223,17 @@ def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_d
     servers = nodes_factory()
     client, job = submit(devnet, servers[0])
     node2 = servers[2]
-    records = node2.store.data_dir / "chain-jobs"
+    assert node2.chain is not None
+    state, contract = node2.chain.executor.state, devnet.deployment.market.address
     deadline = time.monotonic() + 30
-    while not list(records.glob("*.json")):
+    while not state.executed_job_ids(contract):
         assert time.monotonic() < deadline, "node2 did not execute the job"
         time.sleep(0.01)
+    [job_id] = state.executed_job_ids(contract)
+    recorded = state.execution(contract, job_id)
+    assert recorded is not None
     config, key = node2.config, node2.signing_key
     node2.stop()
-    [path] = list(records.glob("*.json"))
-    recorded = json.loads(path.read_text())
     restarted = NodeServer(config, key, log_level="warning")
     servers[2] = restarted  # the fixture stops this one
     restarted.start_in_thread()

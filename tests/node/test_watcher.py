@@ -474,7 +474,7 @@ def test_log_polling_is_bounded_trails_the_head_and_applies_each_log_once(net: N
     assert seen == 5
     watcher.close()
     db = sqlite3.connect(net.tmp / "node0.sqlite")
-    db.execute("UPDATE cursor SET next_block = ?", (net.chain.block,))
+    db.execute("UPDATE cursors SET next_block = ? WHERE reader = 'watcher'", (net.chain.block,))
     db.commit()
     db.close()
     reopened = net.watcher(0, honest(0), config=config, policy=decline)
@@ -487,7 +487,7 @@ def test_log_polling_is_bounded_trails_the_head_and_applies_each_log_once(net: N
 def test_state_file_is_bound_to_its_account(net: Net) -> None:
     w = net.watcher(0, honest(0))
     w.close()
-    with pytest.raises(Exception, match="state file"):
+    with pytest.raises(Exception, match="chain database"):
         ChainWatcher(net.market, net.nodes[1], honest(1), net.tmp / "node0.sqlite", start_block=net.chain.block)
 
 
