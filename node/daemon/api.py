@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -92,7 +92,6 @@ def create_app(
     `pool` is woken when a job is queued (None: no workers, jobs stay queued). `chain`: the
     node's chain role, which adds the `/v1/chain/...` endpoints."""
     metrics = pool.metrics if pool is not None else Metrics()
-    signer_id = key_id(signer)
     # A blob is a module or a tensor: the larger of the two limits bounds an upload.
     limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
@@ -116,7 +115,18 @@ def create_app(
             )
         return await call_next(request)
 
-    @app.put("/v1/blobs/{digest}", status_code=201)
+    app.include_router(blob_routes(store, limits_bytes))
+    app.include_router(job_routes(store, limits, metrics, pool))
+    app.include_router(chain_routes(store, chain))
+    app.include_router(node_routes(store, signer, metrics, pool, chain))
+    return app
+
+
+def blob_routes(store: JobStore, limits_bytes: int) -> APIRouter:
+    """`PUT` and `GET /v1/blobs/{digest}`: content-addressed bytes, at most `limits_bytes`."""
+    router = APIRouter()
+
+    @router.put("/v1/blobs/{digest}", status_code=201)
     async def put_blob(digest: str, request: Request) -> dict[str, Any]:
         """Store bytes under their SHA-256; the body must hash to `digest`."""
         if not is_digest(digest):
@@ -138,7 +148,7 @@ def create_app(
         await run_in_threadpool(store.blobs.put, data)
         return {"digest": digest, "size": size}
 
-    @app.get("/v1/blobs/{digest}", response_class=Response)
+    @router.get("/v1/blobs/{digest}", response_class=Response)
     def get_blob(digest: str) -> Response:
         """The bytes stored under `digest` (checked against it before they are served)."""
         if not is_digest(digest):
@@ -149,8 +159,14 @@ def create_app(
             return Response(store.blobs.get(digest), media_type="application/octet-stream")
         except BlobError as error:
             raise _problem(500, str(error)) from None
+    return router
 
-    @app.post("/v1/jobs", status_code=201)
+
+def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPool | None) -> APIRouter:
+    """`POST /v1/jobs`, `GET /v1/jobs/{id}` and its trace: local jobs, checked before queued."""
+    router = APIRouter()
+
+    @router.post("/v1/jobs", status_code=201)
     def post_job(body: JobRequest) -> dict[str, Any]:
         """Queue a job after checking the module, the inputs and the limits."""
         if (body.module is None) == (body.module_digest is None):
@@ -186,15 +202,15 @@ def create_app(
             pool.notify()
         return job.to_dict()
 
-    @app.get("/v1/jobs/{job_id}")
+    @router.get("/v1/jobs/{job_id}")
     def get_job(job_id: str) -> dict[str, Any]:
-        """The job's state, output blob digests, trace digest and error."""
+        """The job's state, output blob digests, statement and envelope digests, and error."""
         job = store.get(job_id)
         if job is None:
             raise _problem(404, f"job {job_id}: unknown")
         return job.to_dict()
 
-    @app.get("/v1/jobs/{job_id}/trace", response_class=Response)
+    @router.get("/v1/jobs/{job_id}/trace", response_class=Response)
     def get_trace(job_id: str) -> Response:
         """The signed DSSE envelope of a done job (409 while it is not done)."""
         job = store.get(job_id)
@@ -204,6 +220,12 @@ def create_app(
             reason = f": {job.error}" if job.error else ""
             raise _problem(409, f"job {job_id} is {job.state}{reason}")
         return Response(store.blobs.get(job.envelope_digest), media_type="application/json")
+    return router
+
+
+def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
+    """`GET /v1/chain/jobs/{id}`, its trace and divergence report (404 without a chain role)."""
+    router = APIRouter()
 
     def _chain_job_id(job_id: str) -> tuple[ChainRole, int]:
         if chain is None:
@@ -212,7 +234,7 @@ def create_app(
             raise _problem(400, f"chain job id {job_id!r} is not a number")
         return chain, int(job_id)
 
-    @app.get("/v1/chain/jobs/{job_id}")
+    @router.get("/v1/chain/jobs/{job_id}")
     def get_chain_job(job_id: str) -> dict[str, Any]:
         """A chain job: its on-chain state and, when this node executed it, its record."""
         role, number = _chain_job_id(job_id)
@@ -243,7 +265,7 @@ def create_app(
             "local": None if record is None else record.to_dict(),
         }
 
-    @app.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)
+    @router.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)
     def get_chain_trace(job_id: str) -> Response:
         """This node's signed DSSE envelope of a chain job: 404 if it has not executed it,
         409 while the job's commit phase is open (the trace shows the result, which a node
@@ -261,7 +283,7 @@ def create_app(
             )
         return Response(store.blobs.get(record.envelope_digest), media_type="application/json")
 
-    @app.get("/v1/chain/jobs/{job_id}/divergence")
+    @router.get("/v1/chain/jobs/{job_id}/divergence")
     def get_divergence(job_id: str) -> dict[str, Any]:
         """The divergence report of a chain job: the other nodes whose result differs from
         ours and the first instruction where their trace parts from ours."""
@@ -270,20 +292,27 @@ def create_app(
         if report is None:
             return {"job_id": number, "contract": role.market.address, "divergences": [], "recorded_block": None}
         return report.to_dict()
+    return router
 
-    @app.get("/v1/key")
+
+def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, pool: WorkerPool | None, chain: ChainRole | None) -> APIRouter:
+    """`GET /v1/key`, `/healthz`, `/readyz` and `/metrics`: the node itself."""
+    router = APIRouter()
+    signer_id = key_id(signer)
+
+    @router.get("/v1/key")
     def get_key() -> dict[str, str]:
         """The public key this node signs traces with (raw Ed25519, hex) and its key id, the
         SHA-256 of the raw key, which the node registers on chain: a peer checks one against
         the other before it trusts a trace of this node."""
         return {"key_id": signer_id, "public_key": raw_public_key(signer).hex()}
 
-    @app.get("/healthz")
+    @router.get("/healthz")
     def healthz() -> dict[str, Any]:
         """The process answers."""
         return {"ok": True}
 
-    @app.get("/readyz")
+    @router.get("/readyz")
     def readyz() -> JSONResponse:
         """Ready to take jobs: the store answers and the signing key is loaded."""
         checks: dict[str, Any] = {"key": signer_id, "workers": pool is not None}
@@ -301,10 +330,9 @@ def create_app(
                 ok = False
         return JSONResponse({"ok": ok, **checks}, status_code=200 if ok else 503)
 
-    @app.get("/metrics", response_class=Response)
+    @router.get("/metrics", response_class=Response)
     def metrics_endpoint() -> Response:
         """Prometheus metrics."""
         metrics.update_jobs(store)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    return app
+    return router
