@@ -30,7 +30,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
 # node/, lowest layer first. The SDK sits beside the daemon and may not import it: a client
 # needs the protocol, traces and the chain bindings, never the daemon's internals.
 NODE_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("node.errors",),
+    ("node.errors", "node.sqlite"),
     ("node.protocol", "node.tensors"),
     ("node.tracing",),
     ("node.chain",),

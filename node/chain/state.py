@@ -20,13 +20,13 @@ from __future__ import annotations
 import enum
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass
 from pathlib import Path
 
 from node.errors import NodeError
+from node.sqlite import Database
 
 SCHEMA_VERSION = 4
 # The log readers, each with its own cursor.
@@ -166,13 +166,11 @@ class ChainState:
     ) -> None:
         """Open (or create) the state at `path` for (`chain_id`, `contract`, `account`);
         a new file starts reading logs at `start_block`."""
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in `_tx`).
         self.path = Path(path)
         self.start_block = start_block
-        self._lock = threading.RLock()
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._database = Database(path)
+        self._lock = self._database.lock
+        self._db = self._database.connection
         identity = {
             "schema": str(SCHEMA_VERSION),
             "chain_id": str(chain_id),
@@ -197,22 +195,13 @@ class ChainState:
 
     def close(self) -> None:
         """Close the database."""
-        self._db.close()
+        self._database.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._database.transaction()
 
     def _rows(self, query: str, params: tuple = ()) -> list[tuple]:  # type: ignore[type-arg]
-        with self._lock:
-            return self._db.execute(query, params).fetchall()
+        return self._database.rows(query, params)
 
     # -- logs ------------------------------------------------------------------------------
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 from node.errors import NodeError
 from node.protocol import is_digest
+from node.sqlite import Database
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 STATES = (QUEUED, RUNNING, DONE, FAILED)
@@ -128,14 +128,9 @@ class JobStore:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.blobs = BlobStore(self.data_dir / "blobs")
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(
-            self.data_dir / "jobs.sqlite3", check_same_thread=False, isolation_level=None
-        )
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # FULL: a job marked done survives a power loss, not just a process crash.
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._database = Database(self.data_dir / "jobs.sqlite3", rows_by_name=True)
+        self._lock = self._database.lock
+        self._db = self._database.connection
         self._migrate()
         self._db.executescript(_SCHEMA)
         self.requeued = self._requeue_running()
@@ -148,19 +143,10 @@ class JobStore:
             self._db.execute("ALTER TABLE jobs RENAME COLUMN trace_digest TO statement_digest")
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._database.close()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._database.transaction()
 
     def _requeue_running(self) -> list[str]:
         """Jobs a crash left `running` go back to `queued` (redoing one is deterministic)."""
