@@ -16,6 +16,7 @@ from attest import (
 )
 from compiler.config import ConfigError, load_config
 from compiler.runtime.host import TargetNotRunnable, this_host
+from node.chain.state import ChainStateError
 from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase
 
 
@@ -71,6 +72,8 @@ def cmd_node_run(args: argparse.Namespace) -> int:
         server = NodeServer(config, signing_key)
     except OSError as exc:
         raise UsageError(f"node.host/node.port {config.host}:{config.port}: cannot listen ({exc.strerror or exc})") from None
+    except ChainStateError as exc:
+        raise UsageError(f"node.data_dir {config.data_dir}: {exc}") from None
     print(f"vxla node {key_id(signing_key)[:16]} serving {server.url} (data {config.data_dir})", file=sys.stderr)
     requeued = server.run()
     print(f"vxla node stopped; {len(requeued)} running job(s) requeued", file=sys.stderr)

@@ -56,7 +56,14 @@ class NodeServer:
             fault=fault,
         )  # fmt: skip
         self.chain_database = self.store.data_dir / "chain.sqlite3"
-        self.chain = self._chain_role() if self.config.chain.rpc_url else None
+        try:
+            self.chain = self._chain_role() if self.config.chain.rpc_url else None
+        except BaseException:
+            # A chain database this node cannot use (another chain or account, older files it
+            # refuses): nothing runs, and no job is left claimed by a worker.
+            self.pool.stop(5.0)
+            self.store.close()
+            raise
         self._chain_stop = threading.Event()
         self._chain_thread: threading.Thread | None = None
         self.app = create_app(self.store, limits, self.signing_key.public_key(), self.pool, self.chain)

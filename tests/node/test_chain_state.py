@@ -50,11 +50,11 @@ def tracked(job_id: int, envelope: bytes | None) -> TrackedJob:
     return TrackedJob(job_id, JobState.DONE, ACCOUNT, b"p" * 32, b"i" * 32, 1, 1, 10, 20, 3, b"r" * 32, envelope, "")
 
 
-def legacy_database(path: Path, schema: int, next_block: int, account: str = ACCOUNT) -> None:
+def legacy_database(path: Path, schema: int, next_block: int, account: str = ACCOUNT, chain_id: int = 31337, contract: str = CONTRACT) -> None:
     envelope = "trace_digest" if schema == 2 else "envelope_digest"
     with closing(sqlite3.connect(path)) as db, db:
         db.executescript(LEGACY_SCHEMA.format(envelope=envelope))
-        meta = {"schema": str(schema), "chain_id": "31337", "contract": CONTRACT, "account": account}
+        meta = {"schema": str(schema), "chain_id": str(chain_id), "contract": contract.lower(), "account": account.lower()}
         db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
         db.execute("INSERT INTO cursor VALUES (0, ?)", (next_block,))
         db.execute("INSERT INTO seen_logs VALUES (?, ?)", (bytes([schema]) * 32, 0))
@@ -64,17 +64,20 @@ def legacy_database(path: Path, schema: int, next_block: int, account: str = ACC
             db.execute("INSERT INTO verifications VALUES (8, ?, ?, 'match', ?, '')", ("0x" + "ef" * 20, b"s" * 32, b"r" * 32))
 
 
-def legacy_layout(data_dir: Path, account: str = ACCOUNT) -> None:
-    legacy_database(data_dir / "chain-state.sqlite", 2, next_block=40, account=account)
-    legacy_database(data_dir / "chain-verifier.sqlite", 3, next_block=30, account=account)
+def legacy_layout(data_dir: Path, account: str = ACCOUNT, chain_id: int = 31337, contract: str = CONTRACT, next_block: int = 40) -> None:
+    """What an older node left in its data directory: the watcher's state (schema 2), the
+    verifier's (schema 3), an execution record and a divergence report of job 7."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    legacy_database(data_dir / "chain-state.sqlite", 2, next_block, account, chain_id, contract)
+    legacy_database(data_dir / "chain-verifier.sqlite", 3, next_block - 10, account, chain_id, contract)
     records = data_dir / "chain-jobs"
     records.mkdir()
-    record = {"job_id": 7, "chain_id": 31337, "contract": CONTRACT, "module_digest": "m", "input_digests": [],
+    record = {"job_id": 7, "chain_id": chain_id, "contract": contract, "module_digest": "m", "input_digests": [],
               "output_digests": [], "output_tensor_digests": [], "envelope_digest": "65" * 32,
               "result_digest": "72" * 32, "trace_digest": "65" * 32}  # fmt: skip
-    (records / f"{CONTRACT}-7.json").write_text(json.dumps(record))
-    report = {"job_id": 7, "contract": CONTRACT, "divergences": [], "recorded_block": 12}
-    (records / f"{CONTRACT}-7.divergence.json").write_text(json.dumps(report))
+    (records / f"{contract.lower()}-7.json").write_text(json.dumps(record))
+    report = {"job_id": 7, "contract": contract, "divergences": [], "recorded_block": 12}
+    (records / f"{contract.lower()}-7.divergence.json").write_text(json.dumps(report))
 
 
 def test_each_reader_has_its_own_cursor_and_records_round_trip(tmp_path: Path) -> None:

@@ -15,18 +15,20 @@ import pytest
 from web3 import Web3
 
 from attest.digests import tensor_digest
-from attest.keys import generate_private_key, key_id
+from attest.keys import generate_private_key, init_key_files, key_id
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
+from node.cli import main
 from node.daemon.config import ChainConfig, NodeConfig
 from node.daemon.server import NodeServer
 from node.protocol import envelope_digest_of, result_digest_of
 from node.sdk import ChainSubmitter, Client
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.fixture_data import Fixture
+from tests.node.test_chain_state import legacy_layout
 
 ETHER = 10**18
 REWARD = ETHER // 10
@@ -269,3 +271,36 @@ def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, no
     assert served.status_code == 200
     info = Client(servers[0].url)._json("GET", f"/v1/chain/jobs/{job.id}")
     assert envelope_digest_of(served.text) == bytes.fromhex(info["local"]["envelope_digest"])
+
+
+def test_an_older_data_directory_is_moved_into_the_chain_database_on_start(devnet: Devnet) -> None:
+    account, contract = devnet.accounts[0], devnet.deployment.market.address
+    config = node_config(devnet, "older", account)
+    legacy_layout(config.data_dir, account=account, chain_id=devnet.client.chain_id, contract=contract, next_block=devnet.deployment.block + 1)
+    server = NodeServer(config, generate_private_key(), log_level="warning")
+    try:
+        assert server.chain is not None
+        state = server.chain.executor.state
+        assert state.next_block("watcher") == devnet.deployment.block + 1
+        assert state.execution(contract, 7) is not None and state.divergence(contract, 7) is not None
+        assert (config.data_dir / "chain-state.sqlite.migrated").is_file()
+        assert not (config.data_dir / "chain-state.sqlite").exists() and not (config.data_dir / "chain-jobs").exists()
+    finally:
+        server.shutdown()
+
+
+def test_a_node_refuses_older_chain_files_of_another_account_with_exit_2(devnet: Devnet, capsys: pytest.CaptureFixture[str]) -> None:
+    d = devnet.deployment
+    directory = devnet.tmp / "other-account"
+    legacy_layout(directory / "data", account="0x" + "99" * 20, chain_id=devnet.client.chain_id, contract=d.market.address)
+    keys = init_key_files(directory / "keys")
+    config = directory / "node.toml"
+    config.write_text(
+        f'[node]\nhost = "127.0.0.1"\nport = 0\ndata_dir = "{directory / "data"}"\nkey_file = "{keys.private_path}"\n'
+        f'[chain]\nrpc_url = "{devnet.client.w3.provider.endpoint_uri}"\njob_market = "{d.market.address}"\n'  # type: ignore[attr-defined]
+        f'node_registry = "{d.registry.address}"\naccount = "{devnet.accounts[0]}"\nstart_block = {d.block}\n'
+    )
+    assert main(["node", "run", "--config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert "node.data_dir" in error and "chain-state.sqlite" in error and "move the" in error
+    assert (directory / "data" / "chain-state.sqlite").is_file()  # left as it was
