@@ -16,7 +16,6 @@ from attest import (
 )
 from compiler.config import ConfigError, load_config
 from compiler.runtime.host import TargetNotRunnable, this_host
-from node.chain.state import ChainStateError
 from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase
 
 
@@ -56,6 +55,7 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     # Imported here: the HTTP stack costs import time the other commands do not need.
     import logging
 
+    from node.chain.state import ChainStateError
     from node.daemon.server import NodeServer
 
     config = _node_config(args.config)

@@ -117,3 +117,11 @@ def test_console_script_help_and_exit_status() -> None:
     assert result.returncode == 0 and "inspect" in result.stdout and "run" in result.stdout
     result = subprocess.run([sys.executable, "-m", "node.cli"], capture_output=True, text=True, check=False)
     assert result.returncode == 2
+
+
+def test_the_command_line_loads_no_chain_library_until_a_command_needs_it() -> None:
+    # The compile/run/verify commands run where web3 is not installed (the AArch64 runtime
+    # environment of make arm64 has only the runtime dependencies).
+    script = "import sys, node.cli; print(sorted(m for m in ('web3', 'eth_account', 'node.chain') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
