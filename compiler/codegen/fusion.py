@@ -218,6 +218,10 @@ class FusionEmitter:
 
     def value(self, instruction: Instruction, index: Index) -> ir.Value:
         """The value of `instruction` at `index` (memoized per index object)."""
+        if index.lanes > 1 and _shape(instruction).rank == 0:
+            # A rank-0 value (a rank-0 result of the fusion, in the vector body) has one
+            # position whatever the lanes: computed there once, then splat.
+            return self.elements.splat(self.value(instruction, self.scalar_index()), index.lanes)
         key = (id(instruction), id(index))
         if key not in self.memo:
             self.memo[key] = self._generate(instruction, index)

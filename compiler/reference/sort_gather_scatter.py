@@ -77,9 +77,10 @@ def _sort(evaluator: Evaluator, instruction: Instruction, operands: list[Value])
 
 def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
     """Index array with the index vector moved last: (batch..., vector length), as int64.
-    Unsigned indices beyond the int64 range are capped (they clamp or skip anyway)."""
-    if indices.dtype.kind == "u":
-        indices = np.minimum(indices, np.array(2**62, dtype=indices.dtype))
+    u64 indices beyond the int64 range are capped (they clamp or skip anyway); every
+    narrower type fits as it is."""
+    if indices.dtype == np.uint64:
+        indices = np.minimum(indices, np.uint64(2**62))
     indices = indices.astype(np.int64)
     if index_vector_dim == indices.ndim:
         indices = indices[..., None]

@@ -222,11 +222,14 @@ ENTRY e {{
 
 
 @SETTINGS
-@given(st.integers(1, 40), st.sampled_from(["LT", "GT", "LE"]), st.integers(0, 10**6))
-def test_sort_gather_scatter(n: int, direction: str, seed: int) -> None:
+@given(st.integers(1, 40), st.sampled_from(["LT", "GT", "LE"]), st.sampled_from(["s32", "u8", "s64", "u64"]), st.integers(0, 10**6))
+def test_sort_gather_scatter(n: int, direction: str, index_type: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = values(rng, "f32", (3, n))
-    ids = rng.integers(-2, n + 2, size=(5,), dtype=np.int32)
+    index_numpy = {"s32": np.int32, "u8": np.uint8, "s64": np.int64, "u64": np.uint64}[index_type]
+    ids = rng.integers(-2 if index_type[0] == "s" else 0, n + 2, size=(5,)).astype(index_numpy)
+    if index_type == "u64":
+        ids[0] = np.iinfo(np.uint64).max  # beyond the int64 range: clamped and skipped
     updates = values(rng, "f32", (5, 3))
     text = f"""HloModule t
 cmp {{
@@ -243,7 +246,7 @@ add {{
 }}
 ENTRY e {{
   x = f32[3,{n}]{{1,0}} parameter(0)
-  ids = s32[5]{{0}} parameter(1)
+  ids = {index_type}[5]{{0}} parameter(1)
   u = f32[5,3]{{1,0}} parameter(2)
   idx = s32[3,{n}]{{1,0}} iota(), iota_dimension=1
   s = (f32[3,{n}]{{1,0}}, s32[3,{n}]{{1,0}}) sort(x, idx), dimensions={{1}}, is_stable=true, to_apply=cmp
