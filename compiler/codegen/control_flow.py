@@ -31,6 +31,11 @@ def _get_tuple_element(lowering: Lowering, instruction: Instruction, operands: l
     return operands[0][instruction.attrs["index"]]  # type: ignore[index]
 
 
+def _opt_barrier(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    # The same buffers: the barrier orders nothing at run time (steps run in plan order).
+    return operands[0]
+
+
 def _call(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     callee = instruction.attrs.get("to_apply", instruction.attrs.get("calls"))
     assert isinstance(callee, Computation)
@@ -91,6 +96,7 @@ EMITTERS = {
     "constant": _constant,
     "tuple": _tuple,
     "get-tuple-element": _get_tuple_element,
+    "opt-barrier": _opt_barrier,
     "call": _call,
     "fusion": _fusion,
     "while": _while,

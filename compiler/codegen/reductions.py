@@ -1,5 +1,5 @@
 """Reductions: `reduce` in the contract's pinned order (blocks of 4096, 16 lanes folded as
-one vector, pairwise trees), and `reduce-window`. Mirror of compiler/reference/reductions.py.
+one vector, pairwise trees), and the windowed ops `reduce-window` and `select-and-scatter`. Mirror of compiler/reference/reductions.py.
 
 The reducer computation is inlined on lane values of whatever width a step needs: a 16-lane
 vector for the lane folds, 8, 4, 2 and 1 lanes down the tree, scalars for the block tree.
@@ -8,6 +8,7 @@ vector for the lane folds, 8, 4, 2 and 1 lanes down the tree, scalars for the bl
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import prod
 
 from llvmlite import ir
 
@@ -19,7 +20,7 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
-from compiler.numerics.dtypes import F32, F64
+from compiler.numerics.dtypes import F32, F64, S64
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
@@ -463,6 +464,22 @@ def emit_reduce(lowering: Lowering, instruction: Instruction, steps: list[P.Step
     return result
 
 
+def window_element(b: ir.IRBuilder, window: attr.Window, dims: tuple[int, ...], output: list[ir.Value], position: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
+    """Where window `position` of output element `output` falls in an input of `dims`:
+    whether inside it (not in padding or a base-dilation hole), and the input index there
+    (zeros when not, so it can be loaded either way)."""
+    inside = ir.Constant(ir.IntType(1), 1)
+    indices = []
+    for o, k, w, size in zip(output, position, window.dims, dims, strict=True):
+        dilated = b.sub(b.add(b.mul(o, I64(w.stride)), b.mul(k, I64(w.window_dilation))), I64(w.pad_low))
+        index_in = b.sdiv(dilated, I64(w.base_dilation)) if w.base_dilation > 1 else dilated
+        on_grid = b.icmp_signed("==", b.srem(dilated, I64(w.base_dilation)), I64(0)) if w.base_dilation > 1 else ir.Constant(ir.IntType(1), 1)
+        ok = b.and_(on_grid, b.and_(b.icmp_signed(">=", dilated, I64(0)), b.icmp_signed("<", index_in, I64(size))))
+        inside = b.and_(inside, ok)
+        indices.append(b.select(ok, index_in, I64(0)))
+    return inside, indices
+
+
 def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     """acc = init, then acc = reducer(acc, v) over window positions in row-major order; a
     position in padding or in a base-dilation hole contributes init."""
@@ -492,16 +509,7 @@ def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: 
                 for slot, init in zip(slots, inits, strict=True):
                     b.store(init, slot)
                 with kernel.loop(I64(0), I64(total), 1, "pos") as flat_position:
-                    position = unravel(b, flat_position, window_sizes)
-                    inside = ir.Constant(ir.IntType(1), 1)
-                    indices = []
-                    for o, k, w, size in zip(multi, position, window.dims, input_shape.dims, strict=True):
-                        dilated = b.sub(b.add(b.mul(o, I64(w.stride)), b.mul(k, I64(w.window_dilation))), I64(w.pad_low))
-                        index_in = b.sdiv(dilated, I64(w.base_dilation)) if w.base_dilation > 1 else dilated
-                        on_grid = b.icmp_signed("==", b.srem(dilated, I64(w.base_dilation)), I64(0)) if w.base_dilation > 1 else ir.Constant(ir.IntType(1), 1)
-                        ok = b.and_(on_grid, b.and_(b.icmp_signed(">=", dilated, I64(0)), b.icmp_signed("<", index_in, I64(size))))
-                        inside = b.and_(inside, ok)
-                        indices.append(b.select(ok, index_in, I64(0)))
+                    inside, indices = window_element(b, window, input_shape.dims, multi, unravel(b, flat_position, window_sizes))
                     if input_shape.element_count:
                         offset = ravel(b, indices, strides)
                         values = [b.select(inside, kernel.load(base, dtype, offset), init) for base, dtype, init in zip(bases, dtypes, inits, strict=True)]
@@ -516,4 +524,65 @@ def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: 
     return outputs[0] if half == 1 else tuple(outputs)
 
 
-EMITTERS = {"reduce": _emit_reduce, "reduce-window": _emit_reduce_window}
+def _emit_select_and_scatter(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """Three kernels, as the reference: the result filled with init; the flat operand
+    position each source element's window selects (row-major window order, the first inside
+    the operand, replaced whenever select(selected, current) is false; -1 for a window of
+    padding only), in parallel; then one work item applying result[s] = scatter(result[s],
+    source element) in source order, so elements selecting one position meet it in
+    that order."""
+    operand_shape, source_shape = instruction.operands[0].array_shape, instruction.operands[1].array_shape
+    dtype = operand_shape.dtype
+    window, select, scatter = instruction.attrs["window"], instruction.attrs["select"], instruction.attrs["scatter"]
+    assert isinstance(window, attr.Window) and isinstance(select, Computation) and isinstance(scatter, Computation)
+    operand, source, init = operands
+    assert isinstance(operand, int) and isinstance(source, int) and isinstance(init, int)
+    result = lowering.new_buffer(operand_shape)
+    count, sources = operand_shape.element_count, source_shape.element_count
+    if count:
+        with lowering.kernels.kernel("select_and_scatter_init") as kernel:
+            value = kernel.load(kernel.buffer(init), dtype, I64(0))
+            with kernel.work_items(count, "i") as index:
+                kernel.store(value, kernel.buffer(result), dtype, index)
+        steps.append(P.KernelStep(kernel.name, count, 16384, instruction.name))
+    if not count or not sources:
+        return result
+    selected = lowering.scratch_buffer(8 * sources)
+    window_sizes = tuple(w.size for w in window.dims)
+    strides = row_major_strides(operand_shape.dims)
+    with lowering.kernels.kernel("select_and_scatter_select") as kernel:
+        b = kernel.builder
+        chooses = ElementEmitter(kernel)
+        best_value = kernel.alloca(storage_type(dtype), name="best")
+        best_place = kernel.alloca(I64, name="place")
+        with kernel.work_items(sources, "s") as index:
+            multi = unravel(b, index, source_shape.dims)
+            b.store(I64(-1), best_place)
+            b.store(ir.Constant(storage_type(dtype), None), best_value)
+            with kernel.loop(I64(0), I64(prod(window_sizes)), 1, "pos") as flat_position:
+                inside, indices = window_element(b, window, operand_shape.dims, multi, unravel(b, flat_position, window_sizes))
+                with b.if_then(inside):
+                    place = ravel(b, indices, strides)
+                    current = kernel.load(kernel.buffer(operand), dtype, place)
+                    (keep,) = chooses.emit_computation(select, [b.load(best_value), current])
+                    rejected = b.icmp_unsigned("==", keep, ir.Constant(keep.type, 0))
+                    replace = b.or_(b.icmp_signed("<", b.load(best_place), I64(0)), rejected)
+                    with b.if_then(replace):
+                        b.store(current, best_value)
+                        b.store(place, best_place)
+            kernel.store(b.load(best_place), kernel.buffer(selected), S64, index)
+    steps.append(P.KernelStep(kernel.name, sources, max(1, 4096 // prod(window_sizes)), instruction.name))
+    with lowering.kernels.kernel("select_and_scatter_apply") as kernel:
+        b = kernel.builder
+        applies = ElementEmitter(kernel)
+        with kernel.work_items(1, "one"), kernel.loop(I64(0), I64(sources), 1, "s") as index:
+            place = kernel.load(kernel.buffer(selected), S64, index)
+            with b.if_then(b.icmp_signed(">=", place, I64(0))):
+                value = kernel.load(kernel.buffer(source), dtype, index)
+                (combined,) = applies.emit_computation(scatter, [kernel.load(kernel.buffer(result), dtype, place), value])
+                kernel.store(combined, kernel.buffer(result), dtype, place)
+    steps.append(P.KernelStep(kernel.name, 1, 1, instruction.name))
+    return result
+
+
+EMITTERS = {"reduce": _emit_reduce, "reduce-window": _emit_reduce_window, "select-and-scatter": _emit_select_and_scatter}

@@ -65,6 +65,8 @@ ATTRIBUTE_KINDS: dict[str, AttrKind] = {
     "true_computation": AttrKind.COMPUTATION,
     "false_computation": AttrKind.COMPUTATION,
     "branch_computations": AttrKind.COMPUTATION_LIST,
+    "select": AttrKind.COMPUTATION,
+    "scatter": AttrKind.COMPUTATION,
 }
 
 # Attributes that carry no meaning under the numerics contract: debugging information,

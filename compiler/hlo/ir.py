@@ -24,6 +24,8 @@ COMPUTATION_ATTRIBUTES = (
     "true_computation",
     "false_computation",
     "branch_computations",
+    "select",
+    "scatter",
 )
 
 

@@ -407,6 +407,20 @@ def _reduce_window(instruction: Instruction) -> Shape:
     return _tuple_or_single([ArrayShape.of(t, dims) for t in types])
 
 
+def _select_and_scatter(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 3)
+    operand, source, init = _array(instruction, 0), _array(instruction, 1), _array(instruction, 2)
+    dtype = operand.dtype
+    _check(source.dtype == dtype and init.dtype == dtype and init.rank == 0, "select-and-scatter source and init value must have the operand's type (init a scalar)")
+    window = _check_window(_attr(instruction, "window"), operand.rank)
+    _check(not any(w.reversal or w.base_dilation > 1 or w.window_dilation > 1 for w in window.dims), "select-and-scatter takes no dilation or reversal")
+    positions = tuple(window_output_size(s, w) for s, w in zip(operand.dims, window.dims, strict=True))
+    _check(source.dims == positions, f"select-and-scatter source has dimensions {list(source.dims)}, the window has {list(positions)} positions")
+    _scalar_computation(_computation(instruction, "select"), [dtype, dtype], [PRED], "select")
+    _scalar_computation(_computation(instruction, "scatter"), [dtype, dtype], [dtype], "scatter")
+    return operand
+
+
 def _dot(instruction: Instruction) -> Shape:
     _operand_count(instruction, 2)
     lhs, rhs = _array(instruction, 0), _array(instruction, 1)
@@ -624,6 +638,11 @@ def _get_tuple_element(instruction: Instruction) -> Shape:
     return shape.elements[index]
 
 
+def _opt_barrier(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 1)
+    return instruction.operands[0].shape
+
+
 def _leaf(instruction: Instruction) -> Shape:
     _operand_count(instruction, 0)
     return instruction.shape
@@ -656,13 +675,14 @@ RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
         "pad": _pad,
         "iota": _iota,
     },
-    "reductions": {"reduce": _reduce, "reduce-window": _reduce_window},
+    "reductions": {"reduce": _reduce, "reduce-window": _reduce_window, "select-and-scatter": _select_and_scatter},
     "dot_conv": {"dot": _dot, "convolution": _convolution},
     "control_flow": {
         "parameter": _leaf,
         "constant": _leaf,
         "tuple": _tuple,
         "get-tuple-element": _get_tuple_element,
+        "opt-barrier": _opt_barrier,
         "call": _call,
         "fusion": _call,
         "while": _while,

@@ -34,7 +34,7 @@ MAX_ELEMENTS = 65536
 
 NOT_FOLDED = frozenset(
     {
-        "parameter", "constant", "tuple", "get-tuple-element", "while", "conditional", "call",
+        "parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "while", "conditional", "call",
         "fusion", "broadcast", "iota", "rng", "rng-bit-generator", "rng-get-and-update-state",
         "custom-call",
     }

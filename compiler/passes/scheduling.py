@@ -28,7 +28,7 @@ def storage_owners(instruction: Instruction, cache: dict[int, list[Instruction]]
     """The instructions whose buffers hold this value (itself, or what it aliases)."""
     key = id(instruction)
     if key not in cache:
-        if instruction.opcode in ("tuple", "get-tuple-element", "copy"):
+        if instruction.opcode in ("tuple", "get-tuple-element", "copy", "opt-barrier"):
             owners: list[Instruction] = []
             for operand in instruction.operands:
                 for owner in storage_owners(operand, cache):

@@ -25,6 +25,10 @@ def _get_tuple_element(evaluator: Evaluator, instruction: Instruction, operands:
     return value[instruction.attrs["index"]]  # type: ignore[index]
 
 
+def _opt_barrier(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    return operands[0]
+
+
 def callee(instruction: Instruction) -> Computation:
     """The computation a call, fusion or map applies."""
     callee = instruction.attrs.get("to_apply", instruction.attrs.get("calls"))
@@ -70,6 +74,7 @@ HANDLERS = {
     "constant": _constant,
     "tuple": _tuple,
     "get-tuple-element": _get_tuple_element,
+    "opt-barrier": _opt_barrier,
     "call": _call,
     "fusion": _call,
     "while": _while,

@@ -1,5 +1,5 @@
-"""Reductions: `reduce` in the contract's pinned order (compiler/numerics/order.py), and
-`reduce-window`."""
+"""Reductions: `reduce` in the contract's pinned order (compiler/numerics/order.py), and the
+windowed ops `reduce-window` and `select-and-scatter` (the gradient of a max pooling)."""
 
 from __future__ import annotations
 
@@ -115,4 +115,54 @@ def _reduce_window(evaluator: Evaluator, instruction: Instruction, operands: lis
     return shaped[0] if half == 1 else tuple(shaped)
 
 
-HANDLERS = {"reduce": _reduce, "reduce-window": _reduce_window}
+def _select_positions(evaluator: Evaluator, instruction: Instruction, operand: np.ndarray, source_dims: tuple[int, ...]) -> np.ndarray:
+    """The flat operand position each window selects (-1: the window holds padding only).
+    Window positions are visited in row-major order; the first inside the operand is
+    selected, and each later one replaces it when `select(selected, current)` is false."""
+    window = instruction.attrs["window"]
+    select = instruction.attrs["select"]
+    assert isinstance(window, attr.Window) and isinstance(select, Computation)
+    config = tuple(attr.PadDim(w.pad_low, w.pad_high, 0) for w in window.dims)
+    padded = pad_array(operand, np.zeros((), operand.dtype), config)
+    places = pad_array(np.arange(operand.size, dtype=np.int64).reshape(operand.shape), np.int64(-1), config)
+    selected = np.full(source_dims, -1, dtype=np.int64)
+    selected_value = np.zeros(source_dims, dtype=operand.dtype)
+    for position in np.ndindex(*(w.size for w in window.dims)):
+        index = tuple(slice(k, k + (n - 1) * w.stride + 1, w.stride) for k, w, n in zip(position, window.dims, source_dims, strict=True))
+        current, place = padded[index], places[index]
+        keep = evaluator.apply_scalar_computation(select, [selected_value, current])[0].astype(bool)
+        replace = (place >= 0) & ((selected < 0) | ~keep)
+        selected_value = np.where(replace, current, selected_value)
+        selected = np.where(replace, place, selected)
+    return selected
+
+
+def _select_and_scatter(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    """The result starts as init everywhere; then for each source element in row-major
+    order, result[s] = scatter(result[s], source element) at the position s its window
+    selects (XLA:CPU's order of the arguments). Elements that select the same position are applied in source order: in rounds,
+    the k-th of each position in round k."""
+    operand, source, init = (np.asarray(o) for o in operands)
+    scatter = instruction.attrs["scatter"]
+    assert isinstance(scatter, Computation)
+    result = np.full(operand.shape, init, dtype=operand.dtype)
+    if source.size == 0 or operand.size == 0:
+        return result
+    targets = _select_positions(evaluator, instruction, operand, source.shape).reshape(-1)
+    values = source.reshape(-1)
+    order = np.flatnonzero(targets >= 0)
+    by_target = np.argsort(targets[order], kind="stable")
+    sorted_targets = targets[order][by_target]
+    first_of_group = np.concatenate([[True], sorted_targets[1:] != sorted_targets[:-1]])
+    group_start = np.maximum.accumulate(np.where(first_of_group, np.arange(len(order)), 0))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[by_target] = np.arange(len(order)) - group_start
+    flat = result.reshape(-1)
+    for round_number in range(int(rank.max(initial=-1)) + 1):
+        picked = order[rank == round_number]
+        places = targets[picked]
+        flat[places] = evaluator.apply_scalar_computation(scatter, [flat[places], values[picked]])[0]
+    return result
+
+
+HANDLERS = {"reduce": _reduce, "reduce-window": _reduce_window, "select-and-scatter": _select_and_scatter}

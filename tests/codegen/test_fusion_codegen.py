@@ -9,35 +9,11 @@ import numpy as np
 import pytest
 
 from compiler.config import load_config
-from compiler.hlo import load_module
 from compiler.program import load_program
-from compiler.reference import evaluate
 from tests.codegen.test_op_families import shape_text, values
-from tests.targets import DEFAULT, NATIVE, executable_for
+from tests.targets import DEFAULT, NATIVE, run_everywhere
 
 TARGETS = list(NATIVE)
-
-
-def run_everywhere(text: str, arrays: list[np.ndarray], targets: list[str] = TARGETS) -> list[str]:
-    """Compiles `text` for every target and runs it with 1, 2 and 4 threads; every output
-    must have the reference's bytes. Returns the instruction names of the entry plan's
-    kernels (of the last target; kernels run as one sequence counted one by one)."""
-    expected = evaluate(load_module(text), arrays)
-    kernels: list[str] = []
-    executed = 0
-    for target in targets:
-        executable = executable_for(text, target)
-        if executable is None:
-            continue
-        executed += 1
-        for threads in (1, 2, 4):
-            got = executable.run(*arrays, threads=threads)
-            for index, (g, e) in enumerate(zip(got, expected, strict=True)):
-                assert g.dtype == e.dtype and g.shape == e.shape, f"{target} threads={threads} out{index}"
-                assert g.reshape(-1).view(np.uint8).tobytes() == e.reshape(-1).view(np.uint8).tobytes(), f"{target} threads={threads} out{index}"
-        kernels = [part.instruction for step in executable.plan.steps if step.kind == "kernel" for part in (step.parts or (step,))]
-    assert executed, f"no target of {targets} runs on this host"
-    return kernels
 
 
 # Long enough that 2 and 4 threads split the loop (vector and scalar tail included).

@@ -395,3 +395,62 @@ ENTRY e {
     for branch, expected in [(0, -3072.0), (1, 3072.0), (7, 3072.0), (-1, 3072.0)]:
         (out,) = run(text, np.float32(3.0), np.int32(branch))
         assert out == expected
+
+
+def test_select_and_scatter_selects_the_first_maximum_and_skips_padding() -> None:
+    """3x3 windows, stride 2, one row of padding below and a column on each side. Each
+    source element goes to the first greatest element of its window (ties keep the earlier
+    position under GE) and adds to what is there; two windows choose (2,2). The values
+    were worked out by hand and agree with XLA:CPU's."""
+    text = """HloModule t
+ge {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4,5] parameter(0)
+  s = f32[2,3] parameter(1)
+  z = f32[] constant(0)
+  ROOT r = f32[4,5] select-and-scatter(x, s, z), window={size=3x3 stride=2x2 pad=0_1x1_1}, select=ge, scatter=add
+}
+"""
+    x = np.array([[1, 5, 3, 5, 2], [7, 7, 0, 1, 9], [2, 2, 8, 8, 1], [0, 3, 3, 4, 4]], np.float32)
+    source = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    (out,) = run(text, x, source)
+    expected = np.zeros((4, 5), np.float32)
+    expected[1, 0], expected[2, 2], expected[1, 4], expected[3, 1], expected[2, 3] = 1, 2 + 5, 3, 4, 6
+    assert out.tobytes() == expected.tobytes()
+
+
+def test_select_and_scatter_applies_in_source_order() -> None:
+    """Overlapping windows that all select one element, with a scatter that does not
+    commute (10 * the element there + the source element: XLA:CPU passes the element there
+    first): source order, one after another, gives the digits in order."""
+    text = """HloModule t
+ge {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}
+sub {
+  a = s32[] parameter(0)
+  b = s32[] parameter(1)
+  ten = s32[] constant(10)
+  m = s32[] multiply(a, ten)
+  ROOT s = s32[] add(m, b)
+}
+ENTRY e {
+  x = s32[5] parameter(0)
+  s = s32[3] parameter(1)
+  z = s32[] constant(100)
+  ROOT r = s32[5] select-and-scatter(x, s, z), window={size=3 stride=1}, select=ge, scatter=sub
+}
+"""
+    (out,) = run(text, np.array([0, 1, 9, 1, 0], np.int32), np.array([1, 2, 4], np.int32))
+    assert out.tolist() == [100, 100, 100124, 100, 100]
