@@ -12,6 +12,7 @@ from compiler.codegen import (
     data_movement,
     dot_conv,
     elementwise,
+    random_bits,
     reductions,
     sequences,
     sort_gather_scatter,
@@ -38,6 +39,7 @@ FAMILY_MODULES = {
     "dot_conv": dot_conv,
     "control_flow": control_flow,
     "sort_gather_scatter": sort_gather_scatter,
+    "random_bits": random_bits,
 }
 EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
 

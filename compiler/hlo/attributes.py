@@ -54,6 +54,7 @@ ATTRIBUTE_KINDS: dict[str, AttrKind] = {
     "direction": AttrKind.IDENT,
     "type": AttrKind.IDENT,
     "kind": AttrKind.IDENT,
+    "algorithm": AttrKind.IDENT,
     "slice": AttrKind.SLICE,
     "padding": AttrKind.PADDING,
     "window": AttrKind.WINDOW,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The op families, by the name of their module in reference/ and codegen/.
-FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter")
+FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits")
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ OPCODES: dict[str, Opcode] = {
         Opcode("sort", "sort_gather_scatter"),
         Opcode("gather", "sort_gather_scatter"),
         Opcode("scatter", "sort_gather_scatter"),
+        Opcode("rng-bit-generator", "random_bits"),
     )
 }
 
@@ -103,8 +104,7 @@ BINARY_ELEMENTWISE = tuple(op.name for op in OPCODES.values() if op.family == "e
 # Opcodes XLA knows that vxla does not execute, each with the reason a user reads.
 UNSUPPORTED_REASONS: dict[str, str] = {
     "custom-call": "custom calls run opaque host code that the numerics contract cannot pin",
-    "rng": "random number generation is not reproducible; pass random values as inputs",
-    "rng-bit-generator": "random number generation is not supported; pass random values as inputs",
+    "rng": "rng draws from an unnamed generator XLA leaves unspecified; use rng-bit-generator with an explicit algorithm (jax.random with the rbg or threefry implementation), or pass random values as inputs",
     "rng-get-and-update-state": "random number generation is not supported",
     "all-reduce": "collectives are not supported (vxla executes single-device programs)",
     "all-reduce-start": "collectives are not supported",

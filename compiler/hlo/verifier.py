@@ -11,7 +11,8 @@ from compiler.hlo.errors import HloUnsupportedError, HloVerifyError
 from compiler.hlo.ir import Computation, CycleError, Instruction, Module
 from compiler.hlo.opcodes import SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
-from compiler.numerics.dtypes import PRED, S32, DType
+from compiler.numerics import random_bits
+from compiler.numerics.dtypes import PRED, S32, U64, DType
 
 MAX_CALL_DEPTH = 64
 
@@ -643,6 +644,23 @@ def _opt_barrier(instruction: Instruction) -> Shape:
     return instruction.operands[0].shape
 
 
+def _rng_bit_generator(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 1)
+    state = _array(instruction, 0)
+    algorithm = _attr(instruction, "algorithm")
+    _check(algorithm in random_bits.ALGORITHMS, f"rng-bit-generator algorithm {algorithm} is not one of {', '.join(random_bits.ALGORITHMS)}")
+    sizes = (2,) if random_bits.resolved(str(algorithm)) == random_bits.THREEFRY else (2, 3)
+    _check(state.dtype == U64 and state.rank == 1 and state.dims[0] in sizes, f"rng-bit-generator {algorithm} takes a u64[{' or '.join(map(str, sizes))}] state, not {state}")
+    declared = instruction.shape
+    _check(isinstance(declared, TupleShape) and len(declared.elements) == 2 and isinstance(declared.elements[1], ArrayShape),
+           "rng-bit-generator returns a tuple (new state, bits)")  # fmt: skip
+    assert isinstance(declared, TupleShape)
+    bits = declared.elements[1]
+    assert isinstance(bits, ArrayShape)
+    _check(bits.dtype.is_integer and bits.dtype.bits in random_bits.ELEMENT_BITS, f"rng-bit-generator fills integer arrays of 8 to 64 bits, not {bits.dtype.name}")
+    return TupleShape((state, bits))
+
+
 def _leaf(instruction: Instruction) -> Shape:
     _operand_count(instruction, 0)
     return instruction.shape
@@ -689,6 +707,7 @@ RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
         "conditional": _conditional,
     },
     "sort_gather_scatter": {"gather": _gather, "scatter": _scatter, "sort": _sort},
+    "random_bits": {"rng-bit-generator": _rng_bit_generator},
 }
 _RULES: dict[str, ShapeRule] = {opcode: rule for rules in RULES_BY_FAMILY.values() for opcode, rule in rules.items()}
 

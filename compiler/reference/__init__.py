@@ -20,6 +20,7 @@ from compiler.reference import (
     dot_conv,
     elementwise,
     reductions,
+    random_bits,
     sort_gather_scatter,
 )
 from compiler.reference.evaluator import (
@@ -39,6 +40,7 @@ FAMILY_MODULES = {
     "dot_conv": dot_conv,
     "control_flow": control_flow,
     "sort_gather_scatter": sort_gather_scatter,
+    "random_bits": random_bits,
 }
 HANDLERS: dict[str, Handler] = {opcode: handler for module in FAMILY_MODULES.values() for opcode, handler in module.HANDLERS.items()}
 
