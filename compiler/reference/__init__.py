@@ -19,8 +19,8 @@ from compiler.reference import (
     data_movement,
     dot_conv,
     elementwise,
-    reductions,
     random_bits,
+    reductions,
     sort_gather_scatter,
 )
 from compiler.reference.evaluator import (
