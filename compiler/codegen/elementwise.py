@@ -176,6 +176,13 @@ class ElementEmitter:
         compare = b.icmp_signed if dtype.is_signed else b.icmp_unsigned
         return self._from_bool(compare(direction, a, c))
 
+    def strictly_ordered(self, a: ir.Value, c: ir.Value, dtype: DType) -> ir.Value:
+        """a < c (i1) in topk's order: the IEEE totalOrder for floats, integer order else."""
+        b = self.builder
+        if dtype.is_float:
+            return b.icmp_signed("<", self._total_key(a, dtype), self._total_key(c, dtype))
+        return (b.icmp_signed if dtype.is_signed else b.icmp_unsigned)("<", a, c)
+
     def _total_key(self, value: ir.Value, dtype: DType) -> ir.Value:
         b = self.builder
         width = width_of(value)

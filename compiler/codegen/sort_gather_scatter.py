@@ -9,6 +9,8 @@ does not fit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from compiler.codegen import plan as P
@@ -60,9 +62,14 @@ def _emit_sort(lowering: Lowering, instruction: Instruction, operands: list[Ref]
                 offset = b.add(row_base, b.mul(position, I64(step)))
                 return [kernel.load(base, shape.dtype, offset) for base, shape in zip(bases, shapes, strict=True)]
 
+            def right_first(right: list[ir.Value], left: list[ir.Value]) -> ir.Value:
+                arguments = [v for pair in zip(right, left, strict=True) for v in pair]
+                (less,) = emitter.emit_computation(comparator, arguments)
+                return b.icmp_unsigned("!=", less, ir.Constant(less.type, 0))
+
             with kernel.loop(I64(0), I64(n), 1, "init") as i:
                 b.store(b.trunc(i, I32), b.gep(first, [i], source_etype=I32))
-            _merge_sort(kernel, emitter, comparator, first, second, n, value_at)
+            _merge_sort(kernel, right_first, first, second, n, value_at)
             # After the passes the sorted permutation is in `first` (the passes copy back).
             with kernel.loop(I64(0), I64(n), 1, "move") as i:
                 position = b.zext(b.load(b.gep(first, [i], source_etype=I32), typ=I32), I64)
@@ -74,9 +81,10 @@ def _emit_sort(lowering: Lowering, instruction: Instruction, operands: list[Ref]
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _merge_sort(kernel: Kernel, emitter: ElementEmitter, comparator: Computation, first, second, n: int, value_at) -> None:
+def _merge_sort(kernel: Kernel, right_first: Callable[[list[ir.Value], list[ir.Value]], ir.Value], first, second, n: int, value_at) -> None:
     """Bottom-up merge passes over the permutation in `first` (using `second` as the other
-    buffer; each pass ends by copying back, so `first` always holds the current order)."""
+    buffer; each pass ends by copying back, so `first` always holds the current order). A
+    merge takes the right head when `right_first(right values, left values)` is true."""
     b = kernel.builder
     width = 1
     while width < n:
@@ -93,11 +101,8 @@ def _merge_sort(kernel: Kernel, emitter: ElementEmitter, comparator: Computation
                 has_right = b.icmp_signed("<", j, right_end)
                 left_position = b.zext(b.load(b.gep(first, [_min(b, i, I64(n - 1))], source_etype=I32), typ=I32), I64)
                 right_position = b.zext(b.load(b.gep(first, [_min(b, j, I64(n - 1))], source_etype=I32), typ=I32), I64)
-                left_values, right_values = value_at(left_position), value_at(right_position)
-                arguments = [v for pair in zip(right_values, left_values, strict=True) for v in pair]
-                (less,) = emitter.emit_computation(comparator, arguments)
-                right_first = b.icmp_unsigned("!=", less, ir.Constant(less.type, 0))
-                take_right = b.and_(has_right, b.or_(b.not_(has_left), right_first))
+                takes_right = right_first(value_at(right_position), value_at(left_position))
+                take_right = b.and_(has_right, b.or_(b.not_(has_left), takes_right))
                 chosen = b.select(take_right, right_position, left_position)
                 b.store(b.trunc(chosen, I32), b.gep(second, [out], source_etype=I32))
                 b.store(b.select(take_right, i, b.add(i, I64(1))), i_slot)
@@ -105,6 +110,49 @@ def _merge_sort(kernel: Kernel, emitter: ElementEmitter, comparator: Computation
         with kernel.loop(I64(0), I64(n), 1, "copy") as k:
             b.store(b.load(b.gep(second, [k], source_etype=I32), typ=I32), b.gep(first, [k], source_etype=I32))
         width *= 2
+
+
+def _emit_topk(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """Per row of the last dimension, the contract's merge sort of positions by the order
+    key, greatest first (least first with largest=false; equal keys keep their order), then
+    the first k values and their positions."""
+    shape = instruction.operands[0].array_shape
+    dtype = shape.dtype
+    n, k = shape.dims[-1], int(instruction.attrs["k"])  # type: ignore[arg-type]
+    largest = bool(instruction.attrs.get("largest", True))
+    values_shape, indices_shape = instruction.shape.elements  # type: ignore[union-attr]
+    outputs = (lowering.new_buffer(values_shape), lowering.new_buffer(indices_shape))
+    rows = shape.element_count // n if n else 0
+    if rows == 0 or k == 0:
+        return outputs
+    (operand,) = operands
+    assert isinstance(operand, int)
+    scratch = lowering.scratch_buffer(rows * 2 * n * 4)
+    with lowering.kernels.kernel("topk") as kernel:
+        b = kernel.builder
+        keys = ElementEmitter(kernel)
+        base, scratch_base = kernel.buffer(operand), kernel.buffer(scratch)
+        with kernel.loop(kernel.begin, kernel.end, 1, "row") as row:
+            row_base = b.mul(row, I64(n))
+            first = b.gep(scratch_base, [b.mul(row, I64(2 * n))], source_etype=I32)
+            second = b.gep(first, [I64(n)], source_etype=I32)
+
+            def value_at(position: ir.Value) -> list[ir.Value]:
+                return [kernel.load(base, dtype, b.add(row_base, position))]
+
+            def right_first(right: list[ir.Value], left: list[ir.Value]) -> ir.Value:
+                return keys.strictly_ordered(left[0], right[0], dtype) if largest else keys.strictly_ordered(right[0], left[0], dtype)
+
+            with kernel.loop(I64(0), I64(n), 1, "init") as i:
+                b.store(b.trunc(i, I32), b.gep(first, [i], source_etype=I32))
+            _merge_sort(kernel, right_first, first, second, n, value_at)
+            with kernel.loop(I64(0), I64(k), 1, "take") as i:
+                position = b.load(b.gep(first, [i], source_etype=I32), typ=I32)
+                offset = b.add(b.mul(row, I64(k)), i)
+                kernel.store(value_at(b.zext(position, I64))[0], kernel.buffer(outputs[0]), dtype, offset)
+                kernel.store(position, kernel.buffer(outputs[1]), indices_shape.dtype, offset)
+    steps.append(P.KernelStep(kernel.name, rows, max(1, 4096 // n), instruction.name))
+    return outputs
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -246,5 +294,5 @@ def _emit_scatter(lowering: Lowering, instruction: Instruction, operands: list[R
     return outputs[0] if count == 1 else tuple(outputs)
 
 
-EMITTERS = {"sort": _emit_sort, "gather": _emit_gather, "scatter": _emit_scatter}
+EMITTERS = {"sort": _emit_sort, "gather": _emit_gather, "scatter": _emit_scatter, "topk": _emit_topk}
 

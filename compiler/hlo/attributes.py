@@ -32,6 +32,8 @@ ATTRIBUTE_KINDS: dict[str, AttrKind] = {
     "feature_group_count": AttrKind.INT,
     "batch_group_count": AttrKind.INT,
     "is_stable": AttrKind.BOOL,
+    "largest": AttrKind.BOOL,
+    "k": AttrKind.INT,
     "indices_are_sorted": AttrKind.BOOL,
     "unique_indices": AttrKind.BOOL,
     "dimensions": AttrKind.INT_LIST,

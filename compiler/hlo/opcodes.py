@@ -78,6 +78,7 @@ OPCODES: dict[str, Opcode] = {
         Opcode("sort", "sort_gather_scatter"),
         Opcode("gather", "sort_gather_scatter"),
         Opcode("scatter", "sort_gather_scatter"),
+        Opcode("topk", "sort_gather_scatter"),
         Opcode("rng-bit-generator", "random_bits"),
     )
 }
@@ -151,7 +152,6 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "popcnt": "popcnt is not in the numerics contract",
     "count-leading-zeros": "count-leading-zeros is not in the numerics contract",
     "tan": "tan is not in the numerics contract",
-    "topk": "topk is not in the numerics contract; use sort",
     "ragged-all-to-all": "collectives are not supported",
     "ragged-dot": "ragged-dot is not in the numerics contract",
     "composite": "composite ops are not supported",

@@ -644,6 +644,20 @@ def _opt_barrier(instruction: Instruction) -> Shape:
     return instruction.operands[0].shape
 
 
+def _topk(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 1)
+    operand = _array(instruction, 0)
+    k = _attr(instruction, "k")
+    _check(operand.rank >= 1, "topk needs an operand of rank 1 or more")
+    _check(isinstance(k, int) and 0 <= k <= operand.dims[-1], f"topk k={k} must be between 0 and the last dimension's size {operand.dims[-1]}")
+    _numeric(operand.dtype, "topk")
+    largest = instruction.attrs.get("largest", True)
+    _check(isinstance(largest, bool), "topk largest must be true or false")
+    assert isinstance(k, int)
+    dims = (*operand.dims[:-1], k)
+    return TupleShape((ArrayShape.of(operand.dtype, dims), ArrayShape.of(S32, dims)))
+
+
 def _rng_bit_generator(instruction: Instruction) -> Shape:
     _operand_count(instruction, 1)
     state = _array(instruction, 0)
@@ -706,7 +720,7 @@ RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
         "while": _while,
         "conditional": _conditional,
     },
-    "sort_gather_scatter": {"gather": _gather, "scatter": _scatter, "sort": _sort},
+    "sort_gather_scatter": {"gather": _gather, "scatter": _scatter, "sort": _sort, "topk": _topk},
     "random_bits": {"rng-bit-generator": _rng_bit_generator},
 }
 _RULES: dict[str, ShapeRule] = {opcode: rule for rules in RULES_BY_FAMILY.values() for opcode, rule in rules.items()}

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction
+from compiler.numerics import floats
+from compiler.numerics.dtypes import DType
 from compiler.reference.evaluator import Evaluator, Value
 
 
@@ -73,6 +75,26 @@ def _sort(evaluator: Evaluator, instruction: Instruction, operands: list[Value])
         rows = merge_sort_rows(evaluator, _comparator(instruction), rows)
     results = [np.require(np.moveaxis(r.reshape(shape), -1, axis), requirements="C") for r in rows]
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def order_key(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Integers in the order topk ranks by: the IEEE totalOrder for floats (-NaN < -inf <
+    ... < +inf < +NaN), the value for integers."""
+    return floats.total_order_key(values, dtype) if dtype.is_float else values
+
+
+def _topk(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    """The first k of the stable sort of the last dimension, greatest first (least first
+    with largest=false): equal keys keep their order, so the lower index comes first."""
+    operand = np.asarray(operands[0])
+    k = instruction.attrs["k"]
+    assert isinstance(k, int)
+    keys = order_key(operand, instruction.operands[0].array_shape.dtype)
+    if instruction.attrs.get("largest", True):
+        keys = ~keys  # reverses the order of every signed or unsigned integer type
+    order = np.argsort(keys, axis=-1, kind="stable")[..., :k]
+    values = np.require(np.take_along_axis(operand, order, axis=-1), requirements="C")
+    return values, order.astype(np.int32)
 
 
 def _index_vectors(indices: np.ndarray, index_vector_dim: int) -> np.ndarray:
@@ -180,4 +202,4 @@ def _scatter(evaluator: Evaluator, instruction: Instruction, operands: list[Valu
     return results[0] if n == 1 else tuple(results)
 
 
-HANDLERS = {"sort": _sort, "gather": _gather, "scatter": _scatter}
+HANDLERS = {"sort": _sort, "gather": _gather, "scatter": _scatter, "topk": _topk}

@@ -90,3 +90,25 @@ ENTRY e {
 """
     rng = np.random.default_rng(5)
     run_everywhere(text, [values(rng, "f32", (4, 4)), values(rng, "f32", (2, 4))])
+
+
+@SETTINGS
+@given(st.sampled_from(["f32", "f64", "s32", "u8", "s64"]), st.lists(st.integers(1, 40), min_size=1, max_size=3), st.booleans(), st.data(), st.integers(0, 10**6))
+def test_topk(dtype: str, dims: list[int], largest: bool, data: st.DataObject, seed: int) -> None:
+    """Random rows with NaN (both signs), ±inf, ±0 and repeated values (ties go to the lower
+    index), every k from 0 to the row length."""
+    k = data.draw(st.integers(0, dims[-1]))
+    rng = np.random.default_rng(seed)
+    x = values(rng, dtype, tuple(dims))
+    if data.draw(st.booleans()):
+        x = x[..., rng.integers(0, dims[-1], size=dims[-1])]  # many equal values
+    if dtype[0] == "f":
+        x.reshape(-1)[:: 7] = -np.abs(x.reshape(-1)[:: 7])  # negative NaNs and zeros too
+    out = (*dims[:-1], k)
+    text = f"""HloModule t
+ENTRY e {{
+  x = {shape_text(dtype, tuple(dims))} parameter(0)
+  ROOT t = ({shape_text(dtype, out)}, {shape_text("s32", out)}) topk(x), k={k}, largest={"true" if largest else "false"}
+}}
+"""
+    run_everywhere(text, [np.ascontiguousarray(x)])

@@ -454,3 +454,22 @@ ENTRY e {
 """
     (out,) = run(text, np.array([0, 1, 9, 1, 0], np.int32), np.array([1, 2, 4], np.int32))
     assert out.tolist() == [100, 100, 100124, 100, 100]
+
+
+def test_topk_ranks_by_total_order_and_breaks_ties_by_position() -> None:
+    """NaN above +inf, -NaN below -inf, +0 above -0, equal values in index order: the
+    values and positions XLA:CPU gives for the same rows."""
+    text = """HloModule t
+ENTRY e {
+  x = f32[3,9] parameter(0)
+  g = (f32[3,4], s32[3,4]) topk(x), k=4, largest=true
+  l = (f32[3,4], s32[3,4]) topk(x), k=4, largest=false
+  g1 = s32[3,4] get-tuple-element(g), index=1
+  l1 = s32[3,4] get-tuple-element(l), index=1
+  ROOT t = (s32[3,4], s32[3,4]) tuple(g1, l1)
+}
+"""
+    x = np.array([[1, 5, 5, np.nan, -np.nan, -0.0, 0.0, np.inf, 2], [3, 3, -0.0, 3, 3, 3, 3, 3, 3], [-1, -2, -np.inf, 0, -0.0, 0, 7, 7, -7]], np.float32)
+    greatest, least = run(text, x)
+    assert greatest.tolist() == [[3, 7, 1, 2], [0, 1, 3, 4], [6, 7, 3, 5]]
+    assert least.tolist() == [[4, 5, 6, 0], [2, 0, 1, 3], [2, 8, 1, 0]]
