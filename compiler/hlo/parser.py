@@ -13,16 +13,18 @@ import re
 from dataclasses import dataclass
 
 from compiler.hlo import attributes as attr
-from compiler.hlo.errors import HloParseError, HloUnsupportedError, SourceLocation
-from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError, SourceLocation
+from compiler.hlo.ir import Computation, CycleError, Instruction, Module
 from compiler.hlo.literals import LiteralSyntaxError, parse_literal
-from compiler.hlo.opcodes import KNOWN
+from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
+from compiler.hlo.verifier import infer_shape
 from compiler.numerics.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 
 _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
+_OMITTED_SHAPE = re.compile(r"([a-z][a-z0-9\-]*)\(")
 _INTEGER = re.compile(r"-?\d+")
 _TYPE_NAME = re.compile(r"[a-z][a-z0-9]*")
 _SHAPE_PREFIX = re.compile(r"([a-z][a-z0-9]*)\[")
@@ -214,9 +216,10 @@ class Parser:
         return tuple(params), self.shape()
 
     # --- attribute values -----------------------------------------------------------------
-    def raw_value(self) -> tuple[str, int]:
+    def raw_value(self, multiline: bool = False) -> tuple[str, int]:
         """The text of one attribute value: up to a ',' or whitespace outside brackets and
-        strings. Returns the text and its offset."""
+        strings. Returns the text and its offset. Inside an instruction a bracket must close
+        on its line; the module header's values may span lines (`multiline`)."""
         self.skip()
         start = self.pos
         depth = 0
@@ -227,7 +230,7 @@ class Parser:
             if char == '"':
                 index = self._string_end(index)
                 continue
-            if char == "\n" and depth > 0:
+            if char == "\n" and depth > 0 and not multiline:
                 break  # instructions are one per line: an unclosed bracket ends here
             if char in "{([":
                 depth += 1
@@ -259,7 +262,7 @@ class Parser:
             index += 1
         raise self.error("unterminated string", start)
 
-    def attributes(self) -> list[tuple[str, str, int]]:
+    def attributes(self, multiline: bool = False) -> list[tuple[str, str, int]]:
         """`, key=value` pairs after an instruction or module header."""
         found: list[tuple[str, str, int]] = []
         while True:
@@ -275,7 +278,7 @@ class Parser:
             key_offset = self.pos
             self.pos = key_match.end()
             self.expect("=")
-            value, _ = self.raw_value()
+            value, _ = self.raw_value(multiline)
             found.append((key_match.group(), value, key_offset))
 
     # --- instructions ---------------------------------------------------------------------
@@ -286,13 +289,18 @@ class Parser:
         start = self.pos
         name = self.name()
         self.expect("=")
-        shape = self.shape()
+        self.skip()
+        # XLA lets the shape be left out where it follows from the operands.
+        omitted = _OMITTED_SHAPE.match(self.text, self.pos)
+        shape = None if omitted and omitted.group(1) in KNOWN else self.shape()
         self.skip()
         opcode_offset = self.pos
         opcode = self.match(_OPCODE, "an opcode").group()
         if opcode not in KNOWN:
             raise self.error(f"unknown opcode {opcode!r}", opcode_offset)
-        instruction = Instruction(name=name, opcode=opcode, shape=shape, location=self.location(start))
+        if shape is None and opcode in ("parameter", "constant"):
+            raise self.error(f"{opcode} needs its shape written before the opcode", opcode_offset)
+        instruction = Instruction(name=name, opcode=opcode, shape=shape, location=self.location(start))  # type: ignore[arg-type]
         operand_names: list[tuple[str, int]] = []
         self.expect("(")
         if opcode == "parameter":
@@ -403,8 +411,9 @@ class Parser:
         if not self.accept_keyword("HloModule"):
             raise self.error(f"expected 'HloModule', found {self.describe_here()}")
         module_name = self.name()
+        self.accept(":")  # XLA's lexer reads `HloModule name:` as the name
         entry_layout = None
-        for key, value, offset in self.attributes():
+        for key, value, offset in self.attributes(multiline=True):
             if key == "entry_computation_layout":
                 entry_layout = self._entry_layout(value, offset)
         self.skip_debug_sections()
@@ -429,6 +438,8 @@ class Parser:
         for computation, pending in zip(computations, pending_by_computation, strict=True):
             self._resolve_operands(computation, pending)
             self._resolve_computations(computation, by_name)
+        for computation in computations:
+            _infer_omitted_shapes(computation)
         return Module(module_name, computations, entry, entry_layout)
 
     def skip_debug_sections(self) -> None:
@@ -480,6 +491,27 @@ class Parser:
         if found is None:
             raise HloParseError(f"undefined computation %{ref.name}", user.location, user.name)
         return found
+
+
+def _infer_omitted_shapes(computation: Computation) -> None:
+    """Gives instructions written without a shape the one their operands imply (operands
+    first), as XLA's parser does; where that takes a written shape, the error says so."""
+    if all(instruction.shape is not None for instruction in computation.instructions):
+        return
+    try:
+        order = computation.post_order()
+    except CycleError:
+        return  # the verifier names the cycle
+    for instruction in order:
+        if instruction.shape is not None:
+            continue
+        if instruction.opcode not in SUPPORTED:
+            reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
+            raise HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)
+        try:
+            instruction.shape = infer_shape(instruction)
+        except HloVerifyError as error:
+            raise HloParseError(f"the shape is left out and cannot be inferred ({error.message}); write it before the opcode", instruction.location, instruction.name) from None
 
 
 def parse_module(text: str) -> Module:

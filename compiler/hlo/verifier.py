@@ -206,6 +206,14 @@ def _declared_array(instruction: Instruction) -> ArrayShape:
     return instruction.shape
 
 
+def _result_type_shape(instruction: Instruction, operand: ArrayShape) -> ArrayShape:
+    """The written shape, whose element type the op takes; when the shape is left out (XLA
+    lets it be), the operand's element type."""
+    if instruction.shape is None:
+        return ArrayShape.of(operand.dtype, ())
+    return _declared_array(instruction)
+
+
 def _broadcast(instruction: Instruction) -> Shape:
     _operand_count(instruction, 1)
     operand = _array(instruction, 0)
@@ -425,7 +433,7 @@ def _select_and_scatter(instruction: Instruction) -> Shape:
 def _dot(instruction: Instruction) -> Shape:
     _operand_count(instruction, 2)
     lhs, rhs = _array(instruction, 0), _array(instruction, 1)
-    declared = _declared_array(instruction)
+    declared = _result_type_shape(instruction, lhs)
     lb, rb = _int_list(instruction, "lhs_batch_dims", ()), _int_list(instruction, "rhs_batch_dims", ())
     lc, rc = _int_list(instruction, "lhs_contracting_dims", ()), _int_list(instruction, "rhs_contracting_dims", ())
     _dims_in_range(lb + lc, lhs.rank, "lhs batch and contracting dimensions")
@@ -446,7 +454,7 @@ def _dot(instruction: Instruction) -> Shape:
 def _convolution(instruction: Instruction) -> Shape:
     _operand_count(instruction, 2)
     lhs, rhs = _array(instruction, 0), _array(instruction, 1)
-    declared = _declared_array(instruction)
+    declared = _result_type_shape(instruction, lhs)
     labels = _attr(instruction, "dim_labels")
     _check(isinstance(labels, attr.ConvDimLabels), "convolution needs dim_labels=")
     assert isinstance(labels, attr.ConvDimLabels)

@@ -127,7 +127,7 @@ def _gather(evaluator: Evaluator, instruction: Instruction, operands: list[Value
     assert isinstance(slice_sizes, tuple) and isinstance(start_map, tuple) and isinstance(index_vector_dim, int)
     vectors = _index_vectors(indices, index_vector_dim)
     batch_shape = vectors.shape[:-1]
-    flat = vectors.reshape(-1, vectors.shape[-1])
+    flat = vectors.reshape(int(np.prod(batch_shape, dtype=np.int64)), vectors.shape[-1])
     count = flat.shape[0]
     starts = np.zeros((count, operand.ndim), dtype=np.int64)
     for k, d in enumerate(start_map):

@@ -214,3 +214,42 @@ def test_unsupported_opcodes_are_rejected_by_the_verifier(opcode: str) -> None:
         load_module(text)
     assert info.value.location is not None and info.value.location.line == 4
     assert info.value.instruction == "q"
+
+
+def test_shapes_left_out_are_inferred_from_the_operands() -> None:
+    """XLA's parser lets an instruction's shape be left out where the operands imply it;
+    the module means the same as with the shapes written."""
+    written = """HloModule m
+ENTRY e {
+  p0 = f32[2,3] parameter(0)
+  p1 = f32[3,4] parameter(1)
+  t = (f32[2,3], f32[3,4]) tuple(p0, p1)
+  g = f32[2,3] get-tuple-element(t), index=0
+  a = f32[2,3] add(g, g)
+  ROOT d = f32[2,4] dot(a, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+    left_out = written.replace("f32[2,3] get-tuple", "get-tuple").replace("f32[2,3] add", "add").replace("f32[2,4] dot", "dot")
+    assert load_module(left_out).entry.root.shape == load_module(written).entry.root.shape
+    assert canonical_text(load_module(left_out)) == canonical_text(load_module(written))
+
+
+def test_a_shape_that_cannot_be_inferred_must_be_written() -> None:
+    text = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT b = broadcast(p), dimensions={0}\n}\n"
+    with pytest.raises(HloParseError, match=r"line 4, column 8: instruction %b: the shape is left out and cannot be inferred"):
+        load_module(text)
+
+
+def test_module_header_as_xla_writes_it() -> None:
+    """`HloModule name:` and header attributes spread over lines."""
+    text = """HloModule jit_f:, entry_computation_layout={
+    (f32[4]{0})->
+    f32[4]{0}},
+    num_partitions=1
+
+ENTRY e {
+  ROOT a = f32[4] parameter(0)
+}
+"""
+    module = load_module(text)
+    assert module.name == "jit_f"

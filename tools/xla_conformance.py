@@ -1,0 +1,471 @@
+#!/usr/bin/env python3
+"""XLA's own test modules as a conformance check of vxla.
+
+Given a checkout of openxla/xla (or a fork with the same layout), extracts the HLO modules
+its tests hold (raw strings in `xla/tests/*.cc`, `xla/service/**`, `xla/backends/cpu/**`,
+`xla/hlo/**`, and standalone `.hlo` files, split at `// -----`), and for each:
+
+1. parses it with XLA's parser (modules XLA refuses are not counted);
+2. parses and verifies it with vxla: parsed, refused (an op or type outside the contract,
+   with the reason), a parse or verify error (with the message), or a crash;
+3. where XLA:CPU compiles and runs it on random inputs, runs vxla's reference evaluator and
+   LLVM backend on the same inputs: the backend must give the reference's bits, and the
+   reference must agree with XLA:CPU within a tolerance (exact for integers and pred).
+
+Every module runs in a worker process with a time limit, so a crash or a hang is recorded
+as such and the run goes on. The report gives counts by outcome, the most frequent reasons,
+and every crash, hang and mismatch with its source location; `--json` writes it all.
+
+Development tool only: it needs JAX's jaxlib (XLA:CPU) beside vxla, as in .venv-bench
+(`make conformance XLA=path/to/xla`).
+
+    .venv-bench/bin/python tools/xla_conformance.py path/to/xla [--limit N] [--json report.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import re
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+
+SOURCE_GLOBS = ("xla/tests/*.cc", "xla/service/**/*.cc", "xla/backends/cpu/**/*.cc", "xla/hlo/**/*.cc", "xla/**/*.hlo")
+# R"(...)" and R"delimiter(...)delimiter" raw strings.
+RAW_STRING = re.compile(r'R"(?P<delimiter>[A-Za-z_]{0,16})\((?P<body>.*?)\)(?P=delimiter)"', re.DOTALL)
+# absl::Substitute and StrFormat placeholders: the text is a template, not a module.
+TEMPLATE = re.compile(r"\$\d|\$\{|%[sdx](?![\w.\-])")
+MAX_ELEMENTS = 1 << 22
+# Estimated operations (compiler/hlo/cost.py) beyond which the reference evaluator is not
+# run (the backend's result is compared with XLA:CPU alone), and beyond which nothing is.
+REFERENCE_FLOPS = 5e7
+BACKEND_FLOPS = 2e10
+FLOAT_TOLERANCE = {"f16": 1e-2, "bf16": 3e-2, "f32": 2e-4, "f64": 1e-9}
+
+# Outcomes, by what they say about vxla.
+NOT_COUNTED = ("template", "xla-rejects", "xla-crashes", "xla-hangs")
+PROBLEMS = ("crash", "hang", "backends-differ")
+
+
+@dataclass
+class Candidate:
+    """One HLO module found in the checkout."""
+
+    source: str  # path:line
+    text: str
+
+
+@dataclass
+class Result:
+    source: str
+    outcome: str
+    detail: str = ""
+    ran_on_xla: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def extract_modules(root: Path) -> list[Candidate]:
+    """Every HLO module text in the checkout's test sources, in path order."""
+    candidates: list[Candidate] = []
+    paths = sorted({p for pattern in SOURCE_GLOBS for p in root.glob(pattern) if p.is_file()})
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        try:
+            content = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if path.suffix == ".hlo":
+            offset = 0
+            for chunk in re.split(r"^// -----.*$", content, flags=re.MULTILINE):
+                if "HloModule" in chunk:
+                    line = content.count("\n", 0, content.find(chunk, offset)) + 1
+                    candidates.append(Candidate(f"{relative}:{line}", chunk))
+                offset += len(chunk)
+            continue
+        for match in RAW_STRING.finditer(content):
+            body = match.group("body")
+            if "HloModule" in body and "ENTRY" in body:
+                line = content.count("\n", 0, match.start()) + 1
+                candidates.append(Candidate(f"{relative}:{line}", body))
+    return candidates
+
+
+# --- the worker: one module at a time ---------------------------------------------------------
+
+
+_NUMPY_TYPES = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64", "u8": "uint8", "u16": "uint16",
+                "u32": "uint32", "u64": "uint64", "f16": "float16", "f32": "float32", "f64": "float64"}
+
+
+def entry_parameter_types(xla_text: str) -> list[tuple[str, tuple[int, ...]]] | None:
+    """(element type, dims) of each entry parameter, read from the ENTRY line of XLA's own
+    printing of the module; None when a parameter is a tuple."""
+    match = re.search(r"^ENTRY %\S+ \((.*)\) -> ", xla_text, flags=re.MULTILINE)
+    if match is None:
+        return None
+    parameters, depth, current = [], 0, ""
+    for char in match.group(1):
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            parameters.append(current)
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parameters.append(current)
+    types = []
+    for parameter in parameters:
+        shape = parameter.split(":", 1)[1].strip()
+        array = re.fullmatch(r"(\w+)\[([\d,]*)\](\{.*\})?", shape)
+        if array is None:
+            return None
+        types.append((array.group(1), tuple(int(d) for d in array.group(2).split(",") if d)))
+    return types
+
+
+def _random_input(dtype: str, dims: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    if dtype == "pred":
+        return rng.random(dims) < 0.5
+    if dtype == "bf16":
+        import ml_dtypes
+
+        return rng.standard_normal(dims).astype(ml_dtypes.bfloat16)
+    numpy_type = np.dtype(_NUMPY_TYPES[dtype])
+    if numpy_type.kind == "f":
+        return rng.standard_normal(dims).astype(numpy_type)
+    # Small non-negative integers: valid indices and trip counts for most tests.
+    return rng.integers(0, 4, size=dims).astype(numpy_type)
+
+
+def _identity(reducer, dtype: np.dtype) -> np.ndarray | None:  # noqa: ANN001 - vxla's Computation
+    """The identity of a reducer that is one binary op, as XLA's own test inputs use."""
+    opcode = reducer.root.opcode
+    if dtype == np.bool_:
+        values = {"or": False, "and": True, "add": False, "maximum": False, "minimum": True}
+    elif dtype.kind == "f" or str(dtype) == "bfloat16":
+        values = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+    else:
+        info = np.iinfo(dtype)
+        values = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": -1 if info.min < 0 else info.max, "maximum": info.min, "minimum": info.max}
+    return np.array(values[opcode]).astype(dtype) if opcode in values else None
+
+
+def constrain_inputs(module, arrays: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:  # noqa: ANN001 - vxla's Module
+    """Inputs as XLA's tests make them (MakeFakeArguments): a parameter that is the init
+    value of a reduction gets the reducer's identity (XLA:CPU may apply an init value more
+    than once, which only an identity survives), and integer inputs of a module that sorts
+    are distinct (XLA's sort is unstable unless is_stable is set)."""
+    arrays = list(arrays)
+    for computation in module.reachable_computations():
+        for instruction in computation.post_order():
+            inits: list = []
+            if instruction.opcode in ("reduce", "reduce-window"):
+                half = len(instruction.operands) // 2
+                inits = [(op, instruction.attrs["to_apply"]) for op in instruction.operands[half:]]
+            elif instruction.opcode == "select-and-scatter":
+                inits = [(instruction.operands[2], instruction.attrs["scatter"])]
+            for operand, reducer in inits:
+                if computation is module.entry and operand.opcode == "parameter":
+                    number = operand.parameter_number
+                    identity = _identity(reducer, arrays[number].dtype)
+                    if identity is not None:
+                        arrays[number] = identity.reshape(arrays[number].shape)
+    sorts = any(i.opcode == "sort" for c in module.reachable_computations() for i in c.post_order())
+    if sorts:
+        for number, array in enumerate(arrays):
+            if array.dtype.kind in "iu" and array.size:
+                span = min(array.size * 4, int(np.iinfo(array.dtype).max))
+                distinct = rng.choice(span, size=array.size, replace=array.size > span)
+                arrays[number] = distinct.astype(array.dtype).reshape(array.shape)
+    return arrays
+
+
+def _close(reference: np.ndarray, xla: np.ndarray, dtype_name: str) -> bool:
+    if reference.shape != xla.shape:
+        return False
+    if dtype_name not in FLOAT_TOLERANCE:
+        return reference.tobytes() == xla.astype(reference.dtype).tobytes()
+    a, b = reference.astype(np.float64), xla.astype(np.float64)
+    tolerance = FLOAT_TOLERANCE[dtype_name]
+    scale = max(1.0, float(np.nanmax(np.abs(b[np.isfinite(b)]), initial=0.0)))
+    return bool(np.allclose(a, b, rtol=tolerance, atol=tolerance * scale, equal_nan=True))
+
+
+def _xla_run(text: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    import jax
+    from jax._src.lib import _jax
+    from jax._src.lib import xla_client as xc
+
+    device = jax.devices("cpu")[0]
+    module = xc.hlo.hlo_module_from_text(text)
+    stablehlo = _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    executable = device.client.compile_and_load(stablehlo, xc.DeviceList((device,)), xc.CompileOptions())
+    outputs = executable.execute_sharded([jax.device_put(a, device) for a in arrays])
+    return [np.asarray(r[0]) for r in outputs.disassemble_into_single_device_arrays()]
+
+
+def check_module(text: str, seed: int, entering: Callable[[str], None] = lambda stage: None) -> Result:
+    """The outcome of one module (source filled in by the caller). `entering` is told
+    "xla" and then "vxla" as the work moves on."""
+    import jax
+    from jax._src.lib import xla_client as xc
+
+    import compiler
+    from compiler.errors import CompilerError
+    from compiler.hlo import load_module
+    from compiler.hlo.cost import estimate_flops
+    from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError
+    from compiler.hlo.shape import flatten
+    from compiler.reference import evaluate
+
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_enable_x64", True)
+    timings: dict[str, float] = {}
+    if TEMPLATE.search(text):
+        return Result("", "template")
+    entering("xla")
+    try:
+        xla_text = xc.hlo.hlo_module_from_text(text).to_string()
+    except Exception as error:  # noqa: BLE001 - XLA's parser reports any refusal this way
+        return Result("", "xla-rejects", str(error).splitlines()[0][:200])
+    entering("vxla")
+    started = time.perf_counter()
+    module, refusal = None, None
+    try:
+        module = load_module(text)
+    except HloUnsupportedError as error:
+        refusal = Result("", "refused", _reason(str(error)))
+    except HloParseError as error:
+        refusal = Result("", "parse-error", _reason(str(error)))
+    except HloVerifyError as error:
+        refusal = Result("", "verify-error", _reason(str(error)))
+    except Exception:  # noqa: BLE001 - anything else is a vxla bug, recorded with its traceback
+        refusal = Result("", "crash", "parse: " + traceback.format_exc(limit=4)[-600:])
+    timings["parse"] = time.perf_counter() - started
+    # XLA:CPU on inputs made from its own reading of the module.
+    entering("xla")
+    types = entry_parameter_types(xla_text)
+    expected: list[np.ndarray] | None = None
+    why_not = ""
+    if types is None:
+        why_not = "tuple parameters"
+    elif any(dtype not in _NUMPY_TYPES and dtype != "bf16" for dtype, _ in types):
+        why_not = "parameter types without random inputs here"
+    elif any(int(np.prod(dims, dtype=np.int64)) > MAX_ELEMENTS for _, dims in types):
+        why_not = "inputs too large"
+    else:
+        rng = np.random.default_rng(seed)
+        arrays = [_random_input(dtype, dims, rng) for dtype, dims in types]
+        if module is not None:
+            arrays = constrain_inputs(module, arrays, rng)
+        try:
+            expected = _xla_run(text, arrays)
+        except Exception as error:  # noqa: BLE001
+            why_not = "XLA:CPU: " + str(error).splitlines()[0][:160]
+    entering("vxla")
+    if refusal is not None:
+        refusal.ran_on_xla = expected is not None
+        return refusal
+    assert module is not None
+    if expected is None:
+        return Result("", "parsed-xla-cannot-run", why_not)
+    result_types = [s.dtype.name for s in flatten(module.entry.root.shape)]
+    work = estimate_flops(module)
+    if work > BACKEND_FLOPS:
+        return Result("", "too-large", f"about {work:.1e} operations", ran_on_xla=True)
+    reference: list[np.ndarray] | None = None
+    if work <= REFERENCE_FLOPS:
+        try:
+            started = time.perf_counter()
+            reference = evaluate(module, arrays, max_while_iterations=100_000)
+            timings["reference"] = time.perf_counter() - started
+        except CompilerError as error:
+            return Result("", "reference-refused", _reason(str(error)), ran_on_xla=True)
+        except Exception:  # noqa: BLE001
+            return Result("", "crash", "reference: " + traceback.format_exc(limit=4)[-600:], ran_on_xla=True)
+    try:
+        started = time.perf_counter()
+        executable = compiler.compile(text, cache_dir=False)
+        timings["compile"] = time.perf_counter() - started
+        started = time.perf_counter()
+        got = executable.run(*arrays, threads=1)
+        timings["run"] = time.perf_counter() - started
+    except CompilerError as error:
+        return Result("", "backend-refused", _reason(str(error)), ran_on_xla=True)
+    except Exception:  # noqa: BLE001
+        return Result("", "crash", "backend: " + traceback.format_exc(limit=4)[-600:], ran_on_xla=True)
+    if reference is None:
+        # Too much work for the reference's numpy loops: the backend's bits stand for them
+        # (the backend equals the reference wherever both run).
+        reference = got
+    for number, (g, r) in enumerate(zip(got, reference, strict=True)):
+        if g.dtype != r.dtype or g.shape != r.shape or g.tobytes() != r.tobytes():
+            return Result("", "backends-differ", f"out{number}", ran_on_xla=True, timings=timings)
+    if len(expected) != len(reference):
+        return Result("", "xla-differs", f"{len(reference)} outputs, XLA gives {len(expected)}", ran_on_xla=True, timings=timings)
+    for number, (r, e, name) in enumerate(zip(reference, expected, result_types, strict=True)):
+        if not _close(np.asarray(r), np.asarray(e), name):
+            return Result("", "xla-differs", f"out{number} ({name})", ran_on_xla=True, timings=timings)
+    return Result("", "match", ran_on_xla=True, timings=timings)
+
+
+def _reason(message: str) -> str:
+    """The message without the location prefix (so equal reasons group)."""
+    first = message.splitlines()[0]
+    return re.sub(r"^.*?line \d+, column \d+: ", "", first)[:200]
+
+
+def _worker(connection: Connection) -> None:
+    import os
+
+    # XLA logs (and its failed checks print stack traces) on stderr: keep the report readable.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    while True:
+        job = connection.recv()
+        if job is None:
+            return
+        text, seed = job
+        try:
+            result = check_module(text, seed, lambda stage: connection.send(stage))
+        except Exception:  # noqa: BLE001 - the tool's own failure, reported as a crash
+            result = Result("", "crash", "tool: " + traceback.format_exc(limit=4)[-600:])
+        connection.send(result)
+
+
+class Worker:
+    """A child process that checks modules; replaced after a hang or a hard crash. It tells
+    the stage it is in, so a process that dies inside XLA is not counted against vxla."""
+
+    def __init__(self) -> None:
+        self.connection, child = mp.Pipe()
+        self.process = mp.get_context("spawn").Process(target=_worker, args=(child,), daemon=True)
+        self.process.start()
+
+    def check(self, candidate: Candidate, seed: int, timeout: float) -> Result:
+        stage = "xla"
+        deadline = time.monotonic() + timeout
+        try:
+            self.connection.send((candidate.text, seed))
+            while True:
+                if not self.connection.poll(max(0.0, deadline - time.monotonic())):
+                    self.process.kill()
+                    return Result(candidate.source, "hang" if stage == "vxla" else "xla-hangs", f"no answer in {timeout:.0f} s")
+                message = self.connection.recv()
+                if isinstance(message, Result):
+                    message.source = candidate.source
+                    return message
+                stage = message
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self.process.join(5)
+            if stage == "vxla":
+                return Result(candidate.source, "crash", f"the worker died in vxla (exit {self.process.exitcode})", ran_on_xla=True)
+            return Result(candidate.source, "xla-crashes", f"the worker died in XLA (exit {self.process.exitcode})")
+
+    @property
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def close(self) -> None:
+        if self.alive:
+            self.connection.send(None)
+            self.process.join(5)
+
+
+NOT_PARSED = ("parse-error", "verify-error")
+
+
+def _parsed(result: Result) -> bool:
+    """Whether vxla's parser and verifier took the module (refusing an op counts as parsed:
+    the text was read, and the message names what is missing)."""
+    return result.outcome not in NOT_PARSED and not (result.outcome == "crash" and result.detail.startswith("parse"))
+
+
+def summarize(results: list[Result]) -> str:
+    """The report: counts by outcome, for all modules XLA parses and for those XLA:CPU runs,
+    the most frequent reasons of each kind of refusal, and every problem with its source."""
+    counted = [r for r in results if r.outcome not in NOT_COUNTED]
+    outcomes = Counter(r.outcome for r in results)
+    ran = [r for r in counted if r.ran_on_xla or r.outcome == "hang"]
+    lines = [f"modules found: {len(results)} (templates {outcomes['template']}, XLA's parser rejects {outcomes['xla-rejects']})"]
+    for title, group in (("XLA parses", counted), ("XLA:CPU runs", ran)):
+        if not group:
+            continue
+        parsed = sum(_parsed(r) for r in group)
+        supported = sum(r.outcome not in (*NOT_PARSED, "refused", "reference-refused", "backend-refused") for r in group)
+        local = Counter(r.outcome for r in group)
+        lines.append(
+            f"{title}: {len(group)}; vxla parses {parsed} ({100 * parsed / len(group):.1f}%), runs {supported} ({100 * supported / len(group):.1f}%); "
+            f"match {local['match']}, XLA differs {local['xla-differs']}, backends differ {local['backends-differ']}, crash {local['crash']}, hang {local['hang']}"
+        )
+    lines.append("")
+    lines.append("outcome                count  (of them XLA:CPU runs)")
+    for outcome, count in sorted(outcomes.items(), key=lambda item: (-item[1], item[0])):
+        lines.append(f"  {outcome:21s} {count:5d}  {sum(1 for r in ran if r.outcome == outcome):5d}")
+    for outcome in ("refused", "parse-error", "verify-error", "reference-refused", "backend-refused", "parsed-xla-cannot-run"):
+        reasons = Counter(_group(r.detail) for r in results if r.outcome == outcome)
+        if reasons:
+            lines.append(f"\n{outcome}, most frequent reasons:")
+            lines.extend(f"  {count:5d}  {reason}" for reason, count in reasons.most_common(20))
+    for outcome in (*PROBLEMS, "xla-differs"):
+        listed = [r for r in results if r.outcome == outcome]
+        if listed:
+            lines.append(f"\n{outcome} ({len(listed)}):")
+            lines.extend(f"  {r.source}: {r.detail.strip().splitlines()[-1] if r.detail.strip() else ''}" for r in listed)
+    return "\n".join(lines)
+
+
+def _group(reason: str) -> str:
+    """Reasons with names and numbers blanked, so one cause counts once."""
+    reason = re.sub(r"%[\w.\-]+", "%_", reason)
+    return re.sub(r"\d+", "N", reason)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkout", type=Path, help="a checkout of openxla/xla (or a fork with its layout)")
+    parser.add_argument("--limit", type=int, default=0, help="check only the first N modules found (0: all)")
+    parser.add_argument("--only", default="", help="check only modules whose source path contains this")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per module before it counts as a hang (default 120)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--json", type=Path, help="write every result to this file")
+    args = parser.parse_args()
+    if not (args.checkout / "xla").is_dir():
+        print(f"xla_conformance: {args.checkout} is not an XLA checkout (no xla/ folder)", file=sys.stderr)
+        return 2
+    candidates = [c for c in extract_modules(args.checkout) if args.only in c.source]
+    if args.limit:
+        candidates = candidates[: args.limit]
+    print(f"checking {len(candidates)} modules", file=sys.stderr)
+    results: list[Result] = []
+    worker = Worker()
+    started = time.monotonic()
+    try:
+        for number, candidate in enumerate(candidates):
+            if not worker.alive:
+                worker = Worker()
+            results.append(worker.check(candidate, args.seed + number, args.timeout))
+            if not worker.alive:
+                worker = Worker()
+            if (number + 1) % 50 == 0:
+                print(f"  {number + 1}/{len(candidates)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    finally:
+        worker.close()
+    print(summarize(results))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
