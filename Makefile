@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup test lint demo fixtures golden bench clean contracts arm64 test-arm64
+.PHONY: setup test lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,29 @@ test-arm64: arm64
 	VXLA_ARM64_TESTS=1 $(BIN)/python -m pytest -n 2 -q tests/arm64
 	QEMU_CPU=max,sve=off $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or (neoverse-n1 and (numerics_ir or bits_equal)) or flush_to_zero"
 	QEMU_CPU=max,sve-default-vector-length=32 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or (neoverse-v1 and (numerics_ir or bits_equal)) or flush_to_zero"
+
+# The way in from JAX: vxla[jax] and flax in .venv-jax (rebuilt when either list changes), a
+# flax model submitted to a devnet, StableHLO and jax.export files converted and run.
+JAX_VENV := .venv-jax
+JAX_STAMP := $(JAX_VENV)/.installed
+
+$(JAX_STAMP): pyproject.toml tests/jax/requirements.txt
+	@test -x $(JAX_VENV)/bin/python || $(PYTHON) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(JAX_VENV)/bin/python -m pip install --quiet -e '.[dev,jax]' -r tests/jax/requirements.txt
+	@touch $@
+
+test-jax: $(JAX_STAMP) $(NPM_STAMP)
+	VXLA_JAX_TESTS=1 $(JAX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/jax
+
+# XLA's own test modules against XLA:CPU, the reference and the backend (tools/xla_conformance.py),
+# e.g. `make conformance XLA=../xla CONFORMANCE_ARGS="--json report.json"`.
+XLA ?=
+CONFORMANCE_ARGS ?=
+
+conformance: $(BENCH_STAMP)
+	@test -n "$(XLA)" || { echo "make conformance XLA=path/to/an/openxla/xla/checkout"; exit 2; }
+	$(BENCH_VENV)/bin/python tools/xla_conformance.py $(XLA) $(CONFORMANCE_ARGS)
 
 demo: setup $(NPM_STAMP)
 	@echo "== inspect: a transformer block exported from JAX"

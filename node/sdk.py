@@ -7,6 +7,14 @@ digests, fetch the signed trace and verify it locally.
     outputs = job.outputs()
     report = client.verify(job.trace(), "model.hlo", [x, w])
 
+From JAX (the optional extra, `pip install 'vxla[jax]'`), a function and its example
+arguments are a job: the SDK exports the HLO text itself, flattens the arguments in
+parameter order and returns the outputs in the function's own structure; `connect` takes a
+node's URL or a devnet directory (its chain included):
+
+    client = node.sdk.connect(".devnet")
+    logits = client.submit(model.apply, params, x, redundancy=3).outputs()
+
 With a chain (`Client(url, chain=ChainSubmitter(market, account))`), `submit(..., redundancy=k)`
 uploads the module, the inputs and the inputs manifest to the node, posts the job on the
 JobMarket with the submitter's account (digests as `node.chain_executor` defines them), and
@@ -32,6 +40,7 @@ from attest.verify import TrustedKeys
 from compiler.numerics.dtypes import from_name
 from node.chain import JobMarket, Sender
 from node.errors import NodeError
+from node.jax_programs import ExportedFunction, export_function
 from node.protocol import chain_digests, inputs_manifest, result_digest_of
 from node.tensors import npy_bytes
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
@@ -85,6 +94,7 @@ class Job:
     id: str
     info: dict[str, Any] = field(default_factory=dict)
     on_chain: bool = False  # a JobMarket job (id = the chain job id), settled by quorum
+    function: ExportedFunction | None = None  # the JAX function the job runs, if one
 
     @property
     def _path(self) -> str:
@@ -137,11 +147,17 @@ class Job:
         """The signed DSSE envelope (JSON text) of the done job."""
         return self.client._request("GET", f"{self._path}/trace").text
 
-    def outputs(self) -> list[np.ndarray]:
-        """The output arrays, each checked twice: its bytes against the blob digest, and the
-        array against the tensor digest the trace records (so bfloat16 comes back typed)."""
+    def outputs(self, timeout: float | None = 600.0) -> Any:
+        """The output arrays (waiting up to `timeout` seconds for the job to finish), each
+        checked twice: its bytes against the blob digest, and the array against the tensor
+        digest the trace records (so bfloat16 comes back typed). A list in the module's
+        result order, or for a JAX function, the function's own output structure."""
         if self.state != "done":
-            self.refresh()
+            self.wait(timeout=timeout)
+        arrays = self._checked_outputs()
+        return self.function.unflatten(arrays) if self.function is not None else arrays
+
+    def _checked_outputs(self) -> list[np.ndarray]:
         statement = Statement.from_json_bytes(parse_envelope(self.trace()).payload)
         records = statement.predicate.deterministic.outputs
         if self.on_chain:
@@ -241,14 +257,27 @@ class Client:
             raise IntegrityError(f"blob {digest}: the node sent bytes with another digest")
         return data
 
-    def submit(
-        self, module_text_or_path: str | Path | bytes, inputs: Sequence[TensorLike] = (), redundancy: int = 1
-    ) -> Job:
-        """Uploads the inputs (arrays or .npy paths) and queues the job with the module
-        inline, so a refused job leaves nothing on the node but the input blobs. With a
-        chain configured, the job is posted on chain for `redundancy` nodes instead."""
+    def submit(self, program: str | Path | bytes | Callable[..., Any], *arguments: Any, redundancy: int = 1) -> Job:
+        """Runs `program` on a node: HLO text (or its file) with one sequence of inputs
+        (arrays or .npy paths, in parameter order), `submit("m.hlo", [x, w])`; or a JAX
+        function with its arguments, `submit(f, params, x)` (the jax extra), exported to
+        HLO text here. Uploads the inputs and queues the job with the module inline, so a
+        refused job leaves nothing on the node but the input blobs. With a chain
+        configured, the job is posted on chain for `redundancy` nodes instead."""
+        function = None
+        if callable(program):
+            function = export_function(program, *arguments)
+            module, inputs = function.hlo_text.encode("utf-8"), list(function.arguments)
+        else:
+            if len(arguments) > 1:
+                raise TypeError("submit(module, inputs): give the inputs as one sequence")
+            module, inputs = _module_bytes(program), list(arguments[0]) if arguments else []
+        job = self._submit(module, inputs, redundancy)
+        job.function = function
+        return job
+
+    def _submit(self, module: bytes, inputs: Sequence[TensorLike], redundancy: int) -> Job:
         digests = [self.put_blob(_tensor_bytes(t)) for t in inputs]
-        module = _module_bytes(module_text_or_path)
         try:
             text = module.decode("utf-8")
         except UnicodeDecodeError:
@@ -285,3 +314,23 @@ class Client:
             trace, keys, module_source=_module_bytes(module),
             inputs=[_as_array(t) for t in inputs], threads=threads, execute_on=execute_on,
         )  # fmt: skip
+
+
+def connect(target: str | Path, *, trusted_keys: TrustedKeys | None = None, timeout: float = 60.0) -> Client:
+    """A client for `target`: a node's URL (`http://...`), or a devnet directory (`vxla
+    devnet up`), whose first node it talks to and whose chain it posts jobs on (so
+    `redundancy` above 1 works), with the devnet's submitter account."""
+    text = str(target)
+    if text.startswith(("http://", "https://")):
+        return Client(text, trusted_keys=trusted_keys, timeout=timeout)
+    from web3 import HTTPProvider, Web3
+
+    from node.chain import ChainClient
+    from node.devnet import DevnetState
+
+    state = DevnetState.load(Path(target))
+    if not state.nodes:
+        raise NodeError(f"{target}: the devnet has no nodes")
+    chain = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
+    submitter = ChainSubmitter(JobMarket(chain, state.job_market), state.submitter)
+    return Client(state.nodes[0].url, trusted_keys=trusted_keys, timeout=timeout, chain=submitter)

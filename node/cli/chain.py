@@ -9,7 +9,14 @@ import json
 import sys
 from pathlib import Path
 
-from node.cli.common import EXIT_DIFFERENT, EXIT_OK, UsageError, output_records, positive_int
+from node.cli.common import (
+    EXIT_DIFFERENT,
+    EXIT_OK,
+    UsageError,
+    output_records,
+    positive_int,
+    read_hlo_text,
+)
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 
@@ -18,9 +25,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
 
-    module = Path(args.module)
-    if not module.is_file():
-        raise UsageError(f"{args.module}: no such file")
+    module = read_hlo_text(args.module).decode("utf-8", errors="replace")  # StableHLO converted here, before anything is sent
     for path in args.inputs:
         try:
             load_npy(path)  # checked here so a bad file is named before anything is sent

@@ -27,6 +27,13 @@ from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable
 from compiler.runtime.host import TargetNotRunnable, this_host
 from node.errors import NodeError
+from node.jax_programs import (
+    JAX_EXTRA,
+    JaxNotInstalled,
+    ProgramFormatError,
+    hlo_text_of,
+    is_hlo_text,
+)
 
 EXIT_OK = 0
 
@@ -41,7 +48,10 @@ class UsageError(NodeError):
     """Bad input from the user: reported on stderr, exit status 2."""
 
 
-def read_program(path: str) -> Program:
+def read_hlo_text(path: str) -> bytes:
+    """The HLO text of a program file: HLO text as it is, StableHLO text or a jax.export
+    artifact converted through JAX (the optional extra; without it, a usage error naming
+    it). The HLO text is what is hashed and run."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -50,6 +60,19 @@ def read_program(path: str) -> Program:
         raise UsageError(f"{path}: is a directory") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if is_hlo_text(data):
+        return data
+    try:
+        return hlo_text_of(data).encode("utf-8")
+    except JaxNotInstalled:
+        raise UsageError(f"{path}: not HLO text; reading StableHLO or a jax.export artifact needs JAX: {JAX_EXTRA}") from None
+    except ProgramFormatError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def read_program(path: str) -> Program:
+    """The verified program of an HLO (or, with the jax extra, StableHLO) file."""
+    data = read_hlo_text(path)
     try:
         return load_program(data)
     except HloError as exc:

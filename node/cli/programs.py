@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -34,12 +35,24 @@ from node.cli.common import (
     output_records,
     positive_int,
     preview,
+    read_hlo_text,
     read_program,
     require_runnable,
     shape_text,
 )
+from node.jax_programs import JAX_EXTRA
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 from node.tracing.statement import TraceInputError, build_statement, default_job_id
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    text = read_hlo_text(args.program)
+    if args.out:
+        write_text_atomic(Path(args.out), text.decode("utf-8"))
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text.decode("utf-8"))
+    return EXIT_OK
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -293,3 +306,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     traces.add_argument("--contract", type=contract_arg, metavar="0x...", help="contract address the trace is for (replay protection)")
     traces.add_argument("--fault", type=_fault, metavar="INSTRUCTION:BIT", help="for tests and demos only: flip bit BIT of the named instruction's output (a name from an op-level trace) right after it is computed, as a faulty node would")
     run.set_defaults(handler=cmd_run)
+
+    convert = commands.add_parser(
+        "convert",
+        help="turn StableHLO text or a jax.export artifact into HLO text",
+        description="Convert what JAX writes besides HLO text, StableHLO text "
+        "(jax.jit(f).lower(...).as_text()) or a serialized jax.export artifact "
+        "(exported.serialize()), into the HLO text vxla hashes and runs. Needs JAX, the "
+        f"optional extra ({JAX_EXTRA}); inspect, compile, run and submit accept the same files "
+        "and convert them the same way. HLO text is copied as it is.",
+    )
+    convert.add_argument("program", metavar="PROGRAM", help="StableHLO text (.mlir) or jax.export artifact")
+    convert.add_argument("-o", "--out", metavar="OUT.hlo", help="write the HLO text here (default: standard output)")
+    convert.set_defaults(handler=cmd_convert)

@@ -1,0 +1,106 @@
+"""JAX functions and JAX's program files as vxla programs, on the client side.
+
+With the optional extra (`pip install 'vxla[jax]'`), a submitter hands the SDK a JAX
+function and example arguments: `export_function` lowers it to HLO text (the program that is
+hashed and run), flattens the arguments in parameter order, and keeps the output pytree so
+results come back in the function's own structure. `hlo_text_of` turns the other forms JAX
+writes, StableHLO text (`jax.jit(f).lower(...).as_text()`) and serialized `jax.export`
+artifacts, into HLO text through jaxlib.
+
+JAX is never needed to run or verify a program: nodes see only HLO text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from node.errors import NodeError
+
+JAX_EXTRA = "pip install 'vxla[jax]'"
+
+
+class JaxNotInstalled(NodeError):
+    """JAX (the optional extra) is needed and missing."""
+
+
+class ProgramFormatError(NodeError, ValueError):
+    """Bytes that are none of HLO text, StableHLO text or a jax.export artifact."""
+
+
+def _jax() -> Any:
+    try:
+        import jax
+    except ImportError:
+        raise JaxNotInstalled(f"this needs JAX, the optional extra of vxla: {JAX_EXTRA}") from None
+    jax.config.update("jax_platforms", "cpu")
+    return jax
+
+
+@dataclass
+class ExportedFunction:
+    """A JAX function lowered for its example arguments: the HLO text, the arguments
+    flattened in the module's parameter order, and the structure of its outputs."""
+
+    hlo_text: str
+    arguments: list[np.ndarray]
+    output_tree: Any  # a jax PyTreeDef
+
+    def unflatten(self, outputs: list[np.ndarray]) -> Any:
+        """The flat outputs (in the module's result order) in the function's structure."""
+        jax = _jax()
+        if len(outputs) != self.output_tree.num_leaves:
+            raise ValueError(f"{len(outputs)} outputs, the function returns {self.output_tree.num_leaves} arrays")
+        return jax.tree_util.tree_unflatten(self.output_tree, list(outputs))
+
+
+def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFunction:
+    """Lowers `function(*arguments)` (any pytrees of arrays and scalars) to HLO text; one
+    parameter per leaf, in jax.tree_util's flattening order, unused ones kept."""
+    jax = _jax()
+    leaves, in_tree = jax.tree_util.tree_flatten(arguments)
+
+    def flat(*flat_leaves: Any) -> Any:
+        return function(*jax.tree_util.tree_unflatten(in_tree, list(flat_leaves)))
+
+    # The arrays as JAX types them (float64 becomes float32 unless x64 is on).
+    arrays = [np.asarray(jax.numpy.asarray(leaf)) for leaf in leaves]
+    lowered = jax.jit(flat, keep_unused=True).lower(*arrays)
+    output_tree = jax.tree_util.tree_structure(jax.eval_shape(flat, *arrays))
+    return ExportedFunction(lowered.as_text(dialect="hlo"), arrays, output_tree)
+
+
+def is_hlo_text(data: bytes) -> bool:
+    """Whether `data` is HLO text (what every vxla command reads without JAX)."""
+    return data.lstrip()[:9] == b"HloModule"
+
+
+def hlo_text_of(data: bytes) -> str:
+    """HLO text for a program file's bytes: HLO text as it is; StableHLO text or a
+    serialized jax.export artifact converted by jaxlib (the extra). ProgramFormatError when
+    the bytes are none of these."""
+    if is_hlo_text(data):
+        return data.decode("utf-8")
+    try:
+        text: str | None = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and "func.func" not in text:
+        raise ProgramFormatError("not HLO text ('HloModule ...'), StableHLO text ('module @... { func.func ...') or a jax.export artifact")
+    jax = _jax()
+    from jax._src.lib import _jax as jaxlib  # the converter jaxlib ships (TOOLCHAIN.md)
+
+    if text is None:
+        try:
+            text = jax.export.deserialize(bytearray(data)).mlir_module()
+        except Exception as error:  # noqa: BLE001 - the deserializer raises many kinds
+            raise ProgramFormatError(f"not a jax.export artifact ({type(error).__name__}: {error})") from None
+    try:
+        computation = jaxlib.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=False)
+    except Exception as error:  # noqa: BLE001 - jaxlib reports MLIR errors as generic exceptions
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ProgramFormatError(f"StableHLO that jaxlib cannot convert: {first}") from None
+    return computation.as_hlo_text()

@@ -1,0 +1,106 @@
+"""The way in from JAX, as a user takes it (`make test-jax`: a venv with vxla[jax] and flax):
+a flax model submitted to a devnet in three lines comes back in its own structure, close to
+jax.jit's outputs; and StableHLO text and jax.export artifacts are accepted by `vxla
+convert` and `vxla run`, which hash and run the HLO text they convert to."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import node.sdk
+from node.cli import main
+from node.devnet import down, up
+
+
+class ConvNet(nn.Module):
+    """A small CNN: convolution, max pooling, dense layers; returns a dict."""
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> dict[str, jax.Array]:
+        x = nn.relu(nn.Conv(8, (3, 3))(x))
+        x = nn.max_pool(x, (2, 2), strides=(2, 2))
+        x = x.reshape(x.shape[0], -1)
+        logits = nn.Dense(10)(nn.relu(nn.Dense(32)(x)))
+        return {"logits": logits, "probabilities": jax.nn.softmax(logits)}
+
+
+@pytest.fixture(scope="module")
+def devnet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("jax") / "devnet"
+    up(directory, 3)
+    yield directory
+    down(directory)
+
+
+def _model() -> tuple[ConvNet, dict, np.ndarray]:
+    model = ConvNet()
+    x = np.random.default_rng(0).standard_normal((4, 12, 12, 3)).astype(np.float32)
+    params = model.init(jax.random.PRNGKey(0), x)
+    return model, params, x
+
+
+def test_a_flax_model_in_three_lines(devnet: Path) -> None:
+    model, params, x = _model()
+
+    client = node.sdk.connect(devnet)
+    outputs = client.submit(model.apply, params, x, redundancy=3).outputs()
+
+    expected = jax.jit(model.apply)(params, x)
+    assert set(outputs) == {"logits", "probabilities"}
+    for name in outputs:
+        assert outputs[name].shape == expected[name].shape and outputs[name].dtype == np.float32
+        np.testing.assert_allclose(outputs[name], np.asarray(expected[name]), rtol=1e-4, atol=1e-5)
+
+
+def test_stablehlo_and_jax_export_files_run_as_the_hlo_they_convert_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model, params, x = _model()
+
+    def apply(p: dict, inputs: jax.Array) -> jax.Array:
+        return model.apply(p, inputs)["logits"]
+
+    leaves = jax.tree_util.tree_leaves((params, x))
+    flat = lambda *a: apply(*jax.tree_util.tree_unflatten(jax.tree_util.tree_structure((params, x)), list(a)))  # noqa: E731
+    (tmp_path / "model.mlir").write_text(jax.jit(flat, keep_unused=True).lower(*leaves).as_text())
+    (tmp_path / "model.bin").write_bytes(jax.export.export(jax.jit(flat, keep_unused=True))(*leaves).serialize())
+    inputs = []
+    for number, leaf in enumerate(leaves):
+        np.save(tmp_path / f"in{number}.npy", np.asarray(leaf))
+        inputs.append(str(tmp_path / f"in{number}.npy"))
+    expected = np.asarray(jax.jit(flat)(*leaves))
+    for name in ("model.mlir", "model.bin"):
+        assert main(["convert", str(tmp_path / name), "-o", str(tmp_path / f"{name}.hlo")]) == 0
+        assert (tmp_path / f"{name}.hlo").read_text().startswith("HloModule")
+        capsys.readouterr()
+        assert main(["run", str(tmp_path / name), *inputs, "--json", "--out", str(tmp_path / "out.npz")]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert main(["inspect", str(tmp_path / f"{name}.hlo"), "--json"]) == 0
+        converted = json.loads(capsys.readouterr().out)
+        assert report["hlo_hash"] == converted["hlo_hash"]  # the converted HLO text is the program
+        np.testing.assert_allclose(np.load(tmp_path / "out.npz")["out0"], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_file_that_is_not_a_program_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "junk.bin").write_bytes(b"\xff\xfe\x00 not a program")
+    assert main(["convert", str(tmp_path / "junk.bin")]) == 2
+    assert "not a jax.export artifact" in capsys.readouterr().err
+    (tmp_path / "text.mlir").write_text("hello")
+    assert main(["run", str(tmp_path / "text.mlir")]) == 2
+    assert "not HLO text" in capsys.readouterr().err
+
+
+def test_outputs_of_a_pytree_function_on_a_single_node(devnet: Path) -> None:
+    """A node URL instead of a devnet: redundancy 1, no chain; tuples and scalars."""
+    from node.devnet import DevnetState
+
+    url = DevnetState.load(devnet).nodes[0].url
+    client = node.sdk.connect(url)
+    a, b = client.submit(lambda p, s: (p["w"] @ p["w"].T * s, jnp.sum(p["w"])), {"w": np.eye(3, dtype=np.float32)}, 2.0).outputs()
+    np.testing.assert_array_equal(a, 2 * np.eye(3, dtype=np.float32))
+    assert float(b) == 3.0
