@@ -43,10 +43,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO_ROOT / "tests" / "fixtures"
 
 try:
+    import flax.linen as nn
     import jax
     import jax.numpy as jnp
     import jaxlib
     import ml_dtypes
+    import optax
     from jax import lax
 except ImportError as exc:  # pragma: no cover - tool-only dependency
     sys.exit(
@@ -136,6 +138,10 @@ SUPPORTED_OPCODES = frozenset(
         "scatter",
         "sort",
         "map",
+        "select-and-scatter",
+        "opt-barrier",
+        "rng-bit-generator",
+        "topk",
     ]
 )
 
@@ -1114,6 +1120,165 @@ def _map_reduce_variants():
         )
 
     return map_reduce_variants, (x, y, z)
+
+
+# --------------------------------------------------------------------------
+# Training steps from the model libraries people use (flax, optax)
+# --------------------------------------------------------------------------
+
+
+def over_leaves(step, *trees):
+    """`step` over the flattened leaves of `trees` (one HLO parameter per leaf, in
+    jax.tree_util order), and those leaves as numpy arrays."""
+    leaves, structure = jax.tree_util.tree_flatten(trees)
+
+    def flat(*arrays):
+        return step(*jax.tree_util.tree_unflatten(structure, list(arrays)))
+
+    return flat, tuple(np.asarray(leaf) for leaf in leaves)
+
+
+def _cross_entropy(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+@fixture(
+    "dropout_train_step",
+    "One Adam step (optax) of a flax MLP with dropout drawn by jax.random (threefry, the key "
+    "split per step): forward with dropout masks, backprop, Adam moments and update.",
+)
+def _dropout_train_step():
+    class Mlp(nn.Module):
+        @nn.compact
+        def __call__(self, x, train: bool):
+            x = nn.Dropout(0.2, deterministic=not train)(nn.relu(nn.Dense(32)(x)))
+            return nn.Dense(5)(nn.Dropout(0.1, deterministic=not train)(nn.relu(nn.Dense(32)(x))))
+
+    r = rng(31)
+    model = Mlp()
+    x = normal(r, (16, 12))
+    labels = r.integers(0, 5, size=(16,)).astype(np.int32)
+    params = model.init(jax.random.PRNGKey(0), x, train=False)
+    optimizer = optax.adam(1e-2)
+    state = optimizer.init(params)
+    key = np.asarray(jax.random.PRNGKey(7))
+
+    def step(params, state, key, x, labels):
+        key, dropout_key = jax.random.split(key)
+
+        def loss_fn(p):
+            return _cross_entropy(model.apply(p, x, train=True, rngs={"dropout": dropout_key}), labels)
+
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, state = optimizer.update(grads, state, params)
+        return loss, optax.apply_updates(params, updates), state, key
+
+    return over_leaves(step, params, state, key, x, labels)
+
+
+@fixture(
+    "cnn_maxpool_train_step",
+    "One SGD-with-momentum step (optax) of a flax CNN: conv, relu, 2x2 max pooling (its "
+    "gradient is select-and-scatter), conv, 3x3 stride-2 padded max pooling, dense head.",
+)
+def _cnn_maxpool_train_step():
+    class Cnn(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.max_pool(nn.relu(nn.Conv(8, (3, 3))(x)), (2, 2), strides=(2, 2))
+            x = nn.max_pool(nn.relu(nn.Conv(8, (3, 3))(x)), (3, 3), strides=(2, 2), padding="SAME")
+            return nn.Dense(4)(x.reshape(x.shape[0], -1))
+
+    r = rng(32)
+    model = Cnn()
+    x = normal(r, (4, 12, 12, 3))
+    labels = r.integers(0, 4, size=(4,)).astype(np.int32)
+    params = model.init(jax.random.PRNGKey(1), x)
+    optimizer = optax.sgd(0.05, momentum=0.9)
+    state = optimizer.init(params)
+
+    def step(params, state, x, labels):
+        loss, grads = jax.value_and_grad(lambda p: _cross_entropy(model.apply(p, x), labels))(params)
+        updates, state = optimizer.update(grads, state, params)
+        return loss, optax.apply_updates(params, updates), state
+
+    return over_leaves(step, params, state, x, labels)
+
+
+@fixture(
+    "remat_transformer_train_step",
+    "One AdamW step (optax) of a flax pre-LN transformer block under nn.remat (jax.checkpoint: "
+    "opt-barrier, the forward recomputed in the backward pass), causal self-attention, GELU MLP.",
+)
+def _remat_transformer_train_step():
+    class Block(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            t = x.shape[1]
+            y = nn.LayerNorm()(x)
+            mask = nn.make_causal_mask(jnp.ones((x.shape[0], t)))
+            # No qkv bias: the key bias has a zero gradient (softmax ignores a shift), whose
+            # rounding noise Adam would scale up to the learning rate.
+            x = x + nn.SelfAttention(num_heads=4, qkv_features=32, use_bias=False)(y, mask=mask)
+            y = nn.LayerNorm()(x)
+            return x + nn.Dense(32)(nn.gelu(nn.Dense(64)(y)))
+
+    r = rng(33)
+    model = nn.remat(Block)()
+    x = normal(r, (2, 8, 32))
+    target = normal(r, (2, 8, 32))
+    params = model.init(jax.random.PRNGKey(2), x)
+    optimizer = optax.adamw(1e-3)
+    state = optimizer.init(params)
+
+    def step(params, state, x, target):
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean(jnp.square(model.apply(p, x) - target)))(params)
+        updates, state = optimizer.update(grads, state, params)
+        return loss, optax.apply_updates(params, updates), state
+
+    return over_leaves(step, params, state, x, target)
+
+
+@fixture(
+    "topk_sampling",
+    "Top-k sampling from a small language-model head: logits, lax.top_k (k=5), temperature, "
+    "jax.random.categorical over the top 5 (threefry), and the chosen token ids.",
+)
+def _topk_sampling():
+    r = rng(34)
+    hidden = normal(r, (6, 24))
+    head = normal(r, (24, 50), 24**-0.5)
+    key = np.asarray(jax.random.PRNGKey(11))
+
+    def sample(hidden, head, key):
+        logits = hidden @ head
+        values, indices = lax.top_k(logits, 5)
+        choice = jax.random.categorical(key, values / 0.7, axis=-1)
+        tokens = jnp.take_along_axis(indices, choice[:, None], axis=-1)[:, 0]
+        return values, indices, tokens
+
+    return sample, (hidden, head, key)
+
+
+@fixture(
+    "rbg_dropout",
+    "Dropout with jax.random's rbg implementation (rng-bit-generator, XLA:CPU's default "
+    "algorithm) and with an explicit Philox and ThreeFry rng_bit_generator: masks and values.",
+)
+def _rbg_dropout():
+    r = rng(35)
+    x = normal(r, (8, 40))
+    key_data = r.integers(0, 2**32, size=(4,), dtype=np.uint32)
+    state = r.integers(0, 2**32, size=(4,), dtype=np.uint32)
+
+    def dropout(x, key_data, state):
+        key = jax.random.wrap_key_data(key_data, impl="rbg")
+        keep = jax.random.bernoulli(key, 0.8, x.shape)
+        _, philox = lax.rng_bit_generator(state, (8, 40), dtype=jnp.uint32, algorithm=lax.RandomAlgorithm.RNG_PHILOX)
+        _, threefry = lax.rng_bit_generator(state, (5,), dtype=jnp.uint32, algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)
+        return jnp.where(keep, x / 0.8, 0.0), philox, threefry
+
+    return dropout, (x, key_data, state)
 
 
 # --------------------------------------------------------------------------
