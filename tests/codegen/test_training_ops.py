@@ -112,3 +112,24 @@ ENTRY e {{
 }}
 """
     run_everywhere(text, [np.ascontiguousarray(x)])
+
+
+def test_gather_and_scatter_with_an_empty_index_vector() -> None:
+    """A scalar operand indexed by an empty index vector (XLA's GatherFromScalar test): one
+    gather of the whole operand, one scatter onto it."""
+    text = """HloModule t
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[] parameter(0)
+  i = s32[0]{0} parameter(1)
+  u = f32[] parameter(2)
+  g = f32[] gather(x, i), offset_dims={}, collapsed_slice_dims={}, start_index_map={}, index_vector_dim=0, slice_sizes={}
+  s = f32[] scatter(x, i, u), update_window_dims={}, inserted_window_dims={}, scatter_dims_to_operand_dims={}, index_vector_dim=0, to_apply=add
+  ROOT t = (f32[], f32[]) tuple(g, s)
+}
+"""
+    run_everywhere(text, [np.float32(1.5), np.zeros(0, np.int32), np.float32(2.0)])
