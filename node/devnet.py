@@ -22,13 +22,12 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from node.errors import NodeError
+from node.devnet_state import STATE_FILE, DevnetError, DevnetState, NodeInfo, ProcessInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 ANVIL = ROOT / "contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
@@ -38,70 +37,6 @@ NODE_STAKE_WEI = 2 * ETHER
 SLASH_WEI = ETHER // 10
 UNBONDING_DELAY_S = 60
 MAX_NODES = 8  # anvil funds 10 accounts: a deployer, a submitter and the nodes
-STATE_FILE = "state.json"
-
-
-class DevnetError(NodeError):
-    """A devnet that cannot be brought up, or a state file that is not ours."""
-
-
-@dataclass
-class ProcessInfo:
-    """A child process `up` started: its pid and the command line it was started with."""
-
-    pid: int
-    argv: list[str]
-
-
-@dataclass
-class NodeInfo:
-    """One devnet node."""
-
-    index: int
-    url: str
-    port: int
-    account: str
-    key_id: str
-    directory: str
-    config: str
-    process: ProcessInfo
-    fault: str = ""  # "INSTRUCTION:BIT" for a node started with fault injection (demo only)
-
-
-@dataclass
-class DevnetState:
-    """What `up` started (the contents of state.json)."""
-
-    directory: str
-    rpc_url: str
-    chain_id: int
-    job_market: str
-    node_registry: str
-    deploy_block: int
-    deployer: str
-    submitter: str
-    anvil: ProcessInfo
-    nodes: list[NodeInfo] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        """The state file's text."""
-        return json.dumps(asdict(self), indent=1) + "\n"
-
-    @classmethod
-    def load(cls, directory: Path) -> DevnetState:
-        """The state in `directory`; DevnetError if there is none or it is not readable."""
-        path = directory / STATE_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            nodes = [
-                NodeInfo(**{**n, "process": ProcessInfo(**n["process"])}) for n in data.pop("nodes")
-            ]
-            anvil = ProcessInfo(**data.pop("anvil"))
-            return cls(**data, anvil=anvil, nodes=nodes)
-        except FileNotFoundError:
-            raise DevnetError(f"{path}: no devnet state (run `vxla devnet up`)") from None
-        except (ValueError, TypeError, KeyError) as error:
-            raise DevnetError(f"{path}: not a devnet state file ({error})") from None
 
 
 def free_port() -> int:

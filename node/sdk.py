@@ -33,12 +33,14 @@ from typing import Any
 
 import httpx
 import numpy as np
+from web3 import HTTPProvider, Web3
 
 from attest import Statement
 from attest.digests import sha256_hex, tensor_digest
 from attest.verify import TrustedKeys
 from compiler.numerics.dtypes import from_name
-from node.chain import JobMarket, Sender
+from node.chain import ChainClient, JobMarket, Sender
+from node.devnet_state import DevnetState
 from node.errors import NodeError
 from node.jax_programs import ExportedFunction, export_function
 from node.protocol import chain_digests, inputs_manifest, result_digest_of
@@ -323,11 +325,6 @@ def connect(target: str | Path, *, trusted_keys: TrustedKeys | None = None, time
     text = str(target)
     if text.startswith(("http://", "https://")):
         return Client(text, trusted_keys=trusted_keys, timeout=timeout)
-    from web3 import HTTPProvider, Web3
-
-    from node.chain import ChainClient
-    from node.devnet import DevnetState
-
     state = DevnetState.load(Path(target))
     if not state.nodes:
         raise NodeError(f"{target}: the devnet has no nodes")
