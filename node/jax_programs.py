@@ -73,23 +73,29 @@ def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFu
     return ExportedFunction(lowered.as_text(dialect="hlo"), arrays, output_tree)
 
 
-def is_hlo_text(data: bytes) -> bool:
-    """Whether `data` is HLO text (what every vxla command reads without JAX)."""
-    return data.lstrip()[:9] == b"HloModule"
+def is_jax_program(data: bytes) -> bool:
+    """Whether `data` is what only JAX reads: StableHLO text (it has a `func.func`) or a
+    binary jax.export artifact. Anything else is taken as HLO text, whose parser names
+    what is wrong with it, line and column."""
+    if data.lstrip()[:9] == b"HloModule":
+        return False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return "func.func" in text
 
 
 def hlo_text_of(data: bytes) -> str:
     """HLO text for a program file's bytes: HLO text as it is; StableHLO text or a
     serialized jax.export artifact converted by jaxlib (the extra). ProgramFormatError when
     the bytes are none of these."""
-    if is_hlo_text(data):
+    if not is_jax_program(data):
         return data.decode("utf-8")
     try:
         text: str | None = data.decode("utf-8")
     except UnicodeDecodeError:
         text = None
-    if text is not None and "func.func" not in text:
-        raise ProgramFormatError("not HLO text ('HloModule ...'), StableHLO text ('module @... { func.func ...') or a jax.export artifact")
     jax = _jax()
     from jax._src.lib import _jax as jaxlib  # the converter jaxlib ships (TOOLCHAIN.md)
 

@@ -351,6 +351,7 @@ class Worker:
         self.connection, child = mp.Pipe()
         self.process = mp.get_context("spawn").Process(target=_worker, args=(child,), daemon=True)
         self.process.start()
+        child.close()  # so a dead worker reads as EOF here, not as silence
 
     def check(self, candidate: Candidate, seed: int, timeout: float) -> Result:
         stage = "xla"
@@ -360,6 +361,7 @@ class Worker:
             while True:
                 if not self.connection.poll(max(0.0, deadline - time.monotonic())):
                     self.process.kill()
+                    self.process.join()
                     return Result(candidate.source, "hang" if stage == "vxla" else "xla-hangs", f"no answer in {timeout:.0f} s")
                 message = self.connection.recv()
                 if isinstance(message, Result):

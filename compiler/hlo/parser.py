@@ -25,6 +25,8 @@ _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _OMITTED_SHAPE = re.compile(r"([a-z][a-z0-9\-]*)\(")
+# `, <shape> <opcode>(`: the next operand of an operand list, written as an instruction.
+_NESTED_OPERAND = re.compile(r",\s*[a-z][a-z0-9]*\[[^\]]*\](\{[^}]*\})?\s+[a-z][a-z0-9\-]*\(")
 _INTEGER = re.compile(r"-?\d+")
 _TYPE_NAME = re.compile(r"[a-z][a-z0-9]*")
 _SHAPE_PREFIX = re.compile(r"([a-z][a-z0-9]*)\[")
@@ -52,6 +54,9 @@ class Parser:
         self.text = text
         self.pos = 0
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        # Instructions written inside another's operand list (`add(s32[] parameter(0), ...)`),
+        # in the order they are met; the computation takes them before their user.
+        self._nested: list[_PendingInstruction] = []
 
     # --- positions and errors -------------------------------------------------------------
     def location(self, offset: int | None = None) -> SourceLocation:
@@ -277,9 +282,17 @@ class Parser:
                 return found
             key_offset = self.pos
             self.pos = key_match.end()
+            if self._nested_operand_follows(save):
+                self.pos = save
+                return found
             self.expect("=")
             value, _ = self.raw_value(multiline)
             found.append((key_match.group(), value, key_offset))
+
+    def _nested_operand_follows(self, comma: int) -> bool:
+        """Whether the `, ...` at `comma` is the next operand of an enclosing operand list (an
+        instruction written in place of an operand, `s32[] constant(1)`), not an attribute."""
+        return bool(_NESTED_OPERAND.match(self.text, comma))
 
     # --- instructions ---------------------------------------------------------------------
     def instruction(self) -> tuple[_PendingInstruction, bool]:
@@ -289,6 +302,10 @@ class Parser:
         start = self.pos
         name = self.name()
         self.expect("=")
+        return self._instruction_body(name, start), is_root
+
+    def _instruction_body(self, name: str, start: int) -> _PendingInstruction:
+        """Everything after `name =`: shape, opcode, operands and attributes."""
         self.skip()
         # XLA lets the shape be left out where it follows from the operands.
         omitted = _OMITTED_SHAPE.match(self.text, self.pos)
@@ -312,7 +329,7 @@ class Parser:
             operand_names = self.operands()
         for key, value, offset in self.attributes():
             self.set_attribute(instruction, key, value, offset)
-        return _PendingInstruction(instruction, operand_names), is_root
+        return _PendingInstruction(instruction, operand_names)
 
     def operands(self) -> list[tuple[str, int]]:
         names: list[tuple[str, int]] = []
@@ -320,6 +337,7 @@ class Parser:
             return names
         while True:
             self.skip()
+            operand_start = self.pos
             if self.peek() == "(":
                 self.shape()  # a tuple-shaped operand's shape prefix
             else:
@@ -328,7 +346,15 @@ class Parser:
                     self.shape()
             self.skip()
             offset = self.pos
-            names.append((self.name(), offset))
+            nested = _OMITTED_SHAPE.match(self.text, self.pos)
+            if nested and nested.group(1) in KNOWN and offset > operand_start:
+                # An instruction written in place of an operand: named by where it starts.
+                self.pos = operand_start
+                name = f"operand.{self.location(operand_start).line}.{self.location(operand_start).column}"
+                self._nested.append(self._instruction_body(name, operand_start))
+                names.append((name, offset))
+            else:
+                names.append((self.name(), offset))
             if self.accept(")"):
                 return names
             self.expect(",")
@@ -383,6 +409,8 @@ class Parser:
             if self.at_end():
                 raise self.error(f"computation %{name} is not closed by '}}'", start)
             item, is_root = self.instruction()
+            pending.extend(self._nested)
+            self._nested = []
             if is_root:
                 if root is not None:
                     raise self.error(

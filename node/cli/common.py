@@ -32,7 +32,7 @@ from node.jax_programs import (
     JaxNotInstalled,
     ProgramFormatError,
     hlo_text_of,
-    is_hlo_text,
+    is_jax_program,
 )
 
 EXIT_OK = 0
@@ -60,7 +60,7 @@ def read_hlo_text(path: str) -> bytes:
         raise UsageError(f"{path}: is a directory") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    if is_hlo_text(data):
+    if not is_jax_program(data):
         return data
     try:
         return hlo_text_of(data).encode("utf-8")

@@ -253,3 +253,26 @@ ENTRY e {
 """
     module = load_module(text)
     assert module.name == "jit_f"
+
+
+def test_instructions_written_in_place_of_operands() -> None:
+    """XLA's parser takes `add(s32[] parameter(0), s32[] constant(1))`: each nested
+    instruction is one of the computation's, before its user."""
+    text = """HloModule m
+body {
+  ROOT add = s32[] add(s32[] parameter(0), s32[] constant(1))
+}
+cond {
+  i = s32[] parameter(0)
+  ROOT lt = pred[] compare(i, s32[] constant(5)), direction=LT
+}
+ENTRY e {
+  zero = s32[] constant(0)
+  ROOT w = s32[] while(zero), condition=cond, body=body
+}
+"""
+    module = load_module(text)
+    body = next(c for c in module.computations if c.name == "body")
+    assert [i.opcode for i in body.post_order()] == ["parameter", "constant", "add"]
+    (out,) = evaluate(module, [])
+    assert int(out) == 5
