@@ -31,6 +31,7 @@ import re
 import sys
 import time
 import traceback
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -441,11 +442,17 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per module before it counts as a hang (default 120)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--json", type=Path, help="write every result to this file")
+    parser.add_argument("--recheck", type=Path, metavar="REPORT.json", help="check only the modules an earlier --json report gave one of --outcomes")
+    parser.add_argument("--outcomes", default="crash,hang,backends-differ,xla-differs,parse-error,verify-error", help="with --recheck: the outcomes to check again (comma-separated)")
     args = parser.parse_args()
     if not (args.checkout / "xla").is_dir():
         print(f"xla_conformance: {args.checkout} is not an XLA checkout (no xla/ folder)", file=sys.stderr)
         return 2
     candidates = [c for c in extract_modules(args.checkout) if args.only in c.source]
+    if args.recheck:
+        wanted = set(args.outcomes.split(","))
+        again = {r["source"] for r in json.loads(args.recheck.read_text()) if r["outcome"] in wanted}
+        candidates = [c for c in candidates if c.source in again]
     if args.limit:
         candidates = candidates[: args.limit]
     print(f"checking {len(candidates)} modules", file=sys.stderr)
@@ -456,7 +463,9 @@ def main() -> int:
         for number, candidate in enumerate(candidates):
             if not worker.alive:
                 worker = Worker()
-            results.append(worker.check(candidate, args.seed + number, args.timeout))
+            # The inputs depend on the module's source location only, so a recheck sees them again.
+            seed = args.seed + zlib.crc32(candidate.source.encode("utf-8"))
+            results.append(worker.check(candidate, seed, args.timeout))
             if not worker.alive:
                 worker = Worker()
             if (number + 1) % 50 == 0:
