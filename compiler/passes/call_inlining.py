@@ -32,7 +32,10 @@ def inline_calls(computation: Computation, names: NameAllocator) -> bool:
     are redirected at the end, so the cost is linear in the size of the result."""
     if not any(i.opcode == "call" for i in computation.instructions):
         return False
-    forward: dict[int, Instruction] = {}  # a call or a copied parameter -> what it stands for
+    # A call or a copied parameter -> what it stands for. The keys' objects are kept alive
+    # with the entries: a copied parameter is dropped from the list, and a freed object's id
+    # could be given to an instruction created later, which would then be redirected.
+    forward: dict[int, tuple[Instruction, Instruction]] = {}
     instructions: list[Instruction] = []
     for instruction in computation.instructions:
         if instruction.opcode != "call":
@@ -42,13 +45,14 @@ def inline_calls(computation: Computation, names: NameAllocator) -> bool:
         copy, mapping = clone_computation(callee, names)
         for parameter in callee.parameters:
             assert parameter.parameter_number is not None
-            forward[id(mapping[id(parameter)])] = instruction.operands[parameter.parameter_number]
+            copied = mapping[id(parameter)]
+            forward[id(copied)] = (copied, instruction.operands[parameter.parameter_number])
         instructions.extend(i for i in copy.instructions if i.opcode != "parameter")
-        forward[id(instruction)] = copy.root
+        forward[id(instruction)] = (instruction, copy.root)
 
     def resolve(value: Instruction) -> Instruction:
         while id(value) in forward:
-            value = forward[id(value)]
+            value = forward[id(value)][1]
         return value
 
     for instruction in instructions:

@@ -198,8 +198,8 @@ def test_loop_limit_fails_the_job(client: Client, node: NodeServer) -> None:
     assert job.state == FAILED
     response = httpx.get(f"{node.url}/v1/jobs/{job.id}/trace")
     assert response.status_code == 409 and "failed" in response.json()["detail"]
-    with pytest.raises(RequestRefused):
-        job.outputs()
+    with pytest.raises(JobFailed, match="limits.max_while_iterations"):
+        job.outputs()  # outputs() waits for the job, and it failed
 
 
 def test_service_endpoints(node: NodeServer, client: Client) -> None:

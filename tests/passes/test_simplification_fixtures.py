@@ -119,8 +119,11 @@ def test_simplification_ignores_names_and_instruction_order(name: str) -> None:
 
 
 # XLA's optimized modules are full of bitcasts between layouts, fusions and copies: the
-# hardest input for layout assignment. (large_constant's export elides its constant.)
-XLA_OPTIMIZED = [name for name in FIXTURE_NAMES if "{...}" not in Fixture(name).optimized_text]
+# hardest input for layout assignment. (large_constant's export elides its constant, and
+# XLA:CPU turns topk into a custom call, outside the contract.)
+XLA_OPTIMIZED = [
+    name for name in FIXTURE_NAMES if "{...}" not in Fixture(name).optimized_text and "custom-call(" not in Fixture(name).optimized_text
+]
 
 
 @pytest.mark.parametrize("name", XLA_OPTIMIZED)
