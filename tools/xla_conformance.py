@@ -45,6 +45,8 @@ SOURCE_GLOBS = ("xla/tests/*.cc", "xla/service/**/*.cc", "xla/backends/cpu/**/*.
 RAW_STRING = re.compile(r'R"(?P<delimiter>[A-Za-z_]{0,16})\((?P<body>.*?)\)(?P=delimiter)"', re.DOTALL)
 # absl::Substitute and StrFormat placeholders: the text is a template, not a module.
 TEMPLATE = re.compile(r"\$\d|\$\{|%[sdx](?![\w.\-])")
+# Ops whose modules XLA:CPU cannot run alone: it would block waiting for the host.
+HOST_TRANSFER = re.compile(r"\b(infeed|outfeed|send|recv|send-done|recv-done)\(")
 MAX_ELEMENTS = 1 << 22
 # Estimated operations (compiler/hlo/cost.py) beyond which the reference evaluator is not
 # run (the backend's result is compared with XLA:CPU alone), and beyond which nothing is.
@@ -264,6 +266,8 @@ def check_module(text: str, seed: int, entering: Callable[[str], None] = lambda 
         why_not = "parameter types without random inputs here"
     elif any(int(np.prod(dims, dtype=np.int64)) > MAX_ELEMENTS for _, dims in types):
         why_not = "inputs too large"
+    elif HOST_TRANSFER.search(text):
+        why_not = "host transfers (XLA:CPU would wait for a host that never sends)"
     else:
         rng = np.random.default_rng(seed)
         arrays = [_random_input(dtype, dims, rng) for dtype, dims in types]
@@ -470,6 +474,8 @@ def main() -> int:
                 worker = Worker()
             if (number + 1) % 50 == 0:
                 print(f"  {number + 1}/{len(candidates)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+                if args.json:  # a report so far, should the run be stopped
+                    args.json.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
     finally:
         worker.close()
     print(summarize(results))
