@@ -29,10 +29,29 @@ _TOKEN = re.compile(r"\{|\}|,|[^\s{},]+")
 _NAN_PAYLOAD = re.compile(r"[-+]?nan(\(0x[0-9a-fA-F]+\))?")
 
 
+_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+
+
+def _without_comments(text: str) -> str:
+    """`/* ... */` comments (XLA prints index comments in literals) blanked out, offsets kept."""
+    return _COMMENT.sub(lambda m: " " * len(m.group()), text)
+
+
 def _element_tokens(text: str, shape: ArrayShape) -> list[tuple[str, int]]:
     """The element tokens of a braced literal, in row-major order, after checking that the
-    nesting matches the shape. Returns (token, offset) pairs."""
+    nesting matches the shape. Returns (token, offset) pairs. A single unbraced value for an
+    array is its first element, the others zero: how XLA's parser reads `f32[2,3]
+    constant(1)`."""
+    text = _without_comments(text)
     rank = shape.rank
+    if rank and not text.strip().startswith("{"):
+        stripped = text.strip()
+        if not stripped or "," in stripped:
+            raise LiteralSyntaxError(f"expected a braced literal or one value, found {stripped!r}")
+        if shape.element_count == 0:
+            raise LiteralSyntaxError(f"a value {stripped!r} for an array of no elements")
+        zero = "false" if shape.dtype.is_pred else "0"
+        return [(stripped, text.find(stripped))] + [(zero, 0)] * (shape.element_count - 1)
     if rank == 0:
         stripped = text.strip()
         if stripped.startswith("{"):
@@ -110,6 +129,8 @@ def _parse_int(token: str, offset: int, dtype: DType) -> int:
     except ValueError:
         raise LiteralSyntaxError(f"expected an integer, found {token!r}", offset) from None
     info = np.iinfo(dtype.numpy)
+    if dtype.is_unsigned and -(1 << (dtype.bits - 1)) <= value < 0:
+        return value + (1 << dtype.bits)  # XLA reads a negative unsigned literal modulo 2^bits
     if not info.min <= value <= info.max:
         raise LiteralSyntaxError(f"{value} is out of range for {dtype.name}", offset)
     return value

@@ -24,9 +24,12 @@ from compiler.numerics.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
+_WINDOWED = ("reduce-window", "select-and-scatter")
+# A line that starts an instruction (`[ROOT] name =`) or closes a computation.
+_NEXT_STATEMENT = re.compile(r"[ \t]*((ROOT\s+)?%?[\w.\-]+\s*=[^=]|\}[ \t]*(\n|$))")
 _OMITTED_SHAPE = re.compile(r"([a-z][a-z0-9\-]*)\(")
 # `, <shape> <opcode>(`: the next operand of an operand list, written as an instruction.
-_NESTED_OPERAND = re.compile(r",\s*[a-z][a-z0-9]*\[[^\]]*\](\{[^}]*\})?\s+[a-z][a-z0-9\-]*\(")
+_NESTED_OPERAND = re.compile(r",\s*([a-z][a-z0-9]*\[[^\]]*\](\{[^}]*\})?\s+)?[a-z][a-z0-9\-]*\(")
 _INTEGER = re.compile(r"-?\d+")
 _TYPE_NAME = re.compile(r"[a-z][a-z0-9]*")
 _SHAPE_PREFIX = re.compile(r"([a-z][a-z0-9]*)\[")
@@ -223,8 +226,10 @@ class Parser:
     # --- attribute values -----------------------------------------------------------------
     def raw_value(self, multiline: bool = False) -> tuple[str, int]:
         """The text of one attribute value: up to a ',' or whitespace outside brackets and
-        strings. Returns the text and its offset. Inside an instruction a bracket must close
-        on its line; the module header's values may span lines (`multiline`)."""
+        strings. Returns the text and its offset. A value may go on over lines (XLA wraps
+        long ones), but inside an instruction a bracket still open where a line starts the
+        next instruction or closes the computation is unbalanced; the module header's
+        values may span any lines (`multiline`)."""
         self.skip()
         start = self.pos
         depth = 0
@@ -235,8 +240,8 @@ class Parser:
             if char == '"':
                 index = self._string_end(index)
                 continue
-            if char == "\n" and depth > 0 and not multiline:
-                break  # instructions are one per line: an unclosed bracket ends here
+            if char == "\n" and depth > 0 and not multiline and _NEXT_STATEMENT.match(text, index + 1):
+                break  # the next line starts an instruction or ends the computation  # instructions are one per line: an unclosed bracket ends here
             if char in "{([":
                 depth += 1
             elif char in "})]":
@@ -329,6 +334,8 @@ class Parser:
             operand_names = self.operands()
         for key, value, offset in self.attributes():
             self.set_attribute(instruction, key, value, offset)
+        if opcode in _WINDOWED and "window" not in instruction.attrs:
+            instruction.attrs["window"] = attr.Window(())  # XLA's default: the empty window (rank 0)
         return _PendingInstruction(instruction, operand_names)
 
     def operands(self) -> list[tuple[str, int]]:
@@ -347,7 +354,7 @@ class Parser:
             self.skip()
             offset = self.pos
             nested = _OMITTED_SHAPE.match(self.text, self.pos)
-            if nested and nested.group(1) in KNOWN and offset > operand_start:
+            if nested and nested.group(1) in KNOWN:
                 # An instruction written in place of an operand: named by where it starts.
                 self.pos = operand_start
                 name = f"operand.{self.location(operand_start).line}.{self.location(operand_start).column}"

@@ -276,3 +276,37 @@ ENTRY e {
     assert [i.opcode for i in body.post_order()] == ["parameter", "constant", "add"]
     (out,) = evaluate(module, [])
     assert int(out) == 5
+
+
+def test_text_as_xla_writes_it_in_its_own_tests() -> None:
+    """Instructions wrapped over lines and several on one line, nested operands without a
+    shape, index comments inside literals, one value for an array (its first element; the
+    rest zero, as XLA reads it), a negative unsigned literal (modulo 2^bits) and a rank-0
+    reduce-window without a window: XLA's parser takes all of them."""
+    text = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[2]{0} parameter(0),
+    sharding={devices=[2]0,1
+    } q = f32[2]{0} parameter(1)
+  c = f32[2,0,3] constant({ { /*i0=0*/ }, { /*i0=1*/ } })
+  one = f32[2,2] constant(1.5)
+  u = u32[2] constant({-1, 7})
+  z = f32[] constant(0)
+  rw = f32[] reduce-window(z, z), to_apply=add
+  ROOT r = f32[2] add(p, multiply(q, q))
+}
+"""
+    module = load_module(text)
+    by_name = {i.name: i for i in module.entry.instructions}
+    assert np.asarray(by_name["one"].literal).tolist() == [[1.5, 0.0], [0.0, 0.0]]
+    assert np.asarray(by_name["u"].literal).tolist() == [2**32 - 1, 7]
+    assert by_name["c"].array_shape.dims == (2, 0, 3)
+    (out,) = evaluate(module, [np.array([1, 2], np.float32), np.array([3, 4], np.float32)])
+    assert out.tolist() == [10.0, 18.0]
