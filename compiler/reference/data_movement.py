@@ -150,6 +150,8 @@ def _iota(evaluator: Evaluator, instruction: Instruction, operands: list[Value])
     shape = _shape(instruction)
     dimension = instruction.attrs["iota_dimension"]
     assert isinstance(dimension, int)
+    if shape.element_count == 0:
+        return np.zeros(shape.dims, dtype=shape.dtype.numpy)  # however long the iota dimension
     counts = np.arange(shape.dims[dimension], dtype=np.int64)
     values = convert(counts, S64, shape.dtype)
     expanded = [1] * shape.rank

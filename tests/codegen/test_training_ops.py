@@ -1,7 +1,8 @@
 """The ops training steps bring (JAX's gradients of max pooling, jax.checkpoint, random
-bits, top-k): the LLVM backend against the reference evaluator, bit for bit, for random
-shapes, attributes and values (NaN, ±inf, ±0, ties) on every target of the host's
-architecture it runs, with 1, 2 and 4 threads."""
+bits, top-k), and edge cases XLA's own test modules found (tools/xla_conformance.py): the
+LLVM backend against the reference evaluator, bit for bit, for random shapes, attributes and
+values (NaN, ±inf, ±0, ties) on every target of the host's architecture it runs, with 1, 2
+and 4 threads."""
 
 from __future__ import annotations
 
@@ -133,3 +134,8 @@ ENTRY e {
 }
 """
     run_everywhere(text, [np.float32(1.5), np.zeros(0, np.int32), np.float32(2.0)])
+
+
+def test_an_empty_iota_with_a_huge_dimension() -> None:
+    """f32[10^12, 0] has no elements: nothing is allocated for the long dimension."""
+    run_everywhere("HloModule t\nENTRY e {\n  ROOT i = f32[1000000000000,0] iota(), iota_dimension=0\n}\n", [])
