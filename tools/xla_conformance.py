@@ -51,7 +51,7 @@ MAX_ELEMENTS = 1 << 22
 # Estimated operations (compiler/hlo/cost.py) beyond which the reference evaluator is not
 # run (the backend's result is compared with XLA:CPU alone), and beyond which nothing is.
 REFERENCE_FLOPS = 5e7
-BACKEND_FLOPS = 2e10
+BACKEND_FLOPS = 2e9
 FLOAT_TOLERANCE = {"f16": 1e-2, "bf16": 3e-2, "f32": 2e-4, "f64": 1e-9}
 
 # Outcomes, by what they say about vxla.

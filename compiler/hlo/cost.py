@@ -4,9 +4,9 @@
 Every instruction of every reachable computation counts once (a while body once: its trip
 count is bounded separately, at run time). An instruction counts the multiply-adds it needs,
 two operations each, where it has a contraction (dot, convolution), the elements it folds
-where it reduces (reduce, reduce-window, select-and-scatter), and otherwise one operation per
-output element. It is an estimate of work for refusing oversized jobs, not a performance
-model.
+where it reduces (reduce, reduce-window, select-and-scatter), the comparator steps of its
+merge passes where it sorts, and otherwise one operation per output element. It is an
+estimate of work for refusing oversized jobs, not a performance model.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from math import prod
 
 from compiler.hlo import attributes as attr
-from compiler.hlo.ir import Instruction, Module
+from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape, flatten
 
 
@@ -52,6 +52,14 @@ def instruction_flops(instruction: Instruction) -> int:
         return out * _window_size(instruction)
     if opcode == "select-and-scatter":
         return 2 * prod(_operand_dims(instruction, 0)) * _window_size(instruction)
+    if opcode == "sort":
+        # Merge passes over every element, each step one comparator evaluation.
+        dims = _operand_dims(instruction, 0)
+        axis = instruction.attrs.get("dimensions", (0,))[0] if dims else 0  # type: ignore[index]
+        passes = max(1, (dims[axis] - 1).bit_length()) if dims else 1
+        comparator = instruction.attrs.get("to_apply")
+        steps = len(comparator.instructions) if isinstance(comparator, Computation) else 1
+        return prod(dims) * passes * steps
     return max(out, 1)
 
 

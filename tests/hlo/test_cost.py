@@ -59,3 +59,19 @@ def test_convolutions_count_kernel_features_times_window() -> None:
     # oi01 kernel: one input feature per group, so each output sums 3x3 values only.
     assert depthwise.operands[1].shape.dims[1] == 1
     assert instruction_flops(depthwise) == 2 * (8 * 16 * 16) * 1 * 9
+
+
+def test_a_sort_counts_its_merge_passes_and_comparator_steps() -> None:
+    text = """HloModule s
+cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = f32[4,1000] parameter(0)
+  ROOT s = f32[4,1000] sort(x), dimensions={1}, to_apply=cmp
+}
+"""
+    sort = parse_module(text).entry.root
+    assert instruction_flops(sort) == 4 * 1000 * 10 * 3  # 10 merge passes over 1000, 3 steps
