@@ -478,6 +478,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per module before it counts as a hang (default 120)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--json", type=Path, help="write every result to this file")
+    parser.add_argument("--shard", default="0/1", metavar="K/N", help="check only every N-th module from the K-th (run N processes for N cores)")
     parser.add_argument("--recheck", type=Path, metavar="REPORT.json", help="check only the modules an earlier --json report gave one of --outcomes")
     parser.add_argument("--outcomes", default="crash,hang,backends-differ,xla-differs,parse-error,verify-error", help="with --recheck: the outcomes to check again (comma-separated)")
     args = parser.parse_args()
@@ -489,6 +490,8 @@ def main() -> int:
         wanted = set(args.outcomes.split(","))
         again = {r["source"] for r in json.loads(args.recheck.read_text()) if r["outcome"] in wanted}
         candidates = [c for c in candidates if c.source in again]
+    shard, shards = (int(part) for part in args.shard.split("/"))
+    candidates = candidates[shard::shards]
     if args.limit:
         candidates = candidates[: args.limit]
     print(f"checking {len(candidates)} modules", file=sys.stderr)
