@@ -33,7 +33,6 @@ import time
 import traceback
 import zlib
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -212,6 +211,11 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
     if laid_out and any(i.opcode == "bitcast" for i in instructions):
         return "layouts: XLA runs the module here through StableHLO, which has none; the contract's bitcast reinterprets memory under the written layouts (§4)"
     for instruction in instructions:
+        if instruction.opcode == "sort":
+            root = instruction.attrs["to_apply"].root
+            numbers = sorted(op.parameter_number for op in root.operands if op.opcode == "parameter")
+            if root.opcode == "compare" and len(numbers) == 2 and not (numbers[0] % 2 == 0 and numbers[1] == numbers[0] + 1):
+                return "a comparator that is not a strict weak order (it mixes operands): XLA:CPU's std::sort is undefined then, the contract's merge sort defines one result (§7)"
         if instruction.opcode in ("reduce", "reduce-window"):
             root = instruction.attrs["to_apply"].root
             inits = instruction.operands[len(instruction.operands) // 2 :]
@@ -233,6 +237,85 @@ def _close(reference: np.ndarray, xla: np.ndarray, dtype_name: str) -> bool:
     return bool(np.allclose(a, b, rtol=tolerance, atol=tolerance * scale, equal_nan=True))
 
 
+class XlaFailed(Exception):
+    """XLA refused or failed (its message)."""
+
+
+class XlaDied(Exception):
+    """The XLA process died (a crash inside XLA) or did not answer in time."""
+
+
+def _xla_parse(text: str) -> str:
+    from jax._src.lib import xla_client as xc
+
+    return xc.hlo.hlo_module_from_text(text).to_string()
+
+
+def _xla_server(connection: Connection) -> None:
+    """Runs XLA's parser and XLA:CPU for the vxla worker, in a process of their own: XLA
+    can corrupt its own memory (a sort with an inconsistent comparator does) and crash
+    later, which must never be counted against vxla."""
+    import os
+
+    import jax
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)  # XLA logs and failed checks print on stderr
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_enable_x64", True)
+    functions = {"parse": _xla_parse, "run": _xla_run}
+    parent = os.getppid()
+    while True:
+        if not connection.poll(5):
+            if os.getppid() != parent:
+                return  # the vxla worker was killed: nobody will ask any more
+            continue
+        job = connection.recv()
+        if job is None:
+            return
+        name, arguments = job
+        try:
+            connection.send(("ok", functions[name](*arguments)))
+        except Exception as error:  # noqa: BLE001 - XLA reports every refusal as an exception
+            connection.send(("error", str(error).splitlines()[0] if str(error) else type(error).__name__))
+
+
+class XlaProcess:
+    """The vxla worker's XLA: a child process, started on first use and after it dies."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.process: mp.process.BaseProcess | None = None
+        self.connection: Connection | None = None
+
+    def close(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            assert self.connection is not None
+            self.connection.send(None)
+            self.process.join(5)
+
+    def call(self, name: str, *arguments: object) -> object:
+        if self.process is None or not self.process.is_alive():
+            self.connection, child = mp.Pipe()
+            self.process = mp.get_context("spawn").Process(target=_xla_server, args=(child,), daemon=True)
+            self.process.start()
+            child.close()
+        assert self.connection is not None
+        try:
+            self.connection.send((name, arguments))
+            if not self.connection.poll(self.timeout):
+                self.process.kill()
+                self.process.join()
+                raise XlaDied(f"XLA gave no answer in {self.timeout:.0f} s")
+            status, value = self.connection.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self.process.join(5)
+            raise XlaDied(f"XLA died (exit {self.process.exitcode})") from None
+        if status == "error":
+            raise XlaFailed(str(value))
+        return value
+
+
 def _xla_run(text: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
     import jax
     from jax._src.lib import _jax
@@ -246,12 +329,8 @@ def _xla_run(text: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(r[0]) for r in outputs.disassemble_into_single_device_arrays()]
 
 
-def check_module(text: str, seed: int, entering: Callable[[str], None] = lambda stage: None) -> Result:
-    """The outcome of one module (source filled in by the caller). `entering` is told
-    "xla" and then "vxla" as the work moves on."""
-    import jax
-    from jax._src.lib import xla_client as xc
-
+def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
+    """The outcome of one module (source filled in by the caller); XLA runs in `xla`."""
     import compiler
     from compiler.errors import CompilerError
     from compiler.hlo import load_module
@@ -260,17 +339,15 @@ def check_module(text: str, seed: int, entering: Callable[[str], None] = lambda 
     from compiler.hlo.shape import flatten
     from compiler.reference import evaluate
 
-    jax.config.update("jax_platforms", "cpu")
-    jax.config.update("jax_enable_x64", True)
     timings: dict[str, float] = {}
     if TEMPLATE.search(text):
         return Result("", "template")
-    entering("xla")
     try:
-        xla_text = xc.hlo.hlo_module_from_text(text).to_string()
-    except Exception as error:  # noqa: BLE001 - XLA's parser reports any refusal this way
-        return Result("", "xla-rejects", str(error).splitlines()[0][:200])
-    entering("vxla")
+        xla_text = str(xla.call("parse", text))
+    except XlaFailed as error:
+        return Result("", "xla-rejects", str(error)[:200])
+    except XlaDied as error:
+        return Result("", "xla-crashes", str(error))
     started = time.perf_counter()
     module, refusal = None, None
     try:
@@ -285,7 +362,6 @@ def check_module(text: str, seed: int, entering: Callable[[str], None] = lambda 
         refusal = Result("", "crash", "parse: " + traceback.format_exc(limit=4)[-600:])
     timings["parse"] = time.perf_counter() - started
     # XLA:CPU on inputs made from its own reading of the module.
-    entering("xla")
     types = entry_parameter_types(xla_text)
     expected: list[np.ndarray] | None = None
     why_not = ""
@@ -303,10 +379,11 @@ def check_module(text: str, seed: int, entering: Callable[[str], None] = lambda 
         if module is not None:
             arrays = constrain_inputs(module, arrays, rng)
         try:
-            expected = _xla_run(text, arrays)
-        except Exception as error:  # noqa: BLE001
-            why_not = "XLA:CPU: " + str(error).splitlines()[0][:160]
-    entering("vxla")
+            expected = xla.call("run", text, arrays)  # type: ignore[assignment]
+        except XlaFailed as error:
+            why_not = "XLA:CPU: " + str(error)[:160]
+        except XlaDied as error:
+            return Result("", "xla-crashes" if "died" in str(error) else "xla-hangs", str(error))
     if refusal is not None:
         refusal.ran_on_xla = expected is not None
         return refusal
@@ -360,54 +437,46 @@ def _reason(message: str) -> str:
     return re.sub(r"^.*?line \d+, column \d+: ", "", first)[:200]
 
 
-def _worker(connection: Connection) -> None:
-    import os
-
-    # XLA logs (and its failed checks print stack traces) on stderr: keep the report readable.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
+def _worker(connection: Connection, xla_timeout: float) -> None:
+    xla = XlaProcess(xla_timeout)
     while True:
         job = connection.recv()
         if job is None:
+            xla.close()
             return
         text, seed = job
         try:
-            result = check_module(text, seed, lambda stage: connection.send(stage))
+            result = check_module(text, seed, xla)
         except Exception:  # noqa: BLE001 - the tool's own failure, reported as a crash
             result = Result("", "crash", "tool: " + traceback.format_exc(limit=4)[-600:])
         connection.send(result)
 
 
 class Worker:
-    """A child process that checks modules; replaced after a hang or a hard crash. It tells
-    the stage it is in, so a process that dies inside XLA is not counted against vxla."""
+    """A child process that checks modules with vxla (XLA runs in a process of its own);
+    replaced after a hang or a hard crash, which are then vxla's."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
         self.connection, child = mp.Pipe()
-        self.process = mp.get_context("spawn").Process(target=_worker, args=(child,), daemon=True)
+        # Not a daemon: it starts the XLA process (which exits when it is gone).
+        self.process = mp.get_context("spawn").Process(target=_worker, args=(child, timeout / 2))
         self.process.start()
         child.close()  # so a dead worker reads as EOF here, not as silence
 
-    def check(self, candidate: Candidate, seed: int, timeout: float) -> Result:
-        stage = "xla"
-        deadline = time.monotonic() + timeout
+    def check(self, candidate: Candidate, seed: int) -> Result:
         try:
             self.connection.send((candidate.text, seed))
-            while True:
-                if not self.connection.poll(max(0.0, deadline - time.monotonic())):
-                    self.process.kill()
-                    self.process.join()
-                    return Result(candidate.source, "hang" if stage == "vxla" else "xla-hangs", f"no answer in {timeout:.0f} s")
-                message = self.connection.recv()
-                if isinstance(message, Result):
-                    message.source = candidate.source
-                    return message
-                stage = message
+            if not self.connection.poll(self.timeout):
+                self.process.kill()
+                self.process.join()
+                return Result(candidate.source, "hang", f"no answer in {self.timeout:.0f} s", ran_on_xla=True)
+            result = self.connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError):
             self.process.join(5)
-            if stage == "vxla":
-                return Result(candidate.source, "crash", f"the worker died in vxla (exit {self.process.exitcode})", ran_on_xla=True)
-            return Result(candidate.source, "xla-crashes", f"the worker died in XLA (exit {self.process.exitcode})")
+            return Result(candidate.source, "crash", f"the vxla worker died (exit {self.process.exitcode})", ran_on_xla=True)
+        result.source = candidate.source
+        return result
 
     @property
     def alive(self) -> bool:
@@ -417,6 +486,8 @@ class Worker:
         if self.alive:
             self.connection.send(None)
             self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
 
 
 NOT_PARSED = ("parse-error", "verify-error")
@@ -496,17 +567,17 @@ def main() -> int:
         candidates = candidates[: args.limit]
     print(f"checking {len(candidates)} modules", file=sys.stderr)
     results: list[Result] = []
-    worker = Worker()
+    worker = Worker(args.timeout)
     started = time.monotonic()
     try:
         for number, candidate in enumerate(candidates):
             if not worker.alive:
-                worker = Worker()
+                worker = Worker(args.timeout)
             # The inputs depend on the module's source location only, so a recheck sees them again.
             seed = args.seed + zlib.crc32(candidate.source.encode("utf-8"))
-            results.append(worker.check(candidate, seed, args.timeout))
+            results.append(worker.check(candidate, seed))
             if not worker.alive:
-                worker = Worker()
+                worker = Worker(args.timeout)
             if (number + 1) % 50 == 0:
                 print(f"  {number + 1}/{len(candidates)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
                 if args.json:  # a report so far, should the run be stopped

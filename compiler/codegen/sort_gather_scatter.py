@@ -16,7 +16,7 @@ from llvmlite import ir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
-from compiler.codegen.llvm_ir import I1, I32, I64
+from compiler.codegen.llvm_ir import I1, I32, I64, storage_type
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
 from compiler.hlo.ir import Computation, Instruction
 from compiler.numerics.dtypes import DType
@@ -215,7 +215,11 @@ def _emit_gather(lowering: Lowering, instruction: Instruction, operands: list[Re
                 if d in window_operand_dims:
                     position = b.add(clamped, offsets[window_operand_dims.index(d)])
                 source.append(position)
-            value = kernel.load(operand_base, operand_shape.dtype, ravel(b, source, operand_strides))
+            if operand_shape.element_count:
+                value = kernel.load(operand_base, operand_shape.dtype, ravel(b, source, operand_strides))
+            else:
+                # The slices are empty along a collapsed dimension: nothing to read, zero.
+                value = ir.Constant(storage_type(result.dtype), 0)
             kernel.store(value, kernel.buffer(output), result.dtype, index)
     steps.append(P.KernelStep(kernel.name, result.element_count, 16384, instruction.name))
     return output

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError, SourceLocation
-from compiler.hlo.ir import Computation, CycleError, Instruction, Module
+from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.literals import LiteralSyntaxError, parse_literal
 from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
@@ -530,23 +530,22 @@ class Parser:
 
 def _infer_omitted_shapes(computation: Computation) -> None:
     """Gives instructions written without a shape the one their operands imply (operands
-    first), as XLA's parser does; where that takes a written shape, the error says so."""
-    if all(instruction.shape is not None for instruction in computation.instructions):
-        return
-    try:
-        order = computation.post_order()
-    except CycleError:
-        return  # the verifier names the cycle
-    for instruction in order:
-        if instruction.shape is not None:
-            continue
-        if instruction.opcode not in SUPPORTED:
-            reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
-            raise HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)
-        try:
-            instruction.shape = infer_shape(instruction)
-        except HloVerifyError as error:
-            raise HloParseError(f"the shape is left out and cannot be inferred ({error.message}); write it before the opcode", instruction.location, instruction.name) from None
+    first, reachable from the root or not), as XLA's parser does; where that takes a
+    written shape, the error says so."""
+    pending = [i for i in computation.instructions if i.shape is None]
+    while pending:
+        ready = [i for i in pending if all(op.shape is not None for op in i.operands)]
+        if not ready:
+            return  # a cycle: the verifier names it
+        for instruction in ready:
+            if instruction.opcode not in SUPPORTED:
+                reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
+                raise HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)
+            try:
+                instruction.shape = infer_shape(instruction)
+            except HloVerifyError as error:
+                raise HloParseError(f"the shape is left out and cannot be inferred ({error.message}); write it before the opcode", instruction.location, instruction.name) from None
+        pending = [i for i in pending if i.shape is None]
 
 
 def parse_module(text: str) -> Module:

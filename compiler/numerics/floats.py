@@ -69,8 +69,8 @@ def to_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
     moved along. Integer code: numpy's float16 conversion uses the host's instruction where
     there is one, and Arm's quiets signaling NaNs where x86's does not."""
     if dtype is BF16:
-        bits = np.asarray(values).view(np.uint16).astype(np.uint32) << 16
-        return bits.view(np.float32)
+        bits = np.asarray(np.asarray(values).view(np.uint16).astype(np.uint32) << 16)
+        return bits.view(np.float32)  # an array for rank 0 too (numpy makes the shift a scalar)
     if dtype is not F16:
         return np.asarray(values).astype(np.float32)
     half = np.asarray(values).view(np.uint16).astype(np.uint32)
@@ -82,7 +82,7 @@ def to_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
     # Subnormals count units of 2^-24: exact in binary32 either way.
     subnormal = (magnitude.astype(np.float32) * np.float32(2.0**-24)).view(np.uint32)
     bits = np.where(magnitude >= 0x7C00, special, np.where(magnitude < 0x0400, subnormal, normal))
-    return (bits.astype(np.uint32) | sign).view(np.float32).reshape(np.shape(values))
+    return np.asarray(bits.astype(np.uint32) | sign).view(np.float32).reshape(np.shape(values))
 
 
 def literal_from_float64(values: np.ndarray, dtype: DType) -> np.ndarray:

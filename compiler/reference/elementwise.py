@@ -22,7 +22,7 @@ def _dtype(instruction: Instruction, operand: int | None = None) -> DType:
 def _in_f32(function, dtype: DType, *args: np.ndarray) -> np.ndarray:
     """Applies an f32 function to narrow-float arguments and rounds the result back, the
     contract's rule for f16 and bf16."""
-    widened = [floats.to_f32(a, dtype) for a in args]
+    widened = [np.asarray(floats.to_f32(a, dtype)) for a in args]
     return floats.round_from_f32(function(*widened), dtype)
 
 

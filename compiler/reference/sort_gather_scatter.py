@@ -136,6 +136,9 @@ def _gather(evaluator: Evaluator, instruction: Instruction, operands: list[Value
         coordinates = np.indices(batch_shape).reshape(len(batch_shape), -1)
         for d, j in zip(operand_batching, indices_batching, strict=True):  # type: ignore[arg-type]
             starts[:, d] = coordinates[_batch_coordinate_axis(j, index_vector_dim)]
+    if operand.size == 0:
+        # Slices empty along a collapsed dimension read nothing: the result is zero.
+        return np.zeros(instruction.array_shape.dims, dtype=operand.dtype)
     limits = np.array(operand.shape, dtype=np.int64) - np.array(slice_sizes, dtype=np.int64)
     starts = np.clip(starts, 0, limits)
     index_arrays = []

@@ -139,3 +139,29 @@ ENTRY e {
 def test_an_empty_iota_with_a_huge_dimension() -> None:
     """f32[10^12, 0] has no elements: nothing is allocated for the long dimension."""
     run_everywhere("HloModule t\nENTRY e {\n  ROOT i = f32[1000000000000,0] iota(), iota_dimension=0\n}\n", [])
+
+
+def test_rank_0_narrow_floats_through_the_math_library() -> None:
+    """bf16[] and f16[] exponential (XLA's gpu_float_support test): scalars widen to f32
+    like arrays do."""
+    for dtype, numpy_type in (("bf16", "bfloat16"), ("f16", "float16")):
+        import ml_dtypes
+
+        value = np.array(1.5, dtype=getattr(ml_dtypes, numpy_type) if dtype == "bf16" else np.float16)
+        run_everywhere(f"HloModule t\nENTRY e {{\n  p = {dtype}[] parameter(0)\n  ROOT r = {dtype}[] exponential(p)\n}}\n", [value])
+
+
+def test_gather_from_an_empty_operand_is_zero() -> None:
+    """Slices of size 0 along a collapsed dimension read nothing: zeros, as XLA:CPU gives
+    (the backend read past an empty buffer before)."""
+    text = """HloModule t
+ENTRY e {
+  operand = f32[0,2] parameter(0)
+  indices = s32[3] parameter(1)
+  ROOT g = f32[3,2] gather(operand, indices), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={0,2}
+}
+"""
+    run_everywhere(text, [np.zeros((0, 2), np.float32), np.array([0, 1, 2], np.int32)])
+    from compiler.reference import evaluate
+
+    assert evaluate(text, [np.zeros((0, 2), np.float32), np.array([0, 1, 2], np.int32)])[0].tolist() == [[0.0, 0.0]] * 3
