@@ -205,6 +205,8 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
     from compiler.hlo.shape import ArrayShape, default_layout
 
     instructions = [i for c in module.reachable_computations() for i in c.post_order()]
+    if "unique_indices=true" in text or "indices_are_sorted=true" in text:
+        return "scatter or gather hints (unique_indices, indices_are_sorted) that random indices break: XLA:CPU trusts them, the contract has no hints"
     if "output_to_operand_aliasing" in text:
         return "buffer aliasing hints: XLA:CPU reuses an operand's buffer for an output; the contract has no buffer hints"
     laid_out = any(isinstance(i.shape, ArrayShape) and i.shape.minor_to_major != default_layout(i.shape.rank) for i in instructions)
@@ -391,6 +393,7 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
     if expected is None:
         return Result("", "parsed-xla-cannot-run", why_not)
     result_types = [s.dtype.name for s in flatten(module.entry.root.shape)]
+    all_instructions = [i for c in module.reachable_computations() for i in c.post_order()]
     work = estimate_flops(module)
     if work > BACKEND_FLOPS:
         return Result("", "too-large", f"about {work:.1e} operations", ran_on_xla=True)
@@ -424,8 +427,11 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
             return Result("", "backends-differ", f"out{number}", ran_on_xla=True, timings=timings)
     if len(expected) != len(reference):
         return Result("", "xla-differs", f"{len(reference)} outputs, XLA gives {len(expected)}", ran_on_xla=True, timings=timings)
+    # A module that computes in bf16 or f16 agrees with XLA to that precision at best, also
+    # in its f32 results (a bf16 dot converted to f32 carries the dot's rounding).
+    narrow = [t for t in ("bf16", "f16") if any(s.dtype.name == t for i in all_instructions for s in flatten(i.shape))]
     for number, (r, e, name) in enumerate(zip(reference, expected, result_types, strict=True)):
-        if not _close(np.asarray(r), np.asarray(e), name):
+        if not _close(np.asarray(r), np.asarray(e), narrow[0] if narrow and name in FLOAT_TOLERANCE else name):
             why = explain_difference(module, text)
             return Result("", "xla-differs", f"out{number} ({name})" + (f"; explained: {why}" if why else ""), ran_on_xla=True, timings=timings)
     return Result("", "match", ran_on_xla=True, timings=timings)
