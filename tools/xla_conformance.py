@@ -51,6 +51,7 @@ MAX_ELEMENTS = 1 << 22
 # run (the backend's result is compared with XLA:CPU alone), and beyond which nothing is.
 REFERENCE_FLOPS = 5e7
 BACKEND_FLOPS = 2e9
+MAX_OUTPUT_BYTES = 1 << 29
 FLOAT_TOLERANCE = {"f16": 1e-2, "bf16": 3e-2, "f32": 2e-4, "f64": 1e-9}
 
 # Outcomes, by what they say about vxla.
@@ -218,6 +219,8 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
             numbers = sorted(op.parameter_number for op in root.operands if op.opcode == "parameter")
             if root.opcode == "compare" and len(numbers) == 2 and not (numbers[0] % 2 == 0 and numbers[1] == numbers[0] + 1):
                 return "a comparator that is not a strict weak order (it mixes operands): XLA:CPU's std::sort is undefined then, the contract's merge sort defines one result (§7)"
+            if not instruction.attrs.get("is_stable") and any(op.array_shape.dtype.bits <= 16 for op in instruction.operands):
+                return "a sort without is_stable over narrow keys, which repeat: XLA:CPU may order equal keys either way, the contract's sort is stable (§7)"
         if instruction.opcode in ("reduce", "reduce-window"):
             root = instruction.attrs["to_apply"].root
             inits = instruction.operands[len(instruction.operands) // 2 :]
@@ -397,6 +400,9 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
     work = estimate_flops(module)
     if work > BACKEND_FLOPS:
         return Result("", "too-large", f"about {work:.1e} operations", ran_on_xla=True)
+    output_bytes = sum(shape.byte_size for shape in flatten(module.entry.root.shape))
+    if output_bytes > MAX_OUTPUT_BYTES:
+        return Result("", "too-large", f"{output_bytes / 2**30:.1f} GiB of outputs", ran_on_xla=True)
     reference: list[np.ndarray] | None = None
     if work <= REFERENCE_FLOPS:
         try:
