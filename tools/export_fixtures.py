@@ -1142,6 +1142,13 @@ def _cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
+def optax_step(optimizer, loss_fn, params, state):
+    """One optimizer step: the loss, the updated parameters and optimizer state."""
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    updates, state = optimizer.update(grads, state, params)
+    return loss, optax.apply_updates(params, updates), state
+
+
 @fixture(
     "dropout_train_step",
     "One Adam step (optax) of a flax MLP with dropout drawn by jax.random (threefry, the key "
@@ -1169,9 +1176,7 @@ def _dropout_train_step():
         def loss_fn(p):
             return _cross_entropy(model.apply(p, x, train=True, rngs={"dropout": dropout_key}), labels)
 
-        loss, grads = jax.value_and_grad(loss_fn)(params)
-        updates, state = optimizer.update(grads, state, params)
-        return loss, optax.apply_updates(params, updates), state, key
+        return (*optax_step(optimizer, loss_fn, params, state), key)
 
     return over_leaves(step, params, state, key, x, labels)
 
@@ -1198,9 +1203,7 @@ def _cnn_maxpool_train_step():
     state = optimizer.init(params)
 
     def step(params, state, x, labels):
-        loss, grads = jax.value_and_grad(lambda p: _cross_entropy(model.apply(p, x), labels))(params)
-        updates, state = optimizer.update(grads, state, params)
-        return loss, optax.apply_updates(params, updates), state
+        return optax_step(optimizer, lambda p: _cross_entropy(model.apply(p, x), labels), params, state)
 
     return over_leaves(step, params, state, x, labels)
 
@@ -1232,9 +1235,7 @@ def _remat_transformer_train_step():
     state = optimizer.init(params)
 
     def step(params, state, x, target):
-        loss, grads = jax.value_and_grad(lambda p: jnp.mean(jnp.square(model.apply(p, x) - target)))(params)
-        updates, state = optimizer.update(grads, state, params)
-        return loss, optax.apply_updates(params, updates), state
+        return optax_step(optimizer, lambda p: jnp.mean(jnp.square(model.apply(p, x) - target)), params, state)
 
     return over_leaves(step, params, state, x, target)
 
