@@ -397,18 +397,17 @@ ENTRY e {
         assert out == expected
 
 
+def _select_ge(dtype: str) -> str:
+    """The select computation of a max pooling's gradient: keep the first greatest."""
+    return f"ge {{\n  a = {dtype}[] parameter(0)\n  b = {dtype}[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=GE\n}}\n"
+
+
 def test_select_and_scatter_selects_the_first_maximum_and_skips_padding() -> None:
     """3x3 windows, stride 2, one row of padding below and a column on each side. Each
     source element goes to the first greatest element of its window (ties keep the earlier
     position under GE) and adds to what is there; two windows choose (2,2). The values
     were worked out by hand and agree with XLA:CPU's."""
-    text = """HloModule t
-ge {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT c = pred[] compare(a, b), direction=GE
-}
-add {
+    text = "HloModule t\n" + _select_ge("f32") + """add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
@@ -432,13 +431,7 @@ def test_select_and_scatter_applies_in_source_order() -> None:
     """Overlapping windows that all select one element, with a scatter that does not
     commute (10 * the element there + the source element: XLA:CPU passes the element there
     first): source order, one after another, gives the digits in order."""
-    text = """HloModule t
-ge {
-  a = s32[] parameter(0)
-  b = s32[] parameter(1)
-  ROOT c = pred[] compare(a, b), direction=GE
-}
-sub {
+    text = "HloModule t\n" + _select_ge("s32") + """sub {
   a = s32[] parameter(0)
   b = s32[] parameter(1)
   ten = s32[] constant(10)
