@@ -36,7 +36,6 @@ def _jax() -> Any:
         import jax
     except ImportError:
         raise JaxNotInstalled(f"this needs JAX, the optional extra of vxla: {JAX_EXTRA}") from None
-    jax.config.update("jax_platforms", "cpu")
     return jax
 
 
@@ -68,7 +67,9 @@ def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFu
 
     # The arrays as JAX types them (float64 becomes float32 unless x64 is on).
     arrays = [np.asarray(jax.numpy.asarray(leaf)) for leaf in leaves]
-    lowered = jax.jit(flat, keep_unused=True).lower(*arrays)
+    # Lowered for the CPU whatever devices this process has (the user's JAX settings are
+    # left alone): CPU lowering is what nodes and XLA:CPU reproduce.
+    lowered = jax.jit(flat, keep_unused=True).trace(*arrays).lower(lowering_platforms=("cpu",))
     output_tree = jax.tree_util.tree_structure(jax.eval_shape(flat, *arrays))
     return ExportedFunction(lowered.as_text(dialect="hlo"), arrays, output_tree)
 
