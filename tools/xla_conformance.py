@@ -105,10 +105,6 @@ def extract_modules(root: Path) -> list[Candidate]:
 # --- the worker: one module at a time ---------------------------------------------------------
 
 
-_NUMPY_TYPES = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64", "u8": "uint8", "u16": "uint16",
-                "u32": "uint32", "u64": "uint64", "f16": "float16", "f32": "float32", "f64": "float64"}
-
-
 def entry_parameter_types(xla_text: str) -> list[tuple[str, tuple[int, ...]]] | None:
     """(element type, dims) of each entry parameter, read from the ENTRY line of XLA's own
     printing of the module; None when a parameter is a tuple."""
@@ -137,15 +133,14 @@ def entry_parameter_types(xla_text: str) -> list[tuple[str, tuple[int, ...]]] | 
 
 
 def _random_input(dtype: str, dims: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    if dtype == "pred":
-        return rng.random(dims) < 0.5
-    if dtype == "bf16":
-        import ml_dtypes
+    from compiler.numerics.dtypes import from_name
 
-        return rng.standard_normal(dims).astype(ml_dtypes.bfloat16)
-    numpy_type = np.dtype(_NUMPY_TYPES[dtype])
-    if numpy_type.kind == "f":
-        return rng.standard_normal(dims).astype(numpy_type)
+    element = from_name(dtype)
+    if element.is_pred:
+        return rng.random(dims) < 0.5
+    if element.is_float:
+        return rng.standard_normal(dims).astype(element.numpy)
+    numpy_type = element.numpy
     # Small non-negative integers: valid indices and trip counts for most tests.
     return rng.integers(0, 4, size=dims).astype(numpy_type)
 
@@ -342,6 +337,7 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
     from compiler.hlo.cost import estimate_flops
     from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError
     from compiler.hlo.shape import flatten
+    from compiler.numerics.dtypes import BY_NAME
     from compiler.reference import evaluate
 
     timings: dict[str, float] = {}
@@ -372,7 +368,7 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
     why_not = ""
     if types is None:
         why_not = "tuple parameters"
-    elif any(dtype not in _NUMPY_TYPES and dtype != "bf16" for dtype, _ in types):
+    elif any(dtype not in BY_NAME for dtype, _ in types):
         why_not = "parameter types without random inputs here"
     elif any(int(np.prod(dims, dtype=np.int64)) > MAX_ELEMENTS for _, dims in types):
         why_not = "inputs too large"
