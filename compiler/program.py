@@ -89,6 +89,8 @@ def bind_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
         raise ArgumentError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
     array = np.asarray(array)
     expected = shape.dtype.numpy
+    if shape.dtype.is_sub_byte:
+        return _bind_sub_byte(shape, array, position)
     if array.dtype == expected and array.shape == shape.dims and array.flags.c_contiguous:
         return array  # the common case, checked without building any message
     if array.dtype != expected:
@@ -98,6 +100,24 @@ def bind_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
         array = np.require(array, requirements="C").view(expected)
     if tuple(array.shape) != shape.dims:
         raise ArgumentError(_mismatch(shape, array, position))
+    return np.require(array, requirements="C")
+
+
+def _bind_sub_byte(shape: ArrayShape, array: np.ndarray, position: int) -> np.ndarray:
+    """An s4 or u4 argument: int8 or uint8 holding the values (or ml_dtypes' int4 and uint4,
+    what JAX hands out), every value in the type's range."""
+    if array.dtype.name == ("int4" if shape.dtype.is_signed else "uint4"):
+        array = array.astype(shape.dtype.numpy)
+    if array.dtype != shape.dtype.numpy or tuple(array.shape) != shape.dims:
+        raise ArgumentError(_mismatch(shape, array, position) + f" ({shape.dtype.name} values are passed as {shape.dtype.numpy})")
+    least, greatest = shape.dtype.integer_bounds
+    outside = (array < least) | (array > greatest)
+    if outside.any():
+        first = tuple(int(i) for i in np.argwhere(outside)[0])
+        raise ArgumentError(
+            f"parameter {position} is {shape.str_without_layout()}, but its element {list(first)} is "
+            f"{int(array[first])}, outside [{least}, {greatest}]"
+        )
     return np.require(array, requirements="C")
 
 

@@ -90,7 +90,8 @@ def emit_rearrange(
 
 
 def _finish(lowering: Lowering, instruction: Instruction, accumulated: int, acc_type: DType, steps: list[P.Step]) -> int:
-    """Rounds an f32 accumulation to an f16/bf16 result once; otherwise returns it."""
+    """Rounds an f32 accumulation to an f16/bf16 result once, wraps an s8/u8 one to s4/u4;
+    otherwise returns it."""
     result = instruction.array_shape
     if result.dtype == acc_type:
         return accumulated
@@ -100,7 +101,8 @@ def _finish(lowering: Lowering, instruction: Instruction, accumulated: int, acc_
             b = kernel.builder
             with kernel.loop(kernel.begin, kernel.end, 1, "i") as index:
                 value = kernel.load(kernel.buffer(accumulated), acc_type, index)
-                kernel.store(nir.round_f32_to(b, value, result.dtype), kernel.buffer(output), result.dtype, index)
+                value = nir.convert(b, value, acc_type, result.dtype, kernel.config)
+                kernel.store(value, kernel.buffer(output), result.dtype, index)
         steps.append(P.KernelStep(kernel.name, result.element_count, 16384, instruction.name))
     return output
 

@@ -78,7 +78,11 @@ class ElementEmitter:
 
     # --- the ops --------------------------------------------------------------------------
     def emit(self, instruction: Instruction, operands: list[ir.Value]) -> ir.Value:
-        """The value of `instruction` given its operands' lane values."""
+        """The value of `instruction` given its operands' lane values (an s4 or u4 result
+        computed in its i8 holder and reduced to its 4 bits, as the reference does)."""
+        return nir.hold_sub_byte(self.builder, self._emit(instruction, operands), instruction.shape.dtype)  # type: ignore[union-attr]
+
+    def _emit(self, instruction: Instruction, operands: list[ir.Value]) -> ir.Value:
         opcode = instruction.opcode
         result_type = instruction.shape.dtype  # type: ignore[union-attr]
         operand_type = instruction.operands[0].shape.dtype if instruction.operands else result_type  # type: ignore[union-attr]
@@ -272,6 +276,8 @@ class ElementEmitter:
             clamped = b.select(too_far, constant(x.type, dtype.bits - 1), amount)
             return b.ashr(x, clamped)
         clamped = b.select(too_far, constant(x.type, 0), amount)
+        if opcode == "shift-right-logical" and dtype.is_sub_byte:
+            x = b.and_(x, constant(x.type, (1 << dtype.bits) - 1))  # shift in zeros at bit 3
         shifted = b.shl(x, clamped) if opcode == "shift-left" else b.lshr(x, clamped)
         return b.select(too_far, constant(x.type, 0), shifted)
 
@@ -353,7 +359,7 @@ def literal_scalar(instruction: Instruction):
 
 
 def _bits_numpy(dtype: DType):
-    return {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[dtype.bits]
+    return {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[dtype.storage_bits]
 
 
 def _max_width(arguments: list) -> int:

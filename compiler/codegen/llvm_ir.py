@@ -3,7 +3,8 @@ each HLO type is held, vector types, constants, intrinsic calls and counted loop
 
 Elements are held as their storage type: f32 and f64 as float and double, pred as i8, f16
 and bf16 as their i16 bits (all their arithmetic goes through f32 with explicit rounding,
-numerics_ir.py), integers as iN of their width.
+numerics_ir.py), integers as iN of their width, s4 and u4 as an i8 holding the value sign- or
+zero-extended (every op that makes one keeps only its low 4 bits, numerics_ir.hold_sub_byte).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def storage_type(dtype: DType) -> ir.Type:
         return FLOAT
     if dtype is F64:
         return DOUBLE
-    return ir.IntType(dtype.bits)  # pred is 8 bits wide; f16 and bf16 are their 16 bits
+    return ir.IntType(dtype.storage_bits)  # pred, s4 and u4 are 8 bits wide; f16 and bf16 their 16
 
 
 def vector_of(element: ir.Type, width: int) -> ir.Type:

@@ -4,7 +4,7 @@ Every function here emits, with an `llvmlite.ir.IRBuilder`, code whose results a
 to the reference implementations in `compiler/numerics/` (floats, convert). Each works on scalar
 values and on vector values (`<W x T>`, any W) alike.
 
-Storage types in IR: pred = i8 (0 or 1), sN/uN = iN, f16 and bf16 = i16 (raw bits), f32 = float,
+Storage types in IR: pred = i8 (0 or 1), sN/uN = iN (s4/u4 = i8, sign- or zero-extended), f16 and bf16 = i16 (raw bits), f32 = float,
 f64 = double.
 
 Rules the emitted code follows, because each one would otherwise break bit-reproducibility or
@@ -43,7 +43,7 @@ from compiler.codegen.llvm_ir import (
     storage_type,
 )
 from compiler.config import CompilerConfig
-from compiler.numerics.dtypes import BF16, F16, F32, F64, U8, DType, FloatLayout
+from compiler.numerics.dtypes import BF16, F16, F32, F64, S8, U8, DType, FloatLayout
 
 Value = ir.Value
 Builder = ir.IRBuilder
@@ -637,8 +637,16 @@ def convert(
     The same type returns `value` unchanged. The code is the same for every target (`config` is
     accepted for symmetry with the other primitives)."""
     del config  # nothing here depends on the target
+    return _convert(builder, value, source, target)
+
+
+def _convert(builder: Builder, value: Value, source: DType, target: DType) -> Value:
     if source == target:
         return value
+    if source.is_sub_byte:
+        source = _holder(source)  # the held value is exact
+    if target.is_sub_byte and not source.is_float:
+        return hold_sub_byte(builder, _convert(builder, value, source, _holder(target)), target)
     if target.is_pred:
         return builder.zext(_is_nonzero(builder, value, source), shaped_like(value.type, ir.IntType(8)))
     if source.is_pred:
@@ -654,6 +662,20 @@ def convert(
     if source.is_float:
         return _float_to_integer(builder, _float_to_f64(builder, value, source), target)
     return _integer_to_integer(builder, value, source, target)
+
+
+def _holder(dtype: DType) -> DType:
+    """The 8-bit type whose values hold those of s4 or u4."""
+    return S8 if dtype.is_signed else U8
+
+
+def hold_sub_byte(builder: Builder, value: Value, dtype: DType) -> Value:
+    """An s4 or u4 value computed in its i8 holder reduced to its type: the low 4 bits, sign-
+    or zero-extended. Any other type's value is returned as it is."""
+    if not dtype.is_sub_byte:
+        return value
+    narrow = builder.trunc(value, shaped_like(value.type, ir.IntType(dtype.bits)))
+    return (builder.sext if dtype.is_signed else builder.zext)(narrow, value.type)
 
 
 def _is_nonzero(builder: Builder, value: Value, dtype: DType) -> Value:
@@ -703,15 +725,11 @@ def _float_to_integer(builder: Builder, value: Value, target: DType) -> Value:
     """A double to an integer type: truncate towards zero, saturate, NaN -> 0 (every comparison
     with NaN is false, so a NaN takes none of the branches)."""
     bits = target.bits
-    int_type = shaped_like(value.type, ir.IntType(bits))
+    int_type = shaped_like(value.type, storage_type(target))
     i64_type = shaped_like(value.type, I64)
     truncated = call_intrinsic(builder, "llvm.trunc", value)
-    if target.is_signed:
-        low, high = -(2.0 ** (bits - 1)), 2.0 ** (bits - 1)
-        low_int, high_int = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    else:
-        low, high = 0.0, 2.0**bits
-        low_int, high_int = 0, (1 << bits) - 1
+    low_int, high_int = target.integer_bounds
+    low, high = float(low_int), float(high_int + 1)
     above = builder.fcmp_ordered(">=", truncated, _flt(value, DOUBLE, high))
     below = builder.fcmp_ordered("<", truncated, _flt(value, DOUBLE, low))
     in_range = builder.fcmp_ordered("<", truncated, _flt(value, DOUBLE, high))
@@ -728,7 +746,7 @@ def _float_to_integer(builder: Builder, value: Value, target: DType) -> Value:
         converted = builder.or_(converted, top)
     else:
         converted = builder.fptosi(safe, i64_type)
-    if bits < 64:
+    if target.storage_bits < 64:
         converted = builder.trunc(converted, int_type)
     result = builder.select(above, constant(int_type, high_int), converted)
     return builder.select(below, constant(int_type, low_int), result)

@@ -128,10 +128,10 @@ def _parse_int(token: str, offset: int, dtype: DType) -> int:
         value = int(token, 0) if token.lower().startswith(("0x", "-0x")) else int(token)
     except ValueError:
         raise LiteralSyntaxError(f"expected an integer, found {token!r}", offset) from None
-    info = np.iinfo(dtype.numpy)
+    least, greatest = dtype.integer_bounds
     if dtype.is_unsigned and -(1 << (dtype.bits - 1)) <= value < 0:
         return value + (1 << dtype.bits)  # XLA reads a negative unsigned literal modulo 2^bits
-    if not info.min <= value <= info.max:
+    if not least <= value <= greatest:
         raise LiteralSyntaxError(f"{value} is out of range for {dtype.name}", offset)
     return value
 

@@ -180,15 +180,18 @@ class Parser:
                 self.expect(",")
         layout = default_layout(len(dims))
         if self.text.startswith("{", self.pos):
-            layout = self.layout(len(dims))
+            layout = self.layout(len(dims), dtype.bits)
         return ArrayShape(dtype, tuple(dims), layout)
 
-    def layout(self, rank: int) -> tuple[int, ...]:
+    def layout(self, rank: int, element_bits: int) -> tuple[int, ...]:
         start = self.pos
         end = self.text.find("}", start)
         if end < 0:
             raise self.error("unterminated layout '{'", start)
         body = self.text[start + 1 : end]
+        if body.endswith(f":E({element_bits})") and element_bits < 8:
+            # XLA's mark that 4-bit elements are packed in its memory; values are the same.
+            body = body[: -len(f":E({element_bits})")]
         if ":" in body:
             raise self.unsupported(
                 f"layout {{{body}}} has tiling, memory-space or other attributes; only "

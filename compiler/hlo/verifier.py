@@ -169,6 +169,9 @@ def _bitcast_convert(instruction: Instruction) -> Shape:
     assert isinstance(declared, ArrayShape)
     _check(not operand.dtype.is_pred and not declared.dtype.is_pred, "bitcast-convert of pred")
     src, dst = operand.dtype.bits, declared.dtype.bits
+    _check(src == dst or not (operand.dtype.is_sub_byte or declared.dtype.is_sub_byte),
+           f"bitcast-convert {operand.dtype.name} to {declared.dtype.name} packs 4-bit elements, which vxla holds one "
+           "per byte; this is not in the numerics contract (convert the values instead)")  # fmt: skip
     if src == dst:
         return ArrayShape.of(declared.dtype, operand.dims)
     if src > dst:

@@ -3,7 +3,8 @@
 - float -> float: one nearest-even rounding (widening is exact), canonical NaN.
 - integer -> float: one nearest-even rounding of the exact integer.
 - float -> integer: truncation towards zero, saturating at the type's bounds; NaN -> 0.
-- integer -> integer: two's complement wrap (sign- or zero-extension, then truncation).
+- integer -> integer: two's complement wrap (sign- or zero-extension, then truncation; s4
+  and u4 keep their low 4 bits).
 - pred -> number: 0 or 1. number -> pred: x != 0 (so NaN -> true).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.numerics import floats
+from compiler.numerics import floats, integers
 from compiler.numerics.dtypes import BF16, F16, F64, U8, DType
 
 
@@ -64,7 +65,7 @@ def convert(values: np.ndarray, source: DType, target: DType) -> np.ndarray:
         return floats.round_from_f64(widened, target)
     if source.is_float:
         return _float_to_integer(float_to_f64(values, source), target)
-    return values.astype(target.numpy)
+    return integers.wrap(values, target)
 
 
 def _float_to_integer(values: np.ndarray, target: DType) -> np.ndarray:
@@ -74,12 +75,12 @@ def _float_to_integer(values: np.ndarray, target: DType) -> np.ndarray:
         low, high = -(2.0 ** (target.bits - 1)), 2.0 ** (target.bits - 1)
     else:
         low, high = 0.0, 2.0**target.bits
-    info = np.iinfo(target.numpy)
+    least, greatest = target.integer_bounds
     in_range = (truncated >= low) & (truncated < high)
     safe = np.where(in_range, truncated, 0.0)
     # float64 -> uint64 of values >= 2^63 is exact through numpy's unsigned conversion.
     result = safe.astype(target.numpy)
-    result = np.where(truncated >= high, np.array(info.max, target.numpy), result)
-    result = np.where(truncated < low, np.array(info.min, target.numpy), result)
+    result = np.where(truncated >= high, np.array(greatest, target.numpy), result)
+    result = np.where(truncated < low, np.array(least, target.numpy), result)
     result = np.where(np.isnan(values), np.array(0, target.numpy), result)
     return result.astype(target.numpy)

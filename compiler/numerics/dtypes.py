@@ -91,11 +91,35 @@ class DType:
     def itemsize(self) -> int:
         return self.numpy.itemsize
 
+    @property
+    def storage_bits(self) -> int:
+        """The bits one element occupies in memory: `bits` rounded up to a whole byte."""
+        return 8 * self.numpy.itemsize
+
+    @property
+    def is_sub_byte(self) -> bool:
+        """Whether the type is narrower than its storage (s4 and u4, held one per byte,
+        sign- or zero-extended)."""
+        return self.bits < self.storage_bits
+
+    @property
+    def integer_bounds(self) -> tuple[int, int]:
+        """The least and greatest value of an integer type; ValueError for any other type."""
+        if self.is_signed:
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        if self.is_unsigned:
+            return 0, (1 << self.bits) - 1
+        raise ValueError(f"{self.name} is not an integer type")
+
     def __str__(self) -> str:
         return self.name
 
 
 PRED = DType("pred", 8, Kind.PRED, np.dtype(np.bool_))
+# s4 and u4 are held one element per byte, the value sign- or zero-extended: what their .npy
+# inputs and outputs hold and what their digests cover (docs/numerics.md, "4-bit integers").
+S4 = DType("s4", 4, Kind.SIGNED, np.dtype(np.int8))
+U4 = DType("u4", 4, Kind.UNSIGNED, np.dtype(np.uint8))
 S8 = DType("s8", 8, Kind.SIGNED, np.dtype(np.int8))
 S16 = DType("s16", 16, Kind.SIGNED, np.dtype(np.int16))
 S32 = DType("s32", 32, Kind.SIGNED, np.dtype(np.int32))
@@ -109,14 +133,14 @@ BF16 = DType("bf16", 16, Kind.FLOAT, np.dtype(ml_dtypes.bfloat16), FloatLayout(1
 F32 = DType("f32", 32, Kind.FLOAT, np.dtype(np.float32), FloatLayout(32, 23, 0x7FC00000))
 F64 = DType("f64", 64, Kind.FLOAT, np.dtype(np.float64), FloatLayout(64, 52, 0x7FF8000000000000))
 
-ALL_DTYPES: tuple[DType, ...] = (PRED, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64)
+ALL_DTYPES: tuple[DType, ...] = (PRED, S4, S8, S16, S32, S64, U4, U8, U16, U32, U64, F16, BF16, F32, F64)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 FLOAT_DTYPES: tuple[DType, ...] = tuple(d for d in ALL_DTYPES if d.is_float)
 
 # HLO types that exist in XLA but are outside the numerics contract; named so that the
 # parser can say "unsupported element type" rather than "unknown".
 UNSUPPORTED_TYPE_NAMES: tuple[str, ...] = (
-    "s1", "s2", "s4", "u1", "u2", "u4", "c64", "c128", "token", "opaque",
+    "s1", "s2", "u1", "u2", "c64", "c128", "token", "opaque",
     "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
     "f8e8m0fnu", "f4e2m1fn",
 )  # fmt: skip
@@ -128,10 +152,11 @@ def from_name(name: str) -> DType:
 
 
 def from_numpy(dtype: np.dtype) -> DType:
-    """Returns the DType stored as numpy `dtype`; raises KeyError if there is none."""
+    """Returns the DType stored as numpy `dtype` (int8 is s8, never s4); raises KeyError if
+    there is none."""
     dtype = np.dtype(dtype)
     for candidate in ALL_DTYPES:
-        if candidate.numpy == dtype:
+        if candidate.numpy == dtype and not candidate.is_sub_byte:
             return candidate
     raise KeyError(str(dtype))
 

@@ -9,11 +9,11 @@ from compiler.numerics.dtypes import DType, signed_of_width, unsigned_of_width
 
 
 def _unsigned(values: np.ndarray, dtype: DType) -> np.ndarray:
-    return np.asarray(values).view(unsigned_of_width(dtype.bits).numpy)
+    return np.asarray(values).view(unsigned_of_width(dtype.storage_bits).numpy)
 
 
 def _signed(values: np.ndarray, dtype: DType) -> np.ndarray:
-    return np.asarray(values).view(signed_of_width(dtype.bits).numpy)
+    return np.asarray(values).view(signed_of_width(dtype.storage_bits).numpy)
 
 
 def _contiguous(values: np.ndarray, dtype: DType) -> np.ndarray:
@@ -67,9 +67,10 @@ def _shift_amount(amount: np.ndarray, dtype: DType) -> tuple[np.ndarray, np.ndar
 
 def _zero_filling_shift(x: np.ndarray, amount: np.ndarray, dtype: DType, shift) -> np.ndarray:
     clamped, too_far = _shift_amount(amount, dtype)
-    bits = _unsigned(_contiguous(x, dtype), dtype)
+    # The type's own bits only: a sign-extended s4 must shift in zeros at bit 3, not bit 7.
+    bits = _unsigned(_contiguous(x, dtype), dtype) & np.array((1 << dtype.bits) - 1).astype(clamped.dtype)
     shifted = np.where(too_far, np.zeros_like(bits), shift(bits, clamped))
-    return shifted.astype(bits.dtype).view(dtype.numpy)
+    return wrap(shifted.astype(bits.dtype).view(dtype.numpy), dtype)
 
 
 def shift_left(x: np.ndarray, amount: np.ndarray, dtype: DType) -> np.ndarray:
@@ -113,5 +114,13 @@ def power(x: np.ndarray, y: np.ndarray, dtype: DType) -> np.ndarray:
 
 
 def wrap(values: np.ndarray, dtype: DType) -> np.ndarray:
-    """Values of any integer type reduced modulo 2^width into `dtype`."""
-    return np.asarray(values).astype(dtype.numpy)
+    """Values of any integer type reduced modulo 2^width into `dtype` (s4 and u4 held
+    sign- or zero-extended in their byte)."""
+    held = np.asarray(values).astype(dtype.numpy)
+    if not dtype.is_sub_byte:
+        return held
+    low_bits = held.view(np.uint8) & np.uint8((1 << dtype.bits) - 1)
+    if dtype.is_unsigned:
+        return low_bits
+    sign = np.int8(1 << (dtype.bits - 1))
+    return (low_bits.view(np.int8) ^ sign) - sign

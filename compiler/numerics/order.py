@@ -9,13 +9,14 @@ results are combined by the same tree; finally reducer(init, result). n = 0 give
 lanes are logical: no machine's vector width changes them.
 
 dot and convolution: each output element is one fma chain over the contraction in increasing
-index order, in the accumulation type (f32 for f16 and bf16, the type itself otherwise),
-rounded to the result type once at the end.
+index order, in the accumulation type (f32 for f16 and bf16, s8 and u8 for s4 and u4, the
+type itself otherwise), rounded (or, for s4 and u4, wrapped) to the result type once at the
+end.
 """
 
 from __future__ import annotations
 
-from compiler.numerics.dtypes import BF16, F16, F32, DType
+from compiler.numerics.dtypes import BF16, F16, F32, S4, S8, U4, U8, DType
 
 REDUCE_LANES = 16
 REDUCE_BLOCK = 4096
@@ -23,4 +24,4 @@ REDUCE_BLOCK = 4096
 
 def accumulation_type(result: DType) -> DType:
     """The type a dot's or convolution's chain accumulates in for a `result` type."""
-    return F32 if result in (F16, BF16) else result
+    return {F16: F32, BF16: F32, S4: S8, U4: U8}.get(result, result)

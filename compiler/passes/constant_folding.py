@@ -57,7 +57,7 @@ def folded_value(instruction: Instruction, evaluator: Evaluator) -> np.ndarray |
         return None
     operands = [op.literal for op in instruction.operands]
     with np.errstate(all="ignore"):
-        value = HANDLERS[instruction.opcode](evaluator, instruction, operands)  # type: ignore[arg-type]
+        value = evaluator.evaluate_instruction(instruction, operands)  # type: ignore[arg-type]
     if isinstance(value, tuple):
         return None
     value = np.asarray(value)

@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
-from compiler.numerics import floats
+from compiler.numerics import floats, integers
 from compiler.numerics.convert import convert
 from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
 from compiler.numerics.order import accumulation_type
@@ -32,7 +32,7 @@ def multiply_add(a: np.ndarray, b: np.ndarray, acc: np.ndarray, dtype: DType) ->
 def finish(acc: np.ndarray, result: DType) -> np.ndarray:
     if result in (F16, BF16):
         return floats.round_from_f32(acc, result)
-    return acc.astype(result.numpy)
+    return integers.wrap(acc, result) if result.is_integer else acc.astype(result.numpy)
 
 
 def _dot(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:

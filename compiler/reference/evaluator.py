@@ -15,7 +15,8 @@ import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import opcodes_where
-from compiler.hlo.shape import ArrayShape, TupleShape
+from compiler.hlo.shape import ArrayShape, Shape, TupleShape
+from compiler.numerics import integers
 from compiler.program import bind_arguments
 
 Value = np.ndarray | tuple  # a tuple holds Values
@@ -45,12 +46,17 @@ class Evaluator:
             if instruction.opcode == "parameter":
                 value = arguments[instruction.parameter_number]
             else:
-                operands = [values[id(op)] for op in instruction.operands]
-                value = self.handlers[instruction.opcode](self, instruction, operands)
+                value = self.evaluate_instruction(instruction, [values[id(op)] for op in instruction.operands])
             values[id(instruction)] = value
             if observe and self.observer is not None:
                 self.observer(instruction, value)
         return values[id(computation.root)]
+
+    def evaluate_instruction(self, instruction: Instruction, operands: list[Value]) -> Value:
+        """The value of one instruction given its operands' values. Handlers compute s4 and
+        u4 results in their 8-bit holders; this keeps the low 4 bits, once for every op."""
+        value = self.handlers[instruction.opcode](self, instruction, operands)
+        return _held_exactly(value, instruction.shape) if _has_sub_byte(instruction.shape) else value
 
     # --- scalar computations applied to whole arrays ----------------------------------------
     def is_batchable(self, computation: Computation) -> bool:
@@ -95,6 +101,19 @@ class Evaluator:
 # Opcodes whose evaluation on arrays is the evaluation on each element: the scalar ops and
 # the value plumbing, and calls (whose callees `is_batchable` checks in turn).
 BATCHABLE_OPCODES = opcodes_where(scalar_op=True) | opcodes_where(aliases=True) | {"call"}
+
+
+def _has_sub_byte(shape: Shape) -> bool:
+    if isinstance(shape, TupleShape):
+        return any(_has_sub_byte(element) for element in shape.elements)
+    return shape.dtype.is_sub_byte
+
+
+def _held_exactly(value: Value, shape: Shape) -> Value:
+    if isinstance(shape, TupleShape):
+        assert isinstance(value, tuple)
+        return tuple(_held_exactly(v, s) for v, s in zip(value, shape.elements, strict=True))
+    return integers.wrap(value, shape.dtype) if shape.dtype.is_sub_byte else value
 
 
 def flatten_value(value: Value) -> list[np.ndarray]:

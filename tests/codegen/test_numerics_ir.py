@@ -407,6 +407,9 @@ def integer_specials(dtype: DType) -> np.ndarray:
 def integer_inputs(dtype: DType, tag: str) -> np.ndarray:
     if dtype is PRED:
         return _rng(tag).integers(0, 2, size=1001, dtype=np.uint8)
+    if dtype.is_sub_byte:  # every value, held as the contract holds it
+        least, greatest = dtype.integer_bounds
+        return np.arange(least, greatest + 1).astype(dtype.numpy)
     random = _random_bits(dtype, RANDOM_COUNT, tag).view(dtype.numpy)
     # Random magnitudes of every bit length, so that every float rounding position is hit.
     rng = _rng(tag + "/lengths")

@@ -1,0 +1,121 @@
+"""s4 and u4 on the LLVM backend: the reference's bits on every target and thread count, for
+the elementwise ops on every pair of values, conversions from and to every type, and the
+structured ops that carry 4-bit values (fusions, reduce, dot, sort, gather, pad)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.numerics.dtypes import ALL_DTYPES, DType
+from tests.reference.test_int4 import BINARY, _all_pairs
+from tests.targets import run_everywhere
+
+
+@pytest.mark.parametrize("dtype", ["s4", "u4"])
+def test_elementwise_ops_on_every_pair(dtype: str) -> None:
+    a, b = _all_pairs(dtype)
+    body = "\n".join(f"  r{k} = {dtype}[256] {op}(a, b)" for k, op in enumerate(BINARY))
+    names = ", ".join(f"r{k}" for k in range(len(BINARY)))
+    text = f"""HloModule m
+ENTRY e {{
+  a = {dtype}[256] parameter(0)
+  b = {dtype}[256] parameter(1)
+{body}
+  n = {dtype}[256] negate(a)
+  m = {dtype}[256] abs(a)
+  t = {dtype}[256] not(a)
+  s = {dtype}[256] sign(a)
+  c = {dtype}[256] clamp(b, a, b)
+  lt = pred[256] compare(a, b), direction=LT
+  sel = {dtype}[256] select(lt, a, b)
+  i = {dtype}[256] iota(), iota_dimension=0
+  ROOT r = tuple({names}, n, m, t, s, c, lt, sel, i)
+}}
+"""
+    run_everywhere(text, [a, b])
+
+
+def _values(rng: np.random.Generator, dtype: DType, count: int) -> np.ndarray:
+    """Values of `dtype` around the 4-bit range and far outside it, with the specials."""
+    if dtype.is_pred:
+        return rng.random(count) < 0.5
+    if dtype.is_float:
+        base = rng.uniform(-20, 20, count) * 10.0 ** rng.integers(0, 3, count)
+        base[:6] = [np.nan, np.inf, -np.inf, -0.0, 7.999, -8.5]
+        return base.astype(dtype.numpy)
+    if dtype.is_sub_byte:
+        least, greatest = dtype.integer_bounds
+        return rng.integers(least, greatest, count, endpoint=True).astype(dtype.numpy)
+    info = np.iinfo(dtype.numpy)
+    return np.concatenate([rng.integers(-20, 20, count // 2).astype(dtype.numpy), rng.integers(info.min, info.max, count - count // 2, dtype=dtype.numpy, endpoint=True)])
+
+
+@pytest.mark.parametrize("dtype", ["s4", "u4"])
+def test_conversions_from_and_to_every_type(dtype: str) -> None:
+    rng = np.random.default_rng(4)
+    holder, _ = _all_pairs(dtype)
+    others = [d for d in ALL_DTYPES if d.name != dtype]
+    lines = [f"  x{k} = {other}[64] parameter({k + 1})\n  to{k} = {dtype}[64] convert(x{k})\n  from{k} = {other}[256] convert(a)" for k, other in enumerate(others)]
+    outputs = ", ".join(f"to{k}, from{k}" for k in range(len(others)))
+    text = f"HloModule m\nENTRY e {{\n  a = {dtype}[256] parameter(0)\n" + "\n".join(lines) + f"\n  ROOT r = tuple({outputs})\n}}\n"
+    arrays = [holder] + [_values(rng, other, 64) for other in others]
+    run_everywhere(text, arrays)
+
+
+@pytest.mark.parametrize("dtype", ["s4", "u4"])
+def test_structured_ops_carry_4_bit_values(dtype: str) -> None:
+    rng = np.random.default_rng(5)
+    low, high = (-8, 8) if dtype == "s4" else (0, 16)
+    holder = np.int8 if dtype == "s4" else np.uint8
+    x = rng.integers(low, high, size=(33, 40)).astype(holder)
+    w = rng.integers(low, high, size=(40, 24)).astype(holder)
+    indices = rng.integers(0, 33, size=(7, 1)).astype(np.int32)
+    text = f"""HloModule m
+add {{
+  p = {dtype}[] parameter(0)
+  q = {dtype}[] parameter(1)
+  ROOT s = {dtype}[] add(p, q)
+}}
+less {{
+  p = {dtype}[] parameter(0)
+  q = {dtype}[] parameter(1)
+  ROOT lt = pred[] compare(p, q), direction=LT
+}}
+ENTRY e {{
+  x = {dtype}[33,40] parameter(0)
+  w = {dtype}[40,24] parameter(1)
+  at = s32[7,1] parameter(2)
+  one = {dtype}[] constant(1)
+  ones = {dtype}[33,40] broadcast(one), dimensions={{}}
+  shifted = {dtype}[33,40] add(x, ones)
+  threes = {dtype}[33,40] broadcast({dtype}[] constant(3)), dimensions={{}}
+  tripled = {dtype}[33,40] multiply(shifted, threes)
+  zero = {dtype}[] constant(0)
+  rows = {dtype}[33] reduce(tripled, zero), dimensions={{1}}, to_apply=add
+  wide = s32[33,24] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  narrow = {dtype}[33,24] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  sorted = {dtype}[33,40] sort(x), dimensions={{1}}, is_stable=true, to_apply=less
+  picked = {dtype}[7,40] gather(x, at), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,40}}
+  padded = {dtype}[35,41] pad(x, one), padding=1_1x0_1
+  moved = {dtype}[40,33] transpose(x), dimensions={{1,0}}
+  ROOT r = tuple(rows, wide, narrow, sorted, picked, padded, moved)
+}}
+"""
+    run_everywhere(text, [x, w, indices])
+
+
+def test_the_int4_weight_matmul_jax_writes() -> None:
+    """What `x @ w.astype(jnp.float32)` with int4 `w` lowers to: a convert feeding a dot."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    w = rng.integers(-8, 8, size=(64, 16)).astype(np.int8)
+    text = """HloModule m
+ENTRY e {
+  x = f32[8,64] parameter(0)
+  w = s4[64,16] parameter(1)
+  wf = f32[64,16] convert(w)
+  ROOT y = f32[8,16] dot(x, wf), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+    run_everywhere(text, [x, w])
