@@ -85,6 +85,8 @@ HLO_DTYPE = {
     BF16: "bf16",
     np.dtype(np.float32): "f32",
     np.dtype(np.float64): "f64",
+    np.dtype(ml_dtypes.int4): "s4",
+    np.dtype(ml_dtypes.uint4): "u4",
 }
 
 F32_MAX = np.finfo(np.float32).max
@@ -1208,6 +1210,28 @@ def _rbg_dropout():
     return dropout, (x, key_data, state)
 
 
+@fixture(
+    "int4_matmul",
+    "Int4 weights as quantized models ship them: a per-column scaled s4 weight dequantized "
+    "into an f32 matmul, an s4 x s8 integer matmul accumulated in s32, and s4 arithmetic that wraps.",
+)
+def _int4_matmul():
+    r = rng(36)
+    x = normal(r, (8, 64))
+    w = r.integers(-8, 8, size=(64, 32)).astype(ml_dtypes.int4)
+    scale = np.abs(normal(r, (32,), 0.05)) + 0.01
+    xq = r.integers(-128, 128, size=(8, 64)).astype(np.int8)
+    a = r.integers(-8, 8, size=(64,)).astype(ml_dtypes.int4)
+    b = r.integers(-8, 8, size=(64,)).astype(ml_dtypes.int4)
+
+    def int4_matmul(x, w, scale, xq, a, b):
+        dequantized = x @ (w.astype(jnp.float32) * scale)
+        integer = lax.dot(xq, w.astype(jnp.int8), preferred_element_type=jnp.int32)
+        return dequantized, integer, a + b, a * b
+
+    return int4_matmul, (x, w, scale, xq, a, b)
+
+
 # --------------------------------------------------------------------------
 # HLO text helpers
 # --------------------------------------------------------------------------
@@ -1276,6 +1300,10 @@ def shape_of(arr: np.ndarray) -> tuple[str, list[int]]:
 
 
 def npy_bytes(arr: np.ndarray) -> bytes:
+    """The .npy bytes of an array; s4 and u4 as the int8 and uint8 holding their values, the
+    form vxla takes them in."""
+    if arr.dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4)):
+        arr = arr.astype(np.int8 if arr.dtype == np.dtype(ml_dtypes.int4) else np.uint8)
     buf = io.BytesIO()
     np.save(buf, np.require(arr, requirements="C"), allow_pickle=False)
     return buf.getvalue()

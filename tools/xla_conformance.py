@@ -145,6 +145,14 @@ def _random_input(dtype: str, dims: tuple[int, ...], rng: np.random.Generator) -
     return rng.integers(0, 4, size=dims).astype(numpy_type)
 
 
+def _as_xla_input(array: np.ndarray, dtype: str) -> np.ndarray:
+    """An input as XLA takes it: s4 and u4 as ml_dtypes' int4 and uint4 (vxla takes the int8
+    and uint8 holding the same values)."""
+    import ml_dtypes
+
+    return array.astype({"s4": ml_dtypes.int4, "u4": ml_dtypes.uint4}[dtype]) if dtype in ("s4", "u4") else array
+
+
 def _identity(reducer, dtype: np.dtype) -> np.ndarray | None:  # noqa: ANN001 - vxla's Computation
     """The identity of a reducer that is one binary op, as XLA's own test inputs use."""
     opcode = reducer.root.opcode
@@ -380,7 +388,8 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
         if module is not None:
             arrays = constrain_inputs(module, arrays, rng)
         try:
-            expected = xla.call("run", text, arrays)  # type: ignore[assignment]
+            xla_arrays = [_as_xla_input(a, dtype) for a, (dtype, _) in zip(arrays, types, strict=True)]
+            expected = xla.call("run", text, xla_arrays)  # type: ignore[assignment]
         except XlaFailed as error:
             why_not = "XLA:CPU: " + str(error)[:160]
         except XlaDied as error:
