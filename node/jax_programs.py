@@ -47,13 +47,17 @@ class ExportedFunction:
     hlo_text: str
     arguments: list[np.ndarray]
     output_tree: Any  # a jax PyTreeDef
+    output_dtypes: list[np.dtype]
 
     def unflatten(self, outputs: list[np.ndarray]) -> Any:
-        """The flat outputs (in the module's result order) in the function's structure."""
+        """The flat outputs (in the module's result order) in the function's structure, each
+        of the type JAX gives it (s4 and u4 come from a node as the int8 and uint8 holding
+        them)."""
         jax = _jax()
         if len(outputs) != self.output_tree.num_leaves:
             raise ValueError(f"{len(outputs)} outputs, the function returns {self.output_tree.num_leaves} arrays")
-        return jax.tree_util.tree_unflatten(self.output_tree, list(outputs))
+        typed = [o.astype(d) if d.name in ("int4", "uint4") else o for o, d in zip(outputs, self.output_dtypes, strict=True)]
+        return jax.tree_util.tree_unflatten(self.output_tree, typed)
 
 
 def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFunction:
@@ -70,8 +74,9 @@ def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFu
     # Lowered for the CPU whatever devices this process has (the user's JAX settings are
     # left alone): CPU lowering is what nodes and XLA:CPU reproduce.
     lowered = jax.jit(flat, keep_unused=True).trace(*arrays).lower(lowering_platforms=("cpu",))
-    output_tree = jax.tree_util.tree_structure(jax.eval_shape(flat, *arrays))
-    return ExportedFunction(lowered.as_text(dialect="hlo"), arrays, output_tree)
+    output_shapes, output_tree = jax.tree_util.tree_flatten(jax.eval_shape(flat, *arrays))
+    dtypes = [np.dtype(shape.dtype) for shape in output_shapes]
+    return ExportedFunction(lowered.as_text(dialect="hlo"), arrays, output_tree, dtypes)
 
 
 def is_jax_program(data: bytes) -> bool:

@@ -34,7 +34,10 @@ def load_npy(path: str | Path) -> np.ndarray:
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
-    """The .npy encoding of `array`."""
+    """The .npy encoding of `array`; ml_dtypes' int4 and uint4 (what JAX hands out) as the
+    int8 and uint8 holding their values, the form nodes take s4 and u4 in."""
+    if array.dtype.name in ("int4", "uint4"):
+        array = array.astype(np.int8 if array.dtype.name == "int4" else np.uint8)
     buffer = io.BytesIO()
     np.save(buffer, np.require(array, requirements="C"), allow_pickle=False)
     return buffer.getvalue()

@@ -104,3 +104,22 @@ def test_outputs_of_a_pytree_function_on_a_single_node(devnet: Path) -> None:
     a, b = client.submit(lambda p, s: (p["w"] @ p["w"].T * s, jnp.sum(p["w"])), {"w": np.eye(3, dtype=np.float32)}, 2.0).outputs()
     np.testing.assert_array_equal(a, 2 * np.eye(3, dtype=np.float32))
     assert float(b) == 3.0
+
+
+def test_int4_weights_go_in_and_come_back_as_jax_types_them(devnet: Path) -> None:
+    """int4 arguments travel as the int8 holding them; an int4 result comes back as int4."""
+    from node.devnet import DevnetState
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    w = jnp.asarray(rng.integers(-8, 8, size=(16, 8)), dtype=jnp.int4)
+
+    def dequantized_matmul(x: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return x @ w.astype(jnp.float32), w + w
+
+    client = node.sdk.connect(DevnetState.load(devnet).nodes[0].url)
+    y, doubled = client.submit(dequantized_matmul, x, w).outputs()
+    expected_y, expected_doubled = jax.jit(dequantized_matmul)(x, w)
+    np.testing.assert_allclose(y, np.asarray(expected_y), rtol=1e-5, atol=1e-5)
+    assert doubled.dtype == jnp.int4
+    assert doubled.astype(np.int8).tolist() == np.asarray(expected_doubled).astype(np.int8).tolist()  # wrapped at 4 bits
