@@ -29,7 +29,11 @@ _TYPE_NAMES = {
     "bfloat16": "bf16",
     "float32": "f32",
     "float64": "f64",
+    "complex64": "c64",
+    "complex128": "c128",
 }
+# A complex element is its real and then its imaginary part, each canonical as its float type.
+_COMPLEX_PARTS = {"c64": np.dtype(np.float32), "c128": np.dtype(np.float64)}
 
 # The contract's canonical NaNs (compiler/numerics/dtypes.py), kept here because attest sits
 # below the compiler; tests/attest/test_digests.py holds the two equal.
@@ -59,6 +63,8 @@ def canonical_tensor_bytes(array: np.ndarray) -> bytes:
     """Row-major little-endian bytes of `array` with every NaN replaced by the canonical NaN."""
     type_name = element_type_name(array.dtype)
     contiguous = np.require(array, requirements="C")
+    if type_name in _COMPLEX_PARTS:
+        return canonical_tensor_bytes(contiguous.reshape(-1).view(_COMPLEX_PARTS[type_name]))
     if type_name in CANONICAL_NAN_BITS:
         width = contiguous.dtype.itemsize
         bits = contiguous.view(contiguous.dtype.newbyteorder("=")).view(f"u{width}")
@@ -108,6 +114,8 @@ class TensorDigester:
         """The digest of a tensor stored in `memory`: a C-contiguous uint8 array holding its
         elements in the machine's (little-endian) byte order. Hashed in place unless a NaN
         needs canonicalizing."""
+        if self.type_name in _COMPLEX_PARTS and _has_nan(memory.view(_COMPLEX_PARTS[self.type_name]), self.type_name):
+            return self.of_canonical_bytes(canonical_tensor_bytes(memory.view(self.dtype)))
         if self.type_name in CANONICAL_NAN_BITS and _has_nan(memory.view(self.dtype), self.type_name):
             return self.of_canonical_bytes(canonical_tensor_bytes(memory.view(self.dtype)))
         hasher = hashlib.sha256(self.header)

@@ -140,6 +140,8 @@ def _random_input(dtype: str, dims: tuple[int, ...], rng: np.random.Generator) -
         return rng.random(dims) < 0.5
     if element.is_float:
         return rng.standard_normal(dims).astype(element.numpy)
+    if element.is_complex:
+        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(element.numpy)
     numpy_type = element.numpy
     # Small non-negative integers: valid indices and trip counts for most tests.
     return rng.integers(0, 4, size=dims).astype(numpy_type)
@@ -217,6 +219,8 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
     if laid_out and any(i.opcode == "bitcast" for i in instructions):
         return "layouts: XLA runs the module here through StableHLO, which has none; the contract's bitcast reinterprets memory under the written layouts (§4)"
     for instruction in instructions:
+        if instruction.opcode == "divide" and instruction.array_shape.dtype.is_complex:
+            return "complex division of infinite or NaN parts: the contract's repairs of Smith's formula (§2) give inf where XLA:CPU gives NaN for a numerator with a NaN part"
         if instruction.opcode == "sort":
             root = instruction.attrs["to_apply"].root
             numbers = sorted(op.parameter_number for op in root.operands if op.opcode == "parameter")
@@ -237,6 +241,9 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
 def _close(reference: np.ndarray, xla: np.ndarray, dtype_name: str) -> bool:
     if reference.shape != xla.shape:
         return False
+    if dtype_name in ("c64", "c128"):
+        part = "f32" if dtype_name == "c64" else "f64"
+        return _close(reference.real, xla.real, part) and _close(reference.imag, xla.imag, part)
     if dtype_name not in FLOAT_TOLERANCE:
         return reference.tobytes() == xla.astype(reference.dtype).tobytes()
     a, b = reference.astype(np.float64), xla.astype(np.float64)

@@ -263,6 +263,9 @@ def emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     k = _product(lhs_shape.dims[d] for d in lc)
     n = _product(rhs_shape.dims[d] for d in rhs_free)
     lhs = _canonical(lowering, instruction, operands[0], lhs_shape, list(lb) + lhs_free + list(lc), acc_type, steps)  # type: ignore[arg-type]
+    if acc_type.is_complex:
+        rhs = _canonical(lowering, instruction, operands[1], rhs_shape, list(rb) + list(rc) + rhs_free, acc_type, steps)  # type: ignore[arg-type]
+        return _emit_complex_chains(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps)
     panel = panel_width(lowering.config)
     if list(rb) + list(rc) + rhs_free == list(range(rhs_shape.rank)) and rhs_shape.dtype == acc_type and n % panel == 0:
         rhs, layout = operands[1], RhsLayout.in_place(k, n, panel)  # already (B, K, N) row-major
@@ -272,6 +275,41 @@ def emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     accumulated = emit_gemm(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps, epilogue, layout)  # type: ignore[arg-type]
     assert epilogue is None or acc_type == instruction.array_shape.dtype
     return _finish(lowering, instruction, accumulated, acc_type, steps)
+
+
+def _emit_complex_chains(lowering: Lowering, instruction: Instruction, lhs: int, rhs: int, batch: int, m: int, k: int, n: int,
+                         dtype: DType, steps: list[P.Step]) -> int:  # fmt: skip
+    """A complex dot of (B, M, K) by (B, K, N), both row-major: per output element two fma
+    chains in the component type, each step re += ar*br, re += (-ai)*bi, im += ar*bi,
+    im += ai*br (compiler/reference/dot_conv.py). A plain loop nest: complex dots are rare
+    in the programs vxla runs, and this one is easy to hold against the reference."""
+    output = lowering.new_buffer(instruction.array_shape)
+    if batch * m * n == 0:
+        return output
+    component = dtype.component
+    with lowering.kernels.kernel("complex_dot") as kernel:
+        b = kernel.builder
+        zero = constant(storage_type(component), 0.0)
+        with kernel.loop(kernel.begin, kernel.end, 1, "row") as row:  # row = batch * M + i
+            item = b.udiv(row, I64(m))
+            with kernel.loop(I64(0), I64(n), 1, "j") as j:
+                real, imag = kernel.alloca(storage_type(component)), kernel.alloca(storage_type(component))
+                b.store(zero, real)
+                b.store(zero, imag)
+                with kernel.loop(I64(0), I64(k), 1, "kk") as kk:
+                    a = kernel.load(kernel.buffer(lhs), dtype, b.add(b.mul(row, I64(k)), kk))
+                    c = kernel.load(kernel.buffer(rhs), dtype, b.add(b.mul(b.add(b.mul(item, I64(k)), kk), I64(n)), j))
+                    (ar, ai), (cr, ci) = nir.complex_parts(b, a, dtype), nir.complex_parts(b, c, dtype)
+                    re = multiply_add(kernel, ar, cr, b.load(real), component)
+                    re = multiply_add(kernel, b.fneg(ai), ci, re, component)
+                    im = multiply_add(kernel, ar, ci, b.load(imag), component)
+                    im = multiply_add(kernel, ai, cr, im, component)
+                    b.store(re, real)
+                    b.store(im, imag)
+                value = nir.make_complex(b, b.load(real), b.load(imag), dtype)
+                kernel.store(value, kernel.buffer(output), dtype, b.add(b.mul(row, I64(n)), j))
+    steps.append(P.KernelStep(kernel.name, batch * m, max(1, 4096 // max(1, n * k)), instruction.name))
+    return output
 
 
 def _canonical(lowering: Lowering, instruction: Instruction, source: int, shape: ArrayShape, order: list[int], acc_type: DType, steps: list[P.Step]) -> int:

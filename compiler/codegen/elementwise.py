@@ -12,6 +12,7 @@ import numpy as np
 from llvmlite import ir
 
 from attest.digests import canonical_tensor_bytes
+from compiler.codegen import complexes_ir as cir
 from compiler.codegen import mathlib_ir
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
@@ -30,7 +31,7 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT
-from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
+from compiler.numerics.dtypes import BF16, C64, C128, F16, F32, F64, DType
 from compiler.numerics.mathlib import UNARY_OPCODES
 
 NARROW = (F16, BF16)
@@ -105,6 +106,10 @@ class ElementEmitter:
             return self._min_max(result_type, high, self._min_max(result_type, low, x, True), False)
         if opcode in ("maximum", "minimum"):
             return self._min_max(result_type, operands[0], operands[1], opcode == "maximum")
+        if opcode in ("real", "imag") and not operand_type.is_complex:  # x, and +0 (as XLA)
+            return operands[0] if opcode == "real" else constant(operands[0].type, 0.0)
+        if operand_type.is_complex or result_type.is_complex:
+            return self._complex_op(opcode, operand_type, operands)
         if result_type.is_float:
             return self._float_op(opcode, operand_type, operands)
         if result_type.is_pred and opcode != "is-finite" or operand_type.is_pred:
@@ -112,6 +117,19 @@ class ElementEmitter:
         if opcode == "is-finite":
             return self._is_finite(operand_type, operands[0])
         return self._integer_op(opcode, result_type, operands)
+
+    def _complex_op(self, opcode: str, dtype: DType, operands: list[ir.Value]) -> ir.Value:
+        """The complex ops (dtype is the operand type; for `complex` its float parts)."""
+        b = self.builder
+        if opcode == "complex":
+            return nir.make_complex(b, operands[0], operands[1], C64 if dtype is F32 else C128)
+        if opcode in ("real", "imag"):
+            return nir.complex_parts(b, operands[0], dtype)[opcode == "imag"]
+        if opcode == "negate":
+            return cir.negate(b, operands[0], dtype)
+        if opcode == "abs":
+            return cir.absolute(b, operands[0], dtype)
+        return cir.binary(b, opcode, operands[0], operands[1], dtype)
 
     def _float_op(self, opcode: str, dtype: DType, operands: list[ir.Value]) -> ir.Value:
         b = self.builder
@@ -170,6 +188,9 @@ class ElementEmitter:
         b = self.builder
         direction = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}[str(instruction.attrs["direction"])]
         kind = instruction.attrs.get("type")
+        if dtype.is_complex:  # EQ or NE only (the verifier's rule)
+            same = cir.equal(b, a, c, dtype)
+            return self._from_bool(same if direction == "==" else b.not_(same))
         if dtype.is_float and kind == "TOTALORDER":
             return self._from_bool(b.icmp_signed(direction, self._total_key(a, dtype), self._total_key(c, dtype)))
         if dtype.is_float:
@@ -347,6 +368,8 @@ class ElementEmitter:
 def literal_scalar(instruction: Instruction):
     """The Python value of a scalar literal as its IR storage constant expects it."""
     dtype = instruction.array_shape.dtype
+    if dtype.is_complex:  # held as one integer: the real part's bits low, the imaginary part's high
+        return int.from_bytes(canonical_tensor_bytes(np.asarray(instruction.literal).reshape(-1)[:1]), "little")
     data = np.frombuffer(canonical_tensor_bytes(np.asarray(instruction.literal)), dtype=_bits_numpy(dtype))
     raw = int(data.reshape(-1)[0])
     if dtype is F32:

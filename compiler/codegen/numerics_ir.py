@@ -620,6 +620,37 @@ def _float_min_max_ordered(builder: Builder, a: Value, b: Value, dtype: DType, i
     return _from_bits(builder, bits, dtype)
 
 
+# --- complex values -------------------------------------------------------------------------
+# A c64 (c128) element is held as an i64 (i128): the real part's bits low, the imaginary
+# part's high, the element's memory order on the little-endian targets vxla pins.
+
+
+def _component_type(dtype: DType) -> ir.Type:
+    return FLOAT if dtype.component.bits == 32 else DOUBLE
+
+
+def complex_parts(builder: Builder, value: Value, dtype: DType) -> tuple[Value, Value]:
+    """The real and imaginary parts of held complex values, as float or double values."""
+    half = dtype.component.bits
+    half_int = shaped_like(value.type, ir.IntType(half))
+    float_type = shaped_like(value.type, _component_type(dtype))
+    low = builder.trunc(value, half_int)
+    high = builder.trunc(builder.lshr(value, constant(value.type, half)), half_int)
+    return builder.bitcast(low, float_type), builder.bitcast(high, float_type)
+
+
+def make_complex(builder: Builder, real: Value, imag: Value, dtype: DType) -> Value:
+    """Held complex values from their parts, each NaN made canonical."""
+    component = dtype.component
+    half_int = shaped_like(real.type, ir.IntType(component.bits))
+    held = shaped_like(real.type, storage_type(dtype))
+    low = builder.bitcast(canonicalize_nan(builder, real, component), half_int)
+    high = builder.bitcast(canonicalize_nan(builder, imag, component), half_int)
+    shifted = builder.shl(builder.zext(high, held), constant(held, component.bits))
+    return builder.or_(builder.zext(low, held), shifted)
+
+
+
 # --- convert ----------------------------------------------------------------------------------
 
 
@@ -643,6 +674,13 @@ def convert(
 def _convert(builder: Builder, value: Value, source: DType, target: DType) -> Value:
     if source == target:
         return value
+    if target.is_complex:
+        if source.is_complex:
+            real, imag = (_convert(builder, part, source.component, target.component) for part in complex_parts(builder, value, source))
+        else:
+            real = _convert(builder, value, source, target.component)
+            imag = constant(real.type, 0.0)
+        return make_complex(builder, real, imag, target)
     if source.is_sub_byte:
         source = _holder(source)  # the held value is exact
     if target.is_sub_byte and not source.is_float:

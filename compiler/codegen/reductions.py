@@ -62,7 +62,7 @@ def is_order_free(computation: Computation) -> bool:
         return False
     if root.opcode in _ORDER_FREE_ANY_TYPE:
         return True
-    return root.opcode in _ORDER_FREE_INTEGER and not root.shape.dtype.is_float
+    return root.opcode in _ORDER_FREE_INTEGER and (root.shape.dtype.is_integer or root.shape.dtype.is_pred)
 
 
 def _shuffle(builder: ir.IRBuilder, vector: ir.Value, indices: list[int]) -> ir.Value:

@@ -144,10 +144,20 @@ def _parse_pred(token: str, offset: int) -> bool:
     raise LiteralSyntaxError(f"expected true or false, found {token!r}", offset)
 
 
+_COMPLEX_ELEMENT = re.compile(r"\(\s*([^(){},\s]+)\s*,\s*([^(){},\s]+)\s*\)")
+
+
+def _complex_tokens(text: str) -> str:
+    """Complex elements `(re, im)` rewritten as one token `re|im`, padded so offsets stay."""
+    return _COMPLEX_ELEMENT.sub(lambda m: f"{m.group(1)}|{m.group(2)}".ljust(len(m.group())), _without_comments(text))
+
+
 def parse_literal(text: str, shape: ArrayShape) -> np.ndarray:
     """The array a literal's text denotes, with the shape's element type and dimensions."""
-    tokens = _element_tokens(text, shape)
     dtype = shape.dtype
+    if dtype.is_complex:
+        return _parse_complex(_element_tokens(_complex_tokens(text), shape), shape)
+    tokens = _element_tokens(text, shape)
     if dtype.is_pred:
         values = [_parse_pred(t, o) for t, o in tokens]
         array = np.array(values, dtype=np.bool_)
@@ -157,6 +167,18 @@ def parse_literal(text: str, shape: ArrayShape) -> np.ndarray:
     else:
         doubles = np.array([_parse_float(t, o) for t, o in tokens], dtype=np.float64)
         array = floats.literal_from_float64(doubles, dtype)
+    return array.reshape(shape.dims)
+
+
+def _parse_complex(tokens: list[tuple[str, int]], shape: ArrayShape) -> np.ndarray:
+    """Elements `re|im` (or one real number, imaginary part zero), each part read as a float
+    literal of the component type."""
+    parts = [token.split("|", 1) if "|" in token else [token, "0"] for token, _ in tokens]
+    component = shape.dtype.component
+    real = floats.literal_from_float64(np.array([_parse_float(p[0], o) for p, (_, o) in zip(parts, tokens, strict=True)], np.float64), component)
+    imag = floats.literal_from_float64(np.array([_parse_float(p[1], o) for p, (_, o) in zip(parts, tokens, strict=True)], np.float64), component)
+    array = np.empty(len(tokens), shape.dtype.numpy)
+    array.real, array.imag = real, imag
     return array.reshape(shape.dims)
 
 
@@ -185,6 +207,10 @@ def format_literal(array: np.ndarray, dtype: DType) -> str:
         texts = ["true" if v else "false" for v in array.reshape(-1).tolist()]
     elif dtype.is_integer:
         texts = [str(v) for v in array.reshape(-1).tolist()]
+    elif dtype.is_complex:
+        flat = np.require(array, requirements="C").reshape(-1)
+        real, imag = _float_texts(flat.real.copy(), dtype.component), _float_texts(flat.imag.copy(), dtype.component)
+        texts = [f"({r}, {i})" for r, i in zip(real, imag, strict=True)]
     else:
         texts = _float_texts(array, dtype)
     if array.ndim == 0:

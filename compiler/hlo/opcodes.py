@@ -46,11 +46,11 @@ def _elementwise(names: str, operands: int) -> list[Opcode]:
 _UNARY = (
     "negate abs sign floor ceil round-nearest-even round-nearest-afz exponential "
     "exponential-minus-one log log-plus-one tanh logistic sqrt rsqrt cbrt erf sine cosine not "
-    "is-finite convert"
+    "is-finite convert real imag"
 )
 _BINARY = (
     "add subtract multiply divide remainder maximum minimum power atan2 and or xor shift-left "
-    "shift-right-logical shift-right-arithmetic compare"
+    "shift-right-logical shift-right-arithmetic compare complex"
 )
 _INDEX_MAPPING = "broadcast reshape transpose reverse slice concatenate pad iota"
 
@@ -146,9 +146,6 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "cholesky": "cholesky is not in the numerics contract",
     "reduce-precision": "reduce-precision is not in the numerics contract",
     "stochastic-convert": "stochastic-convert is not reproducible",
-    "real": "complex numbers are not supported",
-    "imag": "complex numbers are not supported",
-    "complex": "complex numbers are not supported",
     "popcnt": "popcnt is not in the numerics contract",
     "count-leading-zeros": "count-leading-zeros is not in the numerics contract",
     "tan": "tan is not in the numerics contract",
@@ -158,3 +155,16 @@ UNSUPPORTED_REASONS: dict[str, str] = {
 }
 
 KNOWN = SUPPORTED | frozenset(UNSUPPORTED_REASONS)
+
+# The opcodes that take or make complex values (docs/numerics.md, "Complex numbers"): the
+# arithmetic the contract defines for them, and every op that only moves values.
+COMPLEX_OPCODES = frozenset(
+    {
+        "add", "subtract", "multiply", "divide", "negate", "abs", "real", "imag", "complex",
+        "compare", "select", "convert", "copy", "dot", "reduce",
+        "broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "bitcast",
+        "dynamic-slice", "dynamic-update-slice", "gather",
+        "parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "call", "while",
+        "conditional", "fusion",
+    }
+)  # fmt: skip

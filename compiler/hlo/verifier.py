@@ -9,10 +9,10 @@ from collections.abc import Callable
 from compiler.hlo import attributes as attr
 from compiler.hlo.errors import HloUnsupportedError, HloVerifyError
 from compiler.hlo.ir import Computation, CycleError, Instruction, Module
-from compiler.hlo.opcodes import SUPPORTED, UNSUPPORTED_REASONS
+from compiler.hlo.opcodes import COMPLEX_OPCODES, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
 from compiler.numerics import random_bits
-from compiler.numerics.dtypes import PRED, S32, U64, DType
+from compiler.numerics.dtypes import C64, C128, F32, F64, PRED, S32, U64, DType
 
 MAX_CALL_DEPTH = 64
 
@@ -83,6 +83,14 @@ def _integral(dtype: DType, opcode: str) -> None:
     _check(dtype.is_integer, f"{opcode} needs an integer operand, got {dtype.name}")
 
 
+def _complex_or_real(dtype: DType, opcode: str) -> None:
+    _check(dtype.is_complex or dtype.is_float, f"{opcode} needs a complex or floating-point operand, got {dtype.name}")
+
+
+def _complex_parts(dtype: DType, opcode: str) -> None:
+    _check(dtype in (F32, F64), f"complex is made of f32 or f64 parts, not {dtype.name}")
+
+
 def _bitwise(dtype: DType, opcode: str) -> None:
     _check(dtype.is_integer or dtype.is_pred, f"{opcode} needs a pred or integer operand, got {dtype.name}")
 
@@ -95,6 +103,8 @@ _UNARY_TYPE_RULES: dict[str, Callable[[DType, str], None]] = {
     "sign": _numeric,
     "not": _bitwise,
     "copy": lambda dtype, opcode: None,
+    "real": _complex_or_real,
+    "imag": _complex_or_real,
 }
 for _op in ("floor", "ceil", "round-nearest-even", "round-nearest-afz", "exponential",
             "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt",
@@ -118,6 +128,7 @@ _BINARY_TYPE_RULES: dict[str, Callable[[DType, str], None]] = {
     "shift-right-logical": _integral,
     "shift-right-arithmetic": _integral,
     "compare": lambda dtype, opcode: None,
+    "complex": _complex_parts,
 }
 
 
@@ -129,6 +140,8 @@ def _unary(instruction: Instruction) -> Shape:
     _UNARY_TYPE_RULES[instruction.opcode](operand.dtype, instruction.opcode)
     if instruction.opcode == "is-finite":
         return ArrayShape.of(PRED, operand.dims)
+    if instruction.opcode in ("abs", "real", "imag") and operand.dtype.is_complex:
+        return ArrayShape.of(operand.dtype.component, operand.dims)
     return ArrayShape.of(operand.dtype, operand.dims)
 
 
@@ -148,7 +161,10 @@ def _binary(instruction: Instruction) -> Shape:
                        "SIGNED": lhs.dtype.is_signed or lhs.dtype.is_pred,
                        "UNSIGNED": lhs.dtype.is_unsigned or lhs.dtype.is_pred}  # fmt: skip
             _check(allowed[kind], f"comparison type {kind} does not apply to {lhs.dtype.name}")
+        _check(not lhs.dtype.is_complex or direction in ("EQ", "NE"), f"complex numbers are not ordered: compare {direction} of {lhs.dtype.name}")
         return ArrayShape.of(PRED, lhs.dims)
+    if instruction.opcode == "complex":
+        return ArrayShape.of(C64 if lhs.dtype is F32 else C128, lhs.dims)
     return ArrayShape.of(lhs.dtype, lhs.dims)
 
 
@@ -158,6 +174,8 @@ def _convert(instruction: Instruction) -> Shape:
     declared = instruction.shape
     _check(isinstance(declared, ArrayShape), "convert produces an array")
     assert isinstance(declared, ArrayShape)
+    _check(not operand.dtype.is_complex or declared.dtype.is_complex,
+           f"convert {operand.dtype.name} to {declared.dtype.name} would drop the imaginary part; take real() first")  # fmt: skip
     return ArrayShape.of(declared.dtype, operand.dims)
 
 
@@ -446,6 +464,8 @@ def _dot(instruction: Instruction) -> Shape:
         _check(lhs.dims[a] == rhs.dims[b], f"dot dimension sizes differ: lhs {a} is {lhs.dims[a]}, rhs {b} is {rhs.dims[b]}")  # fmt: skip
     for shape in (lhs, rhs, declared):
         _numeric(shape.dtype, "dot")
+    if any(shape.dtype.is_complex for shape in (lhs, rhs, declared)):
+        _check(lhs.dtype == rhs.dtype == declared.dtype, "a complex dot takes and makes one complex type; convert the operands first")
     _check(lhs.dtype.is_float == declared.dtype.is_float and rhs.dtype.is_float == declared.dtype.is_float,
            "dot mixes integer and floating-point types")  # fmt: skip
     batch = tuple(lhs.dims[d] for d in lb)
@@ -749,6 +769,11 @@ def _verify_instruction(instruction: Instruction) -> None:
     if instruction.opcode not in SUPPORTED:
         reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
         raise HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)  # fmt: skip
+    if instruction.opcode not in COMPLEX_OPCODES:
+        for shape in [instruction.shape, *(operand.shape for operand in instruction.operands)]:
+            complex_types = [element.dtype.name for element in flatten(shape) if element.dtype.is_complex]
+            if complex_types:
+                raise HloUnsupportedError(f"{instruction.opcode} of {complex_types[0]} values is not in the numerics contract", instruction.location, instruction.name)  # fmt: skip
     inferred = infer_shape(instruction)
     if not inferred.same_logical(instruction.shape):
         raise HloVerifyError(

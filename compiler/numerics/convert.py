@@ -6,13 +6,15 @@
 - integer -> integer: two's complement wrap (sign- or zero-extension, then truncation; s4
   and u4 keep their low 4 bits).
 - pred -> number: 0 or 1. number -> pred: x != 0 (so NaN -> true).
+- real -> complex: the real part converted as to the component type, imaginary part +0;
+  complex -> complex: each part converted as a float.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from compiler.numerics import floats, integers
+from compiler.numerics import complexes, floats, integers
 from compiler.numerics.dtypes import BF16, F16, F64, U8, DType
 
 
@@ -51,6 +53,13 @@ def convert(values: np.ndarray, source: DType, target: DType) -> np.ndarray:
     values = np.asarray(values)
     if source == target:
         return values.copy()
+    if target.is_complex:
+        if source.is_complex:
+            real, imag = (convert(part, source.component, target.component) for part in complexes.parts(values))
+        else:
+            real = convert(values, source, target.component)
+            imag = np.zeros_like(real)
+        return complexes.make(real, imag, target)
     if target.is_pred:
         return (float_to_f64(values, source) if source.is_float else values) != 0
     if source.is_pred:

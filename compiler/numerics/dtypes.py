@@ -17,6 +17,7 @@ class Kind(Enum):
     SIGNED = "signed"
     UNSIGNED = "unsigned"
     FLOAT = "float"
+    COMPLEX = "complex"
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class DType:
     kind: Kind
     numpy: np.dtype
     layout: FloatLayout | None = None
+    component_name: str | None = None  # a complex type's real and imaginary parts
 
     @property
     def float_layout(self) -> FloatLayout:
@@ -86,6 +88,17 @@ class DType:
     @property
     def is_pred(self) -> bool:
         return self.kind is Kind.PRED
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind is Kind.COMPLEX
+
+    @property
+    def component(self) -> DType:
+        """The float type of a complex type's parts; ValueError for any other type."""
+        if self.component_name is None:
+            raise ValueError(f"{self.name} is not a complex type")
+        return BY_NAME[self.component_name]
 
     @property
     def itemsize(self) -> int:
@@ -132,15 +145,18 @@ F16 = DType("f16", 16, Kind.FLOAT, np.dtype(np.float16), FloatLayout(16, 10, 0x7
 BF16 = DType("bf16", 16, Kind.FLOAT, np.dtype(ml_dtypes.bfloat16), FloatLayout(16, 7, 0x7FC0))
 F32 = DType("f32", 32, Kind.FLOAT, np.dtype(np.float32), FloatLayout(32, 23, 0x7FC00000))
 F64 = DType("f64", 64, Kind.FLOAT, np.dtype(np.float64), FloatLayout(64, 52, 0x7FF8000000000000))
+# Complex: the real part, then the imaginary part (numpy's and XLA's memory order).
+C64 = DType("c64", 64, Kind.COMPLEX, np.dtype(np.complex64), component_name="f32")
+C128 = DType("c128", 128, Kind.COMPLEX, np.dtype(np.complex128), component_name="f64")
 
-ALL_DTYPES: tuple[DType, ...] = (PRED, S4, S8, S16, S32, S64, U4, U8, U16, U32, U64, F16, BF16, F32, F64)
+ALL_DTYPES: tuple[DType, ...] = (PRED, S4, S8, S16, S32, S64, U4, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 FLOAT_DTYPES: tuple[DType, ...] = tuple(d for d in ALL_DTYPES if d.is_float)
 
 # HLO types that exist in XLA but are outside the numerics contract; named so that the
 # parser can say "unsupported element type" rather than "unknown".
 UNSUPPORTED_TYPE_NAMES: tuple[str, ...] = (
-    "s1", "s2", "u1", "u2", "c64", "c128", "token", "opaque",
+    "s1", "s2", "u1", "u2", "token", "opaque",
     "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
     "f8e8m0fnu", "f4e2m1fn",
 )  # fmt: skip

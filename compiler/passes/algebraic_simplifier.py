@@ -87,12 +87,12 @@ def _is(instruction: Instruction, kind: str) -> bool:
 
 def _integer(instruction: Instruction) -> bool:
     shape = instruction.shape
-    return isinstance(shape, ArrayShape) and not shape.dtype.is_float and not shape.dtype.is_pred
+    return isinstance(shape, ArrayShape) and shape.dtype.is_integer
 
 
 def _bits(instruction: Instruction) -> bool:
     shape = instruction.shape
-    return isinstance(shape, ArrayShape) and not shape.dtype.is_float
+    return isinstance(shape, ArrayShape) and (shape.dtype.is_integer or shape.dtype.is_pred)
 
 
 def _either(instruction: Instruction, kind: str) -> tuple[Instruction, Instruction] | None:

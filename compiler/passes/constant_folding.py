@@ -65,7 +65,9 @@ def folded_value(instruction: Instruction, evaluator: Evaluator) -> np.ndarray |
     if value.dtype != shape.dtype.numpy or tuple(value.shape) != shape.dims:
         return None
     value = np.require(value, requirements="C").copy()
-    if shape.dtype.is_float and canonicalize_nans(value, shape.dtype).tobytes() != value.tobytes():
+    parts = value.reshape(-1).view(shape.dtype.component.numpy) if shape.dtype.is_complex else value
+    part_type = shape.dtype.component if shape.dtype.is_complex else shape.dtype
+    if part_type.is_float and canonicalize_nans(parts, part_type).tobytes() != parts.tobytes():
         return None
     return value
 

@@ -35,7 +35,7 @@ def _epilogue_of(dot: Instruction, computation: Computation, user_map: dict[int,
         return None
     dtype = dot.array_shape.dtype
     its_users = user_map.get(id(dot), [])
-    if accumulation_type(dtype) != dtype or len(its_users) != 1:
+    if accumulation_type(dtype) != dtype or dtype.is_complex or len(its_users) != 1:
         return None
     fusion = its_users[0]
     if fusion.opcode != "fusion" or fusion.attrs.get("kind") != "kLoop" or not isinstance(fusion.shape, ArrayShape):

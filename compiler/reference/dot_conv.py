@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
-from compiler.numerics import floats, integers
+from compiler.numerics import complexes, floats, integers
 from compiler.numerics.convert import convert
 from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
 from compiler.numerics.order import accumulation_type
@@ -54,10 +54,30 @@ def _dot(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) 
     # instruction lists them.
     a = np.transpose(lhs, list(lb) + lhs_free + list(lc)).reshape(batch, m, k)
     b = np.transpose(rhs, list(rb) + list(rc) + rhs_free).reshape(batch, k, n)
+    if acc_type.is_complex:
+        return _complex_chains(a, b, acc_type).reshape(result.dims)
     acc = np.zeros((batch, m, n), dtype=acc_type.numpy)
     for index in range(k):
         acc = multiply_add(a[:, :, index, None], b[:, None, index, :], acc, acc_type)
     return finish(acc, result.dtype).reshape(result.dims)
+
+
+def _complex_chains(a: np.ndarray, b: np.ndarray, dtype: DType) -> np.ndarray:
+    """A complex dot of [batch, m, k] by [batch, k, n]: two fma chains in the component type
+    from +0, in contraction order; per step re += ar*br, re += (-ai)*bi, im += ar*bi,
+    im += ai*br, each one fma."""
+    component = dtype.component
+    (ar, ai), (br, bi) = complexes.parts(a), complexes.parts(b)
+    real = np.zeros((a.shape[0], a.shape[1], b.shape[2]), component.numpy)
+    imag = np.zeros_like(real)
+    for index in range(a.shape[2]):
+        lr, li = ar[:, :, index, None], ai[:, :, index, None]
+        rr, ri = br[:, None, index, :], bi[:, None, index, :]
+        real = multiply_add(lr, rr, real, component)
+        real = multiply_add(-li, ri, real, component)
+        imag = multiply_add(lr, ri, imag, component)
+        imag = multiply_add(li, rr, imag, component)
+    return complexes.make(real, imag, dtype)
 
 
 def _convolution(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:

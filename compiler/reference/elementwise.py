@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo.ir import Instruction
+from compiler.numerics import complexes, floats, integers, mathlib
 from compiler.numerics import convert as conversions
-from compiler.numerics import floats, integers, mathlib
 from compiler.numerics.dtypes import BF16, F16, DType
 from compiler.reference.control_flow import callee
 from compiler.reference.evaluator import Evaluator, Handler, Value
@@ -46,6 +46,8 @@ def _math(name: str, dtype: DType, x: np.ndarray) -> np.ndarray:
 
 def _negate(instruction: Instruction, x: np.ndarray) -> np.ndarray:
     dtype = _dtype(instruction)
+    if dtype.is_complex:
+        return complexes.negate(x, dtype)
     if dtype.is_float:
         return _float_op(np.negative, dtype, x)
     return np.negative(x).astype(dtype.numpy) if dtype.is_signed else (np.zeros_like(x) - x).astype(dtype.numpy)
@@ -53,6 +55,8 @@ def _negate(instruction: Instruction, x: np.ndarray) -> np.ndarray:
 
 def _abs(instruction: Instruction, x: np.ndarray) -> np.ndarray:
     dtype = _dtype(instruction)
+    if _dtype(instruction, 0).is_complex:
+        return complexes.absolute(x, _dtype(instruction, 0))
     if dtype.is_float:
         return _float_op(np.abs, dtype, x)
     return np.abs(x).astype(dtype.numpy) if dtype.is_signed else np.array(x, copy=True)
@@ -111,6 +115,15 @@ def _bitcast_convert(instruction: Instruction, x: np.ndarray) -> np.ndarray:
         return pieces.astype(target.numpy)
     merged = little.view(np.dtype(target.numpy).newbyteorder("<")).reshape(data.shape[:-1])
     return merged.astype(target.numpy)
+
+
+def _real(instruction: Instruction, x: np.ndarray) -> np.ndarray:
+    return complexes.parts(x)[0] if _dtype(instruction, 0).is_complex else np.array(x, copy=True)
+
+
+def _imag(instruction: Instruction, x: np.ndarray) -> np.ndarray:
+    """The imaginary part; +0 for a real number (as XLA)."""
+    return complexes.parts(x)[1] if _dtype(instruction, 0).is_complex else np.zeros_like(x)
 
 
 def _copy(instruction: Instruction, x: Value) -> Value:
@@ -241,10 +254,23 @@ _BINARY = {
 }
 
 
+# The binary ops on complex values (the verifier admits no others).
+_COMPLEX_BINARY = {
+    "add": complexes.add,
+    "subtract": complexes.subtract,
+    "multiply": complexes.multiply,
+    "divide": complexes.divide,
+    "complex": lambda a, b, dtype: complexes.make(a, b, dtype),
+}
+
+
 def _binary_handler(function) -> Handler:
     def handler(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
         a, b = np.asarray(operands[0]), np.asarray(operands[1])
-        return function(_dtype(instruction), a, b)
+        dtype = _dtype(instruction)
+        if dtype.is_complex:
+            return _COMPLEX_BINARY[instruction.opcode](a, b, dtype)
+        return function(dtype, a, b)
 
     return handler
 
@@ -263,6 +289,9 @@ def compare(a: np.ndarray, b: np.ndarray, dtype: DType, direction: str, kind: st
     """The compare op: IEEE comparisons for FLOAT (NaN unordered), the IEEE totalOrder for
     TOTALORDER, and integer order otherwise."""
     function = _COMPARISONS[direction]
+    if dtype.is_complex:  # EQ or NE only (the verifier's rule)
+        same = complexes.equal(a, b)
+        return same if direction == "EQ" else ~same
     if dtype.is_float:
         if kind == "TOTALORDER":
             return function(floats.total_order_key(np.asarray(a, dtype.numpy), dtype),
@@ -307,9 +336,12 @@ HANDLERS: dict[str, Handler] = {
     "convert": _unary_handler(_convert),
     "bitcast-convert": _unary_handler(_bitcast_convert),
     "copy": _unary_handler(_copy),
+    "real": _unary_handler(_real),
+    "imag": _unary_handler(_imag),
     **{op: _float_unary_handler(fn) for op, fn in _FLOAT_UNARY.items()},
     **{op: _math_handler(name) for op, name in mathlib.UNARY_OPCODES.items()},
     **{op: _binary_handler(fn) for op, fn in _BINARY.items()},
+    "complex": _binary_handler(None),
     "compare": _compare,
     "select": _select,
     "clamp": _clamp,

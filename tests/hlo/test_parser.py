@@ -191,7 +191,7 @@ def test_xla_debug_sections_are_skipped() -> None:
     [
         ("f32[2,3]{1,0:T(8,128)}", "tiling"),
         ("f32[<=4]", "dynamic"),
-        ("c64[2]", "element type c64"),
+        ("f8e4m3fn[2]", "element type f8e4m3fn"),
     ],
 )
 def test_unsupported_shapes_are_clear_errors(shape_text: str, message: str) -> None:

@@ -1,0 +1,131 @@
+"""c64 and c128 on the LLVM backend: the reference's bits on every target and thread count,
+for the arithmetic on every pairing of special parts, conversions from every type, dot,
+reduce, and the ops that only move complex values (fused, in loops, gathered)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from compiler.numerics.dtypes import ALL_DTYPES
+from tests.codegen.test_int4 import _values
+from tests.targets import run_everywhere
+
+SPECIALS = (0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, 1.0, -2.5)
+
+
+def _special_pairs(dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every pairing of two complex values whose parts are special: 9^4 pairs."""
+    numpy_type = np.complex64 if dtype == "c64" else np.complex128
+    values = [complex(r, i) for r, i in itertools.product(SPECIALS, SPECIALS)]
+    left, right = zip(*itertools.product(values, values), strict=True)
+    return np.array(left, numpy_type), np.array(right, numpy_type)
+
+
+@pytest.mark.parametrize("dtype", ["c64", "c128"])
+def test_arithmetic_on_every_pairing_of_special_parts(dtype: str) -> None:
+    a, b = _special_pairs(dtype)
+    part = "f32" if dtype == "c64" else "f64"
+    n = len(a)
+    text = f"""HloModule m
+ENTRY e {{
+  a = {dtype}[{n}] parameter(0)
+  b = {dtype}[{n}] parameter(1)
+  s = {dtype}[{n}] add(a, b)
+  d = {dtype}[{n}] subtract(a, b)
+  m = {dtype}[{n}] multiply(a, b)
+  q = {dtype}[{n}] divide(a, b)
+  g = {dtype}[{n}] negate(a)
+  r = {part}[{n}] abs(a)
+  re = {part}[{n}] real(b)
+  im = {part}[{n}] imag(b)
+  c = {dtype}[{n}] complex(im, re)
+  eq = pred[{n}] compare(a, b), direction=EQ
+  ne = pred[{n}] compare(a, b), direction=NE
+  sel = {dtype}[{n}] select(eq, c, m)
+  ROOT t = tuple(s, d, m, q, g, r, c, eq, ne, sel)
+}}
+"""
+    run_everywhere(text, [a, b])
+
+
+@pytest.mark.parametrize("dtype", ["c64", "c128"])
+def test_conversions_from_every_type(dtype: str) -> None:
+    rng = np.random.default_rng(7)
+    others = [d for d in ALL_DTYPES if d.name != dtype]
+    lines = [f"  x{k} = {other}[64] parameter({k})\n  to{k} = {dtype}[64] convert(x{k})" for k, other in enumerate(others)]
+    outputs = ", ".join(f"to{k}" for k in range(len(others)))
+    text = "HloModule m\nENTRY e {\n" + "\n".join(lines) + f"\n  ROOT r = tuple({outputs})\n}}\n"
+    arrays = []
+    for other in others:
+        if other.is_complex:
+            arrays.append((rng.standard_normal(64) * 1e3 + 1j * rng.standard_normal(64)).astype(other.numpy))
+        else:
+            arrays.append(_values(rng, other, 64))
+    run_everywhere(text, arrays)
+
+
+@pytest.mark.parametrize("dtype", ["c64", "c128"])
+def test_dot_reduce_and_moved_values(dtype: str) -> None:
+    rng = np.random.default_rng(8)
+    numpy_type = np.complex64 if dtype == "c64" else np.complex128
+
+    def random(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(numpy_type)
+
+    x, w, batched = random(5, 33), random(33, 7), random(3, 4, 6)
+    at = rng.integers(0, 5, size=(4, 1)).astype(np.int32)
+    text = f"""HloModule m
+add {{
+  p = {dtype}[] parameter(0)
+  q = {dtype}[] parameter(1)
+  ROOT s = {dtype}[] add(p, q)
+}}
+mul {{
+  p = {dtype}[] parameter(0)
+  q = {dtype}[] parameter(1)
+  ROOT s = {dtype}[] multiply(p, q)
+}}
+cond {{
+  s = (s32[], {dtype}[5,33]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  three = s32[] constant(3)
+  ROOT lt = pred[] compare(i, three), direction=LT
+}}
+body {{
+  s = (s32[], {dtype}[5,33]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  v = {dtype}[5,33] get-tuple-element(s), index=1
+  twice = {dtype}[5,33] multiply(v, v)
+  step = s32[] constant(1)
+  j = s32[] add(i, step)
+  ROOT next = (s32[], {dtype}[5,33]) tuple(j, twice)
+}}
+ENTRY e {{
+  x = {dtype}[5,33] parameter(0)
+  w = {dtype}[33,7] parameter(1)
+  y = {dtype}[3,4,6] parameter(2)
+  at = s32[4,1] parameter(3)
+  xw = {dtype}[5,7] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  yy = {dtype}[3,4,4] dot(y, y), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+  zero = {dtype}[] constant((0, -0))
+  one = {dtype}[] constant((1, 0))
+  rows = {dtype}[5] reduce(x, zero), dimensions={{1}}, to_apply=add
+  product = {dtype}[33] reduce(x, one), dimensions={{0}}, to_apply=mul
+  offset = {dtype}[] constant((0.5, -1))
+  offsets = {dtype}[5,33] broadcast(offset), dimensions={{}}
+  shifted = {dtype}[5,33] add(x, offsets)
+  moved = {dtype}[33,5] transpose(shifted), dimensions={{1,0}}
+  padded = {dtype}[7,34] pad(x, one), padding=1_1x0_1
+  joined = {dtype}[10,33] concatenate(x, shifted), dimensions={{0}}
+  picked = {dtype}[4,33] gather(x, at), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,33}}
+  start = s32[] constant(0)
+  state = (s32[], {dtype}[5,33]) tuple(start, x)
+  loop = (s32[], {dtype}[5,33]) while(state), condition=cond, body=body
+  looped = {dtype}[5,33] get-tuple-element(loop), index=1
+  ROOT r = tuple(xw, yy, rows, product, moved, padded, joined, picked, looped)
+}}
+"""
+    run_everywhere(text, [x, w, batched, at])
