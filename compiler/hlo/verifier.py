@@ -464,10 +464,12 @@ def _dot(instruction: Instruction) -> Shape:
         _check(lhs.dims[a] == rhs.dims[b], f"dot dimension sizes differ: lhs {a} is {lhs.dims[a]}, rhs {b} is {rhs.dims[b]}")  # fmt: skip
     for shape in (lhs, rhs, declared):
         _numeric(shape.dtype, "dot")
-    if any(shape.dtype.is_complex for shape in (lhs, rhs, declared)):
-        _check(lhs.dtype == rhs.dtype == declared.dtype, "a complex dot takes and makes one complex type; convert the operands first")
-    _check(lhs.dtype.is_float == declared.dtype.is_float and rhs.dtype.is_float == declared.dtype.is_float,
-           "dot mixes integer and floating-point types")  # fmt: skip
+    if declared.dtype.is_complex:  # real or complex operands, converted to the result type
+        _check(not (lhs.dtype.is_integer or rhs.dtype.is_integer), "dot mixes integer and complex types")
+    else:
+        _check(not (lhs.dtype.is_complex or rhs.dtype.is_complex), f"a dot of complex operands makes a complex result, not {declared.dtype.name}")
+        _check(lhs.dtype.is_float == declared.dtype.is_float and rhs.dtype.is_float == declared.dtype.is_float,
+               "dot mixes integer and floating-point types")  # fmt: skip
     batch = tuple(lhs.dims[d] for d in lb)
     lhs_free = tuple(s for i, s in enumerate(lhs.dims) if i not in lb + lc)
     rhs_free = tuple(s for i, s in enumerate(rhs.dims) if i not in rb + rc)

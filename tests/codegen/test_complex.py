@@ -71,6 +71,7 @@ def test_conversions_from_every_type(dtype: str) -> None:
 def test_dot_reduce_and_moved_values(dtype: str) -> None:
     rng = np.random.default_rng(8)
     numpy_type = np.complex64 if dtype == "c64" else np.complex128
+    part = "f32" if dtype == "c64" else "f64"
 
     def random(*shape: int) -> np.ndarray:
         return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(numpy_type)
@@ -110,6 +111,8 @@ ENTRY e {{
   at = s32[4,1] parameter(3)
   xw = {dtype}[5,7] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
   yy = {dtype}[3,4,4] dot(y, y), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{2}}
+  real_w = {part}[33,7] real(w)
+  mixed = {dtype}[5,7] dot(x, real_w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
   zero = {dtype}[] constant((0, -0))
   one = {dtype}[] constant((1, 0))
   rows = {dtype}[5] reduce(x, zero), dimensions={{1}}, to_apply=add
@@ -125,7 +128,7 @@ ENTRY e {{
   state = (s32[], {dtype}[5,33]) tuple(start, x)
   loop = (s32[], {dtype}[5,33]) while(state), condition=cond, body=body
   looped = {dtype}[5,33] get-tuple-element(loop), index=1
-  ROOT r = tuple(xw, yy, rows, product, moved, padded, joined, picked, looped)
+  ROOT r = tuple(xw, yy, mixed, rows, product, moved, padded, joined, picked, looped)
 }}
 """
     run_everywhere(text, [x, w, batched, at])
