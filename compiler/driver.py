@@ -7,6 +7,7 @@ from pathlib import Path
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
 from compiler.codegen import (
+    batch_norm,
     buffer_assignment,
     control_flow,
     data_movement,
@@ -40,6 +41,7 @@ FAMILY_MODULES = {
     "control_flow": control_flow,
     "sort_gather_scatter": sort_gather_scatter,
     "random_bits": random_bits,
+    "batch_norm": batch_norm,
 }
 EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
 

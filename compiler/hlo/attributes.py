@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 
 class AttrKind(Enum):
     INT = "int"
@@ -23,6 +25,7 @@ class AttrKind(Enum):
     DIM_LABELS = "dim_labels"
     COMPUTATION = "computation"
     COMPUTATION_LIST = "computation_list"
+    FLOAT32 = "float32"
 
 
 ATTRIBUTE_KINDS: dict[str, AttrKind] = {
@@ -30,6 +33,8 @@ ATTRIBUTE_KINDS: dict[str, AttrKind] = {
     "iota_dimension": AttrKind.INT,
     "index_vector_dim": AttrKind.INT,
     "feature_group_count": AttrKind.INT,
+    "feature_index": AttrKind.INT,
+    "epsilon": AttrKind.FLOAT32,
     "batch_group_count": AttrKind.INT,
     "is_stable": AttrKind.BOOL,
     "largest": AttrKind.BOOL,
@@ -177,6 +182,18 @@ def _int(text: str, offset: int = 0) -> int:
     if not _INT.fullmatch(text):
         raise AttributeSyntaxError(f"expected an integer, found {text!r}", offset)
     return int(text)
+
+
+def parse_float32(text: str) -> float:
+    """A float attribute XLA holds as binary32 (batch-norm's epsilon): the decimal rounded to
+    the nearest binary32, held as the Python float of that value."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        raise AttributeSyntaxError(f"expected a number, found {text!r}") from None
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
 
 
 def parse_int_list(text: str) -> tuple[int, ...]:
@@ -343,6 +360,7 @@ _PARSERS = {
     AttrKind.DIM_LABELS: parse_dim_labels,
     AttrKind.COMPUTATION: parse_computation_ref,
     AttrKind.COMPUTATION_LIST: parse_computation_list,
+    AttrKind.FLOAT32: parse_float32,
 }
 
 
@@ -448,6 +466,8 @@ def format_attribute(value: object, computation_name=None) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return repr(value)  # exact: a binary32 value printed as the binary64 that holds it
     if isinstance(value, str):
         return value
     if isinstance(value, tuple) and all(isinstance(v, int) for v in value):

@@ -48,6 +48,9 @@ def instruction_flops(instruction: Instruction) -> int:
     if opcode == "reduce":
         inputs = instruction.operands[: len(instruction.operands) // 2]
         return max(out, sum(prod(_operand_dims(instruction, i)) for i in range(len(inputs))))
+    if opcode.startswith("batch-norm-"):
+        # Its expansion (compiler/hlo/batch_norm.py): about a dozen ops per operand element.
+        return 12 * prod(_operand_dims(instruction, 0))
     if opcode == "reduce-window":
         return out * _window_size(instruction)
     if opcode == "select-and-scatter":

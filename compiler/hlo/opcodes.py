@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The op families, by the name of their module in reference/ and codegen/.
-FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits")
+FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits", "batch_norm")
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ OPCODES: dict[str, Opcode] = {
         Opcode("scatter", "sort_gather_scatter"),
         Opcode("topk", "sort_gather_scatter"),
         Opcode("rng-bit-generator", "random_bits"),
+        # XLA's expansion into elementwise ops and reduces (compiler/hlo/batch_norm.py).
+        *(Opcode(name, "batch_norm") for name in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad")),
     )
 }
 
@@ -138,9 +140,6 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "get-dimension-size": "dynamic shapes are not supported",
     "set-dimension-size": "dynamic shapes are not supported",
     "dynamic-reshape": "dynamic shapes are not supported",
-    "batch-norm-training": "batch-norm ops are not supported; export with XLA's batch-norm expander",
-    "batch-norm-inference": "batch-norm ops are not supported",
-    "batch-norm-grad": "batch-norm ops are not supported",
     "fft": "fft is not in the numerics contract",
     "triangular-solve": "triangular-solve is not in the numerics contract",
     "cholesky": "cholesky is not in the numerics contract",

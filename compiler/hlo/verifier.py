@@ -708,6 +708,36 @@ def _rng_bit_generator(instruction: Instruction) -> Shape:
     return TupleShape((state, bits))
 
 
+# --- batch_norm --------------------------------------------------------------------------------
+
+# Operand roles: which operands have the operand's shape ("x") and which are per feature.
+_BATCH_NORM_OPERANDS = {
+    "batch-norm-training": ("x", "feature", "feature"),
+    "batch-norm-inference": ("x", "feature", "feature", "feature", "feature"),
+    "batch-norm-grad": ("x", "feature", "feature", "feature", "x"),
+}
+
+
+def _batch_norm(instruction: Instruction) -> Shape:
+    roles = _BATCH_NORM_OPERANDS[instruction.opcode]
+    _operand_count(instruction, len(roles))
+    operand = _array(instruction, 0)
+    _check(operand.dtype.is_float, f"{instruction.opcode} needs floating-point operands, got {operand.dtype.name}")
+    feature = _attr(instruction, "feature_index")
+    _check(isinstance(feature, int) and 0 <= feature < operand.rank, f"feature_index {feature} is not a dimension of {operand}")
+    _check(isinstance(_attr(instruction, "epsilon"), float), "epsilon must be a number")
+    assert isinstance(feature, int)
+    per_feature = ArrayShape.of(operand.dtype, (operand.dims[feature],))
+    for index, role in enumerate(roles):
+        shape = _array(instruction, index)
+        expected = operand if role == "x" else per_feature
+        _check(shape.dtype == expected.dtype and shape.dims == expected.dims,
+               f"operand {index} of {instruction.opcode} must be {expected.str_without_layout()}, not {shape.str_without_layout()}")  # fmt: skip
+    if instruction.opcode == "batch-norm-inference":
+        return ArrayShape.of(operand.dtype, operand.dims)
+    return TupleShape((ArrayShape.of(operand.dtype, operand.dims), per_feature, per_feature))
+
+
 def _leaf(instruction: Instruction) -> Shape:
     _operand_count(instruction, 0)
     return instruction.shape
@@ -718,6 +748,7 @@ ShapeRule = Callable[[Instruction], Shape]
 # The shape rules by op family (compiler/hlo/opcodes.py FAMILIES), as the reference evaluator
 # and the backend group their modules.
 RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
+    "batch_norm": {opcode: _batch_norm for opcode in _BATCH_NORM_OPERANDS},
     "elementwise": {
         **{op: _unary for op in _UNARY_TYPE_RULES},
         **{op: _binary for op in _BINARY_TYPE_RULES},

@@ -15,6 +15,7 @@ from compiler.hlo import load_module
 from compiler.hlo.ir import Module
 from compiler.numerics.floats import check_fp_environment
 from compiler.reference import (
+    batch_norm,
     control_flow,
     data_movement,
     dot_conv,
@@ -41,6 +42,7 @@ FAMILY_MODULES = {
     "control_flow": control_flow,
     "sort_gather_scatter": sort_gather_scatter,
     "random_bits": random_bits,
+    "batch_norm": batch_norm,
 }
 HANDLERS: dict[str, Handler] = {opcode: handler for module in FAMILY_MODULES.values() for opcode, handler in module.HANDLERS.items()}
 
