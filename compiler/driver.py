@@ -13,6 +13,7 @@ from compiler.codegen import (
     data_movement,
     dot_conv,
     elementwise,
+    linalg,
     random_bits,
     reductions,
     sequences,
@@ -42,6 +43,7 @@ FAMILY_MODULES = {
     "sort_gather_scatter": sort_gather_scatter,
     "random_bits": random_bits,
     "batch_norm": batch_norm,
+    "linalg": linalg,
 }
 EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
 

@@ -65,3 +65,26 @@ def all_fixtures() -> list[Fixture]:
 
 
 FIXTURE_NAMES = [f.name for f in all_fixtures()]
+
+
+@dataclass(frozen=True)
+class XlaOpCase:
+    """One module of tools/export_op_cases.py with its inputs and XLA:CPU's outputs."""
+
+    module: str
+    dtype: str  # the element type of parameter 0
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+
+
+def xla_op_cases(family: str) -> list[XlaOpCase]:
+    """The cases of tests/fixtures/<family>_xla.json and .npz, in their order."""
+    cases = json.loads((FIXTURES / f"{family}_xla.json").read_text())["cases"]
+    result = []
+    with np.load(FIXTURES / f"{family}_xla.npz", allow_pickle=False) as archive:
+        for number, case in enumerate(cases):
+            dtype = case["module"].split(" parameter(0)")[0].rsplit("= ", 1)[1].split("[")[0]
+            inputs = [as_declared(archive[f"case{number}_in{i}"], dtype) for i in range(case["inputs"])]
+            outputs = [as_declared(archive[f"case{number}_out{i}"], dtype) for i in range(case["outputs"])]
+            result.append(XlaOpCase(case["module"], dtype, inputs, outputs))
+    return result

@@ -172,10 +172,18 @@ def constrain_inputs(module, arrays: list[np.ndarray], rng: np.random.Generator)
     """Inputs as XLA's tests make them (MakeFakeArguments): a parameter that is the init
     value of a reduction gets the reducer's identity (XLA:CPU may apply an init value more
     than once, which only an identity survives), and integer inputs of a module that sorts
-    are distinct (XLA's sort is unstable unless is_stable is set)."""
+    are distinct (XLA's sort is unstable unless is_stable is set), and a parameter that
+    cholesky factors is symmetric positive definite (otherwise both results are
+    implementation-defined NaNs)."""
     arrays = list(arrays)
     for computation in module.reachable_computations():
         for instruction in computation.post_order():
+            operand = instruction.operands[0] if instruction.operands else None
+            if instruction.opcode == "cholesky" and computation is module.entry and operand.opcode == "parameter":
+                number = operand.parameter_number
+                x = rng.standard_normal(arrays[number].shape)
+                n = x.shape[-1]
+                arrays[number] = (x @ np.swapaxes(x, -1, -2) / n + np.eye(n)).astype(arrays[number].dtype)
             inits: list = []
             if instruction.opcode in ("reduce", "reduce-window"):
                 half = len(instruction.operands) // 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The op families, by the name of their module in reference/ and codegen/.
-FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits", "batch_norm")
+FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits", "batch_norm", "linalg")
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ OPCODES: dict[str, Opcode] = {
         Opcode("rng-bit-generator", "random_bits"),
         # XLA's expansion into elementwise ops and reduces (compiler/hlo/batch_norm.py).
         *(Opcode(name, "batch_norm") for name in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad")),
+        Opcode("cholesky", "linalg"),
+        Opcode("triangular-solve", "linalg"),
     )
 }
 
@@ -141,8 +143,6 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "set-dimension-size": "dynamic shapes are not supported",
     "dynamic-reshape": "dynamic shapes are not supported",
     "fft": "fft is not in the numerics contract",
-    "triangular-solve": "triangular-solve is not in the numerics contract",
-    "cholesky": "cholesky is not in the numerics contract",
     "reduce-precision": "reduce-precision is not in the numerics contract",
     "stochastic-convert": "stochastic-convert is not reproducible",
     "popcnt": "popcnt is not in the numerics contract",

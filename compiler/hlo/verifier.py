@@ -11,7 +11,7 @@ from compiler.hlo.errors import HloUnsupportedError, HloVerifyError
 from compiler.hlo.ir import Computation, CycleError, Instruction, Module
 from compiler.hlo.opcodes import COMPLEX_OPCODES, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
-from compiler.numerics import random_bits
+from compiler.numerics import linalg, random_bits
 from compiler.numerics.dtypes import C64, C128, F32, F64, PRED, S32, U64, DType
 
 MAX_CALL_DEPTH = 64
@@ -738,6 +738,35 @@ def _batch_norm(instruction: Instruction) -> Shape:
     return TupleShape((ArrayShape.of(operand.dtype, operand.dims), per_feature, per_feature))
 
 
+# --- linalg --------------------------------------------------------------------------------------
+
+
+def _square_matrices(shape: ArrayShape, opcode: str) -> int:
+    _check(shape.dtype in (F32, F64), f"{opcode} works on f32 or f64 matrices, not {shape.dtype.name}")
+    _check(shape.rank >= 2 and shape.dims[-1] == shape.dims[-2], f"{opcode} needs square matrices in the last two dimensions, not {shape}")
+    return shape.dims[-1]
+
+
+def _cholesky(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 1)
+    operand = _array(instruction, 0)
+    _square_matrices(operand, "cholesky")
+    return ArrayShape.of(operand.dtype, operand.dims)
+
+
+def _triangular_solve(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 2)
+    a, b = _array(instruction, 0), _array(instruction, 1)
+    m = _square_matrices(a, "triangular-solve")
+    transpose = instruction.attrs.get("transpose_a", "NO_TRANSPOSE")
+    _check(transpose in linalg.TRANSPOSES, f"transpose_a={transpose} is not one of {', '.join(linalg.TRANSPOSES)}")
+    _check(b.dtype == a.dtype and b.rank == a.rank and b.dims[:-2] == a.dims[:-2], f"triangular-solve's b {b} does not match a {a}")
+    left = bool(instruction.attrs.get("left_side", False))
+    solved = b.dims[-2] if left else b.dims[-1]
+    _check(solved == m, f"triangular-solve with left_side={str(left).lower()} needs b's {'rows' if left else 'columns'} to number {m}, not {solved}")
+    return ArrayShape.of(b.dtype, b.dims)
+
+
 def _leaf(instruction: Instruction) -> Shape:
     _operand_count(instruction, 0)
     return instruction.shape
@@ -749,6 +778,7 @@ ShapeRule = Callable[[Instruction], Shape]
 # and the backend group their modules.
 RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
     "batch_norm": {opcode: _batch_norm for opcode in _BATCH_NORM_OPERANDS},
+    "linalg": {"cholesky": _cholesky, "triangular-solve": _triangular_solve},
     "elementwise": {
         **{op: _unary for op in _UNARY_TYPE_RULES},
         **{op: _binary for op in _BINARY_TYPE_RULES},

@@ -179,7 +179,7 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """fma(a, b, c) on float64 arrays with one rounding. Exact rational arithmetic: slow, and
     only used where binary64 dot products or convolutions need it."""
     a, b, c = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
-    result = _fma_f64_vectorized(a, b, c).astype(np.float64)
+    result = np.asarray(_fma_f64_vectorized(a, b, c), dtype=np.float64)  # a scalar for 0-d inputs
     return canonicalize_nans(result, F64)
 
 

@@ -20,6 +20,7 @@ from compiler.reference import (
     data_movement,
     dot_conv,
     elementwise,
+    linalg,
     random_bits,
     reductions,
     sort_gather_scatter,
@@ -43,6 +44,7 @@ FAMILY_MODULES = {
     "sort_gather_scatter": sort_gather_scatter,
     "random_bits": random_bits,
     "batch_norm": batch_norm,
+    "linalg": linalg,
 }
 HANDLERS: dict[str, Handler] = {opcode: handler for module in FAMILY_MODULES.values() for opcode, handler in module.HANDLERS.items()}
 

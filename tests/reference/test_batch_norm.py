@@ -4,40 +4,33 @@ target, and the expansion against the textbook formulas."""
 
 from __future__ import annotations
 
-import json
-import re
-
 import numpy as np
 import pytest
 
 from compiler.hlo import HloVerifyError, canonical_text, load_module
 from compiler.reference import evaluate
-from tests.fixture_data import FIXTURES, as_declared
+from tests.fixture_data import XlaOpCase, xla_op_cases
 from tests.targets import run_everywhere
 
-CASES = json.loads((FIXTURES / "batch_norm_xla.json").read_text())["cases"]
+CASES = xla_op_cases("batch_norm")
 TOLERANCE = {"f32": 2e-5, "f64": 1e-12, "bf16": 3e-2, "f16": 5e-3}
 
 
-def _case(number: int) -> tuple[str, str, list[np.ndarray], list[np.ndarray]]:
-    case = CASES[number]
-    dtype = re.search(r"p0 = (\w+)\[", case["module"]).group(1)
-    with np.load(FIXTURES / "batch_norm_xla.npz") as archive:
-        inputs = [as_declared(archive[f"case{number}_in{i}"], dtype) for i in range(case["inputs"])]
-        outputs = [as_declared(archive[f"case{number}_out{i}"], dtype) for i in range(case["outputs"])]
-    return case["module"], dtype, inputs, outputs
+def check_xla_case(case: XlaOpCase, tolerance: float) -> None:
+    """The reference within `tolerance` (relative, and of the largest output magnitude) of
+    XLA:CPU's outputs; the backend the reference's bits on every target."""
+    got = evaluate(load_module(case.module), case.inputs)
+    assert len(got) == len(case.outputs)
+    for g, e in zip(got, case.outputs, strict=True):
+        a, b = g.astype(np.float64), e.astype(np.float64)
+        scale = max(1.0, float(np.abs(b).max()))
+        np.testing.assert_allclose(a, b, rtol=tolerance, atol=tolerance * scale)
+    run_everywhere(case.module, case.inputs)
 
 
 @pytest.mark.parametrize("number", range(len(CASES)))
 def test_reference_is_xla_close_and_the_backend_is_the_reference(number: int) -> None:
-    text, dtype, inputs, expected = _case(number)
-    got = evaluate(load_module(text), inputs)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected, strict=True):
-        a, b = g.astype(np.float64), e.astype(np.float64)
-        scale = max(1.0, float(np.abs(b).max()))
-        np.testing.assert_allclose(a, b, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype] * scale)
-    run_everywhere(text, inputs)
+    check_xla_case(CASES[number], TOLERANCE[CASES[number].dtype])
 
 
 def test_training_computes_the_batch_statistics() -> None:

@@ -1,0 +1,65 @@
+"""cholesky and triangular-solve by the pinned algorithms of compiler/numerics/linalg.py:
+the same loops and fma steps as the backend, vectorized over batches and right-hand sides
+only (each element's sequence of operations is unchanged)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.hlo.ir import Instruction
+from compiler.numerics import floats
+from compiler.numerics.dtypes import F32, DType
+from compiler.numerics.linalg import TriangularSystem
+from compiler.reference.evaluator import Evaluator, Value
+
+
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: DType) -> np.ndarray:
+    return floats.fma_f32(a, b, c) if dtype is F32 else floats.fma_f64(a, b, c)
+
+
+def _swap(matrix: np.ndarray) -> np.ndarray:
+    return np.swapaxes(matrix, -1, -2)
+
+
+def _cholesky(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    dtype = instruction.array_shape.dtype
+    lower = bool(instruction.attrs.get("lower", False))
+    a = np.asarray(operands[0]) if lower else _swap(np.asarray(operands[0]))
+    n = a.shape[-1]
+    factor = np.zeros(a.shape, dtype.numpy)
+    for j in range(n):
+        d = a[..., j, j].copy()
+        for k in range(j):
+            d = _fma(-factor[..., j, k], factor[..., j, k], d, dtype)
+        diagonal = np.sqrt(d)
+        factor[..., j, j] = diagonal
+        s = a[..., j + 1 :, j].copy()
+        for k in range(j):
+            s = _fma(-factor[..., j + 1 :, k], factor[..., j, k, None], s, dtype)
+        factor[..., j + 1 :, j] = s / diagonal[..., None]
+    result = factor if lower else _swap(factor)
+    return floats.canonicalize_nans(np.ascontiguousarray(result), dtype)
+
+
+def _triangular_solve(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    dtype = instruction.array_shape.dtype
+    attrs = instruction.attrs
+    system = TriangularSystem.of(bool(attrs.get("left_side", False)), bool(attrs.get("lower", False)),
+                                 str(attrs.get("transpose_a", "NO_TRANSPOSE")), bool(attrs.get("unit_diagonal", False)))  # fmt: skip
+    a, b = np.asarray(operands[0]), np.asarray(operands[1])
+    matrix = _swap(a) if system.matrix_transposed else a
+    rhs = _swap(b) if system.vectors_are_rows else b  # [..., m, vectors]
+    m = matrix.shape[-1]
+    y = np.zeros(rhs.shape, dtype.numpy)
+    order = range(m) if system.forward else range(m - 1, -1, -1)
+    for i in order:
+        s = rhs[..., i, :].copy()
+        beside = range(i) if system.forward else range(i + 1, m)
+        for k in beside:
+            s = _fma(-matrix[..., i, k, None], y[..., k, :], s, dtype)
+        y[..., i, :] = s if system.unit_diagonal else s / matrix[..., i, i, None]
+    result = _swap(y) if system.vectors_are_rows else y
+    return floats.canonicalize_nans(np.ascontiguousarray(result), dtype)
+
+
+HANDLERS = {"cholesky": _cholesky, "triangular-solve": _triangular_solve}
