@@ -119,8 +119,12 @@ class Executable:
 
     def __post_init__(self) -> None:
         self._parameter_shapes = self.program.parameter_shapes
+        # (numpy type, dims) of the parameters an array of that type and shape binds to without
+        # a check; s4 and u4 (whose int8/uint8 holders may hold values out of range) and tuples
+        # never do.
         self._parameter_types = [
-            (np.dtype(shape.dtype.numpy), shape.dims) if isinstance(shape, ArrayShape) else (None, None) for shape in self._parameter_shapes
+            (np.dtype(shape.dtype.numpy), shape.dims) if isinstance(shape, ArrayShape) and not shape.dtype.is_sub_byte else (None, None)
+            for shape in self._parameter_shapes
         ]
         self._input_slots = [(b.id, b.input_index) for b in self.plan.buffers if b.kind == "input"]
         self._direct_output_specs = self._direct_output_specs_of_plan()
