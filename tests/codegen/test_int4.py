@@ -11,7 +11,7 @@ import compiler
 from compiler.errors import ArgumentError
 from compiler.numerics.dtypes import ALL_DTYPES, DType
 from tests.reference.test_int4 import BINARY, _all_pairs
-from tests.targets import run_everywhere
+from tests.targets import DEFAULT, run_everywhere
 
 
 @pytest.mark.parametrize("dtype", ["s4", "u4"])
@@ -126,7 +126,7 @@ ENTRY e {
 
 
 def test_the_executable_checks_4_bit_inputs_even_when_their_holder_type_matches() -> None:
-    executable = compiler.compile("HloModule m\nENTRY e {\n  a = u4[3] parameter(0)\n  ROOT r = u4[3] add(a, a)\n}\n", cache_dir=False)
+    executable = compiler.compile("HloModule m\nENTRY e {\n  a = u4[3] parameter(0)\n  ROOT r = u4[3] add(a, a)\n}\n", target=DEFAULT, cache_dir=False)
     assert executable.run(np.array([1, 15, 0], np.uint8))[0].tolist() == [2, 14, 0]
     with pytest.raises(ArgumentError, match=r"element \[2\] is 16, outside \[0, 15\]"):
         executable.run(np.array([1, 15, 16], np.uint8))
