@@ -18,7 +18,13 @@ CASES = xla_op_cases("linalg")
 TOLERANCE = {"f32": 1e-4, "f64": 1e-11}
 
 
-@pytest.mark.parametrize("number", range(len(CASES)))
+def _case_id(number: int) -> str:
+    """cholesky_f32_0, triangular-solve_f64_17, ...: `make test-arm64` samples by type."""
+    opcode = "cholesky" if "cholesky(" in CASES[number].module else "triangular-solve"
+    return f"{opcode}_{CASES[number].dtype}_{number}"
+
+
+@pytest.mark.parametrize("number", range(len(CASES)), ids=_case_id)
 def test_reference_is_xla_close_and_the_backend_is_the_reference(number: int) -> None:
     check_xla_case(CASES[number], TOLERANCE[CASES[number].dtype])
 
