@@ -9,16 +9,13 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
+from compiler.codegen.dot_conv import multiply_add  # the contract's one fma step
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I64, call_intrinsic, constant, storage_type
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.ir import Instruction
 from compiler.numerics.dtypes import DType
 from compiler.numerics.linalg import TriangularSystem
-
-
-def _fma(kernel: Kernel, a: ir.Value, b: ir.Value, acc: ir.Value, dtype: DType) -> ir.Value:
-    return nir.fma(kernel.builder, a, b, acc, dtype, kernel.config, canonicalize=False)
 
 
 def _accumulate(kernel: Kernel, start: ir.Value, stop: ir.Value, initial: ir.Value, step, dtype: DType) -> ir.Value:
@@ -59,12 +56,12 @@ def _emit_cholesky(lowering: Lowering, instruction: Instruction, operands: list[
                 kernel.store(zero, target, dtype, at(i, j))
             with kernel.loop(I64(0), I64(n), 1, "j") as j:
                 d = _accumulate(kernel, I64(0), j, kernel.load(source, dtype, at(j, j)),
-                                lambda k, acc: _fma(kernel, b.fneg(factor(j, k)), factor(j, k), acc, dtype), dtype)  # fmt: skip
+                                lambda k, acc: multiply_add(kernel, b.fneg(factor(j, k)), factor(j, k), acc, dtype), dtype)  # fmt: skip
                 diagonal = call_intrinsic(b, "llvm.sqrt", d)
                 kernel.store(nir.canonicalize_nan(b, diagonal, dtype), target, dtype, at(j, j))
                 with kernel.loop(b.add(j, I64(1)), I64(n), 1, "i") as i:
                     s = _accumulate(kernel, I64(0), j, kernel.load(source, dtype, at(i, j)),
-                                    lambda k, acc: _fma(kernel, b.fneg(factor(i, k)), factor(j, k), acc, dtype), dtype)  # fmt: skip
+                                    lambda k, acc: multiply_add(kernel, b.fneg(factor(i, k)), factor(j, k), acc, dtype), dtype)  # fmt: skip
                     kernel.store(nir.canonicalize_nan(b, b.fdiv(s, diagonal), dtype), target, dtype, at(i, j))
     steps.append(P.KernelStep(kernel.name, matrices, 1, instruction.name))
     return output
@@ -102,7 +99,7 @@ def _emit_triangular_solve(lowering: Lowering, instruction: Instruction, operand
                 i = t if system.forward else b.sub(I64(m - 1), t)
                 start, stop = (I64(0), i) if system.forward else (b.add(i, I64(1)), I64(m))
                 s = _accumulate(kernel, start, stop, kernel.load(rhs_buffer, dtype, element(i)),
-                                lambda k, acc: _fma(kernel, b.fneg(matrix(i, k)), kernel.load(target, dtype, element(k)), acc, dtype), dtype)  # fmt: skip
+                                lambda k, acc: multiply_add(kernel, b.fneg(matrix(i, k)), kernel.load(target, dtype, element(k)), acc, dtype), dtype)  # fmt: skip
                 solved = s if system.unit_diagonal else b.fdiv(s, matrix(i, i))
                 kernel.store(nir.canonicalize_nan(b, solved, dtype), target, dtype, element(i))
     steps.append(P.KernelStep(kernel.name, items, 16, instruction.name))

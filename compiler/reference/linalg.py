@@ -8,13 +8,9 @@ import numpy as np
 
 from compiler.hlo.ir import Instruction
 from compiler.numerics import floats
-from compiler.numerics.dtypes import F32, DType
 from compiler.numerics.linalg import TriangularSystem
+from compiler.reference.dot_conv import multiply_add  # the contract's one fma step
 from compiler.reference.evaluator import Evaluator, Value
-
-
-def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: DType) -> np.ndarray:
-    return floats.fma_f32(a, b, c) if dtype is F32 else floats.fma_f64(a, b, c)
 
 
 def _swap(matrix: np.ndarray) -> np.ndarray:
@@ -30,12 +26,12 @@ def _cholesky(evaluator: Evaluator, instruction: Instruction, operands: list[Val
     for j in range(n):
         d = a[..., j, j].copy()
         for k in range(j):
-            d = _fma(-factor[..., j, k], factor[..., j, k], d, dtype)
+            d = multiply_add(-factor[..., j, k], factor[..., j, k], d, dtype)
         diagonal = np.sqrt(d)
         factor[..., j, j] = diagonal
         s = a[..., j + 1 :, j].copy()
         for k in range(j):
-            s = _fma(-factor[..., j + 1 :, k], factor[..., j, k, None], s, dtype)
+            s = multiply_add(-factor[..., j + 1 :, k], factor[..., j, k, None], s, dtype)
         factor[..., j + 1 :, j] = s / diagonal[..., None]
     result = factor if lower else _swap(factor)
     return floats.canonicalize_nans(np.ascontiguousarray(result), dtype)
@@ -56,7 +52,7 @@ def _triangular_solve(evaluator: Evaluator, instruction: Instruction, operands: 
         s = rhs[..., i, :].copy()
         beside = range(i) if system.forward else range(i + 1, m)
         for k in beside:
-            s = _fma(-matrix[..., i, k, None], y[..., k, :], s, dtype)
+            s = multiply_add(-matrix[..., i, k, None], y[..., k, :], s, dtype)
         y[..., i, :] = s if system.unit_diagonal else s / matrix[..., i, i, None]
     result = _swap(y) if system.vectors_are_rows else y
     return floats.canonicalize_nans(np.ascontiguousarray(result), dtype)
