@@ -161,6 +161,12 @@ class CompilerConfig:
             return 512
         return 256 if "avx2" in usable else 128
 
+    @property
+    def vector_registers(self) -> int:
+        """How many vector registers the code may use: 32 on AArch64 and with AVX-512, else 16
+        (register blocking sizes its tiles to them; results never depend on it)."""
+        return 32 if self.arch == "aarch64" or self.vector_bits >= 512 else 16
+
     def with_pipeline(self, name: str) -> CompilerConfig:
         """This config with another pass pipeline (its id recomputed)."""
         return replace(self, pipeline=name, pipeline_id="")

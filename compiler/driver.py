@@ -14,9 +14,9 @@ from compiler.codegen import (
     dot_conv,
     elementwise,
     linalg,
+    native_plan,
     random_bits,
     reductions,
-    sequences,
     sort_gather_scatter,
 )
 from compiler.codegen.lower import Emitter, lower_module
@@ -64,7 +64,7 @@ def generate(program: Program, config: CompilerConfig, observer: PassObserver | 
     plan = buffer_assignment.apply(plan, assignment)
     plan.no_reuse_bytes = assignment.no_reuse_bytes
     graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
-    plan.steps = sequences.merge_small_steps(plan.steps, lowering.kernels)
+    native_plan.emit_entry(lowering.kernels, plan)
     return lowering.kernels.ir_text(), plan, graph_text
 
 
@@ -72,10 +72,11 @@ def compile_program(
     program: Program,
     config: CompilerConfig | None = None,
     *,
-    threads: int = 1,
+    threads: int = 0,
     cache_dir: str | Path | None | bool = None,
 ) -> Executable:
-    """Compiles a verified program (or loads it from the compile cache)."""
+    """Compiles a verified program (or loads it from the compile cache). `threads`: the
+    executable's default worker threads (0: the machine's cores; results never depend on it)."""
     config = config or load_config()
     cache = compile_cache.open_cache(cache_dir)
     key = compile_cache.cache_key(program.hlo_hash, config)
@@ -93,7 +94,7 @@ def compile_program(
     return Executable(program, config, entry.plan, entry.object_bytes, hashes, threads=threads)
 
 
-def compile(source: str | bytes, *, target: str | None = None, config: CompilerConfig | None = None, threads: int = 1, cache_dir: str | Path | None | bool = None) -> Executable:  # noqa: A001
+def compile(source: str | bytes, *, target: str | None = None, config: CompilerConfig | None = None, threads: int = 0, cache_dir: str | Path | None | bool = None) -> Executable:  # noqa: A001
     """Compiles HLO text with the pinned configuration (configs/compiler.toml), optionally
     for another target CPU."""
     config = config or load_config()

@@ -303,7 +303,7 @@ class Client:
         inputs: Sequence[TensorLike] = (),
         *,
         trusted_keys: TrustedKeys | None = None,
-        threads: int = 1,
+        threads: int = 0,
         execute_on: str | None = None,
     ) -> VerifyReport:
         """Verifies `trace` here, without trusting the node: signatures against the trusted

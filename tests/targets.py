@@ -68,7 +68,7 @@ def executable_for(text: str, cpu: str, threads: int = 1) -> Executable | None:
 def run_everywhere(text: str, arrays: list[np.ndarray], targets: list[str] | tuple[str, ...] = NATIVE) -> list[str]:
     """Compiles `text` for every target and runs it with 1, 2 and 4 threads; every output
     must have the reference's bytes. Returns the instruction names of the entry plan's
-    kernels (of the last target; kernels run as one sequence counted one by one)."""
+    kernels (of the last target)."""
     expected = evaluate(load_module(text), arrays)
     kernels: list[str] = []
     executed = 0
@@ -82,6 +82,6 @@ def run_everywhere(text: str, arrays: list[np.ndarray], targets: list[str] | tup
             for index, (g, e) in enumerate(zip(got, expected, strict=True)):
                 assert g.dtype == e.dtype and g.shape == e.shape, f"{target} threads={threads} out{index}"
                 assert g.reshape(-1).view(np.uint8).tobytes() == e.reshape(-1).view(np.uint8).tobytes(), f"{target} threads={threads} out{index}"
-        kernels = [part.instruction for step in executable.plan.steps if step.kind == "kernel" for part in (step.parts or (step,))]
+        kernels = [step.instruction for step in executable.plan.steps if step.kind == "kernel"]
     assert executed, f"no target of {targets} runs on this host"
     return kernels

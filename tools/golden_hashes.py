@@ -1,9 +1,11 @@
-"""Writes tests/fixtures/golden_hashes.json: every fixture's hlo_hash and, for every pinned
-target CPU, its graph_hash and binary_hash, with the pipeline_id and LLVM version they were
-made with. Compiling only (no run), so every target is recorded on any host.
+"""Writes tests/fixtures/golden_hashes.json: every fixture's hlo_hash, the digests of the
+reference evaluator's outputs on its inputs (the bits every target must give) and, for every
+pinned target CPU, its graph_hash and binary_hash, with the pipeline_id and LLVM version they
+were made with. Compiling only (no run of machine code), so every target is recorded on any
+host.
 
 tests/codegen/test_fixtures_backend.py holds each compile against this manifest: a change of
-the optimized graph or of the machine code fails there until it is made on purpose, with a
+the optimized graph or of the machine code, or of an output's bits, fails there until it is made on purpose, with a
 pass version bump where a pass changed the graph, and this manifest regenerated:
 
   make golden          (or: python tools/golden_hashes.py [--check])
@@ -20,9 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from attest.digests import tensor_digest  # noqa: E402
 from compiler.config import TARGET_CPUS, load_config  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
+from compiler.reference import evaluate  # noqa: E402
 from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture  # noqa: E402
 
 
@@ -37,7 +41,10 @@ def manifest() -> dict:
         for cpu in TARGET_CPUS:
             hashes = compile_program(program, pinned.with_target(cpu=cpu), cache_dir=False).hashes
             targets[cpu] = {"graph_hash": hashes["graph_hash"], "binary_hash": hashes["binary_hash"]}
-        fixtures[name] = {"hlo_hash": program.hlo_hash, "targets": targets}
+        # The reference's outputs on the fixture's inputs: the bits every target must give, kept
+        # so that a change of the backend can be seen to leave them unchanged.
+        outputs = [tensor_digest(o) for o in evaluate(program.module, Fixture(name).inputs())]
+        fixtures[name] = {"hlo_hash": program.hlo_hash, "output_digests": outputs, "targets": targets}
         print(f"  {index}/{len(FIXTURE_NAMES)} {name} ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
     return {
         "pipeline": pinned.pipeline,

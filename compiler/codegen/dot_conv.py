@@ -29,8 +29,6 @@ from compiler.hlo.shape import ArrayShape
 from compiler.numerics.dtypes import DType
 from compiler.numerics.order import accumulation_type
 
-ROW_BLOCK = 4
-
 # Called at the end of a gemm work item: (kernel, accumulation buffer, flat begin, flat end).
 Epilogue = Callable[[Kernel, int, ir.Value, ir.Value], None]
 
@@ -111,9 +109,75 @@ def _splat(emitter: ElementEmitter, value: ir.Value, width: int) -> ir.Value:
     return emitter.splat(value, width)
 
 
-def panel_width(config) -> int:
-    """Columns per packed panel of the rhs: two vectors of the target."""
-    return 2 * vector_width(config)
+# Cache budgets of the blocking (bytes): a register block's slice of rhs panel stays in L1
+# while every row block of a work item uses it, and the work item's lhs rows of one
+# contraction block stay in L2 while every panel uses them. Every target vxla pins has at
+# least 32 KiB of L1 data cache and 512 KiB of L2 per core.
+L1_PANEL_BYTES = 16 * 1024
+L2_BLOCK_BYTES = 128 * 1024
+# Work items a gemm aims for per batch element, so that threads get balanced shares.
+ITEMS_PER_BATCH = 16
+
+
+def register_block(config) -> tuple[int, int]:
+    """(rows, vectors): the gemm keeps rows x vectors accumulator registers, plus `vectors`
+    registers of rhs and one broadcast lhs element: 6x2 in the 16 registers of SSE/AVX2,
+    12x2 in AVX-512's 32, 6x4 in AArch64's 32 (128-bit) ones."""
+    if config.vector_registers >= 32:
+        return (12, 2) if config.vector_bits >= 512 else (6, 4)
+    return 6, 2
+
+
+def lanes_of(config, dtype: DType) -> int:
+    """Elements of `dtype` in one vector register of the target."""
+    return max(1, config.vector_bits // dtype.storage_bits)
+
+
+def panel_width(config, acc_type: DType) -> int:
+    """Columns per packed panel of the rhs: one register block's width."""
+    return register_block(config)[1] * lanes_of(config, acc_type)
+
+
+def reads_rhs_in_place(config, acc_type: DType, m: int, n: int) -> bool:
+    """Whether a gemm reads an rhs that is (B, K, N) row-major in acc_type where it is, as
+    panels with row stride N: when N is a multiple of the panel width and the lhs has so few
+    rows that packing would cost about as much as the products. (With more rows, the packed
+    copy pays: a panel's rows at stride N can all fall in one cache set.)"""
+    return n % panel_width(config, acc_type) == 0 and m <= 2 * register_block(config)[0]
+
+
+@dataclass(frozen=True)
+class GemmBlocking:
+    """The loop structure of one gemm (BLIS's, without packing the lhs): a work item is
+    `item_rows` rows of one batch element; it runs the contraction in blocks of `depth`, and
+    in each block every rhs panel against every `rows`-row block of its rows. Each output
+    element's accumulator is stored after a contraction block and reloaded for the next, so
+    it is still the contract's one fma chain in increasing k, whatever the blocking."""
+
+    rows: int
+    vectors: int
+    lanes: int
+    depth: int
+    item_rows: int
+    items_per_batch: int
+
+    @property
+    def panel(self) -> int:
+        return self.vectors * self.lanes
+
+    @staticmethod
+    def of(config, acc_type: DType, batch: int, m: int, k: int) -> GemmBlocking:
+        rows, vectors = register_block(config)
+        lanes = lanes_of(config, acc_type)
+        element_bytes = max(1, acc_type.storage_bits // 8)
+        depth = max(8, L1_PANEL_BYTES // (vectors * lanes * element_bytes))
+        depth = min(depth, max(k, 1))
+        max_blocks = max(1, L2_BLOCK_BYTES // (depth * element_bytes) // rows)
+        row_blocks = max(1, -(-m // rows))
+        wanted = max(1, -(-ITEMS_PER_BATCH // max(batch, 1)))
+        items = min(row_blocks, max(wanted, -(-row_blocks // max_blocks)))
+        blocks = -(-row_blocks // items)
+        return GemmBlocking(rows, vectors, lanes, depth, blocks * rows, -(-m // (blocks * rows)) if m else 0)
 
 
 @dataclass(frozen=True)
@@ -137,91 +201,143 @@ class RhsLayout:
 
 
 def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels: int, batch: int, m: int, k: int, n: int, acc_type: DType, steps: list[P.Step],
-              epilogue: Epilogue | None = None, rhs_layout: RhsLayout | None = None) -> int:  # fmt: skip
+              epilogue: Epilogue | None = None, rhs_layout: RhsLayout | None = None, result_dims: tuple[int, ...] | None = None) -> int:  # fmt: skip
     """C[b, i, j] = chain over k of lhs[b, i, k] * rhs[b, k, j].
 
     lhs is (B, M, K) row-major; the rhs comes packed in panels (B, ceil(N/PW), K, PW) with
-    zero columns past N. A work item is a block of ROW_BLOCK rows; for each panel it keeps
-    ROW_BLOCK x PW chains in vector registers. C is laid out as the dot's result (batch, lhs
-    free, rhs free dimensions, row-major). An `epilogue` (a kOutput fusion) runs at the end of
-    each work item over the flat range of C the item has just finished, while it is in cache;
-    the chains themselves do not change."""
-    output = lowering.new_buffer(ArrayShape.of(acc_type, instruction.array_shape.dims))
+    zero columns past N (or read in place, see RhsLayout). The loops are GemmBlocking's; a
+    register block keeps rows x PW chains in vector registers. C is laid out as the dot's
+    result (batch, lhs free, rhs free dimensions, row-major), or as `result_dims` say (the same
+    elements in the same order). An `epilogue` (a kOutput
+    fusion) runs at the end of each work item over the flat range of C (whole rows) the item
+    has just finished, while it is in cache; the chains themselves do not change."""
+    output = lowering.new_buffer(ArrayShape.of(acc_type, result_dims or instruction.array_shape.dims))
     if batch * m * n == 0:
         return output
-    width = vector_width(lowering.config)
-    panel = panel_width(lowering.config)
-    panels = -(-n // panel)
-    row_blocks = -(-m // ROW_BLOCK)
-    vector = vector_of(storage_type(acc_type), width)
+    blocking = GemmBlocking.of(lowering.config, acc_type, batch, m, k)
+    panel = blocking.panel
+    full_panels, last_columns = divmod(n, panel)
+    k_blocks = max(1, -(-k // blocking.depth))
+    tail_rows = m % blocking.rows
     layout = rhs_layout or RhsLayout.packed(k, n, panel)
+    vector = vector_of(storage_type(acc_type), blocking.lanes)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
         emitter = ElementEmitter(kernel)
-        a_base, p_base, c_base = kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output)
-        slots = [[kernel.alloca(vector, name=f"acc{r}_{v}") for v in range(panel // width)] for r in range(ROW_BLOCK)]
+        bases = (kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output))
+        slots = [[kernel.alloca(vector, name=f"acc{r}_{v}") for v in range(blocking.vectors)] for r in range(blocking.rows)]
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
-            batch_index = b.udiv(item, I64(row_blocks))
-            first_row = b.mul(b.urem(item, I64(row_blocks)), I64(ROW_BLOCK))
+            batch_index = b.udiv(item, I64(blocking.items_per_batch))
+            first_row = b.mul(b.urem(item, I64(blocking.items_per_batch)), I64(blocking.item_rows))
             rows_left = b.sub(I64(m), first_row)
-            with b.if_else(b.icmp_signed(">=", rows_left, I64(ROW_BLOCK))) as (then, otherwise):
-                with then:
-                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, ROW_BLOCK, m, k, n, width, panel, panels, acc_type, layout)
-                with otherwise, kernel.loop(I64(0), rows_left, 1, "row") as row:
-                    _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, b.add(first_row, row), 1, m, k, n, width, panel, panels, acc_type, layout)
+            rows_here = b.select(b.icmp_signed("<", rows_left, I64(blocking.item_rows)), rows_left, I64(blocking.item_rows))
+            full_blocks = b.udiv(rows_here, I64(blocking.rows))
+            last_item = b.icmp_signed("==", b.add(first_row, rows_here), I64(m))
+            with kernel.loop(I64(0), I64(k_blocks), 1, "kblock") as k_block:
+                k_first = b.mul(k_block, I64(blocking.depth))
+                k_stop = b.add(k_first, I64(blocking.depth))
+                k_stop = b.select(b.icmp_signed("<", k_stop, I64(k)), k_stop, I64(k))
+                block = _ContractionBlock(batch_index, k_first, k_stop, b.icmp_signed("==", k_block, I64(0)), b.icmp_signed("==", k_block, I64(k_blocks - 1)))
+
+                def panel_pass(panel_index: ir.Value, columns: int, block: _ContractionBlock = block) -> None:
+                    with kernel.loop(I64(0), full_blocks, 1, "rowblock") as row_block:
+                        row = b.add(first_row, b.mul(row_block, I64(blocking.rows)))
+                        _register_block(kernel, emitter, slots, bases, block, row, blocking.rows, panel_index, columns, blocking, m, k, n, acc_type, layout)
+                    if tail_rows:
+                        with b.if_then(last_item):
+                            row = b.add(first_row, b.mul(full_blocks, I64(blocking.rows)))
+                            _register_block(kernel, emitter, slots, bases, block, row, tail_rows, panel_index, columns, blocking, m, k, n, acc_type, layout)
+
+                if full_panels:
+                    with kernel.loop(I64(0), I64(full_panels), 1, "panel") as panel_index:
+                        panel_pass(panel_index, panel)
+                if last_columns:
+                    panel_pass(I64(full_panels), last_columns)
             if epilogue is not None:
-                rows = b.select(b.icmp_signed(">=", rows_left, I64(ROW_BLOCK)), I64(ROW_BLOCK), rows_left)
                 start = b.mul(b.add(b.mul(batch_index, I64(m)), first_row), I64(n))
-                epilogue(kernel, output, start, b.add(start, b.mul(rows, I64(n))))
-    grain = max(1, 16384 // max(k * panels * panel // 64, 1))
-    steps.append(P.KernelStep(kernel.name, batch * row_blocks, grain, instruction.name))
+                epilogue(kernel, output, start, b.add(start, b.mul(rows_here, I64(n))))
+    work = blocking.item_rows * max(k, 1) * -(-n // panel) * panel
+    steps.append(P.KernelStep(kernel.name, batch * blocking.items_per_batch, max(1, (1 << 20) // work), instruction.name))
     return output
 
 
-def _row_block(kernel, emitter, slots, a_base, p_base, c_base, batch_index, first_row, rows, m, k, n, width, panel, panels, acc_type, layout: RhsLayout) -> None:
+@dataclass(frozen=True)
+class _ContractionBlock:
+    """The contraction range [k_first, k_stop) of the block being run (of batch element
+    `batch_index`), and whether it is the first (chains start at +0) or the last (chains
+    are finished when stored)."""
+
+    batch_index: ir.Value
+    k_first: ir.Value
+    k_stop: ir.Value
+    first: ir.Value
+    last: ir.Value
+
+
+def _register_block(kernel, emitter, slots, bases, block: _ContractionBlock, first_row: ir.Value, rows: int, panel_index: ir.Value, columns: int,
+                    blocking: GemmBlocking, m: int, k: int, n: int, acc_type: DType, layout: RhsLayout) -> None:  # fmt: skip
+    """rows x columns chains (columns up to the panel's width; the panel's other lanes are
+    computed and never stored) through one contraction block: loaded from C (+0 in the first
+    block), advanced over the block's k, stored back (finished in the last block)."""
     b = kernel.builder
-    vectors = panel // width
+    a_base, p_base, c_base = bases
+    lanes = blocking.lanes
+    vectors = -(-columns // lanes)
     zero = constant(slots[0][0].allocated_type, 0)
-    a_rows = [b.mul(b.add(b.mul(batch_index, I64(m)), b.add(first_row, I64(r))), I64(k)) for r in range(rows)]
-    c_rows = [b.mul(b.add(b.mul(batch_index, I64(m)), b.add(first_row, I64(r))), I64(n)) for r in range(rows)]
-    with kernel.loop(I64(0), I64(panels), 1, "panel") as panel_index:
-        for r in range(rows):
-            for v in range(vectors):
-                b.store(zero, slots[r][v])
-        panel_base = b.add(b.mul(batch_index, I64(layout.batch)), b.mul(panel_index, I64(layout.panel)))
-        with kernel.loop(I64(0), I64(k), 1, "k") as kk:
-            row_base = b.add(panel_base, b.mul(kk, I64(layout.row)))
-            b_vectors = [kernel.load(p_base, acc_type, b.add(row_base, I64(v * width)), width) for v in range(vectors)]
+    first_column = b.mul(panel_index, I64(blocking.panel))
+    row_index = [b.add(b.mul(block.batch_index, I64(m)), b.add(first_row, I64(r))) for r in range(rows)]
+    a_rows = [b.mul(index, I64(k)) for index in row_index]
+    c_rows = [b.mul(index, I64(n)) for index in row_index]
+
+    def c_offset(r: int, v: int) -> ir.Value:
+        return b.add(c_rows[r], b.add(first_column, I64(v * lanes)))
+
+    with b.if_else(block.first) as (then, otherwise):
+        with then:
             for r in range(rows):
-                a_value = emitter.splat(kernel.load(a_base, acc_type, b.add(a_rows[r], kk)), width)
                 for v in range(vectors):
-                    b.store(multiply_add(kernel, a_value, b_vectors[v], b.load(slots[r][v]), acc_type), slots[r][v])
-        first_column = b.mul(panel_index, I64(panel))
-        full = b.icmp_signed("<=", b.add(first_column, I64(panel)), I64(n))
-        with b.if_else(full) as (then, otherwise):
-            with then:
-                for r in range(rows):
-                    for v in range(vectors):
-                        kernel.store(chain_result(kernel, b.load(slots[r][v]), acc_type), c_base, acc_type, b.add(c_rows[r], b.add(first_column, I64(v * width))))
-            with otherwise:
-                # The last panel: only the columns below n exist.
-                for r in range(rows):
-                    for v in range(vectors):
-                        accumulated = chain_result(kernel, b.load(slots[r][v]), acc_type)
-                        for lane in range(width):
-                            column = b.add(first_column, I64(v * width + lane))
-                            with b.if_then(b.icmp_signed("<", column, I64(n))):
-                                kernel.store(b.extract_element(accumulated, I32(lane)), c_base, acc_type, b.add(c_rows[r], column))
+                    b.store(zero, slots[r][v])
+        with otherwise:
+            for r in range(rows):
+                for v in range(vectors):
+                    valid = min(lanes, columns - v * lanes)
+                    if valid == lanes:
+                        b.store(kernel.load(c_base, acc_type, c_offset(r, v), lanes), slots[r][v])
+                        continue
+                    partial = zero
+                    for lane in range(valid):
+                        partial = b.insert_element(partial, kernel.load(c_base, acc_type, b.add(c_offset(r, v), I64(lane))), I32(lane))
+                    b.store(partial, slots[r][v])
+    panel_base = b.add(b.mul(block.batch_index, I64(layout.batch)), b.mul(panel_index, I64(layout.panel)))
+    with kernel.loop(block.k_first, block.k_stop, 1, "k") as kk:
+        row_base = b.add(panel_base, b.mul(kk, I64(layout.row)))
+        b_vectors = [kernel.load(p_base, acc_type, b.add(row_base, I64(v * lanes)), lanes) for v in range(vectors)]
+        for r in range(rows):
+            a_value = emitter.splat(kernel.load(a_base, acc_type, b.add(a_rows[r], kk)), lanes)
+            for v in range(vectors):
+                b.store(multiply_add(kernel, a_value, b_vectors[v], b.load(slots[r][v]), acc_type), slots[r][v])
+    for r in range(rows):
+        for v in range(vectors):
+            accumulated = b.load(slots[r][v])
+            accumulated = b.select(block.last, chain_result(kernel, accumulated, acc_type), accumulated)
+            valid = min(lanes, columns - v * lanes)
+            if valid == lanes:
+                kernel.store(accumulated, c_base, acc_type, c_offset(r, v))
+                continue
+            for lane in range(valid):
+                kernel.store(b.extract_element(accumulated, I32(lane)), c_base, acc_type, b.add(c_offset(r, v), I64(lane)))
 
 
 def pack_rhs(lowering: Lowering, instruction: Instruction, source: int, shape: ArrayShape, groups: tuple[list[int], list[int], list[int]], acc_type: DType, steps: list[P.Step]) -> int:
     """The rhs as panels (B, ceil(N/PW), K, PW) in acc_type: element [b, p, kk, w] is
     rhs[b, kk, p*PW + w], where b, kk and the column run row-major over the operand's batch,
     contracting and free dimensions (`groups`); +0 past N."""
-    panel = panel_width(lowering.config)
+    panel = panel_width(lowering.config, acc_type)
     sizes = [[shape.dims[d] for d in group] for group in groups]
     batch, k, n = (_product(group) for group in sizes)
     panels = -(-n // panel)
+    if [d for group in groups for d in group] == list(range(shape.rank)):
+        return _pack_row_major(lowering, instruction, source, shape.dtype, batch, k, n, acc_type, panel, steps)
 
     def source_index(b, target):
         batch_index, panel_index, kk, lane = target
@@ -234,6 +350,41 @@ def pack_rhs(lowering: Lowering, instruction: Instruction, source: int, shape: A
         return indices, inside
 
     return emit_rearrange(lowering, instruction, source, shape, (batch, panels, k, panel), acc_type, source_index, steps)
+
+
+def _pack_row_major(lowering: Lowering, instruction: Instruction, source: int, dtype: DType, batch: int, k: int, n: int, acc_type: DType, panel: int,
+                    steps: list[P.Step]) -> int:  # fmt: skip
+    """pack_rhs of an rhs that is (B, K, N) row-major already: a work item is one source row
+    (b, kk), copied a panel's width at a time (converted to acc_type) to its place in each
+    panel."""
+    panels = -(-n // panel)
+    output = lowering.new_buffer(ArrayShape.of(acc_type, (batch, panels, k, panel)))
+    if batch * k * n == 0:
+        return output
+    full_panels, last_columns = divmod(n, panel)
+    with lowering.kernels.kernel("pack") as kernel:
+        b = kernel.builder
+        source_base, target_base = kernel.buffer(source), kernel.buffer(output)
+        with kernel.loop(kernel.begin, kernel.end, 1, "row") as row:
+            batch_index, kk = b.udiv(row, I64(k)), b.urem(row, I64(k))
+            source_row = b.mul(row, I64(n))
+            target_row = b.add(b.mul(batch_index, I64(panels * k * panel)), b.mul(kk, I64(panel)))
+            if full_panels:
+                with kernel.loop(I64(0), I64(full_panels), 1, "panel") as panel_index:
+                    value = kernel.load(source_base, dtype, b.add(source_row, b.mul(panel_index, I64(panel))), panel)
+                    value = nir.convert(b, value, dtype, acc_type, kernel.config)
+                    kernel.store(value, target_base, acc_type, b.add(target_row, b.mul(panel_index, I64(k * panel))))
+            if last_columns:
+                target = b.add(target_row, I64(full_panels * k * panel))
+                for lane in range(panel):
+                    if lane < last_columns:
+                        value = kernel.load(source_base, dtype, b.add(source_row, I64(full_panels * panel + lane)))
+                        value = nir.convert(b, value, dtype, acc_type, kernel.config)
+                    else:
+                        value = constant(storage_type(acc_type), 0)
+                    kernel.store(value, target_base, acc_type, b.add(target, I64(lane)))
+    steps.append(P.KernelStep(kernel.name, batch * k, max(1, 16384 // max(n, 1)), instruction.name))
+    return output
 
 
 def _product(values) -> int:
@@ -266,8 +417,8 @@ def emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     if acc_type.is_complex:
         rhs = _canonical(lowering, instruction, operands[1], rhs_shape, list(rb) + list(rc) + rhs_free, acc_type, steps)  # type: ignore[arg-type]
         return _emit_complex_chains(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps)
-    panel = panel_width(lowering.config)
-    if list(rb) + list(rc) + rhs_free == list(range(rhs_shape.rank)) and rhs_shape.dtype == acc_type and n % panel == 0:
+    panel = panel_width(lowering.config, acc_type)
+    if list(rb) + list(rc) + rhs_free == list(range(rhs_shape.rank)) and rhs_shape.dtype == acc_type and reads_rhs_in_place(lowering.config, acc_type, m, n):
         rhs, layout = operands[1], RhsLayout.in_place(k, n, panel)  # already (B, K, N) row-major
     else:
         rhs = pack_rhs(lowering, instruction, operands[1], rhs_shape, (list(rb), list(rc), rhs_free), acc_type, steps)  # type: ignore[arg-type]
@@ -378,7 +529,10 @@ def _emit_convolution(lowering: Lowering, instruction: Instruction, operands: li
 
     weights = emit_rearrange(lowering, instruction, operands[1], rhs_shape, (*kernel_spatial, group_in, out_features), acc_type, weight_index, steps)  # type: ignore[arg-type]
     out_batch = batch // batch_groups
-    accumulated = _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels, group_in, out_features, kernel_spatial, out_spatial, window, groups, batch_groups, acc_type, steps)
+    if groups == 1 and batch_groups == 1:
+        accumulated = _conv_as_gemm(lowering, instruction, x, weights, batch, padded, channels, out_features, kernel_spatial, out_spatial, window, acc_type, steps)
+    else:
+        accumulated = _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels, group_in, out_features, kernel_spatial, out_spatial, window, groups, batch_groups, acc_type, steps)
     # Back to the output's dimension order: from (B, spatial..., O).
     canonical_dims = (out_batch, *out_spatial, out_features)
     order = [labels.output_batch, *labels.output_spatial, labels.output_feature]
@@ -393,6 +547,32 @@ def _emit_convolution(lowering: Lowering, instruction: Instruction, operands: li
 
         accumulated = emit_rearrange(lowering, instruction, accumulated, canonical_shape, result.dims, acc_type, back, steps)
     return _finish(lowering, instruction, accumulated, acc_type, steps)
+
+
+def _conv_as_gemm(lowering, instruction, x, weights, batch, padded, channels, out_features, kernel_spatial, out_spatial, window, acc_type, steps) -> int:
+    """A convolution without feature or batch groups as a gemm (im2col): row (b, position) of
+    the lhs is the window's patch of the padded input, window positions row-major then input
+    features, and the weights (spatial..., I, O) are already that (K, O) matrix, row-major.
+    Each output element's chain runs over k = window position * I + input feature in
+    increasing k: the contract's order, through the blocked gemm."""
+    spatial = len(out_spatial)
+    positions = _product(out_spatial)
+    k = _product(kernel_spatial) * channels
+    x_shape = ArrayShape.of(acc_type, (batch, *padded, channels))
+
+    def patch_index(b, target):
+        batch_index, position, window_position, feature = target[0], target[1 : 1 + spatial], target[1 + spatial : 1 + 2 * spatial], target[-1]
+        indices = [b.add(b.mul(p, I64(w.stride)), b.mul(wp, I64(w.window_dilation))) for p, wp, w in zip(position, window_position, window.dims, strict=True)]
+        return [batch_index, *indices, feature], None
+
+    patches = emit_rearrange(lowering, instruction, x, x_shape, (batch, *out_spatial, *kernel_spatial, channels), acc_type, patch_index, steps)
+    m, n = batch * positions, out_features
+    if reads_rhs_in_place(lowering.config, acc_type, m, n):
+        rhs, layout = weights, RhsLayout.in_place(k, n, panel_width(lowering.config, acc_type))
+    else:
+        rhs = _pack_row_major(lowering, instruction, weights, acc_type, 1, k, n, acc_type, panel_width(lowering.config, acc_type), steps)
+        layout = RhsLayout.packed(k, n, panel_width(lowering.config, acc_type))
+    return emit_gemm(lowering, instruction, patches, rhs, 1, m, k, n, acc_type, steps, rhs_layout=layout, result_dims=(batch, *out_spatial, out_features))
 
 
 def _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels, group_in, out_features, kernel_spatial, out_spatial, window, groups, batch_groups, acc_type, steps) -> int:

@@ -1,8 +1,9 @@
 """Building kernels in LLVM IR.
 
 Every kernel has one signature, `void kernel(ptr table, i64 begin, i64 end)`: `table` holds a
-pointer per buffer of the plan, and the kernel computes its work items [begin, end). The
-exported function wraps the body so it always runs with the contract's floating-point
+pointer per buffer of the plan, and the kernel computes its work items [begin, end). Kernels
+are internal: the plan's entry (native_plan.py), the one exported function, calls them, and
+`KernelModule.export` wraps it so it always runs with the contract's floating-point
 environment (round to nearest, no flush-to-zero, no denormals-are-zero: MXCSR on x86, FPCR
 on AArch64) and restores the caller's environment afterwards.
 """
@@ -81,44 +82,28 @@ class KernelModule:
 
     @contextmanager
     def kernel(self, hint: str) -> Iterator[Kernel]:
-        """Defines an exported kernel; yields its body builder positioned in the entry block."""
+        """Defines a kernel (an internal function the plan's entry calls, compiler/codegen/
+        native_plan.py); yields its body builder positioned in the entry block. Kernels are
+        never inlined into the entry: one function of every step's code would cost LLVM
+        more time than it saves at run time."""
         name = self.unique(f"k_{hint}")
-        body = ir.Function(self.module, KERNEL_TYPE, f"{name}.body")
+        body = ir.Function(self.module, KERNEL_TYPE, name)
         body.linkage = "internal"
         body.attributes.add("nounwind")
+        body.attributes.add("noinline")
         kernel = Kernel(self, body)
         yield kernel
         kernel.finish()
-        self._export(name, body)
         self.kernel_names.append(name)
         self.kernel_buffers[name] = tuple(sorted(kernel._pointers))
         kernel.name = name
         kernel.finished = True
 
-    def sequence(self, parts: list[tuple[str, int]]) -> str:
-        """An exported kernel that runs the given kernels one after another, each over its
-        whole extent [0, extent) (its own `begin`/`end` are ignored); returns its name. The
-        bodies are called directly, inside one floating-point environment switch."""
-        name = self.unique("seq")
-        body = ir.Function(self.module, KERNEL_TYPE, f"{name}.body")
-        body.linkage = "internal"
-        body.attributes.add("nounwind")
-        builder = ir.IRBuilder(body.append_basic_block("entry"))
-        table = body.args[0]
-        touched: set[int] = set()
-        for kernel_name, extent in parts:
-            builder.call(self.module.globals[f"{kernel_name}.body"], [table, I64(0), I64(extent)])
-            touched.update(self.kernel_buffers[kernel_name])
-        builder.ret_void()
-        self._export(name, body)
-        self.kernel_names.append(name)
-        self.kernel_buffers[name] = tuple(sorted(touched))
-        return name
-
-    def _export(self, name: str, body: ir.Function) -> None:
-        """The exported kernel: the body inside the contract's floating-point environment,
-        with the caller's environment restored afterwards."""
-        wrapper = ir.Function(self.module, KERNEL_TYPE, name)
+    def export(self, name: str, body: ir.Function) -> None:
+        """Exports `body` as `name`: a function of the same type that runs it inside the
+        contract's floating-point environment, restores the caller's environment afterwards
+        and returns what the body returns."""
+        wrapper = ir.Function(self.module, body.function_type, name)
         wrapper.attributes.add("nounwind")
         builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
         if self.config.arch == "aarch64":
@@ -126,7 +111,7 @@ class KernelModule:
             set_fpcr = declare_intrinsic(self.module, "llvm.aarch64.set.fpcr", VOID, [I64])
             saved = builder.call(get_fpcr, [], name="saved_fpcr")
             builder.call(set_fpcr, [I64(CONTRACT_FPCR)])
-            builder.call(body, list(wrapper.args))
+            result = builder.call(body, list(wrapper.args))
             builder.call(set_fpcr, [saved])
         else:
             saved = builder.alloca(I32, name="saved_mxcsr")
@@ -136,9 +121,12 @@ class KernelModule:
             builder.call(stmxcsr, [saved])
             builder.store(I32(CONTRACT_MXCSR), wanted)
             builder.call(ldmxcsr, [wanted])
-            builder.call(body, list(wrapper.args))
+            result = builder.call(body, list(wrapper.args))
             builder.call(ldmxcsr, [saved])
-        builder.ret_void()
+        if isinstance(body.function_type.return_type, ir.VoidType):
+            builder.ret_void()
+        else:
+            builder.ret(result)
 
 
 class Kernel:

@@ -99,6 +99,24 @@ def call_intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Valu
     return builder.call(function, args)
 
 
+class _FunctionPointer:
+    """A function's address held in a value, with the function's type: what llvmlite reads
+    from a callee (with opaque pointers the call site alone carries the type)."""
+
+    def __init__(self, pointer: ir.Value, function_type: ir.FunctionType) -> None:
+        self.pointer = pointer
+        self.type = pointer.type
+        self.function_type = function_type
+
+    def get_reference(self) -> str:
+        return self.pointer.get_reference()
+
+
+def call_pointer(builder: ir.IRBuilder, pointer: ir.Value, function_type: ir.FunctionType, args: list[ir.Value]) -> ir.Value:
+    """Calls the function at `pointer` (an address loaded from memory)."""
+    return builder.call(_FunctionPointer(pointer, function_type), args)
+
+
 @contextmanager
 def counted_loop(builder: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i") -> Iterator[ir.Value]:
     """for (i = start; i < stop; i += step): yields i (an i64) with the builder in the loop

@@ -49,9 +49,6 @@ class KernelStep:
     grain: int
     instruction: str
     buffers: tuple[int, ...] = ()  # every buffer the kernel reads or writes
-    # For a kernel that runs a sequence of kernels in one call: those steps, in order (run
-    # one by one instead when each instruction's output must be observed).
-    parts: tuple[KernelStep, ...] = ()
     kind: Literal["kernel"] = "kernel"
 
 
@@ -118,7 +115,7 @@ def touched(step: Step) -> list[int]:
 @dataclass(frozen=True)
 class TracePoint:
     """An entry instruction whose value is final once `after_step` top-level steps have run
-    (the steps of a sequence counted one by one) and before any later step can overwrite its
+    and before any later step can overwrite its
     buffers: where an op-level trace takes its digest. `name` is its name in the optimized
     graph's canonical text."""
 
@@ -168,9 +165,7 @@ class Plan:
 
 def _step_to_json(step: Step) -> dict:
     data = asdict(step)
-    if isinstance(step, KernelStep):
-        data["parts"] = [_step_to_json(s) for s in step.parts]
-    elif isinstance(step, WhileStep):
+    if isinstance(step, WhileStep):
         data["condition"] = [_step_to_json(s) for s in step.condition]
         data["body"] = [_step_to_json(s) for s in step.body]
     elif isinstance(step, ConditionalStep):
@@ -181,8 +176,7 @@ def _step_to_json(step: Step) -> dict:
 def _step_from_json(data: dict) -> Step:
     kind = data["kind"]
     if kind == "kernel":
-        parts = tuple(_step_from_json(s) for s in data.get("parts", ()))
-        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"], tuple(data["buffers"]), parts)  # type: ignore[arg-type]
+        return KernelStep(data["kernel"], data["extent"], data["grain"], data["instruction"], tuple(data["buffers"]))
     if kind == "copy":
         return CopyStep(tuple(data["sources"]), tuple(data["targets"]))
     if kind == "while":

@@ -1,22 +1,24 @@
 """Executable: compiled object code plus its plan, run on numpy arrays.
 
-Each run gets its own arena (one allocation holding every intermediate buffer), validates the
-inputs, follows the plan's steps (kernels on the worker pool, buffer copies, while loops,
-conditionals) and returns the outputs as fresh arrays.
+Each run gets its own arena (one allocation holding every intermediate buffer) and control
+block, validates the inputs, sets their addresses in the pointer table, calls the object's
+native entry (compiler/codegen/native_plan.py: it runs every step, copy and loop of the
+plan) on every worker thread, and returns the outputs as fresh arrays.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
-import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from attest.digests import TensorDigester, tuple_digest
+from compiler.codegen import native_plan as N
 from compiler.codegen import plan as P
 from compiler.config import CompilerConfig
 from compiler.errors import ArgumentError, ExecutionError
@@ -24,17 +26,16 @@ from compiler.hlo.shape import ArrayShape
 from compiler.numerics.dtypes import from_name
 from compiler.program import Program, bind_argument, bind_arguments
 from compiler.runtime.loader import LoadedObject, load_object
-from compiler.runtime.threads import KernelThreadPool
+from compiler.runtime.threads import WorkerPool, machine_threads
 
-KERNEL_SIGNATURE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-
-StepObserver = Callable[[str, "RunState"], None]
+# i32 vxla_run(ptr table, ptr control, i64 thread, i64 threads, i64 first, i64 last)
+ENTRY_SIGNATURE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 
 
 class DeadlineExceeded(ExecutionError):
-    """A run passed its deadline. Runs are stopped between steps (a kernel, a kernel
-    sequence, a copy) and at every while-loop iteration, never inside a kernel, so one
-    step's work bounds how late the stop can come."""
+    """A run passed its deadline. Runs are stopped between steps (a kernel, a copy) and at
+    every while-loop iteration, never inside a kernel, so one step's work bounds how late the
+    stop can come."""
 
 
 @dataclass(frozen=True)
@@ -59,20 +60,15 @@ class TracedRun:
 @dataclass
 class RunState:
     """One execution's memory: the arena, the input arrays, the output arrays that kernels
-    write directly (`outputs`, by buffer id) and the pointer table."""
+    write directly (`outputs`, by buffer id), the pointer table and the control block."""
 
     executable: Executable
     inputs: list[np.ndarray]
     arena: np.ndarray
     table: ctypes.Array
-    pool: KernelThreadPool
+    control: ctypes.Array
+    pool: WorkerPool
     outputs: dict[int, np.ndarray]
-    deadline: float | None = None  # time.monotonic() value past which the run stops
-
-    def check_deadline(self, where: str) -> None:
-        """DeadlineExceeded when the deadline has passed; `where` says what was about to run."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise DeadlineExceeded(f"run stopped past its deadline, before {where}")
 
     def view(self, buffer_id: int) -> np.ndarray:
         """The bytes of a buffer as a uint8 array (read-only for constants)."""
@@ -106,18 +102,19 @@ class Executable:
     plan: P.Plan
     object_bytes: bytes
     hashes: dict[str, str]
-    threads: int = 1
+    threads: int = 0  # a run's default worker threads; 0: the machine's cores (machine_threads)
     _loaded: LoadedObject | None = field(default=None, repr=False)
-    _kernels: dict[str, Callable] = field(default_factory=dict, repr=False)
+    _entry: Callable | None = field(default=None, repr=False)
     _constants: dict[str, int] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # Arenas free for the next run, each with its pointer table (arena and constant entries
-    # filled once; input and output entries are set by every run).
-    _free_arenas: list[tuple[np.ndarray, ctypes.Array]] = field(default_factory=list, repr=False)
-    _pools: dict[int, KernelThreadPool] = field(default_factory=dict, repr=False)
+    # Memory free for the next run: arenas, each with its pointer table (arena and constant
+    # entries filled once; input and output entries are set by every run) and control block.
+    _free_arenas: list[tuple[np.ndarray, ctypes.Array, ctypes.Array]] = field(default_factory=list, repr=False)
+    _pools: dict[int, WorkerPool] = field(default_factory=dict, repr=False)
     _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        self.threads = self.threads or machine_threads()
         self._parameter_shapes = self.program.parameter_shapes
         # (numpy type, dims) of the parameters an array of that type and shape binds to without
         # a check; s4 and u4 (whose int8/uint8 holders may hold values out of range) and tuples
@@ -128,29 +125,17 @@ class Executable:
         ]
         self._input_slots = [(b.id, b.input_index) for b in self.plan.buffers if b.kind == "input"]
         self._direct_output_specs = self._direct_output_specs_of_plan()
+        self._step_count = len(self.plan.steps)
+        # A plan whose every step runs on one worker anyway is run by the calling thread
+        # alone: handing work to pool threads costs more than such a plan's kernels.
+        self._runs_alone = all(N.runs_alone(step) for step in self.plan.steps)
         # Worker threads end with the executable.
         weakref.finalize(self, _close_pools, self._pools)
 
     def plan_kernels(self) -> list[str]:
-        """Names of the kernels the plan runs, in plan order (sub-steps included; the kernels
-        of a sequence rather than the sequence)."""
-        names: list[str] = []
-
-        def visit(steps) -> None:
-            for step in steps:
-                if isinstance(step, P.KernelStep) and step.parts:
-                    visit(step.parts)
-                elif isinstance(step, P.KernelStep):
-                    names.append(step.kernel)
-                elif isinstance(step, P.WhileStep):
-                    visit(step.condition)
-                    visit(step.body)
-                elif isinstance(step, P.ConditionalStep):
-                    for branch in step.branches:
-                        visit(branch)
-
-        visit(self.plan.steps)
-        return names
+        """Names of the kernels the plan runs, in plan order (those in loops and branches
+        included)."""
+        return [step.kernel for step in N.sites(self.plan.steps) if isinstance(step, P.KernelStep)]
 
     def load(self) -> LoadedObject:
         """The object mapped into this process, loaded on first use, and only after the host
@@ -161,10 +146,11 @@ class Executable:
                 self._loaded = load_object(self.object_bytes, self.config)
             return self._loaded
 
-    def kernel(self, name: str) -> Callable:
-        if name not in self._kernels:
-            self._kernels[name] = KERNEL_SIGNATURE(self.load().address(name))
-        return self._kernels[name]
+    def entry(self) -> Callable:
+        """The object's native entry (compiler/codegen/native_plan.py), as a ctypes function."""
+        if self._entry is None:
+            self._entry = ENTRY_SIGNATURE(self.load().address(N.ENTRY_SYMBOL))
+        return self._entry
 
     def constant_address(self, symbol: str) -> int:
         if symbol not in self._constants:
@@ -179,7 +165,6 @@ class Executable:
         *arrays: np.ndarray,
         threads: int | None = None,
         max_while_iterations: int | None = None,
-        observer: StepObserver | None = None,
         deadline: float | None = None,
     ) -> list[np.ndarray]:
         """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs.
@@ -193,14 +178,14 @@ class Executable:
             # The common case without a call: an ndarray of exactly the parameter's type.
             if not (type(array) is np.ndarray and array.dtype == expected[0] and array.shape == expected[1] and array.flags.c_contiguous):
                 inputs[index] = bind_argument(parameters[index], array, index)
-        arena, table = self._acquire_arena()
+        memory = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), arena, table, deadline)
-            self._run_steps(state, self.plan.steps, max_while_iterations, observer)
+            state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline)
+            self._execute(state, 0, self._step_count)
             return [state.array(b) for b in self.plan.outputs]
         finally:
             with self._lock:
-                self._free_arenas.append((arena, table))
+                self._free_arenas.append(memory)
 
     def run_traced(
         self,
@@ -212,8 +197,9 @@ class Executable:
     ) -> TracedRun:
         """Runs the module like `run` and takes the digest of every traced instruction's
         output (plan.trace_points) as soon as it is computed, before a later step can reuse
-        its memory; `fault` corrupts one instruction's output on purpose; `deadline` as in
-        `run`."""
+        its memory (the entry runs the stretch of steps up to each trace point, then the
+        digests are taken); `fault` corrupts one instruction's output on purpose; `deadline`
+        as in `run`."""
         points: dict[int, list[P.TracePoint]] = {}
         for point in self.plan.trace_points:
             points.setdefault(point.after_step, []).append(point)
@@ -222,20 +208,48 @@ class Executable:
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
         records: list[tuple[str, str, str]] = []
-        arena, table = self._acquire_arena()
+        memory = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), arena, table, deadline)
+            state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline)
             self._record(state, points.get(0, []), fault, records)
             completed = 0
-            for step in self.plan.steps:
-                for part in step.parts if isinstance(step, P.KernelStep) and step.parts else (step,):
-                    self._run_steps(state, (part,), max_while_iterations, None)
-                    completed += 1
-                    self._record(state, points.get(completed, []), fault, records)
+            for stop in sorted({*(after for after in points if after > 0), self._step_count}):
+                self._execute(state, completed, stop)
+                completed = stop
+                self._record(state, points.get(completed, []), fault, records)
             return TracedRun([state.array(b) for b in self.plan.outputs], records)
         finally:
             with self._lock:
-                self._free_arenas.append((arena, table))
+                self._free_arenas.append(memory)
+
+    def _execute(self, state: RunState, first: int, last: int) -> None:
+        """Runs the top-level steps [first, last) on every worker; raises where the entry
+        stopped early."""
+        if first >= last:
+            return
+        entry, table, control = self.entry(), ctypes.addressof(state.table), ctypes.addressof(state.control)
+        if self._runs_alone or state.pool.threads == 1:
+            status = entry(table, control, 0, 1, first, last)
+        else:
+            threads = state.pool.threads
+            status = state.pool.run(lambda thread: entry(table, control, thread, threads, first, last))[0]
+        if status != N.Status.DONE:
+            raise self._stopped(state, N.Status(status))
+
+    def _stopped(self, state: RunState, status: N.Status) -> ExecutionError:
+        sites = N.sites(self.plan.steps)
+        words = state.control
+        site = sites[int(words[N.Control.STOPPED_SITE])]
+        loop_site = int(words[N.Control.STOPPED_LOOP])
+        loop = sites[loop_site] if loop_site >= 0 else None
+        if status == N.Status.WHILE_LIMIT:
+            limit = int(words[N.Control.WHILE_LIMIT])
+            return ExecutionError(f"while loop %{site.instruction} ran past the limit of {limit} iterations")  # type: ignore[union-attr]
+        where = "a buffer copy" if isinstance(site, P.CopyStep) else f"%{site.instruction}"
+        message = f"run stopped past its deadline, before {where}"
+        if loop is not None:
+            message += f", in iteration {int(words[N.Control.STOPPED_ITERATION])} of while loop %{loop.instruction}"  # type: ignore[union-attr]
+        return DeadlineExceeded(message)
 
     def _check_fault(self, fault: Fault) -> None:
         point = next((p for p in self.plan.trace_points if p.name == fault.instruction), None)
@@ -263,18 +277,18 @@ class Executable:
             digester = self._digesters[buffer_id] = TensorDigester.of(np.dtype(from_name(buffer.dtype).numpy), buffer.dims)
         return digester
 
-    def _pool(self, threads: int) -> KernelThreadPool:
+    def _pool(self, threads: int) -> WorkerPool:
         pool = self._pools.get(threads)
         if pool is not None:
             return pool
         with self._lock:
             if threads not in self._pools:
-                self._pools[threads] = KernelThreadPool(threads)
+                self._pools[threads] = WorkerPool(threads)
             return self._pools[threads]
 
-    def _acquire_arena(self) -> tuple[np.ndarray, ctypes.Array]:
-        """An arena for one run and its pointer table: reused across runs (concurrent runs
-        get their own)."""
+    def _acquire_arena(self) -> tuple[np.ndarray, ctypes.Array, ctypes.Array]:
+        """An arena for one run, its pointer table and a control block: reused across runs
+        (concurrent runs get their own)."""
         with self._lock:
             if self._free_arenas:
                 return self._free_arenas.pop()
@@ -289,7 +303,11 @@ class Executable:
                 table[buffer.id] = base + buffer.offset
             elif buffer.kind == "constant":
                 table[buffer.id] = self.constant_address(buffer.symbol)
-        return arena, table
+        control = (ctypes.c_int64 * N.CONTROL_WORDS)()
+        clock, yield_processor = _libc_functions()
+        control[N.Control.CLOCK_FUNCTION] = clock
+        control[N.Control.YIELD_FUNCTION] = yield_processor
+        return arena, table, control
 
     def _direct_outputs(self) -> dict[int, np.ndarray]:
         """Fresh arrays for output buffers that kernels can write in place: arena buffers that
@@ -308,58 +326,33 @@ class Executable:
         return specs
 
     def _state(
-        self, inputs: list[np.ndarray], pool: KernelThreadPool, arena: np.ndarray, table: ctypes.Array, deadline: float | None
+        self,
+        inputs: list[np.ndarray],
+        pool: WorkerPool,
+        memory: tuple[np.ndarray, ctypes.Array, ctypes.Array],
+        max_while_iterations: int | None,
+        deadline: float | None,
     ) -> RunState:
+        arena, table, control = memory
         outputs = self._direct_outputs()
         for buffer_id, input_index in self._input_slots:
             table[buffer_id] = _address(inputs[input_index])
         for buffer_id, array in outputs.items():
             table[buffer_id] = _address(array)  # the same buffers every run: no reset needed
-        return RunState(self, inputs, arena, table, pool, outputs, deadline)
+        control[N.Control.ARRIVED] = 0
+        control[N.Control.DECISION] = 0
+        control[N.Control.SOLO_STATUS] = N.Status.DONE
+        control[N.Control.DEADLINE_NS] = N.NO_DEADLINE if deadline is None else min(int(deadline * 1e9), N.NO_DEADLINE)
+        control[N.Control.WHILE_LIMIT] = N.NO_LIMIT if max_while_iterations is None else max(0, max_while_iterations)
+        return RunState(self, inputs, arena, table, control, pool, outputs)
 
-    def _run_steps(self, state: RunState, steps: Sequence[P.Step], limit: int | None, observer: StepObserver | None) -> None:
-        for step in steps:
-            if state.deadline is not None:
-                state.check_deadline("a buffer copy" if isinstance(step, P.CopyStep) else f"%{step.instruction}")
-            if isinstance(step, P.KernelStep):
-                if step.parts and observer is not None:
-                    self._run_steps(state, step.parts, limit, observer)
-                    continue
-                function = self.kernel(step.kernel)
-                state.pool.run(function, step.extent, step.grain, ctypes.addressof(state.table))
-                if observer is not None:
-                    observer(step.instruction, state)
-            elif isinstance(step, P.CopyStep):
-                staged = [state.view(source).copy() for source in step.sources]
-                for target, data in zip(step.targets, staged, strict=True):
-                    state.view(target)[:] = data
-            elif isinstance(step, P.WhileStep):
-                self._run_while(state, step, limit, observer)
-            elif isinstance(step, P.ConditionalStep):
-                self._run_steps(state, step.branches[self._branch(state, step)], limit, observer)
 
-    def _run_while(self, state: RunState, step: P.WhileStep, limit: int | None, observer: StepObserver | None) -> None:
-        iterations = 0
-        try:
-            while True:
-                self._run_steps(state, step.condition, limit, observer)
-                if not state.view(step.predicate)[0]:
-                    return
-                if limit is not None and iterations >= limit:
-                    raise ExecutionError(f"while loop %{step.instruction} ran past the limit of {limit} iterations")
-                self._run_steps(state, step.body, limit, observer)
-                self._run_steps(state, (P.CopyStep(step.body_results, step.state),), limit, observer)
-                iterations += 1
-        except DeadlineExceeded as error:
-            raise DeadlineExceeded(f"{error}, in iteration {iterations} of while loop %{step.instruction}") from None
-
-    @staticmethod
-    def _branch(state: RunState, step: P.ConditionalStep) -> int:
-        raw = state.view(step.selector)
-        if step.selector_is_pred:
-            return 0 if raw[0] else 1
-        index = int(raw.view(np.int32)[0])
-        return index if 0 <= index < len(step.branches) else len(step.branches) - 1
+@lru_cache(maxsize=1)
+def _libc_functions() -> tuple[int, int]:
+    """The addresses of libc's clock_gettime and sched_yield, which the native entry calls
+    through its control block (the object itself references no symbol)."""
+    libc = ctypes.CDLL(None)
+    return ctypes.cast(libc.clock_gettime, ctypes.c_void_p).value or 0, ctypes.cast(libc.sched_yield, ctypes.c_void_p).value or 0
 
 
 def _address(array: np.ndarray) -> int:
@@ -371,6 +364,6 @@ def _address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
-def _close_pools(pools: dict[int, KernelThreadPool]) -> None:
+def _close_pools(pools: dict[int, WorkerPool]) -> None:
     for pool in pools.values():
         pool.close()

@@ -127,7 +127,7 @@ def require_runnable(config: CompilerConfig) -> None:
 def compile_module(args: argparse.Namespace, program: Program, config: CompilerConfig | None = None) -> Executable:
     config = config or compiler_config(args)
     try:
-        return compile_program(program, config, threads=getattr(args, "threads", 1) or 1)
+        return compile_program(program, config, threads=getattr(args, "threads", 0))
     except HloError as exc:
         raise UsageError(f"{args.module}: {exc}") from None
 

@@ -23,6 +23,7 @@ from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program
 from compiler.reference import evaluate
 from compiler.runtime.executable import Fault
+from compiler.runtime.threads import machine_threads
 from node.cli.common import (
     EXIT_OK,
     UsageError,
@@ -273,7 +274,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     compile_.add_argument("--pipeline", choices=sorted(PIPELINES), help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
     compile_.add_argument("--dump-passes", metavar="DIR", help="write the module after every pass (NNN-PASS.hlo, canonical text) and the hashed optimized graph (graph.txt, whose SHA-256 is graph_hash) to DIR")
     compile_.add_argument("--json", action="store_true", help="print one JSON object")
-    compile_.set_defaults(handler=cmd_compile, threads=1)
+    compile_.set_defaults(handler=cmd_compile, threads=0)
 
     run = commands.add_parser(
         "run",
@@ -287,7 +288,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
     run.add_argument("--backend", choices=["llvm", "reference"], default="llvm", help="execution backend (default: llvm)")
     add_target_options(run)
-    run.add_argument("--threads", type=positive_int, default=1, metavar="N", help="worker threads (results do not depend on it; default 1)")
+    run.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads (results do not depend on it; default: this machine's %(default)s cores)")
     run.add_argument("--out", metavar="OUT.npz", help="write outputs as out0, out1, ... to an .npz file")
     run.add_argument("--json", action="store_true", help="print one JSON object")
     run.add_argument("--max-while-iterations", type=positive_int, metavar="N", help="stop a while loop after N iterations (bad input)")

@@ -57,7 +57,7 @@ class NodeConfig:
     port: int = 8700
     data_dir: Path = Path("~/.vxla/node")
     key_file: Path = Path("~/.vxla/keys/node.key")
-    threads: int = 1
+    threads: int = 0  # 0: the machine's cores, shared among the workers
     workers: int = 1
     limits: Limits = field(default_factory=Limits)
     chain: ChainConfig = field(default_factory=ChainConfig)
@@ -108,7 +108,8 @@ def validate(config: NodeConfig) -> NodeConfig:
         raise ConfigError("node.host: must not be empty")
     if not 0 <= config.port <= 65535:
         raise ConfigError(f"node.port: must be in 0..65535, got {config.port}")
-    _positive("node.threads", config.threads)
+    if config.threads < 0:
+        raise ConfigError(f"node.threads: must be 0 (the machine's cores) or positive, got {config.threads}")
     _positive("node.workers", config.workers)
     for f in dataclasses.fields(Limits):
         _positive(f"limits.{f.name}", getattr(config.limits, f.name))

@@ -30,6 +30,7 @@ from compiler.hlo.cost import estimate_flops
 from compiler.program import Program, load_program
 from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
 from compiler.runtime.host import TargetNotRunnable, this_host
+from compiler.runtime.threads import machine_threads
 from node.daemon.config import Limits
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
@@ -136,14 +137,15 @@ class WorkerPool:
         limits: Limits,
         *,
         workers: int = 1,
-        threads: int = 1,
+        threads: int = 0,
         compiler_config: CompilerConfig | None = None,
         metrics: Metrics | None = None,
         poll_seconds: float = 0.5,
         executable_cache_size: int = 16,
         fault: Fault | None = None,
     ) -> None:
-        """`fault`: for tests and demos only, flips a bit of one instruction's output in
+        """`threads`: each job's worker threads (0: the machine's cores shared among the
+        `workers`; results never depend on it). `fault`: for tests and demos only, flips a bit of one instruction's output in
         every job this pool runs (a faulty node; `node.fault_instruction` in the config)."""
         self.store = store
         self.fault = fault
@@ -151,7 +153,7 @@ class WorkerPool:
         self.key_id = key_id(signing_key)
         self.limits = limits
         self.workers = workers
-        self.threads = threads
+        self.threads = threads or max(1, machine_threads() // workers)
         self.compiler_config = compiler_config or load_compiler_config()
         # Fail closed at start: a node that cannot run its pinned target must not take jobs
         # (nor claim chain jobs) it could only fail.

@@ -36,6 +36,7 @@ from compiler.passes.pipeline import PIPELINES, pipeline_named
 from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable, TracedRun
 from compiler.runtime.host import TargetNotRunnable, runnable_cpus, this_host
+from compiler.runtime.threads import machine_threads
 from node.tracing.statement import (
     TraceInputError,
     build_statement,
@@ -244,7 +245,7 @@ def verify_trace(
     job_id: str | None = None,
     chain_id: int | None = None,
     contract: str | None = None,
-    threads: int = 1,
+    threads: int = 0,
     cache_dir: bool | str | None = False,
     execute_on: str | None = None,
 ) -> VerifyReport:
@@ -257,7 +258,8 @@ def verify_trace(
     node's cached graph) checked against graph_hash and binary_hash; with `inputs` too (or
     a module without parameters): the input digests, a re-execution (op-level when the trace
     has op-level data) and the output digests, and on a difference the first diverging
-    instruction with its inclusion proofs checked against both Merkle roots.
+    instruction with its inclusion proofs checked against both Merkle roots. `threads`: of the
+    re-execution (0: the machine's cores; results never depend on it).
 
     The recorded target is always compiled (graph_hash and binary_hash, no run). The
     re-execution runs on `execute_on` (a CPU name) when given, else on the recorded target
@@ -269,6 +271,7 @@ def verify_trace(
     that does not parse, inputs that do not fit the module, an `execute_on` target that is
     unknown or that this host cannot run.
     """
+    threads = threads or machine_threads()
     report = VerifyReport()
     envelope = parse_envelope(envelope_text)
     program = None

@@ -14,6 +14,7 @@ from functools import cache
 import numpy as np
 import pytest
 
+from attest.digests import tensor_digest
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
@@ -88,6 +89,7 @@ def test_backend_is_bit_identical_to_the_reference(name: str, target: str, tmp_p
     executable = compile_program(load_program(fixture.module_text), load_config().with_target(cpu=target), cache_dir=cache)
     assert_golden(name, target, executable.hashes)
     expected = reference_outputs(fixture)
+    assert [tensor_digest(o) for o in expected] == golden()["fixtures"][name]["output_digests"], f"{name}: the reference's outputs are not the manifest's"
     for threads in (1, 2, 4):
         assert_identical(executable.run(*fixture.inputs(), threads=threads), expected, f"{name} {target} threads={threads}")
 

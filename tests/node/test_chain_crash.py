@@ -62,9 +62,11 @@ from tests.node.bench_load import bench
 SEED = 20261201
 ETHER = 10**18
 REWARD = ETHER // 10
-# Trip count of the runtime-bounded loop: about two seconds of execution, so the kill drawn
-# after the compile lands mid-execution, and a kill drawn after the claim precedes the commit.
-TRIPS = 250_000
+# Trip count of the runtime-bounded loop: about two seconds of execution (some 20 ns an
+# iteration), so the kill drawn after the compile lands mid-execution, and a kill drawn after
+# the claim precedes the commit.
+TRIPS = 100_000_000
+MAX_TRIPS = 2 * TRIPS
 FORI = Fixture("fori_loop")
 PEER_TRACE = bytes.fromhex(sha256_hex(b"the test's own slot: a trace digest it never serves"))
 
@@ -117,7 +119,7 @@ def new_chain_node(directory: Path, net: Net) -> Any:
                 f"key_file = {json.dumps(str(keys.private_path))}",
                 "workers = 1",
                 "[limits]",
-                "max_while_iterations = 10000000",
+                f"max_while_iterations = {MAX_TRIPS}",
                 "[chain]",
                 f"rpc_url = {json.dumps(net.w3.provider.endpoint_uri)}",  # type: ignore[attr-defined]
                 f'job_market = "{d.market.address}"',
@@ -316,7 +318,7 @@ def test_sigkill_after_claim_after_commit_and_mid_execution_loses_nothing(anvil:
 
     # The uninterrupted computation of the job, here: its result digest is what must win.
     executable = compile_program(load_program(FORI.module_text), load_config())
-    outputs = executable.run(*job_inputs(), max_while_iterations=10_000_000)
+    outputs = executable.run(*job_inputs(), max_while_iterations=MAX_TRIPS)
     expected = result_digest_of([tensor_digest(o) for o in outputs])
 
     crashed: list[Crashed] = []

@@ -15,6 +15,7 @@ def test_shipped_defaults_load() -> None:
     config = load_config(REPO / "configs" / "node.toml", environ={})
     assert (config.host, config.port) == ("127.0.0.1", 8700)
     assert config.workers == 1 and config.limits.max_while_iterations == 1_000_000
+    assert config.threads == 0  # the machine's cores
     assert config.key_passphrase is None
     assert not str(config.data_dir).startswith("~")
 
@@ -37,6 +38,7 @@ def test_environment_supplies_the_passphrase() -> None:
         ("[node]\nport = \"80\"\n", "node.port: expected int"),
         ("[node]\nworkers = 0\n", "node.workers"),
         ("[node]\nthreads = true\n", "node.threads: expected int"),
+        ("[node]\nthreads = -2\n", "node.threads: must be 0"),
         ("[limits]\nmax_module_bytes = -1\n", "limits.max_module_bytes"),
         ("[limits]\njob_wall_seconds = 0\n", "limits.job_wall_seconds"),
         ("[chain]\nrpc_url = \"ftp://x\"\n", "chain.rpc_url"),

@@ -35,9 +35,9 @@ from tests.fixture_data import Fixture
 from tests.node.bench_load import bench
 
 SEED = 20261130
-# Trip count of the long job's runtime-bounded loop: a few seconds of execution, so a kill
-# drawn from the first part of it lands mid-execution.
-LONG_TRIPS = 400_000
+# Trip count of the long job's runtime-bounded loop: a few seconds of execution (some 20 ns
+# an iteration), so a kill drawn from the first part of it lands mid-execution.
+LONG_TRIPS = 150_000_000
 FORI = Fixture("fori_loop")
 MLP = Fixture("mlp_softmax")
 
@@ -97,7 +97,7 @@ def kill_and_check(node: Any) -> dict[str, dict[str, Any]]:
 
 def test_sigkill_at_seeded_points_loses_nothing(tmp_path: Path) -> None:
     rng = random.Random(SEED)
-    node = bench.new_node(tmp_path / "node", workers=1, limits="max_while_iterations = 10000000")
+    node = bench.new_node(tmp_path / "node", workers=1, limits=f"max_while_iterations = {2 * LONG_TRIPS}")
     submitted: dict[str, list[np.ndarray]] = {}
     try:
         url = node.start()

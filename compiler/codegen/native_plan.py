@@ -1,0 +1,466 @@
+"""The plan as native code: one generated entry point runs the steps (kernels, buffer copies,
+while loops, conditionals) of the entry computation, so a run costs one call from Python
+however many steps and loop iterations it has.
+
+    i32 vxla_run(ptr table, ptr control, i64 thread, i64 threads, i64 first, i64 last)
+
+runs the top-level steps [first, last) (a traced run calls it once per stretch between trace
+points, plan.TracePoint.after_step). Every one of `threads` workers makes the
+same call with its own `thread` index; at each step a worker computes the kernel's work items
+of its share, by the same deterministic partition as compiler/runtime/threads.py, so the bits
+never depend on the thread count. Between steps the workers meet at a barrier in the control
+block; buffer copies are made by worker 0. All workers see the same predicates, selectors
+and stop decisions (read after a barrier), so they take the same path. A stretch of steps
+that would all run on worker 0 anyway (kernels too small to split, copies, and loops and
+conditionals made only of such steps: `runs_alone`) is run by worker 0 alone while the
+others wait at one barrier after it, so a loop of small steps costs no barrier per step.
+
+The control block (CONTROL_WORDS i64 words, `Control`) also carries the run's deadline (a
+CLOCK_MONOTONIC time in ns, checked before every step and every loop iteration through the
+clock function whose address the runtime puts there), the while-loop iteration limit, and,
+when the run stops early, where it stopped (`Status` is the return value). Everything here
+is the same for every target but for the floating-point environment the entry sets once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+
+from llvmlite import ir
+
+from compiler.codegen import plan as P
+from compiler.codegen.kernel import KernelModule
+from compiler.codegen.llvm_ir import I8, I32, I64, PTR, call_pointer, counted_loop
+
+ENTRY_SYMBOL = "vxla_run"
+ENTRY_TYPE = ir.FunctionType(I32, [PTR, PTR, I64, I64, I64, I64])
+NO_DEADLINE = (1 << 63) - 1
+NO_LIMIT = -1
+# Busy-wait rounds at a barrier before each yield of the processor (threads may outnumber
+# cores).
+SPINS_BEFORE_YIELD = 200
+CLOCK_MONOTONIC = 1  # Linux's clock id, the clock of Python's time.monotonic()
+
+
+class Control(IntEnum):
+    """Word offsets in the control block. The barrier's counters have cache lines of their
+    own."""
+
+    ARRIVED = 0
+    GENERATION = 8
+    DECISION = 16
+    DEADLINE_NS = 17
+    CLOCK_FUNCTION = 18  # int clock_gettime(int clock, struct timespec *)
+    YIELD_FUNCTION = 19  # int sched_yield(void)
+    WHILE_LIMIT = 20
+    STOPPED_SITE = 21  # where the run stopped: a site index (`sites`)
+    STOPPED_LOOP = 22  # the innermost while loop around it (its site), or -1
+    STOPPED_ITERATION = 23  # that loop's iteration, or -1
+    SOLO_STATUS = 24  # how worker 0 left a solo stretch (a Status), read by all after it
+
+
+CONTROL_WORDS = 25
+
+
+class Status(IntEnum):
+    """What the entry returns."""
+
+    DONE = 0
+    DEADLINE = 1  # past the deadline, before STOPPED_SITE
+    WHILE_LIMIT = 2  # the loop at STOPPED_LOOP reached the iteration limit
+
+
+def sites(steps: list[P.Step]) -> list[P.Step]:
+    """Every step the entry can stop before, in the order the code generator numbers them:
+    the flat top-level steps, each followed by the steps nested in it (a while loop's
+    condition then body, a conditional's branches in order)."""
+    return list(_walk(steps))
+
+
+def _walk(steps) -> Iterator[P.Step]:
+    for step in steps:
+        yield step
+        if isinstance(step, P.WhileStep):
+            yield from _walk(step.condition)
+            yield from _walk(step.body)
+        elif isinstance(step, P.ConditionalStep):
+            for branch in step.branches:
+                yield from _walk(branch)
+
+
+def staging_bytes(plan: P.Plan) -> int:
+    """Arena space the entry needs past the plan's buffers to stage the copies that would
+    otherwise overwrite a source before reading it (a loop whose state swaps)."""
+    largest = 0
+    for step in _walk(plan.steps):
+        copy = P.CopyStep(step.body_results, step.state) if isinstance(step, P.WhileStep) else step
+        if isinstance(copy, P.CopyStep) and _needs_staging(plan, copy):
+            largest = max(largest, sum(P.aligned_size(plan.buffers[s].nbytes) for s in copy.sources))
+    return largest
+
+
+def _needs_staging(plan: P.Plan, step: P.CopyStep) -> bool:
+    def extent(buffer_id: int) -> tuple[str, int, int]:
+        buffer = plan.buffers[buffer_id]
+        if buffer.kind == "arena":
+            return ("arena", buffer.offset, buffer.offset + buffer.nbytes)
+        return (f"{buffer.kind}{buffer_id}", 0, buffer.nbytes)
+
+    for index, target in enumerate(step.targets):
+        space, start, stop = extent(target)
+        for other, source in enumerate(step.sources):
+            if other == index:
+                continue
+            source_space, source_start, source_stop = extent(source)
+            if source_space == space and start < source_stop and source_start < stop:
+                return True
+    return False
+
+
+def runs_alone(step: P.Step) -> bool:
+    """Whether every part of `step` runs on one worker for any thread count: a kernel whose
+    extent is below twice its grain (threads.partition gives it one range), a copy, or a loop
+    or conditional made only of such steps."""
+    if isinstance(step, P.KernelStep):
+        return step.extent < 2 * max(step.grain, 1)
+    if isinstance(step, P.CopyStep):
+        return True
+    if isinstance(step, P.WhileStep):
+        return all(runs_alone(s) for s in (*step.condition, *step.body))
+    return all(runs_alone(s) for branch in step.branches for s in branch)
+
+
+@dataclass
+class _Loop:
+    site: int
+    iteration: ir.Value  # an i64 stack slot
+
+
+class _EntryEmitter:
+    """Emits the entry function's body for one plan."""
+
+    def __init__(self, kernels: KernelModule, plan: P.Plan, staging_offset: int) -> None:
+        self.kernels = kernels
+        self.plan = plan
+        self.staging_offset = staging_offset
+        module = kernels.module
+        self.function = ir.Function(module, ENTRY_TYPE, f"{ENTRY_SYMBOL}.body")
+        self.function.linkage = "internal"
+        self.function.attributes.add("nounwind")
+        self.table, self.control, self.thread, self.threads, self.first, self.last = self.function.args
+        self.prologue = self.function.append_basic_block("prologue")
+        self._slots = ir.IRBuilder(self.prologue)
+        self.builder = ir.IRBuilder(self.function.append_basic_block("start"))
+        self.sync = _sync_function(module)
+        self.copy = _copy_function(module)
+        self.next_site = 0
+        self.loops: list[_Loop] = []
+        # Inside a stretch worker 0 runs alone: where it goes when it stops early.
+        self.solo_exit: ir.Block | None = None
+
+    def emit(self) -> ir.Function:
+        b = self.builder
+        indexed = list(enumerate(self.plan.steps))
+        for group in _stretches(indexed, lambda item: runs_alone(item[1])):
+            if runs_alone(group[0][1]):
+                self.alone(group, guarded=True)
+                continue
+            for index, step in group:
+                with b.if_then(self._wanted(index)):
+                    self.step(step)
+        b.ret(I32(Status.DONE))
+        self._slots.branch(self.function.blocks[1])
+        return self.function
+
+    def _wanted(self, index: int) -> ir.Value:
+        b = self.builder
+        return b.and_(b.icmp_signed("<=", self.first, I64(index)), b.icmp_signed(">", self.last, I64(index)))
+
+    def steps(self, steps) -> None:
+        if self.solo_exit is not None:
+            for step in steps:
+                self.step(step)
+            return
+        for group in _stretches(list(steps), runs_alone):
+            if runs_alone(group[0]):
+                self.alone([(None, step) for step in group], guarded=False)
+            else:
+                for step in group:
+                    self.step(step)
+
+    def alone(self, group: list, guarded: bool) -> None:
+        """Worker 0 runs the steps (each guarded by the [first, last) range at the top level)
+        once every worker has finished the step before; then every worker meets at a barrier
+        and leaves if worker 0 stopped."""
+        b = self.builder
+        b.call(self.sync, [self.control, self.threads])  # a barrier; the steps' checks decide on stops
+        solo = b.append_basic_block("alone")
+        after = b.append_basic_block("alone.done")
+        b.cbranch(b.icmp_signed("==", self.thread, I64(0)), solo, after)
+        b.position_at_end(solo)
+        self.solo_exit = after
+        for index, step in group:
+            if guarded:
+                with b.if_then(self._wanted(index)):
+                    self.step(step)
+            else:
+                self.step(step)
+        if not b.block.is_terminated:
+            b.branch(after)
+        self.solo_exit = None
+        b.position_at_end(after)
+        b.call(self.sync, [self.control, self.threads])  # a barrier; the next step decides on stops
+        status = b.load(self.word(Control.SOLO_STATUS), typ=I64)
+        with b.if_then(b.icmp_signed("!=", status, I64(Status.DONE)), likely=False):
+            b.ret(b.trunc(status, I32))
+
+    @property
+    def share_of(self) -> ir.Value:
+        """The thread count a step's work is split by: 1 while worker 0 runs alone."""
+        return I64(1) if self.solo_exit is not None else self.threads
+
+    def stop(self, status: Status) -> None:
+        """Leaves the entry (or, running alone, the stretch) with `status`."""
+        b = self.builder
+        if self.solo_exit is None:
+            b.ret(I32(status))
+            return
+        b.store(I64(status), self.word(Control.SOLO_STATUS))
+        b.branch(self.solo_exit)
+
+    def step(self, step: P.Step) -> None:
+        site = self.next_site
+        self.next_site += 1
+        self.check(site)
+        if isinstance(step, P.KernelStep):
+            self.kernel(step)
+        elif isinstance(step, P.CopyStep):
+            self.copies(step.sources, step.targets)
+        elif isinstance(step, P.WhileStep):
+            self.while_loop(step, site)
+        else:
+            self.conditional(step)
+
+    def check(self, site: int) -> None:
+        """The barrier before a step, and the stop decision it returns: on a stop, worker 0
+        records where and every worker returns."""
+        b = self.builder
+        decision = b.call(self.sync, [self.control, self.share_of])
+        with b.if_then(b.icmp_signed("!=", decision, I64(0)), likely=False):
+            self.record(I64(site))
+            self.stop(Status.DEADLINE)
+
+    def record(self, site: ir.Value) -> None:
+        b = self.builder
+        with b.if_then(b.icmp_signed("==", self.thread, I64(0))):
+            loop = self.loops[-1] if self.loops else None
+            values = (site, I64(loop.site if loop else -1), b.load(loop.iteration) if loop else I64(-1))
+            for word, value in zip((Control.STOPPED_SITE, Control.STOPPED_LOOP, Control.STOPPED_ITERATION), values, strict=True):
+                b.store(value, self.word(word))
+
+    def word(self, word: Control) -> ir.Value:
+        return self.builder.gep(self.control, [I64(word)], source_etype=I64)
+
+    def pointer(self, buffer_id: int) -> ir.Value:
+        slot = self.builder.gep(self.table, [I64(buffer_id)], source_etype=PTR)
+        return self.builder.load(slot, typ=PTR)
+
+    def kernel(self, step: P.KernelStep) -> None:
+        """This worker's share of the step's work items: threads.partition's ranges."""
+        if step.extent <= 0:
+            return
+        b = self.builder
+        body = self.kernels.module.globals[step.kernel]
+        most = b.udiv(I64(step.extent), I64(max(step.grain, 1)))
+        count = b.select(b.icmp_signed("<", self.share_of, most), self.share_of, most)
+        count = b.select(b.icmp_signed("<", count, I64(1)), I64(1), count)
+        base, extra = b.udiv(I64(step.extent), count), b.urem(I64(step.extent), count)
+        with b.if_then(b.icmp_signed("<", self.thread, count)):
+            before = b.select(b.icmp_signed("<", self.thread, extra), self.thread, extra)
+            begin = b.add(b.mul(self.thread, base), before)
+            longer = b.zext(b.icmp_signed("<", self.thread, extra), I64)
+            b.call(body, [self.table, begin, b.add(begin, b.add(base, longer))])
+
+    def copies(self, sources, targets) -> None:
+        """Worker 0 copies every source to its target, all reads before any write (through
+        the staging area when a target overlaps another pair's source)."""
+        b = self.builder
+        plan = self.plan
+        pairs = [(s, t) for s, t in zip(sources, targets, strict=True) if s != t]
+        if not pairs:
+            return
+        with b.if_then(b.icmp_signed("==", self.thread, I64(0))):
+            if _needs_staging(plan, P.CopyStep(tuple(sources), tuple(targets))):
+                arena = None
+                offset = self.staging_offset
+                staged = []
+                for source, _ in pairs:
+                    arena = arena or self._arena_base()
+                    place = b.gep(arena, [I64(offset)], source_etype=I8)
+                    b.call(self.copy, [place, self.pointer(source), I64(plan.buffers[source].nbytes)])
+                    staged.append(place)
+                    offset += P.aligned_size(plan.buffers[source].nbytes)
+                for (source, target), place in zip(pairs, staged, strict=True):
+                    b.call(self.copy, [self.pointer(target), place, I64(plan.buffers[source].nbytes)])
+            else:
+                for source, target in pairs:
+                    b.call(self.copy, [self.pointer(target), self.pointer(source), I64(plan.buffers[source].nbytes)])
+
+    def _arena_base(self) -> ir.Value:
+        """The arena's start: an arena buffer's pointer less its offset."""
+        buffer = next(buf for buf in self.plan.buffers if buf.kind == "arena")
+        return self.builder.gep(self.pointer(buffer.id), [I64(-buffer.offset)], source_etype=I8)
+
+    def while_loop(self, step: P.WhileStep, site: int) -> None:
+        b = self.builder
+        iteration = self._slots.alloca(I64, name="iteration")
+        b.store(I64(0), iteration)
+        self.loops.append(_Loop(site, iteration))
+        header = b.append_basic_block("while.header")
+        done = b.append_basic_block("while.done")
+        b.branch(header)
+        b.position_at_end(header)
+        self.steps(step.condition)
+        self.check(site)  # the predicate is read after every worker has finished the condition
+        predicate = b.load(self.pointer(step.predicate), typ=I8)
+        continuing = b.append_basic_block("while.body")
+        b.cbranch(b.icmp_signed("!=", predicate, I8(0)), continuing, done)
+        b.position_at_end(continuing)
+        limit = b.load(self.word(Control.WHILE_LIMIT), typ=I64)
+        reached = b.and_(b.icmp_signed(">=", limit, I64(0)), b.icmp_signed(">=", b.load(iteration), limit))
+        with b.if_then(reached, likely=False):
+            self.record(I64(site))
+            self.stop(Status.WHILE_LIMIT)
+        self.steps(step.body)
+        self.check(site)
+        self.copies(step.body_results, step.state)
+        b.store(b.add(b.load(iteration), I64(1)), iteration)
+        b.branch(header)
+        b.position_at_end(done)
+        self.loops.pop()
+
+    def conditional(self, step: P.ConditionalStep) -> None:
+        b = self.builder
+        raw = self.pointer(step.selector)
+        if step.selector_is_pred:
+            index = b.select(b.icmp_signed("!=", b.load(raw, typ=I8), I8(0)), I32(0), I32(1))
+        else:
+            selector = b.load(raw, typ=I32)
+            inside = b.and_(b.icmp_signed(">=", selector, I32(0)), b.icmp_signed("<", selector, I32(len(step.branches))))
+            index = b.select(inside, selector, I32(len(step.branches) - 1))
+        after = b.append_basic_block("conditional.done")
+        blocks = [b.append_basic_block(f"branch{number}") for number in range(len(step.branches))]
+        switch = b.switch(index, blocks[-1])
+        for number, block in enumerate(blocks[:-1]):
+            switch.add_case(I32(number), block)
+        for block, branch in zip(blocks, step.branches, strict=True):
+            b.position_at_end(block)
+            self.steps(branch)
+            b.branch(after)
+        b.position_at_end(after)
+
+
+def _stretches(items: list, alone) -> list[list]:
+    """`items` cut into maximal runs of consecutive items with the same `alone(item)`."""
+    groups: list[list] = []
+    for item in items:
+        if groups and alone(groups[-1][-1]) == alone(item):
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
+def _sync_function(module: ir.Module) -> ir.Function:
+    """i64 vxla.sync(ptr control, i64 threads): waits until every worker has arrived (with
+    more than one) and returns the stop decision: 1 when the deadline has passed. The last
+    worker to arrive takes the decision for all; a single worker takes its own."""
+    name = "vxla.sync"
+    if name in module.globals:
+        return module.globals[name]
+    function = ir.Function(module, ir.FunctionType(I64, [PTR, I64]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    function.attributes.add("noinline")  # called before every step: once in the object
+    control, threads = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    stop = _stop_function(module)
+
+    def word(index: Control) -> ir.Value:
+        return b.gep(control, [I64(index)], source_etype=I64)
+
+    with b.if_then(b.icmp_signed("==", threads, I64(1))):
+        b.ret(b.call(stop, [control]))
+    generation = b.load_atomic(word(Control.GENERATION), "acquire", 8, typ=I64)
+    arrived = b.atomic_rmw("add", word(Control.ARRIVED), I64(1), "acq_rel")
+    with b.if_then(b.icmp_signed("==", arrived, b.sub(threads, I64(1)))):
+        decision = b.call(stop, [control])
+        # Atomic stores as exchanges (llvmlite's store_atomic wants typed pointers).
+        b.atomic_rmw("xchg", word(Control.DECISION), decision, "monotonic")
+        b.atomic_rmw("xchg", word(Control.ARRIVED), I64(0), "monotonic")
+        b.atomic_rmw("xchg", word(Control.GENERATION), b.add(generation, I64(1)), "release")
+        b.ret(decision)
+    with counted_loop(b, I64(0), I64(NO_DEADLINE), 1, "spin") as spin:
+        now = b.load_atomic(word(Control.GENERATION), "acquire", 8, typ=I64)
+        with b.if_then(b.icmp_signed("!=", now, generation)):
+            b.ret(b.load_atomic(word(Control.DECISION), "monotonic", 8, typ=I64))
+        with b.if_then(b.icmp_signed("==", b.urem(spin, I64(SPINS_BEFORE_YIELD)), I64(SPINS_BEFORE_YIELD - 1))):
+            yield_function = b.load(word(Control.YIELD_FUNCTION), typ=PTR)
+            call_pointer(b, yield_function, ir.FunctionType(I32, []), [])
+    b.unreachable()
+    return function
+
+
+def _stop_function(module: ir.Module) -> ir.Function:
+    """i64 vxla.stop(ptr control): 1 when the deadline in the control block has passed."""
+    name = "vxla.stop"
+    if name in module.globals:
+        return module.globals[name]
+    function = ir.Function(module, ir.FunctionType(I64, [PTR]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    (control,) = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    deadline = b.load(b.gep(control, [I64(Control.DEADLINE_NS)], source_etype=I64), typ=I64)
+    with b.if_then(b.icmp_signed("==", deadline, I64(NO_DEADLINE))):
+        b.ret(I64(0))
+    timespec = b.alloca(ir.ArrayType(I64, 2))
+    clock = b.load(b.gep(control, [I64(Control.CLOCK_FUNCTION)], source_etype=I64), typ=PTR)
+    call_pointer(b, clock, ir.FunctionType(I32, [I32, PTR]), [I32(CLOCK_MONOTONIC), timespec])
+    seconds = b.load(b.gep(timespec, [I64(0), I32(0)], source_etype=ir.ArrayType(I64, 2)), typ=I64)
+    nanoseconds = b.load(b.gep(timespec, [I64(0), I32(1)], source_etype=ir.ArrayType(I64, 2)), typ=I64)
+    now = b.add(b.mul(seconds, I64(1_000_000_000)), nanoseconds)
+    b.ret(b.zext(b.icmp_signed(">", now, deadline), I64))
+    return function
+
+
+def _copy_function(module: ir.Module) -> ir.Function:
+    """void vxla.copy(ptr target, ptr source, i64 bytes): a byte loop LLVM vectorizes (the
+    module is built without builtins, so it never becomes a call to memcpy)."""
+    name = "vxla.copy"
+    if name in module.globals:
+        return module.globals[name]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    function.attributes.add("noinline")
+    target, source, count = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    with counted_loop(b, I64(0), count, 1, "byte") as index:
+        value = b.load(b.gep(source, [index], source_etype=I8), typ=I8)
+        b.store(value, b.gep(target, [index], source_etype=I8))
+    b.ret_void()
+    return function
+
+
+def emit_entry(kernels: KernelModule, plan: P.Plan) -> None:
+    """Adds the plan's entry point to the module and the arena space its copies stage
+    through to the plan."""
+    staging = staging_bytes(plan)
+    offset = P.aligned_size(plan.arena_bytes)
+    if staging:
+        plan.arena_bytes = offset + staging
+    body = _EntryEmitter(kernels, plan, offset).emit()
+    kernels.export(ENTRY_SYMBOL, body)

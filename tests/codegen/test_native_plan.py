@@ -1,0 +1,164 @@
+"""The plan's native entry (compiler/codegen/native_plan.py): loops, conditionals and copies
+run in generated code, every worker splits each step by the same partition, and a run that
+stops early says where."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from compiler.codegen import native_plan as N
+from compiler.config import load_config
+from compiler.driver import compile_program
+from compiler.errors import ExecutionError
+from compiler.program import load_program
+from compiler.reference import evaluate
+from compiler.runtime.executable import DeadlineExceeded
+from tests.targets import run_everywhere
+
+# Each iteration swaps a and b and adds the counter to b: the copy of the body's results onto
+# the loop state reads each buffer after another pair has written its twin's place, unless
+# the copy is staged.
+SWAP_LOOP = """HloModule swap
+cond {
+  s = (s32[], f32[37], f32[37]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[37], f32[37]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[37] get-tuple-element(s), index=1
+  b = f32[37] get-tuple-element(s), index=2
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  f = f32[] convert(j)
+  fb = f32[37] broadcast(f), dimensions={}
+  a2 = f32[37] add(a, fb)
+  ROOT t = (s32[], f32[37], f32[37]) tuple(j, b, a2)
+}
+ENTRY e {
+  x = f32[37] parameter(0)
+  y = f32[37] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], f32[37], f32[37]) tuple(z, x, y)
+  w = (s32[], f32[37], f32[37]) while(init), condition=cond, body=body
+  ra = f32[37] get-tuple-element(w), index=1
+  rb = f32[37] get-tuple-element(w), index=2
+  ROOT r = (f32[37], f32[37]) tuple(ra, rb)
+}
+"""
+
+# Branch 0 and branch 1 compute different things; the selector is an input, out of range
+# meaning the last branch.
+BRANCHES = """HloModule branches
+neg {
+  p = f32[64] parameter(0)
+  ROOT n = f32[64] negate(p)
+}
+twice {
+  p = f32[64] parameter(0)
+  ROOT t = f32[64] add(p, p)
+}
+ENTRY e {
+  k = s32[] parameter(0)
+  x = f32[64] parameter(1)
+  ROOT c = f32[64] conditional(k, x, x), branch_computations={neg, twice}
+}
+"""
+
+
+def _arrays() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    return [rng.standard_normal(37).astype(np.float32), rng.standard_normal(37).astype(np.float32)]
+
+
+def test_a_loop_whose_state_swaps_keeps_the_reference_bits() -> None:
+    run_everywhere(SWAP_LOOP, _arrays())
+
+
+def test_the_swap_is_staged_through_the_arena() -> None:
+    executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
+    assert N.staging_bytes(executable.plan) > 0
+
+
+@pytest.mark.parametrize("selector", [0, 1, 7, -3])
+def test_a_conditional_takes_the_selected_branch_on_every_worker(selector: int) -> None:
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    run_everywhere(BRANCHES, [np.array(selector, dtype=np.int32), x])
+
+
+def test_any_thread_count_gives_the_same_bits() -> None:
+    executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
+    expected = evaluate(load_program(SWAP_LOOP).module, _arrays())
+    for threads in (1, 3, 5, 8):
+        outputs = executable.run(*_arrays(), threads=threads)
+        assert [o.tobytes() for o in outputs] == [e.tobytes() for e in expected], threads
+
+
+def test_the_iteration_limit_names_the_loop() -> None:
+    executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
+    for threads in (1, 2):
+        with pytest.raises(ExecutionError, match=r"while loop %\S+ ran past the limit of 3 iterations"):
+            executable.run(*_arrays(), threads=threads, max_while_iterations=3)
+    assert len(executable.run(*_arrays(), max_while_iterations=5)) == 2  # exactly enough
+
+
+def test_a_deadline_stops_every_worker_at_the_same_step() -> None:
+    executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
+    for threads in (1, 2, 3):
+        with pytest.raises(DeadlineExceeded, match=r"run stopped past its deadline, before a buffer copy"):
+            executable.run(*_arrays(), threads=threads, deadline=time.monotonic() - 1)
+    # The same executable runs on afterwards: the control block is reset for every run.
+    assert len(executable.run(*_arrays(), threads=2)) == 2
+
+
+def test_the_sites_are_every_step_once() -> None:
+    executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
+    sites = N.sites(executable.plan.steps)
+    loops = [s for s in sites if s.kind == "while"]
+    assert len(loops) == 1
+    assert len(sites) == len(executable.plan.steps) + len(loops[0].condition) + len(loops[0].body)
+
+
+# A step split across workers (the gemm) followed by steps worker 0 runs alone that read its
+# result: worker 0 must not start them before every worker has finished its share.
+SPLIT_THEN_ALONE = """HloModule split_then_alone
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[600,64] parameter(0)
+  w = f32[64,64] parameter(1)
+  d = f32[600,64] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  last = f32[1,64] slice(d), slice={[599:600], [0:64]}
+  z = f32[] constant(0)
+  ROOT s = f32[] reduce(last, z), dimensions={0,1}, to_apply=add
+}
+"""
+
+
+def test_steps_run_alone_wait_for_the_split_step_before_them() -> None:
+    rng = np.random.default_rng(11)
+    inputs = [[rng.standard_normal((600, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)] for _ in range(2)]
+    executable = compile_program(load_program(SPLIT_THEN_ALONE), load_config(), cache_dir=False)
+    assert [N.runs_alone(s) for s in executable.plan.steps][-2:] == [False, True]
+    expected = [evaluate(load_program(SPLIT_THEN_ALONE).module, arrays)[0].tobytes() for arrays in inputs]
+    # Two input sets in turn, so that a read before the write finds the other run's value;
+    # more workers than this host has cores, so that the shares end at different times.
+    for threads in (2, 3, 4):
+        for run in range(40):
+            assert executable.run(*inputs[run % 2], threads=threads)[0].tobytes() == expected[run % 2], (threads, run)
+
+
+def test_runs_default_to_the_machines_cores() -> None:
+    from compiler.runtime.threads import machine_threads
+
+    executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
+    assert executable.threads == machine_threads() >= 1
+    assert compile_program(load_program(SWAP_LOOP), load_config(), threads=3, cache_dir=False).threads == 3
