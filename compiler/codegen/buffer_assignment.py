@@ -10,7 +10,10 @@ deterministic.
 
 In place: an elementwise kernel or a dynamic-update-slice may write its output over an
 operand whose last use it is (same size; each element is read before it is written at the
-same position), so the two share one range.
+same position), so the two share one range. Inside a while body, a dynamic-update-slice of a
+loop state buffer whose result becomes that same state element shares the state's range when
+nothing later in the body reads the old state: the update lands in the state, and neither
+the slice's copy nor the loop's copy of its result moves a byte (a scan's stacked outputs).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from compiler.codegen import plan as P
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -76,11 +79,20 @@ def assign(plan: P.Plan, in_place_candidates: list[tuple[int, int]]) -> Assignme
         step = intervals[output].first
         if intervals[operand].last != step or intervals[operand].first >= step:
             continue
-        if not isinstance(plan.steps[step], P.KernelStep):
+        if not isinstance(plan.steps[step], P.KernelStep | P.CopyStep):
             continue  # inside a loop or a branch the operand may be read again
         shares[output] = operand
         claimed.add(operand)
         merged.append((output, operand))
+    # A loop's result lives only inside the loop, so it may share the state's range even when
+    # a step after the loop takes that range over in place.
+    for output, state in _loop_state_updates(plan, in_place_candidates, intervals):
+        if output in shares or output in outputs or state in outputs:
+            # A run points an output at a fresh array (plan.direct_outputs): the update would
+            # land in the arena, not there.
+            continue
+        shares[output] = state
+        merged.append((output, state))
     groups: dict[int, list[int]] = {}
     for buffer_id in sorted(intervals):
         root = buffer_id
@@ -106,6 +118,70 @@ def assign(plan: P.Plan, in_place_candidates: list[tuple[int, int]]) -> Assignme
     offsets = {member: root_offsets[root] for root, members in groups.items() for member in members}
     no_reuse = sum(P.aligned_size(plan.buffers[b].nbytes) for b in intervals)
     return Assignment(offsets, intervals, peak, no_reuse, merged)
+
+
+def _loop_state_updates(plan: P.Plan, candidates: list[tuple[int, int]], intervals: dict[int, Interval]) -> list[tuple[int, int]]:
+    """(body result, state) pairs of while loops anywhere in the plan where the result is an
+    in-place update of that state buffer made by a top-level step of the body (a copy of the
+    state, as a dynamic-update-slice starts), and no later body step, no other body result and
+    nothing outside the loop touches the state's old value or the result."""
+    allowed = set(candidates)
+    found: list[tuple[int, int]] = []
+    for loop in _loops(plan.steps):
+        for result, state in zip(loop.body_results, loop.state, strict=True):
+            if result == state or (result, state) not in allowed or result not in intervals or state not in intervals:
+                continue
+            if plan.buffers[result].nbytes != plan.buffers[state].nbytes:
+                continue
+            if state in loop.body_results or loop.state.count(state) > 1 or loop.body_results.count(result) > 1:
+                continue
+            if any(result in P.touched(step) for step in loop.condition):
+                continue
+            writer = next((i for i, step in enumerate(loop.body) if result in P.touched(step)), None)
+            if writer is None or not isinstance(loop.body[writer], P.CopyStep):
+                continue
+            copy = loop.body[writer]
+            if (state, result) not in zip(copy.sources, copy.targets, strict=True) or copy.sources.count(state) > 1:  # type: ignore[union-attr]
+                continue
+            if any(state in P.touched(step) for step in loop.body[writer + 1 :]):
+                continue
+            # The result lives only in this loop's body.
+            if any(result in P.touched(s) for s in _outside(plan.steps, loop)):
+                continue
+            found.append((result, state))
+    return found
+
+
+def _loops(steps) -> list[P.WhileStep]:
+    found: list[P.WhileStep] = []
+    for step in steps:
+        if isinstance(step, P.WhileStep):
+            found.append(step)
+            found.extend(_loops(step.condition + step.body))
+        elif isinstance(step, P.ConditionalStep):
+            for branch in step.branches:
+                found.extend(_loops(branch))
+    return found
+
+
+def _outside(steps, loop: P.WhileStep) -> list[P.Step]:
+    """Every step of the plan that is not `loop` nor inside it (the loops and branches around
+    it only by their own parts)."""
+    found: list[P.Step] = []
+    for step in steps:
+        if step is loop:
+            continue
+        if isinstance(step, P.WhileStep):
+            if any(inner is loop for inner in _loops(step.condition + step.body)):
+                found.extend(_outside(step.condition + step.body, loop))
+                found.append(P.CopyStep(step.body_results, step.state))
+                continue
+        elif isinstance(step, P.ConditionalStep) and any(inner is loop for branch in step.branches for inner in _loops(branch)):
+            for branch in step.branches:
+                found.extend(_outside(branch, loop))
+            continue
+        found.append(step)
+    return found
 
 
 def apply(plan: P.Plan, assignment: Assignment) -> P.Plan:

@@ -144,29 +144,29 @@ def _dynamic_slice(lowering: Lowering, instruction: Instruction, operands: list[
 
 
 def _dynamic_update_slice(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """A copy of the operand, then a kernel over the update's elements writing each at the
+    clamped start plus its index. The copy reads the operand whole before the kernel writes, so
+    the output may take the operand's memory (buffer assignment: in place at the top level,
+    and onto the loop state when a while body updates its state), and the copy onto itself is
+    skipped: the step costs the update's size, not the operand's."""
     source, update = _operand(instruction), _operand(instruction, 1)
-    update_strides = row_major_strides(update.dims)
-
-    def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
-        b = kernel.builder
-        starts = clamped_starts(kernel, instruction, operands, 2, update.dims)  # type: ignore[arg-type]
-        inside = ir.Constant(ir.IntType(1), 1)
-        offsets = []
-        for start, m, size in zip(starts, multi, update.dims, strict=True):
-            offset = b.sub(m, start)
-            inside = b.and_(inside, b.icmp_unsigned("<", offset, I64(size)))
-            offsets.append(offset)
-        linear = ravel(b, multi, row_major_strides(source.dims))
-        original = kernel.load(kernel.buffer(operands[0]), source.dtype, linear)  # type: ignore[arg-type]
-        if update.element_count == 0:
-            return original
-        safe = [b.select(inside, o, I64(0)) for o in offsets]
-        replaced = kernel.load(kernel.buffer(operands[1]), update.dtype, ravel(b, safe, update_strides))  # type: ignore[arg-type]
-        return b.select(inside, replaced, original)
-
-    output = _emit(lowering, instruction, steps, element)
-    # Element o reads only operand[o] and the update: the operand may be overwritten in place.
+    output = lowering.new_buffer(instruction.array_shape)
+    if source.byte_size:
+        steps.append(P.CopyStep((operands[0],), (output,)))  # type: ignore[arg-type]
     lowering.in_place.append((output, operands[0]))  # type: ignore[arg-type]
+    if update.element_count == 0:
+        return output
+    source_strides = row_major_strides(source.dims)
+    with lowering.kernels.kernel(instruction.opcode) as kernel:
+        b = kernel.builder
+        # The starts are loop-invariant: LLVM hoists them out of the element loop.
+        with kernel.loop(kernel.begin, kernel.end, 1, "u") as index:
+            starts = clamped_starts(kernel, instruction, operands, 2, update.dims)  # type: ignore[arg-type]
+            multi = unravel(b, index, update.dims)
+            target = ravel(b, [b.add(start, m) for start, m in zip(starts, multi, strict=True)], source_strides)
+            value = kernel.load(kernel.buffer(operands[1]), update.dtype, index)  # type: ignore[arg-type]
+            kernel.store(value, kernel.buffer(output), source.dtype, target)
+    steps.append(P.KernelStep(kernel.name, update.element_count, 16384, instruction.name))
     return output
 
 

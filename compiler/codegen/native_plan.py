@@ -132,6 +132,17 @@ def runs_alone(step: P.Step) -> bool:
     return all(runs_alone(s) for branch in step.branches for s in branch)
 
 
+def _same_memory(plan: P.Plan, first: int, second: int, direct_outputs: set[int]) -> bool:
+    """Whether two buffers are one range of memory (a copy between them moves nothing): the
+    same buffer, or arena buffers at the same place that no run points elsewhere."""
+    if first == second:
+        return True
+    if first in direct_outputs or second in direct_outputs:
+        return False
+    a, b = plan.buffers[first], plan.buffers[second]
+    return a.kind == b.kind == "arena" and a.offset == b.offset and a.nbytes == b.nbytes
+
+
 @dataclass
 class _Loop:
     site: int
@@ -155,6 +166,7 @@ class _EntryEmitter:
         self.builder = ir.IRBuilder(self.function.append_basic_block("start"))
         self.sync = _sync_function(module)
         self.copy = _copy_function(module)
+        self.direct_outputs = set(P.direct_outputs(plan))
         self.next_site = 0
         self.loops: list[_Loop] = []
         # Inside a stretch worker 0 runs alone: where it goes when it stops early.
@@ -288,7 +300,7 @@ class _EntryEmitter:
         the staging area when a target overlaps another pair's source)."""
         b = self.builder
         plan = self.plan
-        pairs = [(s, t) for s, t in zip(sources, targets, strict=True) if s != t]
+        pairs = [(s, t) for s, t in zip(sources, targets, strict=True) if not _same_memory(plan, s, t, self.direct_outputs)]
         if not pairs:
             return
         with b.if_then(b.icmp_signed("==", self.thread, I64(0))):

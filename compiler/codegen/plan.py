@@ -112,6 +112,16 @@ def touched(step: Step) -> list[int]:
     return sorted(found)
 
 
+def direct_outputs(plan: Plan) -> list[int]:
+    """The output buffers a run points at fresh arrays instead of the arena, so that kernels
+    write the outputs in place: arena buffers that appear once among the outputs. Such a
+    buffer's memory is not its arena range, which buffers sharing that range do not see."""
+    counts: dict[int, int] = {}
+    for buffer_id in plan.outputs:
+        counts[buffer_id] = counts.get(buffer_id, 0) + 1
+    return [buffer_id for buffer_id, count in counts.items() if count == 1 and plan.buffers[buffer_id].kind == "arena"]
+
+
 @dataclass(frozen=True)
 class TracePoint:
     """An entry instruction whose value is final once `after_step` top-level steps have run

@@ -315,15 +315,8 @@ class Executable:
         return {buffer_id: np.empty(dims, dtype=dtype) for buffer_id, dims, dtype in self._direct_output_specs}
 
     def _direct_output_specs_of_plan(self) -> list[tuple[int, tuple[int, ...], np.dtype]]:
-        counts: dict[int, int] = {}
-        for buffer_id in self.plan.outputs:
-            counts[buffer_id] = counts.get(buffer_id, 0) + 1
-        specs = []
-        for buffer_id, count in counts.items():
-            buffer = self.plan.buffers[buffer_id]
-            if count == 1 and buffer.kind == "arena":
-                specs.append((buffer_id, buffer.dims, np.dtype(from_name(buffer.dtype).numpy)))
-        return specs
+        buffers = self.plan.buffers
+        return [(b, buffers[b].dims, np.dtype(from_name(buffers[b].dtype).numpy)) for b in P.direct_outputs(self.plan)]
 
     def _state(
         self,

@@ -162,3 +162,52 @@ def test_runs_default_to_the_machines_cores() -> None:
     executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
     assert executable.threads == machine_threads() >= 1
     assert compile_program(load_program(SWAP_LOOP), load_config(), threads=3, cache_dir=False).threads == 3
+
+
+# A scan-like loop writing row i of its stacked state each iteration (used after the loop, so
+# not an output array of its own), and a dynamic-update-slice that is an output.
+STACKING_LOOP = """HloModule stacking
+cond {
+  s = (s32[], f32[6,4], f32[1,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[6,4], f32[1,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ys = f32[6,4] get-tuple-element(s), index=1
+  x = f32[1,4] get-tuple-element(s), index=2
+  x2 = f32[1,4] multiply(x, x)
+  zero = s32[] constant(0)
+  ys2 = f32[6,4] dynamic-update-slice(ys, x2, i, zero)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (s32[], f32[6,4], f32[1,4]) tuple(j, ys2, x2)
+}
+ENTRY e {
+  x = f32[1,4] parameter(0)
+  ys = f32[6,4] parameter(1)
+  k = s32[] parameter(2)
+  z = s32[] constant(0)
+  init = (s32[], f32[6,4], f32[1,4]) tuple(z, ys, x)
+  w = (s32[], f32[6,4], f32[1,4]) while(init), condition=cond, body=body
+  stacked = f32[6,4] get-tuple-element(w), index=1
+  used = f32[6,4] negate(stacked)
+  zero = s32[] constant(0)
+  direct = f32[6,4] dynamic-update-slice(ys, x, k, zero)
+  ROOT r = (f32[6,4], f32[6,4]) tuple(used, direct)
+}
+"""
+
+
+@pytest.mark.parametrize("row", [0, 3, 9])
+def test_a_loop_updates_its_stacked_state_in_place_with_the_reference_bits(row: int) -> None:
+    rng = np.random.default_rng(row)
+    arrays = [rng.standard_normal((1, 4)).astype(np.float32) * 1.1, rng.standard_normal((6, 4)).astype(np.float32), np.array(row, np.int32)]
+    run_everywhere(STACKING_LOOP, arrays)
+    executable = compile_program(load_program(STACKING_LOOP), load_config(), cache_dir=False)
+    loop = next(s for s in executable.plan.steps if s.kind == "while")
+    buffers = executable.plan.buffers
+    # The update's result and the state element it replaces are one range: no copy per trip.
+    assert buffers[loop.body_results[1]].offset == buffers[loop.state[1]].offset
