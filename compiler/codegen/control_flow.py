@@ -57,7 +57,8 @@ def _while(lowering: Lowering, instruction: Instruction, operands: list[Ref], st
     state = lowering.new_buffers(instruction.shape)
     steps.append(lowering.copy_into(operands[0], state))
     condition_steps, predicate = lowering.lower_computation(condition, [state])
-    body_steps, body_result = lowering.lower_computation(body, [state])
+    with lowering.loop_body(_passed_through(body, state), steps):
+        body_steps, body_result = lowering.lower_computation(body, [state])
     assert isinstance(predicate, int)
     steps.append(
         P.WhileStep(
@@ -70,6 +71,20 @@ def _while(lowering: Lowering, instruction: Instruction, operands: list[Ref], st
         )
     )
     return state
+
+
+def _passed_through(body: Computation, state: Ref) -> frozenset[int]:
+    """The state buffers the body returns unchanged at their own position (a scan's weights):
+    their values are the same in every iteration."""
+    root = body.root
+    if root.opcode != "tuple" or not isinstance(state, tuple) or len(root.operands) != len(state):
+        return frozenset()
+    kept = set()
+    for position, element in enumerate(root.operands):
+        buffer = state[position]
+        if isinstance(buffer, int) and element.opcode == "get-tuple-element" and element.operands[0].opcode == "parameter" and element.attrs["index"] == position:
+            kept.add(buffer)
+    return frozenset(kept)
 
 
 def _conditional(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:

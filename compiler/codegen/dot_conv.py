@@ -336,6 +336,8 @@ def pack_rhs(lowering: Lowering, instruction: Instruction, source: int, shape: A
     sizes = [[shape.dims[d] for d in group] for group in groups]
     batch, k, n = (_product(group) for group in sizes)
     panels = -(-n // panel)
+    # Packing reads only the rhs: with weights a loop keeps unchanged, it runs once, before it.
+    steps = lowering.hoisted([source], steps)
     if [d for group in groups for d in group] == list(range(shape.rank)):
         return _pack_row_major(lowering, instruction, source, shape.dtype, batch, k, n, acc_type, panel, steps)
 

@@ -10,7 +10,8 @@ reference evaluator); parameters are bound here, as the reference evaluator bind
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,10 @@ class Lowering:
     arena_bytes: int = 0
     # (output, operand) buffer pairs a kernel may compute in place (see buffer_assignment).
     in_place: list[tuple[int, int]] = field(default_factory=list)
+    # The while bodies being lowered, innermost last: the buffers that hold the same value in
+    # every iteration (state the body passes through unchanged, and what is computed from
+    # such buffers alone) and the steps before the loop.
+    _loops: list[tuple[set[int], list[P.Step]]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.kernels = KernelModule(self.config)
@@ -79,6 +84,28 @@ class Lowering:
     def buffer(self, buffer_id: int) -> P.Buffer:
         return self.buffers[buffer_id]
 
+    # --- loops ----------------------------------------------------------------------------
+    @contextmanager
+    def loop_body(self, invariant: frozenset[int], before: list[P.Step]) -> Iterator[None]:
+        """While a loop body is lowered: `invariant` buffers keep their values through every
+        iteration, and `before` holds the steps that run before the loop."""
+        self._loops.append((set(invariant), before))
+        try:
+            yield
+        finally:
+            self._loops.pop()
+
+    def hoisted(self, sources: list[int], steps: list[P.Step]) -> list[P.Step]:
+        """Where steps that read only `sources` (and write only fresh buffers of their own)
+        may go: before every enclosing loop in whose iterations the sources do not change
+        (inputs and constants never do), so they run once; else `steps`."""
+        target = steps
+        for invariant, before in reversed(self._loops):
+            if not all(self.buffers[s].kind != "arena" or s in invariant for s in sources):
+                break
+            target = before
+        return target
+
     # --- computations ---------------------------------------------------------------------
     def lower_computation(self, computation: Computation, parameters: list[Ref], trace: list[P.TracePoint] | None = None) -> tuple[list[P.Step], Ref]:
         """Steps that compute `computation` with its parameters bound to `parameters`. With
@@ -99,11 +126,28 @@ class Lowering:
         return steps, values[id(computation.root)]
 
     def lower_instruction(self, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
-        """The value of one instruction, emitted by its op family's module."""
+        """The value of one instruction, emitted by its op family's module. Inside a loop
+        body, an instruction whose operands keep their values through every iteration is
+        computed once, before the loop (every op is a function of its operands alone, and
+        its steps write only buffers of its own), and its value joins the invariant ones."""
         emitter = self.emitters.get(instruction.opcode)
         if emitter is None:
             raise HloUnsupportedError(f"the LLVM backend cannot compile {instruction.opcode} yet", instruction.location, instruction.name)
-        return emitter(self, instruction, operands, steps)
+        sources = [buffer for ref in operands for buffer in flatten_ref(ref)]
+        target = self.hoisted(sources, steps) if sources else steps
+        result = emitter(self, instruction, operands, target)
+        if target is not steps:
+            self._mark_invariant(target, flatten_ref(result))
+        return result
+
+    def _mark_invariant(self, target: list[P.Step], buffers: list[int]) -> None:
+        """Buffers computed by steps placed in `target`: invariant in every loop inside it."""
+        inside = False
+        for invariant, before in self._loops:
+            if before is target:
+                inside = True
+            if inside:
+                invariant.update(buffers)
 
     def constant(self, instruction: Instruction) -> int:
         """The constant buffer holding a constant instruction's literal (canonical bytes)."""

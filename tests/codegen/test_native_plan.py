@@ -211,3 +211,49 @@ def test_a_loop_updates_its_stacked_state_in_place_with_the_reference_bits(row: 
     buffers = executable.plan.buffers
     # The update's result and the state element it replaces are one range: no copy per trip.
     assert buffers[loop.body_results[1]].offset == buffers[loop.state[1]].offset
+
+
+# The body concatenates two weights the loop passes through unchanged (as flax's LSTM cell
+# does every step) and multiplies the state by the result.
+INVARIANT_WEIGHTS = """HloModule invariant
+cond {
+  s = (s32[], f32[2,8], f32[8,4], f32[8,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(7)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[2,8], f32[8,4], f32[8,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[2,8] get-tuple-element(s), index=1
+  wa = f32[8,4] get-tuple-element(s), index=2
+  wb = f32[8,4] get-tuple-element(s), index=3
+  w = f32[8,8] concatenate(wa, wb), dimensions={1}
+  d = f32[2,8] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[2,8] tanh(d)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT r = (s32[], f32[2,8], f32[8,4], f32[8,4]) tuple(j, t, wa, wb)
+}
+ENTRY e {
+  h = f32[2,8] parameter(0)
+  wa = f32[8,4] parameter(1)
+  wb = f32[8,4] parameter(2)
+  z = s32[] constant(0)
+  init = (s32[], f32[2,8], f32[8,4], f32[8,4]) tuple(z, h, wa, wb)
+  w = (s32[], f32[2,8], f32[8,4], f32[8,4]) while(init), condition=cond, body=body
+  ROOT out = f32[2,8] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_what_a_loop_computes_from_unchanging_values_runs_once_before_it() -> None:
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((2, 8)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32)]
+    run_everywhere(INVARIANT_WEIGHTS, arrays)
+    executable = compile_program(load_program(INVARIANT_WEIGHTS), load_config(), cache_dir=False)
+    loop = next(s for s in executable.plan.steps if s.kind == "while")
+    before = executable.plan.steps[: executable.plan.steps.index(loop)]
+    assert any(s.kind == "kernel" and s.instruction.startswith("concatenate") for s in before)
+    assert not any(s.instruction.startswith("concatenate") for s in N.sites(list(loop.body)))
+    assert any(s.kind == "kernel" and s.instruction.startswith("dot") for s in loop.body)  # h changes: the dot stays
