@@ -69,16 +69,61 @@ def _broadcast(lowering: Lowering, instruction: Instruction, operands: list[Ref]
     return _emit(lowering, instruction, steps, element)
 
 
+TRANSPOSE_TILE = 32
+
+
 def _transpose(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     source = _operand(instruction)
     perm = instruction.attrs["dimensions"]
     strides = row_major_strides(source.dims)
+    shape = instruction.array_shape
+    if shape.rank >= 2 and perm[-2] == source.rank - 1 and perm[-1] != source.rank - 1 and shape.element_count:  # type: ignore[index]
+        return _tiled_transpose(lowering, instruction, operands, steps)
 
     def element(kernel: Kernel, multi: list[ir.Value]) -> ir.Value:
         index = ravel(kernel.builder, multi, [strides[p] for p in perm])  # type: ignore[union-attr]
         return kernel.load(kernel.buffer(operands[0]), source.dtype, index)  # type: ignore[arg-type]
 
     return _emit(lowering, instruction, steps, element)
+
+
+def _tiled_transpose(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """A transpose that makes the operand's contiguous dimension the result's second to last:
+    a work item is a TILE x TILE tile of the result's last two dimensions, whose source rows
+    and result rows all stay in L1 (element by element, every read would be a cache miss)."""
+    source, shape = _operand(instruction), instruction.array_shape
+    perm = instruction.attrs["dimensions"]
+    strides = row_major_strides(source.dims)
+    rows, columns = shape.dims[-2], shape.dims[-1]
+    outer_dims = shape.dims[:-2]
+    tile = TRANSPOSE_TILE
+    tile_rows, tile_columns = -(-rows // tile), -(-columns // tile)
+    output = lowering.new_buffer(shape)
+    column_stride = strides[perm[-1]]  # type: ignore[index]
+    with lowering.kernels.kernel("transpose") as kernel:
+        b = kernel.builder
+        source_base, out_base = kernel.buffer(operands[0]), kernel.buffer(output)  # type: ignore[arg-type]
+        with kernel.loop(kernel.begin, kernel.end, 1, "tile") as item:
+            column_tile = b.urem(item, I64(tile_columns))
+            rest = b.udiv(item, I64(tile_columns))
+            row_tile, outer = b.urem(rest, I64(tile_rows)), b.udiv(rest, I64(tile_rows))
+            outer_index = unravel(b, outer, outer_dims) if outer_dims else []
+            source_outer = ravel(b, outer_index, [strides[p] for p in perm[:-2]])  # type: ignore[union-attr, index]
+            first_row, first_column = b.mul(row_tile, I64(tile)), b.mul(column_tile, I64(tile))
+            row_stop = b.add(first_row, I64(tile))
+            row_stop = b.select(b.icmp_signed("<", row_stop, I64(rows)), row_stop, I64(rows))
+            column_stop = b.add(first_column, I64(tile))
+            column_stop = b.select(b.icmp_signed("<", column_stop, I64(columns)), column_stop, I64(columns))
+            with kernel.loop(first_row, row_stop, 1, "r") as row:
+                target_row = b.mul(b.add(b.mul(outer, I64(rows)), row), I64(columns))
+                with kernel.loop(first_column, column_stop, 1, "c") as column:
+                    value = kernel.load(source_base, source.dtype, b.add(b.add(source_outer, b.mul(column, I64(column_stride))), row))
+                    kernel.store(value, out_base, shape.dtype, b.add(target_row, column))
+    outer_count = 1
+    for size in outer_dims:
+        outer_count *= size
+    steps.append(P.KernelStep(kernel.name, outer_count * tile_rows * tile_columns, 64, instruction.name))
+    return output
 
 
 def _reverse(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
