@@ -106,21 +106,33 @@ fixtures:
 golden: setup
 	$(BIN)/python tools/golden_hashes.py
 
-# Benchmarks: vxla against numpy and jax.jit on CPU, in .venv-bench (the project plus the
-# pinned JAX of tools/requirements-fixtures.txt; rebuilt only when either file changes).
-# BENCH_ARGS passes options to bench/models.py, e.g. `make bench BENCH_ARGS="--json out.json"`.
+# Benchmarks, in .venv-bench (the project, the pinned JAX of tools/requirements-fixtures.txt
+# and the model libraries of bench/requirements.txt; rebuilt only when one of those changes):
+# the real-model corpus (bench/corpus.py, exported once into .bench-corpus) against XLA:CPU
+# with 1 and 2 threads, sgemm against OpenBLAS and XLA:CPU, then the fixture models and the
+# kernels against numpy and jax.jit. Results as JSON in .bench-results/. BENCH_ARGS passes
+# options to bench/models.py, e.g. `make bench BENCH_ARGS="--models cnn"`.
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
+BENCH_CORPUS := .bench-corpus
+BENCH_RESULTS := .bench-results
 BENCH_ARGS ?=
 
-$(BENCH_STAMP): pyproject.toml tools/requirements-fixtures.txt
+$(BENCH_STAMP): pyproject.toml tools/requirements-fixtures.txt bench/requirements.txt
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r tools/requirements-fixtures.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r tools/requirements-fixtures.txt -r bench/requirements.txt
 	@touch $@
 
-bench: $(BENCH_STAMP)
-	$(BENCH_VENV)/bin/python bench/models.py $(BENCH_ARGS)
+$(BENCH_CORPUS)/.exported: $(BENCH_STAMP) bench/corpus.py
+	JAX_PLATFORMS=cpu $(BENCH_VENV)/bin/python bench/corpus.py $(BENCH_CORPUS)
+	@touch $@
+
+bench: $(BENCH_CORPUS)/.exported
+	@mkdir -p $(BENCH_RESULTS)
+	$(BENCH_VENV)/bin/python bench/real_models.py $(BENCH_CORPUS) --json $(BENCH_RESULTS)/real_models.json
+	$(BENCH_VENV)/bin/python bench/gemm.py --json $(BENCH_RESULTS)/gemm.json
+	$(BENCH_VENV)/bin/python bench/models.py --json $(BENCH_RESULTS)/models.json $(BENCH_ARGS)
 	$(BENCH_VENV)/bin/python bench/backend_vs_numpy.py
 
 clean:

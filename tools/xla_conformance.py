@@ -39,6 +39,10 @@ from pathlib import Path
 
 import numpy as np
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # bench/xla_cpu.py, the XLA:CPU glue it shares with the benchmarks
+    sys.path.insert(0, str(REPO_ROOT))
+
 SOURCE_GLOBS = ("xla/tests/*.cc", "xla/service/**/*.cc", "xla/backends/cpu/**/*.cc", "xla/hlo/**/*.cc", "xla/**/*.hlo")
 # R"(...)" and R"delimiter(...)delimiter" raw strings.
 RAW_STRING = re.compile(r'R"(?P<delimiter>[A-Za-z_]{0,16})\((?P<body>.*?)\)(?P=delimiter)"', re.DOTALL)
@@ -340,16 +344,9 @@ class XlaProcess:
 
 
 def _xla_run(text: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    import jax
-    from jax._src.lib import _jax
-    from jax._src.lib import xla_client as xc
+    from bench.xla_cpu import compile_hlo_text
 
-    device = jax.devices("cpu")[0]
-    module = xc.hlo.hlo_module_from_text(text)
-    stablehlo = _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-    executable = device.client.compile_and_load(stablehlo, xc.DeviceList((device,)), xc.CompileOptions())
-    outputs = executable.execute_sharded([jax.device_put(a, device) for a in arrays])
-    return [np.asarray(r[0]) for r in outputs.disassemble_into_single_device_arrays()]
+    return compile_hlo_text(text).run(arrays)
 
 
 def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
