@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,8 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+from bench.backend_vs_numpy import best_time  # noqa: E402
 
 # OpenBLAS kernels by the vxla target of the same vector width.
 OPENBLAS_CORE = {"x86-64-v3": "Haswell", "x86-64-v4": "SkylakeX"}
@@ -36,16 +37,6 @@ ENTRY e {{
 """
 
 
-def _best(function, repeat: int) -> float:
-    function()
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
 def child(kind: str, size: int, threads: int, repeat: int) -> float:
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, size, size), dtype=np.float32)
@@ -53,14 +44,14 @@ def child(kind: str, size: int, threads: int, repeat: int) -> float:
         import compiler
 
         executable = compiler.compile(module_text(size), target=kind.split(":", 1)[1], threads=threads, cache_dir=False)
-        return _best(lambda: executable.run(a, b), repeat)
+        return best_time(lambda: executable.run(a, b), repeat)
     if kind.startswith("numpy"):
-        return _best(lambda: a @ b, repeat)
+        return best_time(lambda: a @ b, repeat)
     from bench.xla_cpu import compile_hlo_text
 
     executable = compile_hlo_text(module_text(size))
     on_device = executable.put([a, b])
-    return _best(lambda: executable.run_on_device(on_device), repeat)
+    return best_time(lambda: executable.run_on_device(on_device), repeat)
 
 
 def _measure(kind: str, size: int, threads: int, repeat: int) -> float | None:
