@@ -26,7 +26,7 @@ from compiler.hlo.shape import ArrayShape
 from compiler.numerics.dtypes import from_name
 from compiler.program import Program, bind_argument, bind_arguments
 from compiler.runtime.loader import LoadedObject, load_object
-from compiler.runtime.threads import WorkerPool, machine_threads
+from compiler.runtime.threads import RunThreads, machine_threads
 
 # i32 vxla_run(ptr table, ptr control, i64 thread, i64 threads, i64 first, i64 last)
 ENTRY_SIGNATURE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
@@ -67,7 +67,7 @@ class RunState:
     arena: np.ndarray
     table: ctypes.Array
     control: ctypes.Array
-    pool: WorkerPool
+    pool: RunThreads
     outputs: dict[int, np.ndarray]
 
     def view(self, buffer_id: int) -> np.ndarray:
@@ -110,7 +110,7 @@ class Executable:
     # Memory free for the next run: arenas, each with its pointer table (arena and constant
     # entries filled once; input and output entries are set by every run) and control block.
     _free_arenas: list[tuple[np.ndarray, ctypes.Array, ctypes.Array]] = field(default_factory=list, repr=False)
-    _pools: dict[int, WorkerPool] = field(default_factory=dict, repr=False)
+    _pools: dict[int, RunThreads] = field(default_factory=dict, repr=False)
     _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -277,13 +277,13 @@ class Executable:
             digester = self._digesters[buffer_id] = TensorDigester.of(np.dtype(from_name(buffer.dtype).numpy), buffer.dims)
         return digester
 
-    def _pool(self, threads: int) -> WorkerPool:
+    def _pool(self, threads: int) -> RunThreads:
         pool = self._pools.get(threads)
         if pool is not None:
             return pool
         with self._lock:
             if threads not in self._pools:
-                self._pools[threads] = WorkerPool(threads)
+                self._pools[threads] = RunThreads(threads)
             return self._pools[threads]
 
     def _acquire_arena(self) -> tuple[np.ndarray, ctypes.Array, ctypes.Array]:
@@ -321,7 +321,7 @@ class Executable:
     def _state(
         self,
         inputs: list[np.ndarray],
-        pool: WorkerPool,
+        pool: RunThreads,
         memory: tuple[np.ndarray, ctypes.Array, ctypes.Array],
         max_while_iterations: int | None,
         deadline: float | None,
@@ -357,6 +357,6 @@ def _address(array: np.ndarray) -> int:
         return array.ctypes.data
 
 
-def _close_pools(pools: dict[int, WorkerPool]) -> None:
+def _close_pools(pools: dict[int, RunThreads]) -> None:
     for pool in pools.values():
         pool.close()

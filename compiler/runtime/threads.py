@@ -42,7 +42,7 @@ def partition(extent: int, parts: int, grain: int) -> tuple[tuple[int, int], ...
     return tuple(ranges)
 
 
-class WorkerPool:
+class RunThreads:
     """`threads` workers (the calling thread is one of them) that each run the same work
     with their own index, as the plan's native entry expects (compiler/codegen/native_plan.py:
     the workers split every step among themselves). ctypes releases the GIL for the duration
