@@ -153,15 +153,7 @@ def _loop_state_updates(plan: P.Plan, candidates: list[tuple[int, int]], interva
 
 
 def _loops(steps) -> list[P.WhileStep]:
-    found: list[P.WhileStep] = []
-    for step in steps:
-        if isinstance(step, P.WhileStep):
-            found.append(step)
-            found.extend(_loops(step.condition + step.body))
-        elif isinstance(step, P.ConditionalStep):
-            for branch in step.branches:
-                found.extend(_loops(branch))
-    return found
+    return [step for step in P.walk(steps) if isinstance(step, P.WhileStep)]
 
 
 def _outside(steps, loop: P.WhileStep) -> list[P.Step]:

@@ -24,7 +24,6 @@ is the same for every target but for the floating-point environment the entry se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -76,25 +75,14 @@ def sites(steps: list[P.Step]) -> list[P.Step]:
     """Every step the entry can stop before, in the order the code generator numbers them:
     the flat top-level steps, each followed by the steps nested in it (a while loop's
     condition then body, a conditional's branches in order)."""
-    return list(_walk(steps))
-
-
-def _walk(steps) -> Iterator[P.Step]:
-    for step in steps:
-        yield step
-        if isinstance(step, P.WhileStep):
-            yield from _walk(step.condition)
-            yield from _walk(step.body)
-        elif isinstance(step, P.ConditionalStep):
-            for branch in step.branches:
-                yield from _walk(branch)
+    return list(P.walk(steps))
 
 
 def staging_bytes(plan: P.Plan) -> int:
     """Arena space the entry needs past the plan's buffers to stage the copies that would
     otherwise overwrite a source before reading it (a loop whose state swaps)."""
     largest = 0
-    for step in _walk(plan.steps):
+    for step in P.walk(plan.steps):
         copy = P.CopyStep(step.body_results, step.state) if isinstance(step, P.WhileStep) else step
         if isinstance(copy, P.CopyStep) and _needs_staging(plan, copy):
             largest = max(largest, sum(P.aligned_size(plan.buffers[s].nbytes) for s in copy.sources))

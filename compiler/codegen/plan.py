@@ -8,6 +8,7 @@ compile cache can store it beside the object bytes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -88,6 +89,19 @@ class ConditionalStep:
 
 
 Step = KernelStep | CopyStep | WhileStep | ConditionalStep
+
+
+def walk(steps) -> Iterator[Step]:
+    """Every step, each followed by the steps nested in it (a while loop's condition then body,
+    a conditional's branches in order)."""
+    for step in steps:
+        yield step
+        if isinstance(step, WhileStep):
+            yield from walk(step.condition)
+            yield from walk(step.body)
+        elif isinstance(step, ConditionalStep):
+            for branch in step.branches:
+                yield from walk(branch)
 
 
 def touched(step: Step) -> list[int]:
