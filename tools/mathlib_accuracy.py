@@ -7,11 +7,16 @@ Modes:
   --binary        power and atan2: max ulp error (binary64) on --samples inputs.
   --exhaustive    binary32: every one of the 2**32 inputs (or --range) of one --function,
                   in chunks on --workers processes, against MPFR element by element.
+  --fast          the fast paths of the compiled binary32 functions (fast_f32.py): on every
+                  input of --range, the max relative error of the approximation against
+                  the pinned binary64 function (it must stay below FAST_ERROR) and the
+                  share of inputs the fast path decides.
 
 Examples:
   python tools/mathlib_accuracy.py --samples 200000
   python tools/mathlib_accuracy.py --function sin --exhaustive --workers 8
   python tools/mathlib_accuracy.py --function exp --exhaustive --range 3f800000:40000000
+  python tools/mathlib_accuracy.py --function tanh --fast --range 0:100000000
 """
 
 from __future__ import annotations
@@ -251,6 +256,55 @@ def run_exhaustive(name: str, start: int, stop: int, workers: int, chunk: int) -
     return mismatches
 
 
+def _fast_chunk(task: tuple[str, int, int]) -> tuple[int, int, float, int]:
+    """(inputs, decided, max relative error, input bits where it is reached)."""
+    from compiler.numerics.mathlib.correctly_rounded import near_f32_boundary
+    from compiler.numerics.mathlib.fast_f32 import FAST_F32, SATURATED
+    from compiler.numerics.mathlib.numpy_ops import NUMPY
+    from compiler.numerics.mathlib.pinned_f64 import PINNED_F64
+
+    name, start, stop = task
+    bits = np.arange(start, stop, dtype=np.uint64).astype(np.uint32)
+    with np.errstate(all="ignore"):
+        x = bits.view(np.float32).astype(np.float64)
+        v, usable = FAST_F32[name](NUMPY, x)
+        exact = PINNED_F64[name](x)
+        decided = usable & ~near_f32_boundary(NUMPY, v)
+        approximated = usable & (np.abs(exact) >= 2.0**-126) & (np.abs(exact) < 2.0**128)
+        if name in SATURATED:
+            approximated &= ~SATURATED[name](NUMPY, x)
+        relative = np.where(approximated, np.abs(v - exact) / np.abs(exact), 0.0)
+    worst = int(np.argmax(relative))
+    return stop - start, int(decided.sum()), float(relative[worst]), int(bits[worst])
+
+
+def run_fast(name: str, start: int, stop: int, workers: int, chunk: int) -> int:
+    """Measures one fast path on [start, stop); returns 1 if its error bound fails."""
+    from compiler.numerics.mathlib.fast_f32 import FAST_ERROR, FAST_F32
+
+    if name not in FAST_F32:
+        print(f"{name} has no fast path")
+        return 1
+    tasks = [(name, s, min(s + chunk, stop)) for s in range(start, stop, chunk)]
+    total = decided = 0
+    worst, worst_bits = 0.0, 0
+    t0 = time.time()
+    with multiprocessing.Pool(workers) as pool:
+        for k, (count, ok, err, at) in enumerate(pool.imap_unordered(_fast_chunk, tasks), 1):
+            total += count
+            decided += ok
+            if err > worst:
+                worst, worst_bits = err, at
+            if k % max(1, len(tasks) // 20) == 0 or k == len(tasks):
+                print(f"  {total / (stop - start):6.1%} done, max error 2**"
+                      f"{np.log2(max(worst, 2.0**-200)):.2f}", flush=True)
+    x = np.array([worst_bits], dtype=np.uint32).view(np.float32)[0]
+    print(f"{name}: {total} inputs, fast path decides {decided / total:.4%}, max relative "
+          f"error 2**{np.log2(max(worst, 2.0**-200)):.2f} at x = {x!r} ({worst_bits:#010x}); "
+          f"bound 2**{np.log2(FAST_ERROR):.0f} ({(time.time() - t0) / 60:.1f} min)")
+    return 0 if worst <= FAST_ERROR else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--function", action="append", choices=mathlib.UNARY_FUNCTIONS)
@@ -258,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--binary", action="store_true", help="power and atan2")
     parser.add_argument("--exhaustive", action="store_true")
+    parser.add_argument("--fast", action="store_true", help="error of the fast paths")
     parser.add_argument("--range", default="0:100000000", help="hex bit-pattern range")
     parser.add_argument("--workers", type=int, default=multiprocessing.cpu_count())
     parser.add_argument("--chunk", type=int, default=1 << 22)
     args = parser.parse_args(argv)
     names = args.function or list(mathlib.UNARY_FUNCTIONS)
+    if args.fast:
+        start, stop = (int(v, 16) for v in args.range.split(":"))
+        failed = [run_fast(n, start, stop, args.workers, args.chunk) for n in names]
+        return 1 if any(failed) else 0
     if args.exhaustive:
         if len(names) != 1:
             parser.error("--exhaustive takes exactly one --function")

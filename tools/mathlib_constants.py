@@ -37,6 +37,13 @@ ERF_DEGREE = 19
 ERF_SMALL_TERMS = 14  # coefficients of x^1, x^3, ..., x^27
 ATAN_TABLE_SIZE = 32  # atan: centres i/32, i = 0..32
 TWO_OVER_PI_BITS = 1216  # bits of 2/pi kept for the Payne-Hanek reduction
+# exp fast path of the binary32 functions: P of degree 9 with expm1(r) = r + r^2 P(r)
+FAST_EXP_RADIUS = 0.35
+FAST_EXP_DEGREE = 9
+# erf fast path of the binary32 function: one polynomial in d = x - 2.25 on [1/2, 4]
+ERF_FAST_MID_CENTRE = 2.25
+ERF_FAST_MID_RADIUS = 1.75
+ERF_FAST_MID_DEGREE = 28
 
 
 def _ctx(precision: int) -> gmpy2.context:
@@ -197,6 +204,58 @@ def erf_constants() -> dict[str, object]:
     }
 
 
+def _chebyshev_interpolant(fn: Callable[[mpfr], mpfr], centre: float, radius: float,
+                           degree: int) -> list[mpfr]:
+    """Power-basis coefficients in d = x - centre of the polynomial of the given degree
+    that interpolates fn at the Chebyshev nodes of [centre - radius, centre + radius]
+    (close to the minimax polynomial); all arithmetic at WORK_PRECISION."""
+    with _ctx(WORK_PRECISION):
+        pi = gmpy2.const_pi()
+        count = degree + 1
+        nodes = [gmpy2.cos(pi * (k + mpfr(1) / 2) / count) for k in range(count)]
+        values = [fn(mpfr(centre) + mpfr(radius) * t) for t in nodes]
+        # Chebyshev coefficients of the interpolant, then T_j in the power basis of t.
+        cheb = []
+        for j in range(count):
+            total = sum(v * gmpy2.cos(pi * j * (k + mpfr(1) / 2) / count)
+                        for k, v in enumerate(values))
+            cheb.append(total * 2 / count / (2 if j == 0 else 1))
+        power = [mpfr(0)] * count
+        previous, current = [mpfr(1)], [mpfr(0), mpfr(1)]
+        for j in range(count):
+            t_j = previous if j == 0 else current
+            for n, c in enumerate(t_j):
+                power[n] += cheb[j] * c
+            if j >= 1:
+                following = [mpfr(0)] + [2 * c for c in current]
+                for n, c in enumerate(previous):
+                    following[n] -= c
+                previous, current = current, following
+        return [c / mpfr(radius) ** n for n, c in enumerate(power)]
+
+
+def _expm1_tail(r: mpfr) -> mpfr:
+    """(exp(r) - 1 - r) / r^2; 1/2 + r/6 where |r| is too small for the quotient at the
+    working precision (the middle Chebyshev node is cos(pi/2), about 1e-121)."""
+    if abs(r) < mpfr(2) ** -100:
+        return mpfr(1) / 2 + r / 6
+    return (gmpy2.expm1(r) - r) / (r * r)
+
+
+def fast_f32_constants() -> dict[str, object]:
+    mid = _chebyshev_interpolant(gmpy2.erf, ERF_FAST_MID_CENTRE, ERF_FAST_MID_RADIUS,
+                                 ERF_FAST_MID_DEGREE)
+    tail = _chebyshev_interpolant(_expm1_tail, 0.0, FAST_EXP_RADIUS, FAST_EXP_DEGREE)
+    return {
+        # exp(r) - 1 - r = r^2 * P(r) for |r| <= ln2/2
+        "FAST_EXP_POLY": [_round(c) for c in tail],
+        # log(m) = 2s + 2s * z * (1/3 + z/5 + ... + z^8/19), s = (m-1)/(m+1), z = s^2 < 0.0295
+        "FAST_LOG_POLY": [_round(_hp(lambda n=n: mpfr(1) / (2 * n + 1))) for n in range(1, 10)],
+        "ERF_FAST_MID_CENTRE": ERF_FAST_MID_CENTRE,
+        "ERF_FAST_MID_POLY": [_round(c) for c in mid],
+    }
+
+
 # --------------------------------------------------------------------------- atan2
 def atan_constants() -> dict[str, object]:
     pi = _hp(lambda: gmpy2.const_pi())
@@ -269,6 +328,7 @@ def generate() -> str:
         ("log", log_constants()),
         ("sin, cos", trig_constants()),
         ("erf", erf_constants()),
+        ("fast paths of the binary32 functions", fast_f32_constants()),
         ("atan2", atan_constants()),
         ("cbrt", cbrt_constants()),
     ]

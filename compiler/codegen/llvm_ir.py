@@ -99,6 +99,29 @@ def call_intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Valu
     return builder.call(function, args)
 
 
+def gather(builder: ir.IRBuilder, table: ir.GlobalVariable, index: ir.Value, element: ir.Type) -> ir.Value:
+    """table[index[i]] in every lane i of the vector `index` (i64 lanes, each in range), as
+    one llvm.masked.gather: a gather instruction where the target has one (AVX2, AVX-512,
+    SVE), scalar loads elsewhere. The addresses are built as integers, since llvmlite does
+    not type a getelementptr over a vector of indices."""
+    lanes = index.type.count
+    i64_lanes = ir.VectorType(ir.IntType(64), lanes)
+    base = builder.ptrtoint(table, ir.IntType(64))
+    splat = builder.insert_element(ir.Constant(i64_lanes, None), base, ir.Constant(ir.IntType(32), 0))
+    splat = builder.shuffle_vector(splat, ir.Constant(i64_lanes, None), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    size = ir.Constant(i64_lanes, [_element_bytes(element)] * lanes)
+    addresses = builder.inttoptr(builder.add(splat, builder.mul(index, size)), ir.VectorType(ir.PointerType(), lanes))
+    result = ir.VectorType(element, lanes)
+    mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
+    name = f"llvm.masked.gather.{intrinsic_suffix(result)}.v{lanes}p0"
+    function = declare_intrinsic(builder.module, name, result, [addresses.type, ir.IntType(32), mask.type, result])
+    return builder.call(function, [addresses, ir.Constant(ir.IntType(32), _element_bytes(element)), mask, ir.Constant(result, None)])
+
+
+def _element_bytes(element: ir.Type) -> int:
+    return element.width // 8 if isinstance(element, ir.IntType) else {"double": 8, "float": 4}[str(element)]
+
+
 class _FunctionPointer:
     """A function's address held in a value, with the function's type: what llvmlite reads
     from a callee (with opaque pointers the call site alone carries the type)."""

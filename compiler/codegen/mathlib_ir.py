@@ -17,6 +17,11 @@ it, then selects per lane. Every function ends by replacing NaN results with the
 NaN in the integer domain, since LLVM may change the payload or sign of a NaN that a
 floating-point operation produces.
 
+The binary32 exp, expm1, tanh, logistic and erf first take the fast path of
+compiler.numerics.mathlib.fast_f32 (a cheaper binary64 approximation, rounded to binary32
+where that is provably the correctly rounded result) and call the exact path, an out-of-line
+function of the same module, only for a vector with a lane it cannot decide.
+
 `math_function` is the API for the code generator; `define_array_kernel` builds a loop over
 arrays around it (tests, tools and benchmarks).
 """
@@ -36,6 +41,7 @@ from compiler.codegen.llvm_ir import (
     I64,
     call_intrinsic,
     counted_loop,
+    gather,
     vector_of,
 )
 from compiler.config import CompilerConfig
@@ -44,6 +50,7 @@ from compiler.numerics.mathlib import UNARY_FUNCTIONS
 from compiler.numerics.mathlib.correctly_rounded import near_f32_boundary
 from compiler.numerics.mathlib.dsl import Table
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
+from compiler.numerics.mathlib.fast_f32 import FAST_F32
 from compiler.numerics.mathlib.pinned_f64 import BINARY_ALGORITHMS, UNARY_ALGORITHMS
 
 __all__ = [
@@ -374,11 +381,7 @@ class IROps:
             ptr = self.b.gep(g, [zero, idx], inbounds=True, source_etype=g.value_type)
             v = self.b.load(ptr, typ=elem)
         else:
-            v = ir.Constant(vector_of(elem, self.width), None)
-            for lane in range(self.width):
-                k = self.b.extract_element(idx, ir.Constant(I32, lane))
-                ptr = self.b.gep(g, [zero, k], inbounds=True, source_etype=g.value_type)
-                v = self.b.insert_element(v, self.b.load(ptr, typ=elem), ir.Constant(I32, lane))
+            v = gather(self.b, g, idx, elem)
         if t.is_float:
             return FloatValue(self, v)
         if min(t.values) >= 0:
@@ -528,6 +531,41 @@ def _define_f64(module: ir.Module, name: str, width: int, fname: str) -> ir.Func
 
 
 def _define_f32(
+    module: ir.Module, name: str, width: int, fname: str, config: CompilerConfig
+) -> ir.Function:
+    """The binary32 function: the fast path where the function has one (fast_f32.py), with
+    the exact path on the lanes it cannot decide; otherwise the exact path alone."""
+    if name not in FAST_F32:
+        return _define_f32_exact(module, name, width, fname, config)
+    exact = _define_f32_exact(module, name, width, f"{fname}.exact", config)
+    # The exact path runs about once in 10**5 vectors: kept out of line, it costs no code
+    # size or compile time in every kernel that uses the function.
+    exact.attributes.discard("alwaysinline")
+    exact.attributes.add("noinline")
+    exact.attributes.add("cold")
+    ty = vector_of(FLOAT, width)
+    t_i32 = vector_of(I32, width)
+    fn = _new_function(module, fname, ty, 1)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ops = IROps(b, width)
+    wide = FloatValue(ops, b.fpext(fn.args[0], vector_of(DOUBLE, width)))
+    value, usable = FAST_F32[name](ops, wide)
+    value = ops.lift_f(value)
+    fast_bits = _canonical_f32_bits(b, b.bitcast(b.fptrunc(value, ty), t_i32), width)
+    undecided = ~usable | near_f32_boundary(ops, FloatValue(ops, value))
+    before = b.block
+    with b.if_then(ops.any_lane(undecided), likely=False):
+        exact_bits = b.bitcast(b.call(exact, [fn.args[0]]), t_i32)
+        patched = b.select(undecided.v, exact_bits, fast_bits)
+        inside = b.block
+    bits = b.phi(t_i32)
+    bits.add_incoming(patched, inside)
+    bits.add_incoming(fast_bits, before)
+    b.ret(b.bitcast(bits, ty))
+    return fn
+
+
+def _define_f32_exact(
     module: ir.Module, name: str, width: int, fname: str, config: CompilerConfig
 ) -> ir.Function:
     """RN32(pinned_f64(x)), patched where that double rounding is not correctly rounded

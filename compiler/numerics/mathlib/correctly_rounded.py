@@ -81,8 +81,10 @@ def near_f32_boundary(ops: Ops, v: Value) -> Value:
     subnormal range, where the grid is coarser). The compiled binary32 functions look their
     inputs up in the exception table only where this holds.
     """
-    mag = ops.bits(v) & 0x7FFFFFFFFFFFFFFF
-    low = mag & _LOW29
-    near = (low >= _MIDPOINT_LOW29 - _NEAR_ULPS) & (low <= _MIDPOINT_LOW29 + _NEAR_ULPS)
+    bits = ops.bits(v)
+    # low in [MID - NEAR, MID + NEAR], as one wrapped offset (the sign and exponent bits
+    # above bit 28 do not reach the low 29 after the mask).
+    near = ((bits + (_LOW29 + 1 - (_MIDPOINT_LOW29 - _NEAR_ULPS))) & _LOW29) <= 2 * _NEAR_ULPS
+    mag = bits & 0x7FFFFFFFFFFFFFFF
     tiny = (mag > 0) & (mag < _F32_MIN_NORMAL_BITS)
     return near | tiny
