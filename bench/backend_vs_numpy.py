@@ -27,6 +27,26 @@ ENTRY e {
 }
 """
 
+# The transcendental chain: tanh, exp, a product and the mean of 2048x2048 f32 (the
+# correctly rounded functions on their fast paths, fused with the reduction).
+TRANSCENDENTAL_CHAIN = """HloModule transcendental_chain
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[2048,2048]{1,0} parameter(0)
+  t = f32[2048,2048]{1,0} tanh(x)
+  e = f32[2048,2048]{1,0} exponential(t)
+  p = f32[2048,2048]{1,0} multiply(t, e)
+  z = f32[] constant(0)
+  s = f32[] reduce(p, z), dimensions={0,1}, to_apply=add
+  n = f32[] constant(4194304)
+  ROOT m = f32[] divide(s, n)
+}
+"""
+
 ROW_SUM = """HloModule rows
 add {
   a = f32[] parameter(0)

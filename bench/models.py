@@ -2,8 +2,9 @@
 installed) jax.jit on CPU, in one process; prints times and ratios.
 
 Models: the fixtures mlp_softmax, cnn and transformer_block (tests/fixtures, exported from
-JAX by tools/export_fixtures.py) and the 4M-element f32 elementwise chain of
-bench/backend_vs_numpy.py.
+JAX by tools/export_fixtures.py), the 4M-element f32 elementwise chain of
+bench/backend_vs_numpy.py and its transcendental chain (tanh, exp and the mean of 2048x2048
+f32).
 
 Before anything is timed, every model's numpy equivalent (and JAX's result, when JAX runs)
 is checked against vxla's outputs (|a - b| <= atol + rtol * |b|, elementwise); a
@@ -50,7 +51,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.backend_vs_numpy import ELEMENTWISE_CHAIN  # noqa: E402
+from bench.backend_vs_numpy import ELEMENTWISE_CHAIN, TRANSCENDENTAL_CHAIN  # noqa: E402
 from compiler.config import CompilerConfig, load_config  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
@@ -193,6 +194,12 @@ def transformer_block(
     return x, pooled
 
 
+def transcendental_chain(x: np.ndarray) -> Arrays:
+    """bench/backend_vs_numpy.py's TRANSCENDENTAL_CHAIN: mean(tanh(x) * exp(tanh(x)))."""
+    t = np.tanh(x)
+    return (np.mean(t * np.exp(t), dtype=np.float32),)
+
+
 def elementwise_chain(x: np.ndarray, y: np.ndarray) -> Arrays:
     """bench/backend_vs_numpy.py's ELEMENTWISE_CHAIN, one numpy op per HLO instruction."""
     a = x * y
@@ -225,6 +232,7 @@ NUMPY_EQUIVALENTS: dict[str, Callable[..., Arrays]] = {
     "cnn": cnn,
     "transformer_block": transformer_block,
     "elementwise_chain": elementwise_chain,
+    "transcendental_chain": transcendental_chain,
 }
 MODEL_NAMES: tuple[str, ...] = tuple(NUMPY_EQUIVALENTS)
 
@@ -236,6 +244,10 @@ def load_model(name: str) -> Model:
         x, y = np.random.default_rng(0).standard_normal((2, CHAIN_ELEMENTS), dtype=np.float32)
         description = f"elementwise chain, 5 ops on {CHAIN_ELEMENTS} f32"
         return Model(name, description, ELEMENTWISE_CHAIN, (x, y), elementwise_chain, None)
+    if name == "transcendental_chain":
+        x = np.random.default_rng(1).standard_normal((2048, 2048), dtype=np.float32)
+        description = "tanh, exp, multiply and mean of 2048x2048 f32"
+        return Model(name, description, TRANSCENDENTAL_CHAIN, (x,), transcendental_chain, None)
     fixture = Fixture(name)
     return Model(
         name,
@@ -319,7 +331,12 @@ def jax_functions() -> dict[str, Callable] | None:
         d = c - a
         return d * d
 
+    def transcendental(x):
+        t = jax.numpy.tanh(x)
+        return jax.numpy.mean(t * jax.numpy.exp(t))
+
     functions["elementwise_chain"] = chain
+    functions["transcendental_chain"] = transcendental
     return functions
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
+import numpy as np
 from llvmlite import ir
 
+from attest.digests import canonical_tensor_bytes
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
@@ -22,6 +24,8 @@ from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.numerics.dtypes import F32, F64, S64
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
+from compiler.reference import HANDLERS
+from compiler.reference.evaluator import Evaluator
 
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
 UNROLL = 4
@@ -480,9 +484,82 @@ def window_element(b: ir.IRBuilder, window: attr.Window, dims: tuple[int, ...], 
     return inside, indices
 
 
+def running_dimension(instruction: Instruction) -> int | None:
+    """The dimension d along which a reduce-window is a running reduction (JAX's cumsum,
+    cumprod, cummax: a window of the whole of d, padded below by its size - 1, stride 1, and
+    size 1 elsewhere), where the padding folds to init itself (reducer(init, init) is init,
+    bit for bit, for constant inits); None otherwise.
+
+    Output element i along d is then reducer(...reducer(init, x[0])..., x[i]): the padding
+    positions come first and leave init as it is. That is the previous element's value
+    reduced with x[i], so a scan along d computes the contract's bits in O(n), where the
+    window loop takes O(n^2)."""
+    window = instruction.attrs["window"]
+    computation = instruction.attrs["to_apply"]
+    assert isinstance(window, attr.Window) and isinstance(computation, Computation)
+    half = len(instruction.operands) // 2
+    dims = instruction.operands[0].array_shape.dims
+    found = None
+    for d, (w, n) in enumerate(zip(window.dims, dims, strict=True)):
+        if w.stride != 1 or w.window_dilation != 1 or w.base_dilation != 1:
+            return None
+        if w.size == 1 and w.pad_low == 0 and w.pad_high == 0:
+            continue
+        if found is not None or n < 2 or (w.size, w.pad_low, w.pad_high) != (n, n - 1, 0):
+            return None
+        found = d
+    inits = instruction.operands[half:]
+    if found is None or any(op.opcode != "constant" or op.literal is None for op in inits):
+        return None
+    literals = [np.asarray(op.literal) for op in inits]
+    folded = Evaluator(HANDLERS).apply_scalar_computation(computation, literals + literals)
+    same = all(canonical_tensor_bytes(np.asarray(f).astype(v.dtype)) == canonical_tensor_bytes(v)
+               for f, v in zip(folded, literals, strict=True))
+    return found if same else None
+
+
+def _emit_running_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step], dim: int) -> Ref:
+    """A running reduce-window (see running_dimension): one work item per line along `dim`,
+    acc = init, then for k = 0, 1, ...: acc = reducer(acc, x[k]), out[k] = acc."""
+    half = len(operands) // 2
+    dims = instruction.operands[0].array_shape.dims
+    computation = instruction.attrs["to_apply"]
+    assert isinstance(computation, Computation)
+    out_shapes = _result_shapes(instruction)
+    outputs = [lowering.new_buffer(s) for s in out_shapes]
+    length = dims[dim]
+    inner = prod(dims[dim + 1:])
+    lines = out_shapes[0].element_count // length
+    if lines:
+        with lowering.kernels.kernel("running_reduce_window") as kernel:
+            b = kernel.builder
+            reduce = Reducer(kernel, computation)
+            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
+            bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
+            dtypes = [op.array_shape.dtype for op in instruction.operands[:half]]
+            slots = [kernel.alloca(init.type, name="acc") for init in inits]
+            with kernel.work_items(lines, "line") as line:
+                outer = b.udiv(line, I64(inner))
+                start = b.add(b.mul(outer, I64(length * inner)), b.urem(line, I64(inner)))
+                for slot, init in zip(slots, inits, strict=True):
+                    b.store(init, slot)
+                with kernel.loop(I64(0), I64(length), 1, "k") as k:
+                    offset = b.add(start, b.mul(k, I64(inner)))
+                    values = [kernel.load(base, dtype, offset) for base, dtype in zip(bases, dtypes, strict=True)]
+                    acc = reduce([b.load(slot) for slot in slots], values)
+                    for slot, value, output, shape in zip(slots, acc, outputs, out_shapes, strict=True):
+                        b.store(value, slot)
+                        kernel.store(value, kernel.buffer(output), shape.dtype, offset)
+        steps.append(P.KernelStep(kernel.name, lines, max(1, 4096 // length), instruction.name))
+    return outputs[0] if half == 1 else tuple(outputs)
+
+
 def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     """acc = init, then acc = reducer(acc, v) over window positions in row-major order; a
     position in padding or in a base-dilation hole contributes init."""
+    running = running_dimension(instruction)
+    if running is not None:
+        return _emit_running_reduce_window(lowering, instruction, operands, steps, running)
     half = len(operands) // 2
     input_shape = instruction.operands[0].array_shape
     window = instruction.attrs["window"]

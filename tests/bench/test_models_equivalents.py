@@ -16,7 +16,7 @@ import pytest
 from bench import models
 from compiler.config import CompilerConfig, load_config
 
-FIXTURE_MODELS = [name for name in models.MODEL_NAMES if name != "elementwise_chain"]
+FIXTURE_MODELS = [name for name in models.MODEL_NAMES if not name.endswith("_chain")]
 
 
 def quick_config() -> CompilerConfig:
