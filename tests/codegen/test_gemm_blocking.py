@@ -59,9 +59,44 @@ def test_blocked_gemm_keeps_the_reference_bits(dtype: str, batch: int, m: int, k
 def test_the_shapes_above_take_several_blocks_and_items() -> None:
     # What the test above relies on: the blocking it exercises exists on every native target.
     for target in NATIVE:
-        f32 = GemmBlocking.of(config(target), F32, 1, 61, 700)
+        f32 = GemmBlocking.of(config(target), F32, 1, 61, 700, 45)
         assert -(-700 // f32.depth) >= 2, (target, f32)
         assert -(-61 // f32.item_rows) >= 2 and 61 % f32.rows, (target, f32)
         assert 45 % f32.panel, (target, f32)
-        f64 = GemmBlocking.of(config(target), F64, 1, 40, 530)
+        f64 = GemmBlocking.of(config(target), F64, 1, 40, 530, 19)
         assert -(-530 // f64.depth) >= 2, (target, f64)
+
+
+def test_column_items_with_an_epilogue_keep_the_reference_bits() -> None:
+    """Items that split the columns (a short lhs against a wide rhs): a partial last panel
+    in the last column item, a row tail, and a fused bias + relu epilogue run per item on
+    the columns it finished."""
+    m, k, n = 13, 300, 16 * 9 + 5
+    text = f"""HloModule gemm
+ENTRY e {{
+  a = f32[{m},{k}] parameter(0)
+  w = f32[{k},{n}] parameter(1)
+  c = f32[{n}] parameter(2)
+  d = f32[{m},{n}] dot(a, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  bc = f32[{m},{n}] broadcast(c), dimensions={{1}}
+  s = f32[{m},{n}] add(d, bc)
+  z = f32[] constant(0)
+  zb = f32[{m},{n}] broadcast(z), dimensions={{}}
+  ROOT r = f32[{m},{n}] maximum(s, zb)
+}}
+"""
+    rng = np.random.default_rng(5)
+    arrays = [spread_values(rng, "f32", (m, k)), spread_values(rng, "f32", (k, n)), spread_values(rng, "f32", (n,))]
+    run_everywhere(text, arrays)
+    for target in NATIVE:
+        blocking = GemmBlocking.of(config(target), F32, 1, m, k, n)
+        assert blocking.column_items >= 2 and n % blocking.panel, (target, blocking)
+        assert blocking.column_items * blocking.item_panels >= -(-n // blocking.panel) > (blocking.column_items - 1) * blocking.item_panels
+
+
+def test_a_short_lhs_reads_the_rhs_in_few_passes() -> None:
+    """GPT-2's MLP projection (128 rows, 3072 x 768 weight): the items split the columns, so
+    the weight is read by at most three row items (it used to be eleven)."""
+    for target in NATIVE:
+        blocking = GemmBlocking.of(config(target), F32, 1, 128, 3072, 768)
+        assert blocking.row_items <= 3 and blocking.items_per_batch >= 8, (target, blocking)
