@@ -374,6 +374,8 @@ def pack_rhs(lowering: Lowering, instruction: Instruction, source: int, shape: A
     steps = lowering.hoisted([source], steps)
     if [d for group in groups for d in group] == list(range(shape.rank)):
         return _pack_row_major(lowering, instruction, source, shape.dtype, batch, k, n, acc_type, panel, steps)
+    if [d for group in (groups[0], groups[2], groups[1]) for d in group] == list(range(shape.rank)):
+        return _pack_columns(lowering, instruction, source, shape.dtype, batch, k, n, acc_type, panel, steps)
 
     def source_index(b, target):
         batch_index, panel_index, kk, lane = target
@@ -420,6 +422,41 @@ def _pack_row_major(lowering: Lowering, instruction: Instruction, source: int, d
                         value = constant(storage_type(acc_type), 0)
                     kernel.store(value, target_base, acc_type, b.add(target, I64(lane)))
     steps.append(P.KernelStep(kernel.name, batch * k, max(1, 16384 // max(n, 1)), instruction.name))
+    return output
+
+
+def _pack_columns(lowering: Lowering, instruction: Instruction, source: int, dtype: DType, batch: int, k: int, n: int, acc_type: DType, panel: int,
+                  steps: list[P.Step]) -> int:  # fmt: skip
+    """pack_rhs of an rhs that is (B, N, K) row-major (a weight stored as out x in, or a
+    transposed activation): a work item is one panel, whose PW source rows are read
+    side by side, one contracting index at a time (sequential in each row), and written as
+    the panel's rows, one vector each (+0 past N)."""
+    panels = -(-n // panel)
+    output = lowering.new_buffer(ArrayShape.of(acc_type, (batch, panels, k, panel)))
+    if batch * k * n == 0:
+        return output
+    element = storage_type(acc_type)
+    with lowering.kernels.kernel("pack_columns") as kernel:
+        b = kernel.builder
+        source_base, target_base = kernel.buffer(source), kernel.buffer(output)
+        zero = constant(element, 0)
+        with kernel.loop(kernel.begin, kernel.end, 1, "panel") as item:
+            batch_index, panel_index = b.udiv(item, I64(panels)), b.urem(item, I64(panels))
+            first_column = b.mul(panel_index, I64(panel))
+            inside, rows = [], []
+            for lane in range(panel):
+                column = b.add(first_column, I64(lane))
+                inside.append(b.icmp_signed("<", column, I64(n)))
+                clamped = b.select(inside[-1], column, I64(0))
+                rows.append(b.mul(b.add(b.mul(batch_index, I64(n)), clamped), I64(k)))
+            target_panel = b.mul(item, I64(k * panel))
+            with kernel.loop(I64(0), I64(k), 1, "kk") as kk:
+                row = ir.Constant(vector_of(element, panel), None)
+                for lane in range(panel):
+                    value = nir.convert(b, kernel.load(source_base, dtype, b.add(rows[lane], kk)), dtype, acc_type, kernel.config)
+                    row = b.insert_element(row, b.select(inside[lane], value, zero), I32(lane))
+                kernel.store(row, target_base, acc_type, b.add(target_panel, b.mul(kk, I64(panel))))
+    steps.append(P.KernelStep(kernel.name, batch * panels, max(1, 16384 // max(k * panel, 1)), instruction.name))
     return output
 
 

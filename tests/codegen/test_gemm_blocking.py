@@ -10,6 +10,9 @@ import pytest
 
 from compiler.codegen.dot_conv import GemmBlocking
 from compiler.numerics.dtypes import F32, F64
+from compiler.config import load_config
+from compiler.driver import compile_program
+from compiler.program import load_program
 from tests.targets import NATIVE, config, run_everywhere
 
 NUMPY = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "bf16": None}
@@ -100,3 +103,35 @@ def test_a_short_lhs_reads_the_rhs_in_few_passes() -> None:
     for target in NATIVE:
         blocking = GemmBlocking.of(config(target), F32, 1, 128, 3072, 768)
         assert blocking.row_items <= 3 and blocking.items_per_batch >= 8, (target, blocking)
+
+
+@pytest.mark.parametrize(
+    "dtype,batch,m,k,n",
+    [
+        ("f32", 1, 384, 64, 8),  # a GRU's gates: weight (384, 64) against the batch's (8, 64) inputs
+        ("f32", 2, 17, 45, 37),  # batched, a partial panel
+        ("f64", 1, 9, 30, 21),
+        ("s32", 1, 5, 19, 70),
+    ],
+)
+def test_an_rhs_stored_as_columns_packs_to_the_reference_bits(dtype: str, batch: int, m: int, k: int, n: int) -> None:
+    """An rhs whose contracting dimension is its minor one, (B, N, K) row-major, is packed by
+    reading its rows side by side (pack_columns), not by the general rearrangement."""
+    lead = f"{batch}," if batch > 1 else ""
+    axis = 1 if batch > 1 else 0
+    batch_dims = ("lhs_batch_dims={0}, ", "rhs_batch_dims={0}, ") if batch > 1 else ("", "")
+    text = f"""HloModule gemm
+ENTRY e {{
+  a = {dtype}[{lead}{m},{k}] parameter(0)
+  w = {dtype}[{lead}{n},{k}] parameter(1)
+  ROOT d = {dtype}[{lead}{m},{n}] dot(a, w), {batch_dims[0]}lhs_contracting_dims={{{axis + 1}}}, {batch_dims[1]}rhs_contracting_dims={{{axis + 1}}}
+}}
+"""
+    rng = np.random.default_rng(m + k + n)
+    shape = (batch,) if batch > 1 else ()
+    arrays = [spread_values(rng, dtype, (*shape, m, k)), spread_values(rng, dtype, (*shape, n, k))]
+    kernels = run_everywhere(text, arrays)
+    assert kernels, kernels
+    executable = compile_program(load_program(text), load_config(), cache_dir=False)
+    names = [s.kernel for s in executable.plan.steps if s.kind == "kernel"]
+    assert any("pack_columns" in name for name in names) and not any("rearrange" in name for name in names), names
