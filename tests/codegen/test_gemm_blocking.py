@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from compiler.codegen.dot_conv import GemmBlocking
-from compiler.numerics.dtypes import F32, F64
 from compiler.config import load_config
 from compiler.driver import compile_program
+from compiler.numerics.dtypes import F32, F64
 from compiler.program import load_program
 from tests.targets import NATIVE, config, run_everywhere
 
