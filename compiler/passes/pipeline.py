@@ -23,12 +23,13 @@ from compiler.passes.loop_fusion import LoopFusion
 from compiler.passes.multi_output_fusion import MultiOutputFusion
 from compiler.passes.scheduling import Scheduling
 from compiler.passes.shape_canonicalization import ShapeCanonicalization
+from compiler.passes.transpose_folding import TransposeFolding
 from compiler.passes.tuple_simplification import TupleSimplification
 
 
 def default_pipeline() -> Pipeline:
     """Simplification to a fixed point, fusion, then scheduling."""
-    simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
+    simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), TransposeFolding(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
     fusion: tuple = (LoopFusion(), EpilogueFusion(), InputFusion(), MultiOutputFusion())
     stages: list = []
     if simplification:
