@@ -24,6 +24,7 @@ from compiler.passes.dead_code_elimination import DeadCodeElimination
 from compiler.passes.layout_assignment import LayoutAssignment
 from compiler.passes.pipeline import default_pipeline
 from compiler.passes.shape_canonicalization import ShapeCanonicalization
+from compiler.passes.transpose_folding import TransposeFolding
 from compiler.passes.tuple_simplification import TupleSimplification
 from compiler.program import load_program
 from compiler.reference import evaluate
@@ -37,6 +38,7 @@ PASSES = [
     ConstantFolding,
     AlgebraicSimplifier,
     ShapeCanonicalization,
+    TransposeFolding,
     CommonSubexpressionElimination,
     DeadCodeElimination,
 ]
