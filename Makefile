@@ -46,8 +46,8 @@ arm64: setup
 # op-family differential tests, the numerics primitives, the correctly rounded functions and
 # the FP environment, run by the emulated Python itself on NEON and on 256-bit SVE, and on
 # NEON also the ops of training steps (select-and-scatter, opt-barrier, topk) and the 4-bit
-# and complex ops but their conversions (x86 only; both are vector-width independent code
-# that the fixtures run on SVE too, and CI has 30 minutes).
+# and complex ops but their conversions (x86 only). On SVE the fixtures cover training steps,
+# top-k and a 4-bit matmul; complex ops run emulated on NEON only (for CI's time).
 ARM64_SAMPLE := tests/codegen/test_op_families.py tests/codegen/test_training_ops.py tests/codegen/test_int4.py tests/codegen/test_complex.py tests/codegen/test_numerics_ir.py tests/codegen/test_mathlib_ir.py tests/codegen/test_fp_environment.py
 ARM64_PYTEST := $(ARM64)/bin/python -m pytest -q -p no:cacheprovider
 
