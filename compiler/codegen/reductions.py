@@ -484,6 +484,17 @@ def window_element(b: ir.IRBuilder, window: attr.Window, dims: tuple[int, ...], 
     return inside, indices
 
 
+def _window_accumulators(kernel: Kernel, instruction: Instruction, operands: list[Ref]) -> tuple[Values, Values, list, Values]:
+    """A reduce-window kernel's inits (loaded), input bases and dtypes, and one accumulator
+    slot per reduced input."""
+    half = len(operands) // 2
+    inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
+    bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
+    dtypes = [op.array_shape.dtype for op in instruction.operands[:half]]
+    slots = [kernel.alloca(init.type, name="acc") for init in inits]
+    return inits, bases, dtypes, slots
+
+
 def running_dimension(instruction: Instruction) -> int | None:
     """The dimension d along which a reduce-window is a running reduction (JAX's cumsum,
     cumprod, cummax: a window of the whole of d, padded below by its size - 1, stride 1, and
@@ -534,10 +545,7 @@ def _emit_running_reduce_window(lowering: Lowering, instruction: Instruction, op
         with lowering.kernels.kernel("running_reduce_window") as kernel:
             b = kernel.builder
             reduce = Reducer(kernel, computation)
-            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
-            bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
-            dtypes = [op.array_shape.dtype for op in instruction.operands[:half]]
-            slots = [kernel.alloca(init.type, name="acc") for init in inits]
+            inits, bases, dtypes, slots = _window_accumulators(kernel, instruction, operands)
             with kernel.work_items(lines, "line") as line:
                 outer = b.udiv(line, I64(inner))
                 start = b.add(b.mul(outer, I64(length * inner)), b.urem(line, I64(inner)))
@@ -573,10 +581,7 @@ def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: 
         with lowering.kernels.kernel("reduce_window") as kernel:
             b = kernel.builder
             reduce = Reducer(kernel, computation)
-            inits = [kernel.load(kernel.buffer(ref), op.array_shape.dtype, I64(0)) for ref, op in zip(operands[half:], instruction.operands[half:], strict=True)]  # type: ignore[arg-type]
-            bases = [kernel.buffer(ref) for ref in operands[:half]]  # type: ignore[arg-type]
-            dtypes = [op.array_shape.dtype for op in instruction.operands[:half]]
-            slots = [kernel.alloca(init.type, name="acc") for init in inits]
+            inits, bases, dtypes, slots = _window_accumulators(kernel, instruction, operands)
             window_sizes = tuple(w.size for w in window.dims)
             total = 1
             for size in window_sizes:
