@@ -1,8 +1,11 @@
 """Building kernels in LLVM IR.
 
-Every kernel has one signature, `void kernel(ptr table, i64 begin, i64 end)`: `table` holds a
-pointer per buffer of the plan, and the kernel computes its work items [begin, end). Kernels
-are internal: the plan's entry (native_plan.py), the one exported function, calls them, and
+Every kernel has one signature, `void kernel(ptr slots, i64 begin, i64 end)`: `slots` holds a
+pointer per buffer the kernel touches, in the order the kernel first asked for them (the
+step's `buffers`), and the kernel computes its work items [begin, end). Since a kernel names
+no buffer of the plan, the kernels of identical layers are the same text: a kernel whose text
+equals an earlier one's is dropped and its steps call the earlier one, so LLVM optimizes and
+generates each distinct kernel once. Kernels are internal: the plan's entry (native_plan.py), the one exported function, calls them, and
 `KernelModule.export` wraps it so it always runs with the contract's floating-point
 environment (round to nearest, no flush-to-zero, no denormals-are-zero: MXCSR on x86, FPCR
 on AArch64) and restores the caller's environment afterwards.
@@ -47,9 +50,14 @@ class KernelModule:
 
     config: CompilerConfig
     module: ir.Module = field(default_factory=lambda: ir.Module(name="vxla"))
+    # The distinct kernels in the module, in the order they were defined.
     kernel_names: list[str] = field(default_factory=list)
-    # The buffers each kernel touches, by kernel name (filled when a kernel is finished).
+    # The buffers each kernel step passes as its slots, by the name the kernel was given
+    # (filled when a kernel is finished).
     kernel_buffers: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # A dropped kernel's name -> the earlier kernel of the same text that its steps call.
+    kernel_aliases: dict[str, str] = field(default_factory=dict)
+    _kernel_texts: dict[str, str] = field(default_factory=dict)
     _counter: int = 0
 
     def __post_init__(self) -> None:
@@ -94,10 +102,21 @@ class KernelModule:
         kernel = Kernel(self, body)
         yield kernel
         kernel.finish()
-        self.kernel_names.append(name)
-        self.kernel_buffers[name] = tuple(sorted(kernel._pointers))
+        self.kernel_buffers[name] = tuple(kernel._pointers)
+        # The name appears first in the define line: the text without it is the kernel.
+        first = self._kernel_texts.setdefault(str(body).replace(name, "", 1), name)
+        if first == name:
+            self.kernel_names.append(name)
+        else:
+            del self.module.globals[name]
+            self.kernel_aliases[name] = first
         kernel.name = name
         kernel.finished = True
+
+    def kernel_of(self, name: str) -> str:
+        """The kernel a step of the kernel named `name` calls (itself, or the earlier
+        kernel of the same text)."""
+        return self.kernel_aliases.get(name, name)
 
     def export(self, name: str, body: ir.Function) -> None:
         """Exports `body` as `name`: a function of the same type that runs it inside the
@@ -138,7 +157,7 @@ class Kernel:
     def __init__(self, owner: KernelModule, function: ir.Function) -> None:
         self.owner = owner
         self.function = function
-        self.table, self.begin, self.end = function.args
+        self.slots, self.begin, self.end = function.args
         self.prologue = function.append_basic_block("prologue")
         self._prologue_builder = ir.IRBuilder(self.prologue)
         self.entry = function.append_basic_block("entry")
@@ -156,11 +175,13 @@ class Kernel:
         self._prologue_builder.branch(self.entry)
 
     def buffer(self, buffer_id: int) -> ir.Value:
-        """The pointer to buffer `buffer_id` (loaded from the table once, in the prologue)."""
+        """The pointer to buffer `buffer_id`: the kernel's next slot the first time it is
+        asked for (loaded once, in the prologue)."""
         if buffer_id not in self._pointers:
             builder = self._prologue_builder
-            slot = builder.gep(self.table, [I64(buffer_id)], source_etype=PTR)
-            self._pointers[buffer_id] = builder.load(slot, typ=PTR, name=f"buf{buffer_id}")
+            number = len(self._pointers)
+            slot = builder.gep(self.slots, [I64(number)], source_etype=PTR)
+            self._pointers[buffer_id] = builder.load(slot, typ=PTR, name=f"slot{number}")
         return self._pointers[buffer_id]
 
     def element_pointer(self, base: ir.Value, element: ir.Type, index: ir.Value) -> ir.Value:

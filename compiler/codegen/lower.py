@@ -161,18 +161,19 @@ class Lowering:
         return P.CopyStep(tuple(sources), tuple(targets))
 
 
-def _with_buffers(step: P.Step, kernel_buffers: dict[str, tuple[int, ...]]) -> P.Step:
-    """The step with every kernel step's list of touched buffers filled in."""
+def _with_buffers(step: P.Step, kernels: KernelModule) -> P.Step:
+    """The step with every kernel step's slots filled in and its kernel resolved to the
+    one it calls."""
     if isinstance(step, P.KernelStep):
-        return dataclasses.replace(step, buffers=kernel_buffers[step.kernel])
+        return dataclasses.replace(step, kernel=kernels.kernel_of(step.kernel), buffers=kernels.kernel_buffers[step.kernel])
     if isinstance(step, P.WhileStep):
         return dataclasses.replace(
             step,
-            condition=tuple(_with_buffers(s, kernel_buffers) for s in step.condition),
-            body=tuple(_with_buffers(s, kernel_buffers) for s in step.body),
+            condition=tuple(_with_buffers(s, kernels) for s in step.condition),
+            body=tuple(_with_buffers(s, kernels) for s in step.body),
         )
     if isinstance(step, P.ConditionalStep):
-        return dataclasses.replace(step, branches=tuple(tuple(_with_buffers(s, kernel_buffers) for s in b) for b in step.branches))
+        return dataclasses.replace(step, branches=tuple(tuple(_with_buffers(s, kernels) for s in b) for b in step.branches))
     return step
 
 
@@ -197,7 +198,7 @@ def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emi
     steps, result = lowering.lower_computation(module.entry, list(inputs), trace)
     plan = P.Plan(
         buffers=lowering.buffers,
-        steps=[_with_buffers(s, lowering.kernels.kernel_buffers) for s in steps],
+        steps=[_with_buffers(s, lowering.kernels) for s in steps],
         inputs=inputs,
         outputs=flatten_ref(result),
         arena_bytes=lowering.arena_bytes,

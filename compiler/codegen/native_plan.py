@@ -30,7 +30,7 @@ from enum import IntEnum
 from llvmlite import ir
 
 from compiler.codegen import plan as P
-from compiler.codegen.kernel import KernelModule
+from compiler.codegen.kernel import KERNEL_TYPE, KernelModule
 from compiler.codegen.llvm_ir import I8, I32, I64, PTR, call_pointer, counted_loop
 
 ENTRY_SYMBOL = "vxla_run"
@@ -154,11 +154,16 @@ class _EntryEmitter:
         self.builder = ir.IRBuilder(self.function.append_basic_block("start"))
         self.sync = _sync_function(module)
         self.copy = _copy_function(module)
+        self.launch = _launch_function(module)
+        self.record_stop = _record_function(module)
         self.direct_outputs = set(P.direct_outputs(plan))
         self.next_site = 0
         self.loops: list[_Loop] = []
         # Inside a stretch worker 0 runs alone: where it goes when it stops early.
         self.solo_exit: ir.Block | None = None
+        # The slots of a kernel call, sized for the kernel step with the most buffers.
+        self.slot_count = 1
+        self.slot_array = self._slots.alloca(PTR, size=I64(1), name="kernel_slots")
 
     def emit(self) -> ir.Function:
         b = self.builder
@@ -253,12 +258,9 @@ class _EntryEmitter:
             self.stop(Status.DEADLINE)
 
     def record(self, site: ir.Value) -> None:
-        b = self.builder
-        with b.if_then(b.icmp_signed("==", self.thread, I64(0))):
-            loop = self.loops[-1] if self.loops else None
-            values = (site, I64(loop.site if loop else -1), b.load(loop.iteration) if loop else I64(-1))
-            for word, value in zip((Control.STOPPED_SITE, Control.STOPPED_LOOP, Control.STOPPED_ITERATION), values, strict=True):
-                b.store(value, self.word(word))
+        loop = self.loops[-1] if self.loops else None
+        where = (site, I64(loop.site if loop else -1), self.builder.load(loop.iteration) if loop else I64(-1))
+        self.builder.call(self.record_stop, [self.control, self.thread, *where])
 
     def word(self, word: Control) -> ir.Value:
         return self.builder.gep(self.control, [I64(word)], source_etype=I64)
@@ -268,20 +270,22 @@ class _EntryEmitter:
         return self.builder.load(slot, typ=PTR)
 
     def kernel(self, step: P.KernelStep) -> None:
-        """This worker's share of the step's work items: threads.partition's ranges."""
+        """This worker's share of the step's work items (vxla.launch)."""
         if step.extent <= 0:
             return
-        b = self.builder
         body = self.kernels.module.globals[step.kernel]
-        most = b.udiv(I64(step.extent), I64(max(step.grain, 1)))
-        count = b.select(b.icmp_signed("<", self.share_of, most), self.share_of, most)
-        count = b.select(b.icmp_signed("<", count, I64(1)), I64(1), count)
-        base, extra = b.udiv(I64(step.extent), count), b.urem(I64(step.extent), count)
-        with b.if_then(b.icmp_signed("<", self.thread, count)):
-            before = b.select(b.icmp_signed("<", self.thread, extra), self.thread, extra)
-            begin = b.add(b.mul(self.thread, base), before)
-            longer = b.zext(b.icmp_signed("<", self.thread, extra), I64)
-            b.call(body, [self.table, begin, b.add(begin, b.add(base, longer))])
+        arguments = [body, self.kernel_slots(step.buffers), I64(step.extent), I64(max(step.grain, 1)), self.thread, self.share_of]
+        self.builder.call(self.launch, arguments)
+
+    def kernel_slots(self, buffers: tuple[int, ...]) -> ir.Value:
+        """This worker's slot array (on its stack) filled with the pointers of `buffers`."""
+        if len(buffers) > self.slot_count:
+            self.slot_count = len(buffers)
+            self.slot_array.operands[0] = I64(self.slot_count)  # the alloca's element count
+        b = self.builder
+        for number, buffer_id in enumerate(buffers):
+            b.store(self.pointer(buffer_id), b.gep(self.slot_array, [I64(number)], source_etype=PTR))
+        return self.slot_array
 
     def copies(self, sources, targets) -> None:
         """Worker 0 copies every source to its target, all reads before any write (through
@@ -371,6 +375,53 @@ def _stretches(items: list, alone) -> list[list]:
         else:
             groups.append([item])
     return groups
+
+
+def _launch_function(module: ir.Module) -> ir.Function:
+    """void vxla.launch(ptr kernel, ptr slots, i64 extent, i64 grain, i64 thread, i64 share):
+    calls `kernel` on worker `thread`'s range of [0, extent) when split among `share`
+    workers by threads.partition's rule (at most extent // grain ranges, at least one; the
+    first extent % count ranges one item longer). One function for every step keeps the
+    entry small, which is most of what LLVM spends on it."""
+    name = "vxla.launch"
+    if name in module.globals:
+        return module.globals[name]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64, I64, I64]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    function.attributes.add("noinline")
+    kernel, slots, extent, grain, thread, share = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    most = b.udiv(extent, grain)
+    count = b.select(b.icmp_signed("<", share, most), share, most)
+    count = b.select(b.icmp_signed("<", count, I64(1)), I64(1), count)
+    base, extra = b.udiv(extent, count), b.urem(extent, count)
+    with b.if_then(b.icmp_signed("<", thread, count)):
+        before = b.select(b.icmp_signed("<", thread, extra), thread, extra)
+        begin = b.add(b.mul(thread, base), before)
+        longer = b.zext(b.icmp_signed("<", thread, extra), I64)
+        call_pointer(b, kernel, KERNEL_TYPE, [slots, begin, b.add(begin, b.add(base, longer))])
+    b.ret_void()
+    return function
+
+
+def _record_function(module: ir.Module) -> ir.Function:
+    """void vxla.record(ptr control, i64 thread, i64 site, i64 loop, i64 iteration): worker 0
+    writes where the run stopped into the control block."""
+    name = "vxla.record"
+    if name in module.globals:
+        return module.globals[name]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    function.attributes.add("noinline")
+    control, thread, *where = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    with b.if_then(b.icmp_signed("==", thread, I64(0))):
+        for word, value in zip((Control.STOPPED_SITE, Control.STOPPED_LOOP, Control.STOPPED_ITERATION), where, strict=True):
+            b.store(value, b.gep(control, [I64(word)], source_etype=I64))
+    b.ret_void()
+    return function
 
 
 def _sync_function(module: ir.Module) -> ir.Function:

@@ -42,14 +42,15 @@ class Buffer:
 
 @dataclass(frozen=True)
 class KernelStep:
-    """Call `kernel(table, begin, end)` over work items [0, extent), split across threads in
-    contiguous ranges of at least `grain` items. Any split computes the same bits."""
+    """Call `kernel(slots, begin, end)` over work items [0, extent), split across threads in
+    contiguous ranges of at least `grain` items, with `slots` pointing at `buffers` in order.
+    Any split computes the same bits."""
 
     kernel: str
     extent: int
     grain: int
     instruction: str
-    buffers: tuple[int, ...] = ()  # every buffer the kernel reads or writes
+    buffers: tuple[int, ...] = ()  # every buffer the kernel reads or writes, in its slot order
     kind: Literal["kernel"] = "kernel"
 
 
