@@ -7,6 +7,7 @@ and both contracts' balances plus the gas fees paid is what it was at the start.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -66,8 +67,10 @@ class Env:
     def post(
         self, k: int, reward: int = ETHER, commit_in: int = 1_000, reveal_in: int = 2_000
     ) -> int:
-        """Post a job from the submitter with deadlines relative to the latest block."""
-        now = self.client.timestamp()
+        """Post a job from the submitter with deadlines relative to the block it goes into:
+        py-evm stamps a new block with the wall clock unless the chain has travelled past it,
+        and the latest block may be seconds old on a busy machine."""
+        now = max(self.client.timestamp(), int(time.time()))
         return self.market.post_job(
             self.submitter,
             b"\x01" * 32,
