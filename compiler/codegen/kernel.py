@@ -5,10 +5,11 @@ pointer per buffer the kernel touches, in the order the kernel first asked for t
 step's `buffers`), and the kernel computes its work items [begin, end). Since a kernel names
 no buffer of the plan, the kernels of identical layers are the same text: a kernel whose text
 equals an earlier one's is dropped and its steps call the earlier one, so LLVM optimizes and
-generates each distinct kernel once. Kernels are internal: the plan's entry (native_plan.py), the one exported function, calls them, and
-`KernelModule.export` wraps it so it always runs with the contract's floating-point
-environment (round to nearest, no flush-to-zero, no denormals-are-zero: MXCSR on x86, FPCR
-on AArch64) and restores the caller's environment afterwards.
+generates each distinct kernel once. Kernels are internal: the plan's entry (native_plan.py),
+the one exported function, calls them, and `KernelModule.export` wraps it so it always runs
+with the contract's floating-point environment (round to nearest, no flush-to-zero, no
+denormals-are-zero: MXCSR on x86, FPCR on AArch64) and restores the caller's environment
+afterwards.
 """
 
 from __future__ import annotations
