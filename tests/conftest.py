@@ -1,6 +1,10 @@
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 # Tests import helpers as `tests.<module>`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -12,6 +16,36 @@ collect_ignore = [] if os.environ.get("VXLA_ARM64_TESTS") == "1" else ["arm64"]
 # test-jax` runs these in a venv of their own (CI runs it too).
 if os.environ.get("VXLA_JAX_TESTS") != "1":
     collect_ignore.append("jax")
+# An emulated session of `make test-arm64` has LLVM emit its objects natively (the bytes are
+# the same; tests/arm64/native_llvm.py says why and where that is shown).
+if os.environ.get("VXLA_NATIVE_LLVM"):
+    from tests.arm64.native_llvm import install_client
+
+    install_client()
+
+
+_OWNED_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Makes the session's compile cache (tests.targets.session_cache) unless this process
+    is a worker of a session that has one."""
+    from tests.targets import SESSION_CACHE_VARIABLE
+
+    if os.environ.get(SESSION_CACHE_VARIABLE):
+        return
+    directory = tempfile.mkdtemp(prefix="vxla-test-cache-")
+    os.environ[SESSION_CACHE_VARIABLE] = directory
+    config.stash[_OWNED_CACHE] = directory
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.targets import SESSION_CACHE_VARIABLE
+
+    directory = config.stash.get(_OWNED_CACHE, None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+        os.environ.pop(SESSION_CACHE_VARIABLE, None)
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

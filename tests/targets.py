@@ -7,6 +7,7 @@ The test summary names both lists (tests/conftest.py)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +31,20 @@ ALL = _NAMED or tuple(TARGET_CPUS)
 # The x86-64 levels; the property tests sweep these and the AArch64 CPUs.
 X86 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "x86_64")
 AARCH64 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "aarch64")
+
+
+# The compile cache of a test session (tests/conftest.py makes it; pytest-xdist workers inherit
+# the variable and share the directory).
+SESSION_CACHE_VARIABLE = "VXLA_TEST_SESSION_CACHE"
+
+
+def session_cache() -> Path:
+    """Where tests that compile a fixture only to run it get the executable: each fixture is
+    compiled once per session and configuration, not once per test file. Every entry was made
+    by this checkout's compiler in this session, and a hit re-checks the bytes against their
+    binary_hash. Tests of compiling itself (determinism, the golden manifest of targets this
+    host cannot run) compile afresh."""
+    return Path(os.environ[SESSION_CACHE_VARIABLE])
 
 
 def config(cpu: str) -> CompilerConfig:

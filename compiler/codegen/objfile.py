@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 SHT_SYMTAB = 2
 STB_GLOBAL = 1
+STT_FUNC = 2
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Symbol:
     name: str
     binding: int
     section: int  # 0: undefined
+    kind: int = 0  # STT_FUNC for a function
 
     @property
     def defined(self) -> bool:
@@ -40,7 +42,7 @@ def elf_symbols(data: bytes) -> list[Symbol]:
         for position in range(offset + entry, offset + size, entry):
             name_offset, info, _other, section = struct.unpack_from("<IBBH", data, position)
             start = strings + name_offset
-            symbols.append(Symbol(data[start : data.index(b"\0", start)].decode(), info >> 4, section))
+            symbols.append(Symbol(data[start : data.index(b"\0", start)].decode(), info >> 4, section, info & 0xF))
     return symbols
 
 

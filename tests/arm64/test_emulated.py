@@ -10,6 +10,7 @@ goes to executing, not to LLVM."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -54,15 +55,28 @@ def emulated(command: list[str], qemu_cpu: str, cache: Path, check: bool = True)
     return done
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A compile cache holding every fixture's aarch64 objects, compiled natively."""
-    directory = tmp_path_factory.mktemp("arm64-cache")
-    for name in FIXTURE_NAMES:
-        program = load_program(Fixture(name).module_text)
-        for cpu in ("neoverse-n1", "neoverse-v1"):
-            compile_program(program, config(cpu), cache_dir=directory)
-    return directory
+    """The compile cache the emulated processes read; `natively_compiled` fills it. The pytest-
+    xdist workers share it (their base temporary directories have one parent)."""
+    root = tmp_path_factory.getbasetemp()
+    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "arm64-cache"
+
+
+def natively_compiled(cache: Path, cpu: str) -> dict[str, str]:
+    """Every fixture's `cpu` object compiled natively into `cache`, once per session: the
+    first worker to take the lock compiles, the others read the binary hashes it recorded."""
+    cache.mkdir(exist_ok=True)
+    recorded = cache / f"{cpu}.hashes.json"
+    with open(cache / f"{cpu}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not recorded.exists():
+            hashes = {}
+            for name in FIXTURE_NAMES:
+                executable = compile_program(load_program(Fixture(name).module_text), config(cpu), cache_dir=cache)
+                hashes[name] = executable.hashes["binary_hash"]
+            recorded.write_text(json.dumps(hashes))
+    return json.loads(recorded.read_text())
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +95,14 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("emulation", sorted(EMULATED))
 def test_every_fixture_gives_the_x86_digests(emulation: str, cache: Path, native: dict[str, dict]) -> None:
     qemu_cpu, cpu = EMULATED[emulation]
+    binary_hashes = natively_compiled(cache, cpu)
     done = emulated(["python", "tests/arm64/runner.py", cpu, *FIXTURE_NAMES], qemu_cpu, cache)
     runs = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["fixture"] for r in runs] == list(FIXTURE_NAMES)
     for run in runs:
         name = run["fixture"]
         here = native[name]
-        compiled = compile_program(load_program(Fixture(name).module_text), config(cpu), cache_dir=False)
-        assert run["binary_hash"] == compiled.hashes["binary_hash"], f"{name}: the emulated run loaded other bytes"
+        assert run["binary_hash"] == binary_hashes[name], f"{name}: the emulated run loaded other bytes"
         assert run["hlo_hash"] == here["hlo_hash"]
         assert run["outputs"] == here["outputs"], f"{name} on {cpu} ({emulation}): outputs differ from {DEFAULT}"
         differing = [(a[0], a[1]) for a, b in zip(run["instructions"], here["instructions"], strict=True) if a != b]
@@ -103,6 +117,7 @@ def test_emulated_llvm_emits_the_native_bytes(tmp_path: Path) -> None:
 
 
 def test_sve_code_is_refused_without_sve_and_x86_code_on_arm(cache: Path) -> None:
+    natively_compiled(cache, "neoverse-v1")
     done = emulated(["vxla", "run", MODULE, *INPUTS, "--target", "neoverse-v1"], "neoverse-n1", cache, check=False)
     assert done.returncode == 2, done.stderr
     assert "neoverse-v1" in done.stderr and "sve" in done.stderr and "this host runs neoverse-n1" in done.stderr
@@ -122,6 +137,7 @@ def _checks(report: dict) -> dict[str, str]:
 
 def test_an_emulated_aarch64_trace_verifies_on_x86(cache: Path, keys: Path, tmp_path: Path, capsys) -> None:
     trace = tmp_path / "arm.json"
+    natively_compiled(cache, "neoverse-v1")
     emulated(["vxla", "run", MODULE, *INPUTS, "--target", "neoverse-v1", "--trace", str(trace), "--key", str(keys / "node.key"), "--op-level"], EMULATED["sve256"][0], cache)
     code, report = _verify_natively(trace, keys, capsys)
     assert code == 0 and report["ok"], report
@@ -132,6 +148,9 @@ def test_an_emulated_aarch64_trace_verifies_on_x86(cache: Path, keys: Path, tmp_
 
 def test_an_x86_trace_verifies_under_emulated_aarch64(cache: Path, keys: Path, tmp_path: Path) -> None:
     trace = tmp_path / "x86.json"
+    # The verifier compiles the trace's x86 target under emulation (not from the cache): the
+    # x86 bytes an AArch64 host emits must be the ones the x86 node ran.
+    natively_compiled(cache, "neoverse-n1")
     assert main(["run", MODULE, *INPUTS, "--target", DEFAULT, "--trace", str(trace), "--key", str(keys / "node.key"), "--op-level", "--json"]) == 0
     done = emulated(["vxla", "verify", str(trace), "--module", MODULE, "--inputs", *INPUTS, "--trusted-key", str(keys / "node.pub"), "--json"], "max,sve=off", cache)
     report = json.loads(done.stdout)
@@ -143,6 +162,7 @@ def test_a_faulty_aarch64_trace_is_rejected_on_x86(cache: Path, keys: Path, tmp_
     honest = describe(DEFAULT, MLP.name)
     first = honest["instructions"][0][0]
     trace = tmp_path / "faulty.json"
+    natively_compiled(cache, "neoverse-n1")
     emulated(["vxla", "run", MODULE, *INPUTS, "--target", "neoverse-n1", "--trace", str(trace), "--key", str(keys / "node.key"), "--op-level", "--fault", f"{first}:2"], "max,sve=off", cache)
     code, report = _verify_natively(trace, keys, capsys)
     assert code == 1 and not report["ok"]

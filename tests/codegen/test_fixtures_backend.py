@@ -20,7 +20,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.reference import evaluate
 from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
-from tests.targets import ALL, check_without_running, runnable
+from tests.targets import ALL, check_without_running, runnable, session_cache
 
 TARGETS = list(ALL)
 _REFERENCE: dict[str, list[np.ndarray]] = {}
@@ -80,13 +80,12 @@ def assert_identical(outputs: list[np.ndarray], expected: list[np.ndarray], labe
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
-def test_backend_is_bit_identical_to_the_reference(name: str, target: str, tmp_path_factory) -> None:
+def test_backend_is_bit_identical_to_the_reference(name: str, target: str) -> None:
     fixture = Fixture(name)
     if not runnable(target):
         assert_golden(name, target, check_without_running(fixture.module_text, target).hashes)
         return
-    cache = tmp_path_factory.getbasetemp() / "compile-cache"
-    executable = compile_program(load_program(fixture.module_text), load_config().with_target(cpu=target), cache_dir=cache)
+    executable = compile_program(load_program(fixture.module_text), load_config().with_target(cpu=target), cache_dir=session_cache())
     assert_golden(name, target, executable.hashes)
     expected = reference_outputs(fixture)
     assert [tensor_digest(o) for o in expected] == golden()["fixtures"][name]["output_digests"], f"{name}: the reference's outputs are not the manifest's"

@@ -4,19 +4,27 @@ stops early says where."""
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import time
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 from compiler.codegen import native_plan as N
+from compiler.codegen.kernel import KERNEL_TYPE
+from compiler.codegen.llvm_ir import I64, PTR
+from compiler.codegen.target import compile_ir
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.errors import ExecutionError
 from compiler.program import load_program
 from compiler.reference import evaluate
 from compiler.runtime.executable import DeadlineExceeded
-from tests.targets import run_everywhere
+from compiler.runtime.loader import LoadedObject, load_object
+from compiler.runtime.threads import partition
+from tests.targets import DEFAULT, run_everywhere
 
 # Each iteration swaps a and b and adds the counter to b: the copy of the body's results onto
 # the loop state reads each buffer after another pair has written its twin's place, unless
@@ -257,3 +265,39 @@ def test_what_a_loop_computes_from_unchanging_values_runs_once_before_it() -> No
     assert any(s.kind == "kernel" and s.instruction.startswith("concatenate") for s in before)
     assert not any(s.instruction.startswith("concatenate") for s in N.sites(list(loop.body)))
     assert any(s.kind == "kernel" and s.instruction.startswith("dot") for s in loop.body)  # h changes: the dot stays
+
+
+def _launch_ranges() -> LoadedObject:
+    """An object whose launch_range(out, extent, grain, thread, share) calls the generated
+    vxla.launch with a kernel that writes the range it received into out[0:2] (untouched
+    when the worker gets none)."""
+    module = ir.Module(name="launch_test")
+    record = ir.Function(module, KERNEL_TYPE, "record")
+    slots, begin, end = record.args
+    b = ir.IRBuilder(record.append_basic_block("entry"))
+    b.store(begin, slots)
+    b.store(end, b.gep(slots, [ir.Constant(I64, 1)], source_etype=I64))
+    b.ret_void()
+    launch = N._launch_function(module)
+    wrapper = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, I64, I64, I64]), "launch_range")
+    out, extent, grain, thread, share = wrapper.args
+    b = ir.IRBuilder(wrapper.append_basic_block("entry"))
+    b.call(launch, [record, out, extent, grain, thread, share])
+    b.ret_void()
+    config = load_config().with_target(cpu=DEFAULT)
+    return load_object(compile_ir(str(module), config), config)
+
+
+def test_generated_launch_splits_work_as_threads_partition_defines() -> None:
+    """The partition rule is defined once in Python (threads.partition) and generated once
+    (vxla.launch); both must give every worker the same range."""
+    loaded = _launch_ranges()
+    launch_range = loaded.function("launch_range", None, ctypes.c_void_p, *[ctypes.c_int64] * 4)
+    out = (ctypes.c_int64 * 2)()
+    for extent, grain, share in itertools.product((1, 2, 3, 7, 8, 64, 100, 1001), (1, 2, 3, 16, 64), (1, 2, 3, 4, 7)):
+        ranges = partition(extent, share, grain)
+        for thread in range(share):
+            out[0] = out[1] = -1
+            launch_range(ctypes.addressof(out), extent, grain, thread, share)
+            want = ranges[thread] if thread < len(ranges) else (-1, -1)
+            assert tuple(out) == want, (extent, grain, share, thread)

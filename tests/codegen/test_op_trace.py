@@ -17,6 +17,7 @@ from compiler.reference.evaluator import flatten_value
 from compiler.runtime.executable import Fault
 from tests.codegen.test_fixtures_backend import assert_identical, reference_outputs
 from tests.fixture_data import FIXTURE_NAMES, Fixture
+from tests.targets import session_cache
 
 
 def _reference_digests(name: str) -> dict[str, str]:
@@ -39,7 +40,7 @@ def _reference_digests(name: str) -> dict[str, str]:
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_traced_digests_equal_the_reference_values_and_a_fault_shows_where_it_was_made(name: str) -> None:
     fixture = Fixture(name)
-    executable = compile_program(load_program(fixture.module_text), load_config(), cache_dir=False)
+    executable = compile_program(load_program(fixture.module_text), load_config(), cache_dir=session_cache())
     traced = executable.run_traced(*fixture.inputs(), threads=2)
     assert_identical(traced.outputs, reference_outputs(fixture), name)
     expected = _reference_digests(name)

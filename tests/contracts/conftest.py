@@ -115,7 +115,11 @@ def _chain() -> _Chain:
 @pytest.fixture
 def env(_chain: _Chain) -> Iterator[Env]:
     """A freshly deployed market (from the snapshot); checks conservation at the end."""
-    _chain.w3.provider.ethereum_tester.revert_to_snapshot(_chain.snapshot)
+    tester = _chain.w3.provider.ethereum_tester
+    tester.revert_to_snapshot(_chain.snapshot)
+    # An empty block stamped now: the snapshot's latest block may be minutes old, and tests
+    # take deadlines from the latest block's time (py-evm stamps the next one with the clock).
+    tester.mine_blocks(1)
     client = ChainClient(_chain.w3)  # new nonce counts: the snapshot rewound them
     accounts = client.accounts()
     e = Env(

@@ -369,11 +369,19 @@ class MarketMachine(RuleBasedStateMachine):
         assert self._total() == self.start_total
 
 
-MarketMachine.TestCase.settings = settings(
-    max_examples=8,
-    stateful_step_count=30,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+def campaign_settings(examples: int, steps: int, derandomize: bool = True) -> settings:
+    """Hypothesis settings for `examples` runs of up to `steps` actions each."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        derandomize=derandomize,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+# A sample (py-evm runs about two actions a second with the invariants); tools/
+# market_campaign.py runs the same machine for as long as one likes.
+MarketMachine.TestCase.settings = campaign_settings(examples=4, steps=30)
 test_market_state_machine = MarketMachine.TestCase

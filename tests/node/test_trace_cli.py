@@ -27,6 +27,7 @@ from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from node.cli import main
 from tests.fixture_data import FIXTURE_NAMES, Fixture
+from tests.targets import session_cache
 
 MLP = Fixture("mlp_softmax")
 CHAIN_ID = 31337
@@ -112,7 +113,7 @@ def test_round_trip_verifies_on_every_fixture(name: str, keys: Keys, tmp_path: P
 def _visible_fault(fixture: Fixture) -> tuple[Fault, int]:
     """An instruction in the middle of the schedule and a bit whose flip changes its digest
     (a bit can be invisible, e.g. in a NaN's payload), with its schedule index."""
-    executable = compile_program(load_program(fixture.module_text), load_config())
+    executable = compile_program(load_program(fixture.module_text), load_config(), cache_dir=session_cache())
     honest = executable.run_traced(*fixture.inputs())
     points = [p for p in executable.plan.trace_points if executable.plan.buffers[p.buffers[0]].kind == "arena"]
     target = points[len(points) // 2]

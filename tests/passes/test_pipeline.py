@@ -21,6 +21,7 @@ from node.cli import main
 from tests.codegen.test_fixtures_backend import assert_identical, reference_outputs
 from tests.fixture_data import FIXTURE_NAMES, Fixture
 from tests.hlo_variants import add_metadata, rename_instructions, reverse_independent_parameters
+from tests.targets import session_cache
 
 
 class _Counting(SimplePass):
@@ -83,8 +84,8 @@ def test_optimized_outputs_equal_unoptimized_and_reference(name: str) -> None:
     fixture = Fixture(name)
     program = load_program(fixture.module_text)
     config = load_config()
-    optimized = compile_program(program, config, cache_dir=False).run(*fixture.inputs())
-    unoptimized = compile_program(program, config.with_pipeline("none"), cache_dir=False).run(*fixture.inputs())
+    optimized = compile_program(program, config, cache_dir=session_cache()).run(*fixture.inputs())
+    unoptimized = compile_program(program, config.with_pipeline("none"), cache_dir=session_cache()).run(*fixture.inputs())
     assert_identical(optimized, unoptimized, f"{name} default vs none")
     assert_identical(optimized, reference_outputs(fixture), f"{name} default vs reference")
 
