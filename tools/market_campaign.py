@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
-from tests.contracts.test_stateful import MarketMachine, campaign_settings  # noqa: E402
+from tests.contracts.test_stateful import MarketMachine, campaign_settings, deployed_chain  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.examples < 1 or args.steps < 1:
         parser.error("--examples and --steps must be at least 1")
+    # The chain is deployed before the run: deploying changes the recursion limit, which
+    # hypothesis would warn about after every sequence.
+    deployed_chain()
     started = time.monotonic()
     # A failure raises with hypothesis's minimized sequence of actions printed.
     run_state_machine_as_test(MarketMachine, settings=campaign_settings(args.examples, args.steps, args.derandomize))

@@ -35,7 +35,7 @@ class _Chain:
 _CHAIN: list[_Chain] = []
 
 
-def _chain() -> _Chain:
+def deployed_chain() -> _Chain:
     """One deployed chain per process, reused through snapshots (deploying costs seconds)."""
     if not _CHAIN:
         w3 = Web3(EthereumTesterProvider())
@@ -86,7 +86,7 @@ class MJob:
 class MarketMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        chain = _chain()
+        chain = deployed_chain()
         chain.w3.provider.ethereum_tester.revert_to_snapshot(chain.snapshot)
         self.client = ChainClient(chain.w3)
         self.registry = NodeRegistry(self.client, chain.registry)
