@@ -24,7 +24,7 @@ from compiler.program import load_program
 from node.cli import main
 from tests.arm64.runner import describe
 from tests.fixture_data import FIXTURE_NAMES, Fixture
-from tests.targets import DEFAULT, config
+from tests.targets import DEFAULT, config, session_cache
 
 REPO = Path(__file__).resolve().parents[2]
 ARM64_BIN = REPO / ".arm64" / "bin"
@@ -56,27 +56,21 @@ def emulated(command: list[str], qemu_cpu: str, cache: Path, check: bool = True)
 
 
 @pytest.fixture(scope="session")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The compile cache the emulated processes read; `natively_compiled` fills it. The pytest-
-    xdist workers share it (their base temporary directories have one parent)."""
-    root = tmp_path_factory.getbasetemp()
-    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "arm64-cache"
+def cache() -> Path:
+    """The compile cache the emulated processes read: the session's, which the pytest-xdist
+    workers share; `natively_compiled` fills it."""
+    return session_cache()
 
 
 def natively_compiled(cache: Path, cpu: str) -> dict[str, str]:
-    """Every fixture's `cpu` object compiled natively into `cache`, once per session: the
-    first worker to take the lock compiles, the others read the binary hashes it recorded."""
-    cache.mkdir(exist_ok=True)
-    recorded = cache / f"{cpu}.hashes.json"
+    """Every fixture's binary_hash on `cpu`, its object compiled natively into `cache` once
+    per session: under the lock, the first worker compiles and the others hit its entries."""
     with open(cache / f"{cpu}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not recorded.exists():
-            hashes = {}
-            for name in FIXTURE_NAMES:
-                executable = compile_program(load_program(Fixture(name).module_text), config(cpu), cache_dir=cache)
-                hashes[name] = executable.hashes["binary_hash"]
-            recorded.write_text(json.dumps(hashes))
-    return json.loads(recorded.read_text())
+        return {
+            name: compile_program(load_program(Fixture(name).module_text), config(cpu), cache_dir=cache).hashes["binary_hash"]
+            for name in FIXTURE_NAMES
+        }
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Kernels run with the contract's floating-point environment whatever the caller's state
 says (MXCSR flush-to-zero and denormals-are-zero on x86; FPCR flush-to-zero and round towards
-zero on AArch64), and restore the caller's state afterwards. An object that uses a symbol it does not define
-(a libm function, a compiler runtime helper) is refused."""
+zero on AArch64), and restore the caller's state afterwards. An object that uses a symbol it
+does not define (a libm function, a compiler runtime helper) is refused."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from compiler.numerics import mathlib
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.runtime.loader import LoadedObject, load_object
 from tests.targets import ALL as ALL_TARGETS
-from tests.targets import DEFAULT, config, runnable
+from tests.targets import DEFAULT, RUNNABLE, config
 from tools import mathlib_accuracy as acc
 
 UNARY = mathlib.UNARY_FUNCTIONS
@@ -143,7 +143,7 @@ def reference(name: str, dtype: str) -> np.ndarray:
 # --------------------------------------------------------------------------- results
 
 
-@pytest.mark.parametrize("target", [t for t in TARGETS if runnable(t)])
+@pytest.mark.parametrize("target", RUNNABLE)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ALL)
 def test_bits_equal_reference(name: str, dtype: str, target: str) -> None:
