@@ -3,6 +3,10 @@ them (the program's hlo_hash, the whole CompilerConfig and the compiler's own so
 
 A hit re-checks the stored bytes against their recorded binary_hash, so a corrupted or
 tampered entry is never run; entries are written to a temporary file and renamed.
+
+Beside the entries, a source index records the hlo_hash this compiler found for the exact
+bytes of a source it verified, so `compiler.compile` finds a cached executable without parsing
+the module again.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from compiler.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
 from compiler.config import CompilerConfig
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: a plan's buffers are lists of their fields
 _SOURCE_ROOT = Path(__file__).resolve().parent
 
 
@@ -46,8 +50,20 @@ def cache_key(hlo_hash: str, config: CompilerConfig) -> str:
     return text_digest(material)
 
 
+def source_key(source_hash: str) -> str:
+    """The source index's key for a source's bytes. The hlo_hash of given bytes depends on
+    the parser and printer alone, not on the config."""
+    material = json.dumps({"format": CACHE_FORMAT, "source_hash": source_hash, "compiler": compiler_fingerprint()}, sort_keys=True)
+    return text_digest(material)
+
+
+def _is_digest(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 class CompileCache:
-    """A directory of entries: <key>.o (object bytes) and <key>.json (plan and hashes)."""
+    """A directory of entries: <key>.o (object bytes) and <key>.json (plan and hashes), and of
+    the source index: <source key>.hlo (the hlo_hash of a verified source)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -73,6 +89,23 @@ class CompileCache:
         meta = {"binary_hash": entry.binary_hash, "graph_hash": entry.graph_hash, "plan": entry.plan.to_json()}
         write_bytes_atomic(self.directory / f"{key}.o", entry.object_bytes)
         write_bytes_atomic(self.directory / f"{key}.json", json.dumps(meta).encode())
+
+
+    def recall_hlo_hash(self, source_hash: str) -> str | None:
+        """The hlo_hash this compiler found for the source with `source_hash`, if it verified
+        that source before (None otherwise, or when the record is unreadable)."""
+        try:
+            recorded = (self.directory / f"{source_key(source_hash)}.hlo").read_text()
+        except (OSError, ValueError):
+            return None
+        return recorded if _is_digest(recorded) else None
+
+    def remember_hlo_hash(self, source_hash: str, hlo_hash: str) -> None:
+        """Records a verified source's hlo_hash in the source index."""
+        path = self.directory / f"{source_key(source_hash)}.hlo"
+        if self.recall_hlo_hash(source_hash) != hlo_hash:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(path, hlo_hash.encode())
 
 
 def default_directory() -> Path:

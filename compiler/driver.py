@@ -90,14 +90,21 @@ def compile_program(
         entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), sha256_hex(object_bytes))
         if cache is not None:
             cache.put(key, entry)
+    if cache is not None:
+        cache.remember_hlo_hash(program.source_hash, program.hlo_hash)
     hashes = {"hlo_hash": program.hlo_hash, "graph_hash": entry.graph_hash, "binary_hash": entry.binary_hash}
     return Executable(program, config, entry.plan, entry.object_bytes, hashes, threads=threads)
 
 
 def compile(source: str | bytes, *, target: str | None = None, config: CompilerConfig | None = None, threads: int = 0, cache_dir: str | Path | None | bool = None) -> Executable:  # noqa: A001
     """Compiles HLO text with the pinned configuration (configs/compiler.toml), optionally
-    for another target CPU."""
+    for another target CPU. Text this compiler verified before is not parsed again when the
+    compile cache holds its executable (the cache's source index names its hlo_hash)."""
     config = config or load_config()
     if target is not None:
         config = config.with_target(cpu=target)
-    return compile_program(load_program(source), config, threads=threads, cache_dir=cache_dir)
+    data = source.encode("utf-8") if isinstance(source, str) else source
+    cache = compile_cache.open_cache(cache_dir)
+    hlo_hash = cache.recall_hlo_hash(sha256_hex(data)) if cache is not None else None
+    program = Program.recalled(data, hlo_hash) if hlo_hash is not None else load_program(data)
+    return compile_program(program, config, threads=threads, cache_dir=cache_dir)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -23,10 +23,25 @@ from compiler.hlo.shape import ArrayShape, Shape
 
 @dataclass
 class Program:
-    """A verified HLO module with the identity of its source."""
+    """A verified HLO module with the identity of its source. The module is parsed when first
+    asked for: a program recalled from the compile cache (`recalled`) may never need it."""
 
     source: bytes
-    module: Module
+    _module: Module | None = field(default=None, repr=False)
+    _hlo_hash: str | None = field(default=None, repr=False)
+
+    @staticmethod
+    def recalled(source: bytes, hlo_hash: str) -> Program:
+        """A program whose exact bytes this compiler parsed and verified before, with the
+        hlo_hash it found (the compile cache's source index): nothing is parsed now, and the
+        module, when asked for, parses as it did then."""
+        return Program(source, None, hlo_hash)
+
+    @property
+    def module(self) -> Module:
+        if self._module is None:
+            self._module = load_module(self.source.decode("utf-8"))
+        return self._module
 
     @cached_property
     def source_hash(self) -> str:
@@ -36,9 +51,11 @@ class Program:
     def canonical_text(self) -> str:
         return canonical_text(self.module)
 
-    @cached_property
+    @property
     def hlo_hash(self) -> str:
-        return text_digest(self.canonical_text)
+        if self._hlo_hash is None:
+            self._hlo_hash = text_digest(self.canonical_text)
+        return self._hlo_hash
 
     @property
     def parameter_shapes(self) -> list[Shape]:

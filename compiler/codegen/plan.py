@@ -164,8 +164,10 @@ class Plan:
     trace_points: list[TracePoint] = field(default_factory=list)
 
     def to_json(self) -> dict:
+        """The plan as JSON data. A buffer is a list of its fields in declaration order (the
+        plans of large models have thousands; a hit in the compile cache decodes them all)."""
         return {
-            "buffers": [asdict(b) for b in self.buffers],
+            "buffers": [[b.id, b.kind, b.dtype, list(b.dims), b.nbytes, b.offset, b.input_index, b.symbol] for b in self.buffers],
             "steps": [_step_to_json(s) for s in self.steps],
             "inputs": self.inputs,
             "outputs": self.outputs,
@@ -176,7 +178,7 @@ class Plan:
 
     @staticmethod
     def from_json(data: dict) -> Plan:
-        buffers = [Buffer(**{**b, "dims": tuple(b["dims"])}) for b in data["buffers"]]
+        buffers = [Buffer(i, k, t, tuple(d), n, o, x, y) for i, k, t, d, n, o, x, y in data["buffers"]]
         return Plan(
             buffers=buffers,
             steps=[_step_from_json(s) for s in data["steps"]],

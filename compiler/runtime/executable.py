@@ -115,7 +115,9 @@ class Executable:
 
     def __post_init__(self) -> None:
         self.threads = self.threads or machine_threads()
-        self._parameter_shapes = self.program.parameter_shapes
+        # The plan's input buffers are the entry parameters, in order (tuple parameters are
+        # refused by the lowering), so the program's module need not be parsed to bind them.
+        self._parameter_shapes: list[ArrayShape] = [ArrayShape.of(from_name(self.plan.buffers[b].dtype), self.plan.buffers[b].dims) for b in self.plan.inputs]
         # (numpy type, dims) of the parameters an array of that type and shape binds to without
         # a check; s4 and u4 (whose int8/uint8 holders may hold values out of range) and tuples
         # never do.

@@ -1,11 +1,18 @@
-"""The compile cache: hits load the same bytes, tampered entries are not used."""
+"""The compile cache: hits load the same bytes, tampered entries are not used, and text compiled
+before is found without parsing it again."""
 
 from __future__ import annotations
 
-from compiler.cache import CompileCache, cache_key
+import pytest
+
+import compiler
+from compiler import driver
+from compiler import program as program_module
+from compiler.cache import CompileCache, cache_key, source_key
 from compiler.config import load_config
 from compiler.driver import compile_program
-from compiler.program import load_program
+from compiler.hlo import HloError, canonical_text
+from compiler.program import Program, load_program
 from tests.fixture_data import Fixture
 
 
@@ -34,3 +41,50 @@ def test_key_depends_on_the_whole_config() -> None:
     config = load_config()
     keys = {cache_key("a" * 64, config), cache_key("b" * 64, config), cache_key("a" * 64, config.with_target(cpu="x86-64-v4"))}
     assert len(keys) == 3
+
+
+def test_a_hit_on_text_compiled_before_parses_nothing(tmp_path, monkeypatch) -> None:
+    fixture = Fixture("mlp_softmax")
+    first = compiler.compile(fixture.module_text, cache_dir=tmp_path)
+
+    def no_parsing(*_args, **_kwargs):
+        raise AssertionError("the module was parsed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(driver, "load_program", no_parsing)
+        patched.setattr(program_module, "load_module", no_parsing)
+        second = compiler.compile(fixture.module_text, cache_dir=tmp_path)
+        assert second.hashes == first.hashes
+        assert [o.tobytes() for o in second.run(*fixture.inputs())] == [o.tobytes() for o in first.run(*fixture.inputs())]
+    # The recalled program parses its module when asked for, to the same module.
+    assert second.program.hlo_hash == load_program(fixture.module_text).hlo_hash
+    assert canonical_text(second.program.module) == load_program(fixture.module_text).canonical_text
+
+
+def test_an_unreadable_source_record_means_parsing_again(tmp_path, monkeypatch) -> None:
+    fixture = Fixture("mlp_softmax")
+    first = compiler.compile(fixture.module_text, cache_dir=tmp_path)
+    source_hash = load_program(fixture.module_text).source_hash
+    record = tmp_path / f"{source_key(source_hash)}.hlo"
+    assert record.read_text() == first.hashes["hlo_hash"]
+    record.write_text("not a digest")
+    assert CompileCache(tmp_path).recall_hlo_hash(source_hash) is None
+    parsed: list[bytes] = []
+    real = driver.load_program
+
+    def counting(source):
+        parsed.append(source)
+        return real(source)
+
+    monkeypatch.setattr(driver, "load_program", counting)
+    second = compiler.compile(fixture.module_text, cache_dir=tmp_path)
+    assert len(parsed) == 1 and second.hashes == first.hashes
+    assert record.read_text() == first.hashes["hlo_hash"]  # recorded again
+
+
+def test_text_that_fails_to_parse_is_never_recorded(tmp_path) -> None:
+    bad = b"HloModule broken\n\nENTRY main {\n  ROOT x = f32[] nonsense()\n}\n"
+    with pytest.raises(HloError):
+        compiler.compile(bad, cache_dir=tmp_path)
+    assert CompileCache(tmp_path).recall_hlo_hash(Program(bad).source_hash) is None
+    assert not list(tmp_path.glob("*"))
