@@ -121,22 +121,21 @@ def pad_array(operand: np.ndarray, value: np.ndarray, config: tuple[attr.PadDim,
             index[axis] = slice(0, dilated_size, p.interior + 1)
             dilated[tuple(index)] = result
             result = dilated
+        # Low and high edges: output element o is element o - low of the (dilated) operand,
+        # or the padding value where there is none. A negative amount removes elements, of
+        # the padding on the other edge too (low 1, high -1 of no elements: no elements).
         size = result.shape[axis]
-        # Low and high edges: negative amounts remove elements.
-        start = max(-p.low, 0)
-        stop = size - max(-p.high, 0)
-        index = [slice(None)] * result.ndim
-        index[axis] = slice(start, max(stop, start))
-        result = result[tuple(index)]
-        widths = [(0, 0)] * result.ndim
-        widths[axis] = (max(p.low, 0), max(p.high, 0))
-        if widths[axis] != (0, 0):
-            shape = list(result.shape)
-            shape[axis] += widths[axis][0] + widths[axis][1]
-            padded = np.full(shape, value, dtype=result.dtype)
-            index[axis] = slice(widths[axis][0], widths[axis][0] + result.shape[axis])
-            padded[tuple(index)] = result
-            result = padded
+        shape = list(result.shape)
+        shape[axis] = p.low + size + p.high
+        padded = np.full(shape, value, dtype=result.dtype)
+        first, last = max(-p.low, 0), min(size, shape[axis] - p.low)
+        if last > first:
+            source = [slice(None)] * result.ndim
+            target = [slice(None)] * result.ndim
+            source[axis] = slice(first, last)
+            target[axis] = slice(first + p.low, last + p.low)
+            padded[tuple(target)] = result[tuple(source)]
+        result = padded
     return np.require(result, requirements="C")
 
 

@@ -13,6 +13,8 @@ elements at once (they are distinct); a window that does not lie inside the oper
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction
@@ -70,7 +72,8 @@ def _sort(evaluator: Evaluator, instruction: Instruction, operands: list[Value])
     moved = [np.moveaxis(a, axis, -1) for a in arrays]
     shape = moved[0].shape
     n = shape[-1] if shape else 1
-    rows = [m.reshape(-1, n) for m in moved]
+    # The row count is given, not inferred: with no elements, reshape cannot infer it.
+    rows = [m.reshape(math.prod(shape[:-1]), n) for m in moved]
     if rows[0].shape[0] and n > 1:
         rows = merge_sort_rows(evaluator, _comparator(instruction), rows)
     results = [np.require(np.moveaxis(r.reshape(shape), -1, axis), requirements="C") for r in rows]
