@@ -25,6 +25,7 @@ returns a chain job: `wait` follows it to finalization through the node's
 from __future__ import annotations
 
 import io
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ from node.jax_programs import ExportedFunction, export_function
 from node.protocol import chain_digests, inputs_manifest, result_digest_of
 from node.tensors import npy_bytes
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
+
+# Where `connect` and `vxla submit` find the bearer token of a node that requires one.
+TOKEN_ENV = "VXLA_TOKEN"
 
 TensorLike = np.ndarray | str | Path
 
@@ -216,13 +220,16 @@ class Client:
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
         chain: ChainSubmitter | None = None,
+        token: str | None = None,
     ) -> None:
         """`transport` replaces the network (httpx.MockTransport in tests, or an ASGI app);
-        `chain`: post jobs with redundancy on this market (see the module docstring)."""
+        `chain`: post jobs with redundancy on this market (see the module docstring);
+        `token`: the bearer token a node that requires one gave you (`vxla tokens add`)."""
         self.url = url.rstrip("/")
         self.chain = chain
         self.trusted_keys = trusted_keys
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -318,16 +325,18 @@ class Client:
         )  # fmt: skip
 
 
-def connect(target: str | Path, *, trusted_keys: TrustedKeys | None = None, timeout: float = 60.0) -> Client:
+def connect(target: str | Path, *, trusted_keys: TrustedKeys | None = None, timeout: float = 60.0, token: str | None = None) -> Client:
     """A client for `target`: a node's URL (`http://...`), or a devnet directory (`vxla
     devnet up`), whose first node it talks to and whose chain it posts jobs on (so
-    `redundancy` above 1 works), with the devnet's submitter account."""
+    `redundancy` above 1 works), with the devnet's submitter account. `token`: the node's
+    bearer token, by default $VXLA_TOKEN (none when unset)."""
+    token = token if token is not None else os.environ.get(TOKEN_ENV) or None
     text = str(target)
     if text.startswith(("http://", "https://")):
-        return Client(text, trusted_keys=trusted_keys, timeout=timeout)
+        return Client(text, trusted_keys=trusted_keys, timeout=timeout, token=token)
     state = DevnetState.load(Path(target))
     if not state.nodes:
         raise NodeError(f"{target}: the devnet has no nodes")
     chain = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
     submitter = ChainSubmitter(JobMarket(chain, state.job_market), state.submitter)
-    return Client(state.nodes[0].url, trusted_keys=trusted_keys, timeout=timeout, chain=submitter)
+    return Client(state.nodes[0].url, trusted_keys=trusted_keys, timeout=timeout, chain=submitter, token=token)

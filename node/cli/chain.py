@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from node.tensors import TensorFileError, load_npy, save_npz_atomic
 def cmd_submit(args: argparse.Namespace) -> int:
     import httpx
 
-    from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
+    from node.sdk import TOKEN_ENV, Client, IntegrityError, JobFailed, RequestRefused
 
     module = read_hlo_text(args.module).decode("utf-8", errors="replace")  # StableHLO converted here, before anything is sent
     for path in args.inputs:
@@ -31,7 +32,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
             load_npy(path)  # checked here so a bad file is named before anything is sent
         except TensorFileError as exc:
             raise UsageError(str(exc)) from None
-    client = Client(args.node, chain=_devnet_submitter(Path(args.devnet)) if args.devnet else None)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    client = Client(args.node, chain=_devnet_submitter(Path(args.devnet)) if args.devnet else None, token=token)
     try:
         job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy)
         report: dict = {"node": client.url, "job": job.info}
@@ -177,6 +179,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     submit.add_argument("--wait", action="store_true", help="wait until the job is done and print its outputs")
     submit.add_argument("--timeout", type=float, default=None, metavar="S", help="with --wait: give up after S seconds")
     submit.add_argument("--out", metavar="OUT.npz", help="with --wait: write the outputs as out0, out1, ...")
+    submit.add_argument("--token", metavar="TOKEN", help="the node's bearer token, when it requires one (default: $VXLA_TOKEN)")
     submit.add_argument("--json", action="store_true", help="print one JSON object")
     submit.set_defaults(handler=cmd_submit)
 

@@ -1,4 +1,5 @@
-"""`vxla node run` and `vxla keys init`: serve a node, and make its signing keys.
+"""`vxla node run`, `vxla keys init` and `vxla tokens`: serve a node, make its signing keys,
+and make the bearer tokens it asks of submitters when `[auth] required` is set.
 """
 
 from __future__ import annotations
@@ -80,6 +81,76 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _token_store(args: argparse.Namespace):  # -> node.daemon.auth.TokenStore (imported lazily)
+    from node.daemon.auth import TokenStore
+
+    config = _node_config(args.config)
+    try:
+        return TokenStore(config.data_dir)
+    except OSError as exc:
+        raise UsageError(f"node.data_dir {config.data_dir}: {exc.strerror or exc}") from None
+
+
+def cmd_tokens_add(args: argparse.Namespace) -> int:
+    from node.daemon.auth import TokenError
+
+    store = _token_store(args)
+    try:
+        token = store.add(args.name, max_jobs=args.max_jobs, max_bytes=args.max_bytes, rate_per_minute=args.rate)
+        record = next(t for t in store.tokens() if t.name == args.name)
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps({"token": token, **record.to_dict()}, indent=2))
+        return EXIT_OK
+    print(token)
+    limits = f"jobs {record.max_jobs or 'unlimited'}, bytes {record.max_bytes or 'unlimited'}, rate {record.rate_per_minute or 'unlimited'}/min"
+    print(f"token {record.name!r} ({limits}): shown once, only its SHA-256 is kept; submitters send it as --token or $VXLA_TOKEN", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_tokens_list(args: argparse.Namespace) -> int:
+    store = _token_store(args)
+    try:
+        tokens = store.tokens()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([t.to_dict() for t in tokens], indent=2))
+        return EXIT_OK
+    if not tokens:
+        print("no tokens (vxla tokens add NAME makes one)")
+    for t in tokens:
+        print(f"{t.name:<20} jobs {t.jobs}/{t.max_jobs or '-'}  bytes {t.bytes}/{t.max_bytes or '-'}  rate {t.rate_per_minute or '-'}/min")
+    return EXIT_OK
+
+
+def cmd_tokens_remove(args: argparse.Namespace) -> int:
+    from node.daemon.auth import TokenError
+
+    store = _token_store(args)
+    try:
+        store.remove(args.name)
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    print(f"removed token {args.name!r}: requests with it are refused from now on")
+    return EXIT_OK
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Adds this group's subcommands to the `vxla` parser."""
     node = commands.add_parser("node", help="run a worker node", description="Run a vxla worker node.")
@@ -113,3 +184,34 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     keys_init.add_argument("--passphrase-file", metavar="FILE", help="encrypt the private key with the first line of FILE (default: $VXLA_KEY_PASSPHRASE if set)")
     keys_init.add_argument("--json", action="store_true", help="print one JSON object")
     keys_init.set_defaults(handler=cmd_keys_init)
+
+    tokens = commands.add_parser(
+        "tokens",
+        help="manage the bearer tokens submitters need",
+        description="Manage the bearer tokens a node with [auth] required = true asks of whoever posts "
+        "jobs or uploads blobs. They live in node.data_dir/tokens.sqlite3 as SHA-256 digests; the "
+        "node need not be stopped.",
+    )
+    token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND")
+    token_commands.required = True
+    tokens_add = token_commands.add_parser(
+        "add",
+        help="make a token and print it (once)",
+        description="Make a token for NAME with its quotas and rate, and print it on stdout: it is "
+        "shown this once, the node keeps only its SHA-256. Past a quota the node answers 403, "
+        "past the rate 429.",
+    )
+    tokens_add.add_argument("name", metavar="NAME", help="who the token is for (letters, digits, '-', '_', '.')")
+    tokens_add.add_argument("--max-jobs", type=_non_negative, default=0, metavar="N", help="jobs it may post in all (default 0: no limit)")
+    tokens_add.add_argument("--max-bytes", type=_non_negative, default=0, metavar="B", help="bytes it may upload in all, blobs and module text (default 0: no limit)")
+    tokens_add.add_argument("--rate", type=_non_negative, default=600, metavar="PER_MINUTE", help="requests a minute, in bursts of as many (default 600; 0: no limit)")
+    tokens_add.add_argument("--json", action="store_true", help="print one JSON object (the token and its record)")
+    tokens_add.set_defaults(handler=cmd_tokens_add)
+    tokens_list = token_commands.add_parser("list", help="the tokens, their quotas and use", description="List the tokens by name, with their quotas and what each has used (never the tokens).")
+    tokens_list.add_argument("--json", action="store_true", help="print one JSON array")
+    tokens_list.set_defaults(handler=cmd_tokens_list)
+    tokens_remove = token_commands.add_parser("remove", help="remove a token", description="Remove NAME's token: the node refuses it (401) from the next request on.")
+    tokens_remove.add_argument("name", metavar="NAME")
+    tokens_remove.set_defaults(handler=cmd_tokens_remove)
+    for sub in (tokens_add, tokens_list, tokens_remove):
+        sub.add_argument("--config", metavar="TOML", help="the node's configuration, for node.data_dir (default: configs/node.toml if present, else built-in defaults)")

@@ -4,16 +4,18 @@ node's record), `.../trace` (this node's envelope) and `.../divergence` (the rep
 where other nodes' traces part from ours).
 
 Refusals are 4xx with a `detail` naming the problem: 400 bad input (with line:col for HLO),
-404 unknown, 409 not done yet, 413 too large, 422 too much work. A refused job stores
-nothing: the module text of a job is stored only after every check passed.
+401 no known token and 403 over its quota (when the node requires tokens, node.daemon.auth),
+404 unknown, 409 not done yet, 413 too large, 422 too much work, 429 over the token's rate.
+A refused job stores nothing: the module text of a job is stored only after every check
+passed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -22,6 +24,7 @@ from pydantic import BaseModel, Field
 from attest import key_id
 from attest.digests import sha256_hex
 from attest.keys import raw_public_key
+from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.store import DONE, BlobError, JobStore
@@ -71,6 +74,35 @@ def _problem(status: int, message: str) -> HTTPException:
     return HTTPException(status_code=status, detail=message)
 
 
+def _refusal(refused: Refused) -> HTTPException:
+    """The answer to a request its credentials do not allow (RFC 6750's challenge on a 401,
+    the wait on a 429)."""
+    headers = {"WWW-Authenticate": 'Bearer realm="vxla"'} if refused.status == 401 else {}
+    if refused.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, round(refused.retry_after_s + 0.5)))
+    return HTTPException(status_code=refused.status, detail=str(refused), headers=headers or None)
+
+
+def _admitted(request: Request) -> Token | None:
+    """The request's token, admitted by the app's gate (or the request refused). As a route
+    dependency it is solved before the body is read, so an unauthenticated request gets its
+    401 whatever it carries."""
+    try:
+        return request.app.state.gate.admit(request.headers.get("authorization"))
+    except Refused as refused:
+        raise _refusal(refused) from None
+
+
+AdmittedToken = Annotated[Token | None, Depends(_admitted)]
+
+
+def _charge(gate: Gate, token: Token | None, *, jobs: int = 0, nbytes: int = 0) -> None:
+    try:
+        gate.charge(token, jobs=jobs, nbytes=nbytes)
+    except Refused as refused:
+        raise _refusal(refused) from None
+
+
 def _blob(store: JobStore, digest: str, what: str) -> bytes:
     if not is_digest(digest):
         raise _problem(400, f"{what}: {digest!r} is not a lower-case hex SHA-256")
@@ -86,22 +118,26 @@ def create_app(
     signer: Ed25519PublicKey,
     pool: WorkerPool | None = None,
     chain: ChainRole | None = None,
+    gate: Gate | None = None,
 ) -> FastAPI:
     """The API over `store`, refusing jobs over `limits`; `signer` is the public key the node
     signs its traces with.
     `pool` is woken when a job is queued (None: no workers, jobs stay queued). `chain`: the
-    node's chain role, which adds the `/v1/chain/...` endpoints."""
+    node's chain role, which adds the `/v1/chain/...` endpoints. `gate`: who may post jobs
+    and upload blobs (None: anyone who reaches the API)."""
+    gate = gate or Gate(required=False, tokens=None)
     metrics = pool.metrics if pool is not None else Metrics()
     # A blob is a module or a tensor: the larger of the two limits bounds an upload.
     limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
+    app.state.gate = gate
     # Added before the declared-length check below, so it sits inside it: the route's own
     # read raises the 413 (no task group of an outer middleware wraps the exception).
     app.add_middleware(_CountedBodyLimit, limit=limits_bytes + 65536)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
-        return JSONResponse({"detail": error.detail}, status_code=error.status_code)
+        return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
 
     @app.middleware("http")
     async def _body_limit(request: Request, call_next: Any) -> Response:
@@ -115,19 +151,19 @@ def create_app(
             )
         return await call_next(request)
 
-    app.include_router(blob_routes(store, limits_bytes))
-    app.include_router(job_routes(store, limits, metrics, pool))
+    app.include_router(blob_routes(store, limits_bytes, gate))
+    app.include_router(job_routes(store, limits, metrics, pool, gate))
     app.include_router(chain_routes(store, chain))
     app.include_router(node_routes(store, signer, metrics, pool, chain))
     return app
 
 
-def blob_routes(store: JobStore, limits_bytes: int) -> APIRouter:
+def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:
     """`PUT` and `GET /v1/blobs/{digest}`: content-addressed bytes, at most `limits_bytes`."""
     router = APIRouter()
 
     @router.put("/v1/blobs/{digest}", status_code=201)
-    async def put_blob(digest: str, request: Request) -> dict[str, Any]:
+    async def put_blob(digest: str, request: Request, token: AdmittedToken) -> dict[str, Any]:
         """Store bytes under their SHA-256; the body must hash to `digest`."""
         if not is_digest(digest):
             raise _problem(400, f"blob digest {digest!r} is not a lower-case hex SHA-256")
@@ -145,6 +181,7 @@ def blob_routes(store: JobStore, limits_bytes: int) -> APIRouter:
         actual = sha256_hex(data)
         if actual != digest:
             raise _problem(400, f"blob: body hashes to {actual}, not {digest}")
+        await run_in_threadpool(lambda: _charge(gate, token, nbytes=size))
         await run_in_threadpool(store.blobs.put, data)
         return {"digest": digest, "size": size}
 
@@ -162,13 +199,13 @@ def blob_routes(store: JobStore, limits_bytes: int) -> APIRouter:
     return router
 
 
-def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPool | None) -> APIRouter:
+def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPool | None, gate: Gate) -> APIRouter:
     """`POST /v1/jobs`, `GET /v1/jobs/{id}` and its trace: local jobs, checked before queued."""
     router = APIRouter()
 
     @router.post("/v1/jobs", status_code=201)
-    def post_job(body: JobRequest) -> dict[str, Any]:
-        """Queue a job after checking the module, the inputs and the limits."""
+    def post_job(body: JobRequest, token: AdmittedToken) -> dict[str, Any]:
+        """Queue a job after checking the credentials, the module, the inputs and the limits."""
         if (body.module is None) == (body.module_digest is None):
             raise _problem(400, "give exactly one of module (HLO text) or module_digest")
         if body.redundancy != 1:
@@ -195,6 +232,7 @@ def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPo
             prepare_job(module_bytes, inputs, limits)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
+        _charge(gate, token, jobs=1, nbytes=len(module_bytes) if body.module is not None else 0)
         module_digest = store.blobs.put(module_bytes)
         job = store.add_job(module_digest, body.inputs)
         metrics.update_jobs(store)

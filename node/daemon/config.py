@@ -50,6 +50,14 @@ class ChainConfig:
 
 
 @dataclass(frozen=True)
+class AuthConfig:
+    """Who may post jobs and upload blobs (node.daemon.auth): with `required`, only holders of
+    a token from `vxla tokens add`; reads stay open either way."""
+
+    required: bool = False
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     """Everything `vxla node run` needs."""
 
@@ -61,6 +69,7 @@ class NodeConfig:
     workers: int = 1
     limits: Limits = field(default_factory=Limits)
     chain: ChainConfig = field(default_factory=ChainConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
     # Test and demo only: flip bit `fault_bit` of instruction `fault_instruction`'s output in
     # every job (a deliberately faulty node, to show the quorum outvoting and slashing it).
     fault_instruction: str = ""
@@ -83,7 +92,7 @@ def _section(data: dict[str, Any], name: str, cls: type, path_fields: tuple[str,
     table = data.get(name, {})
     if not isinstance(table, dict):
         raise ConfigError(f"{name}: expected a table")
-    hidden = ("limits", "chain", "key_passphrase", "private_key")
+    hidden = ("limits", "chain", "auth", "key_passphrase", "private_key")
     known = {f.name: f for f in dataclasses.fields(cls) if f.name not in hidden}
     values: dict[str, Any] = {}
     for key, value in table.items():
@@ -145,9 +154,9 @@ def parse_config(text: str, environ: dict[str, str] | None = None) -> NodeConfig
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"not valid TOML: {error}") from None
-    unknown = sorted(set(data) - {"node", "limits", "chain"})
+    unknown = sorted(set(data) - {"node", "limits", "chain", "auth"})
     if unknown:
-        raise ConfigError(f"{unknown[0]}: unknown section (known: chain, limits, node)")
+        raise ConfigError(f"{unknown[0]}: unknown section (known: auth, chain, limits, node)")
     environ = os.environ if environ is None else environ
     passphrase = environ.get(PASSPHRASE_ENV)
     config = NodeConfig(
@@ -156,6 +165,7 @@ def parse_config(text: str, environ: dict[str, str] | None = None) -> NodeConfig
         chain=ChainConfig(
             **_section(data, "chain", ChainConfig), private_key=environ.get(CHAIN_KEY_ENV, "")
         ),
+        auth=AuthConfig(**_section(data, "auth", AuthConfig)),
         key_passphrase=passphrase.encode() if passphrase else None,
     )
     return validate(

@@ -25,6 +25,7 @@ from node.chain.state import ChainState, JobState, import_legacy_files
 from node.chain.verifier import ChainVerifier, VerifierConfig
 from node.chain.watcher import ChainWatcher, WatcherConfig
 from node.daemon.api import create_app
+from node.daemon.auth import Gate, TokenStore
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import NodeConfig
@@ -66,7 +67,11 @@ class NodeServer:
             raise
         self._chain_stop = threading.Event()
         self._chain_thread: threading.Thread | None = None
-        self.app = create_app(self.store, limits, self.signing_key.public_key(), self.pool, self.chain)
+        self.tokens = TokenStore(self.config.data_dir) if self.config.auth.required else None
+        if self.tokens is not None and not self.tokens.tokens():
+            log.warning("auth.required is set and no token exists: every job is refused until vxla tokens add NAME")
+        gate = Gate(required=self.config.auth.required, tokens=self.tokens)
+        self.app = create_app(self.store, limits, self.signing_key.public_key(), self.pool, self.chain, gate)
         # Bound here, before serving, so port 0 gives a real port the caller can read.
         self.socket = socket.create_server((self.config.host, self.config.port))
         self.port = self.socket.getsockname()[1]
@@ -224,4 +229,6 @@ class NodeServer:
             log.info("requeued %d running job(s) at shutdown", len(requeued))
         self.socket.close()
         self.store.close()
+        if self.tokens is not None:
+            self.tokens.close()
         return requeued

@@ -1,0 +1,210 @@
+"""Who may hand the node work: bearer tokens, their quotas and their rate limits.
+
+With `[auth] required = true` in the node config, the requests that make the node store or
+compute something (POST /v1/jobs, PUT /v1/blobs) need `Authorization: Bearer TOKEN`, a token
+made by `vxla tokens add NAME`. Reads of results (jobs, traces, blobs by digest, chain state)
+stay open: they are public by design, and peers fetch them.
+
+Tokens live in the node's data directory (tokens.sqlite3), stored as their SHA-256 only: the
+token itself is printed once, when it is made. Each token has a quota of jobs and of uploaded
+bytes (0: none) and a rate limit of requests a minute (a token bucket, kept in memory: a
+restart refills it). Refusals: 401 without a known token, 403 over a quota, 429 over the rate,
+each naming the reason; a refused request stores nothing and uses nothing of the quota.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attest.digests import sha256_hex
+from node.errors import NodeError
+from node.sqlite import Database
+
+TOKEN_PREFIX = "vxla_"
+TOKENS_FILE = "tokens.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    name TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    max_jobs INTEGER NOT NULL,
+    max_bytes INTEGER NOT NULL,
+    rate_per_minute INTEGER NOT NULL,
+    jobs INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL
+);
+"""
+
+
+class TokenError(NodeError, ValueError):
+    """A token name that is taken, unknown or not allowed."""
+
+
+class Refused(NodeError):
+    """A request the credentials do not allow: `status` is 401, 403 or 429."""
+
+    def __init__(self, status: int, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token's record: its name, quotas (0: no limit) and what it has used."""
+
+    name: str
+    max_jobs: int
+    max_bytes: int
+    rate_per_minute: int
+    jobs: int
+    bytes: int
+    created_at: float
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "max_jobs": self.max_jobs,
+            "max_bytes": self.max_bytes,
+            "rate_per_minute": self.rate_per_minute,
+            "jobs": self.jobs,
+            "bytes": self.bytes,
+            "created_at": self.created_at,
+        }
+
+
+def _valid_name(name: str) -> bool:
+    return 0 < len(name) <= 64 and all(c.isalnum() or c in "-_." for c in name)
+
+
+def _hash(token: str) -> str:
+    return sha256_hex(token.encode("utf-8"))
+
+
+class TokenStore:
+    """The tokens of one node's data directory (SQLite, shared with `vxla tokens` while the
+    node runs: WAL mode lets both write)."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        directory = Path(data_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._database = Database(directory / TOKENS_FILE, rows_by_name=True)
+        self._database.connection.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._database.close()
+
+    def add(self, name: str, *, max_jobs: int = 0, max_bytes: int = 0, rate_per_minute: int = 600) -> str:
+        """Makes a token for `name` and returns it (the only time it is seen: the store keeps
+        its SHA-256)."""
+        if not _valid_name(name):
+            raise TokenError(f"token name {name!r}: use 1 to 64 letters, digits, '-', '_' or '.'")
+        if min(max_jobs, max_bytes, rate_per_minute) < 0:
+            raise TokenError("quotas and the rate must not be negative (0: no limit)")
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        try:
+            with self._database.transaction() as db:
+                db.execute(
+                    "INSERT INTO tokens (name, token_sha256, max_jobs, max_bytes, rate_per_minute, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (name, _hash(token), max_jobs, max_bytes, rate_per_minute, time.time()),
+                )
+        except sqlite3.IntegrityError:
+            raise TokenError(f"token name {name!r} is taken (vxla tokens remove {name} first)") from None
+        return token
+
+    def remove(self, name: str) -> None:
+        with self._database.transaction() as db:
+            if db.execute("DELETE FROM tokens WHERE name = ?", (name,)).rowcount != 1:
+                raise TokenError(f"no token named {name!r}")
+
+    def tokens(self) -> list[Token]:
+        """Every token's record, by name."""
+        return [_token(r) for r in self._database.rows("SELECT * FROM tokens ORDER BY name")]
+
+    def find(self, token: str) -> Token | None:
+        """The record of `token`, None when no token hashes to it."""
+        rows = self._database.rows("SELECT * FROM tokens WHERE token_sha256 = ?", (_hash(token),))
+        return _token(rows[0]) if rows else None
+
+    def charge(self, name: str, *, jobs: int = 0, nbytes: int = 0) -> None:
+        """Adds to a token's use, or raises Refused (403) if that would pass a quota; the check
+        and the addition are one transaction, so concurrent requests cannot both pass."""
+        with self._database.transaction() as db:
+            row = db.execute("SELECT * FROM tokens WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise Refused(401, f"token {name!r} was removed")
+            record = _token(row)
+            if jobs and record.max_jobs and record.jobs + jobs > record.max_jobs:
+                raise Refused(403, f"token {name!r} has used its quota of {record.max_jobs} jobs")
+            if nbytes and record.max_bytes and record.bytes + nbytes > record.max_bytes:
+                raise Refused(
+                    403,
+                    f"token {name!r}: {nbytes} more bytes would pass its quota of {record.max_bytes} "
+                    f"({record.bytes} used)",
+                )
+            db.execute("UPDATE tokens SET jobs = jobs + ?, bytes = bytes + ? WHERE name = ?", (jobs, nbytes, name))
+
+
+def _token(row: sqlite3.Row) -> Token:
+    return Token(row["name"], row["max_jobs"], row["max_bytes"], row["rate_per_minute"], row["jobs"], row["bytes"], row["created_at"])
+
+
+@dataclass
+class RateLimiter:
+    """A token bucket per token name: `rate_per_minute` requests a minute, in bursts of up to
+    that many."""
+
+    clock: object = time.monotonic
+    _buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def take(self, name: str, rate_per_minute: int) -> None:
+        """Takes one request from `name`'s bucket, or raises Refused (429) with the seconds
+        until one is free."""
+        if rate_per_minute <= 0:
+            return
+        now = self.clock()  # type: ignore[operator]
+        with self._lock:
+            level, then = self._buckets.get(name, (float(rate_per_minute), now))
+            level = min(float(rate_per_minute), level + (now - then) * rate_per_minute / 60.0)
+            if level < 1.0:
+                wait = (1.0 - level) * 60.0 / rate_per_minute
+                self._buckets[name] = (level, now)
+                raise Refused(429, f"token {name!r} is over its rate of {rate_per_minute} requests a minute; retry in {wait:.1f} s", wait)
+            self._buckets[name] = (level - 1.0, now)
+
+
+@dataclass
+class Gate:
+    """What the API asks before it stores or computes anything: `admit` the request's
+    Authorization header (None: no credentials needed)."""
+
+    required: bool
+    tokens: TokenStore | None
+    limiter: RateLimiter = field(default_factory=RateLimiter)
+
+    def admit(self, authorization: str | None) -> Token | None:
+        """The request's token, after its rate limit; None when the node requires none.
+        Raises Refused: 401 without a known bearer token, 429 over the rate."""
+        if not self.required or self.tokens is None:
+            return None
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Refused(401, "this node requires a token: send 'Authorization: Bearer TOKEN' (the node's operator makes one with vxla tokens add NAME)")
+        record = self.tokens.find(token.strip())
+        if record is None:
+            raise Refused(401, "unknown token (it may have been removed)")
+        self.limiter.take(record.name, record.rate_per_minute)
+        return record
+
+    def charge(self, token: Token | None, *, jobs: int = 0, nbytes: int = 0) -> None:
+        """Counts what an admitted request uses against its token's quotas (403 past one)."""
+        if token is not None and self.tokens is not None:
+            self.tokens.charge(token.name, jobs=jobs, nbytes=nbytes)
