@@ -114,6 +114,7 @@ def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, accoun
             f'account = "{account}"',
             f"start_block = {state.deploy_block}",
             "poll_interval_s = 0.25",
+            "allow_private_peers = true  # every devnet node is on 127.0.0.1",
             "",
         ]
     )

@@ -37,6 +37,7 @@ from attest.digests import sha256_hex
 from node.chain import NodeRegistry, fetch_events
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
+from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool, check_module, prepare_job
 from node.errors import JobRejected
@@ -51,13 +52,17 @@ log = logging.getLogger("vxla.node.chain")
 
 
 
-def download(http: httpx.Client, url: str, max_bytes: int | None, max_seconds: float = 120.0) -> bytes | None:
-    """The body of a 200 answer to GET `url`, or None: another status, a body longer than
-    `max_bytes`, or one still arriving after `max_seconds` (the client's timeout bounds each
-    read, this the whole answer). A peer can make a node neither buffer unbounded data nor
-    wait without end."""
+def download(http: httpx.Client, url: str, max_bytes: int | None, max_seconds: float = 120.0, *, policy: PeerAddressPolicy) -> bytes | None:
+    """The body of a 200 answer to GET `url`, or None: another status (a redirect is not
+    followed), a body longer than `max_bytes`, or one still arriving after `max_seconds` (the
+    client's timeout bounds each read, this the whole answer). PeerAddressRefused when
+    `policy` refuses the address, before connecting or once connected (before the answer
+    is read). A peer can make a node neither buffer unbounded data, nor wait without end,
+    nor send requests into its own network."""
+    policy.check(url)
     give_up = time.monotonic() + max_seconds
     with http.stream("GET", url) as response:
+        policy.check_connected(response)
         if response.status_code != 200:
             return None
         chunks, size = [], 0
@@ -84,13 +89,16 @@ class BlobFetcher:
         timeout: float = 30.0,
         http: httpx.Client | None = None,
         max_bytes: int | None = None,
+        policy: PeerAddressPolicy | None = None,
     ) -> None:
         """`peers`: the base URLs to ask, read anew at each miss (nodes register over time);
         `http`: the HTTP client (tests pass one with a mock transport); `max_bytes`: the
-        largest blob taken from a peer (a longer answer is dropped as it streams in)."""
+        largest blob taken from a peer (a longer answer is dropped as it streams in);
+        `policy`: which peer addresses may be fetched from (default: global ones only)."""
         self.store = store
         self.peers = peers
         self.max_bytes = max_bytes
+        self.policy = policy or PeerAddressPolicy()
         self.http = http if http is not None else httpx.Client(timeout=timeout)
 
     def ensure(self, digest: str) -> bytes:
@@ -102,9 +110,12 @@ class BlobFetcher:
         for url in self.peers():
             tried.append(url)
             try:
-                data = download(self.http, f"{url.rstrip('/')}/v1/blobs/{digest}", self.max_bytes)
+                data = download(self.http, f"{url.rstrip('/')}/v1/blobs/{digest}", self.max_bytes, policy=self.policy)
             except (httpx.HTTPError, httpx.InvalidURL) as error:  # endpoints are what nodes registered
                 log.info("blob %s: %s unreachable: %s", digest, url, error)
+                continue
+            except PeerAddressRefused as error:
+                log.warning("blob %s: %s not asked: %s", digest, url, error)
                 continue
             if data is None:
                 continue

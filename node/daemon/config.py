@@ -46,6 +46,8 @@ class ChainConfig:
     start_block: int = 0  # where the watcher starts reading logs (the deployment block)
     poll_interval_s: float = 2.0
     verify_fraction: float = 1.0  # share of other nodes' revealed jobs re-executed (0: none)
+    # Fetch from peers at private, loopback and link-local addresses too (devnets only).
+    allow_private_peers: bool = False
     private_key: str = field(default="", repr=False)  # from the environment only
 
 

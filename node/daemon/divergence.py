@@ -37,6 +37,7 @@ from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from node.chain import JobMarket, NodeRegistry, Phase, Slot
 from node.daemon.chain_executor import ChainExecutor, ExecutedChainJob, download
+from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.protocol import envelope_digest_of, result_digest_of, seal_of
 from node.tracing.verify import parse_envelope
 
@@ -94,8 +95,12 @@ class DivergenceMonitor:
         address: str,
         timeout: float = 30.0,
         on_compare: Callable[[str], None] | None = None,
+        policy: PeerAddressPolicy | None = None,
     ) -> None:
-        """`on_compare` is called with "agree" or "diverge" for each other node compared (metrics)."""
+        """`on_compare` is called with "agree" or "diverge" for each other node compared
+        (metrics); `policy`: which peer addresses traces may be fetched from (default: global
+        ones only)."""
+        self.policy = policy or PeerAddressPolicy()
         self.on_compare = on_compare if on_compare is not None else (lambda outcome: None)
         self.market = market
         self.registry = registry
@@ -200,10 +205,11 @@ class DivergenceMonitor:
         # A trace of the same program is about as long as ours (the same instructions).
         limit = 2 * len(our_envelope) + 65536
         try:
-            key_body = download(self.http, f"{endpoint}/v1/key", 4096, self.timeout)
-            theirs = download(self.http, f"{endpoint}/v1/chain/jobs/{job_id}/trace", limit, self.timeout)
-        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as error:
-            # The registered endpoint can never answer: give up rather than hold up finalizing.
+            key_body = download(self.http, f"{endpoint}/v1/key", 4096, self.timeout, policy=self.policy)
+            theirs = download(self.http, f"{endpoint}/v1/chain/jobs/{job_id}/trace", limit, self.timeout, policy=self.policy)
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol, PeerAddressRefused) as error:
+            # The registered endpoint can never answer, or is one this node does not send
+            # requests to: give up rather than hold up finalizing.
             self._done.add(key)
             log.warning("job %d: %s registered an unusable endpoint %r: %s", job_id, slot.node, endpoint, error)
             return None

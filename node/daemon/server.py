@@ -30,6 +30,7 @@ from node.daemon.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import NodeConfig
 from node.daemon.divergence import DivergenceMonitor
+from node.daemon.peer_addresses import PeerAddressPolicy
 from node.daemon.store import JobStore
 from node.daemon.worker import WorkerPool
 
@@ -93,7 +94,8 @@ class NodeServer:
 
         peers = PeerDirectory(registry, chain.start_block, lambda: self.url)
         limits = self.config.limits
-        fetcher = BlobFetcher(self.store, peers, max_bytes=max(limits.max_module_bytes, limits.max_tensor_bytes))
+        policy = PeerAddressPolicy(allow_private=chain.allow_private_peers)
+        fetcher = BlobFetcher(self.store, peers, max_bytes=max(limits.max_module_bytes, limits.max_tensor_bytes), policy=policy)
         address = _address(account)
         state = ChainState(
             self.chain_database, chain_id=client.chain_id, contract=market.address, account=address, start_block=chain.start_block
@@ -102,7 +104,7 @@ class NodeServer:
         if imported:
             log.info("moved %s into %s (the old files are renamed *.migrated)", ", ".join(imported), self.chain_database.name)
         executor = ChainExecutor(self.pool, fetcher, state, workers=self.config.workers)
-        monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification)
+        monitor = DivergenceMonitor(market, registry, executor, address, on_compare=self._count_verification, policy=policy)
         self._account = account
         return ChainRole(client, market, registry, executor, monitor, address)
 

@@ -18,6 +18,7 @@ from node.cli import main
 from node.daemon.api import create_app
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor, download
 from node.daemon.config import ConfigError, Limits, parse_config
+from node.daemon.peer_addresses import PeerAddressPolicy
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
@@ -82,8 +83,8 @@ def test_fetcher_stores_a_peers_blob_and_ignores_a_peer_serving_wrong_bytes(tmp_
         assert BlobFetcher(store, lambda: ["http://big"], http=http, max_bytes=4096).ensure(sha256_hex(big)) == big
         # An answer that keeps arriving past the time allowed is dropped as well.
         drip = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, content=iter([b"a"] * 3))))
-        assert download(drip, "http://slow/x", None, max_seconds=-1.0) is None
-        assert download(drip, "http://slow/x", None) == b"aaa"
+        assert download(drip, "http://slow/x", None, max_seconds=-1.0, policy=PeerAddressPolicy()) is None
+        assert download(drip, "http://slow/x", None, policy=PeerAddressPolicy()) == b"aaa"
     finally:
         store.close()
 

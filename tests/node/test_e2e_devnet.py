@@ -67,6 +67,7 @@ def node_config(net: Devnet, name: str, account: str, fault: Fault | None = None
             account=account,
             start_block=d.block,
             poll_interval_s=0.2,
+            allow_private_peers=True,  # every node of the test chain is on 127.0.0.1
         ),
         fault_instruction=fault.instruction if fault else "",
         fault_bit=fault.bit if fault else 0,
