@@ -24,7 +24,6 @@ returns a chain job: `wait` follows it to finalization through the node's
 
 from __future__ import annotations
 
-import io
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -37,15 +36,14 @@ import numpy as np
 from web3 import HTTPProvider, Web3
 
 from attest import Statement
-from attest.digests import sha256_hex, tensor_digest
+from attest.digests import sha256_hex
 from attest.verify import TrustedKeys
-from compiler.numerics.dtypes import from_name
 from node.chain import ChainClient, JobMarket, Sender
 from node.devnet_state import DevnetState
 from node.errors import NodeError
 from node.jax_programs import ExportedFunction, export_function
 from node.protocol import chain_digests, inputs_manifest, result_digest_of
-from node.tensors import npy_bytes
+from node.tensors import npy_bytes, recorded_array
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 
 # Where `connect` and `vxla submit` find the bearer token of a node that requires one.
@@ -178,13 +176,10 @@ class Job:
             raise IntegrityError(f"job {self.id}: {len(digests)} output blobs, the trace records {len(records)}")
         arrays = []
         for digest, record in zip(digests, records, strict=True):
-            array = np.load(io.BytesIO(self.client.get_blob(digest)), allow_pickle=False)
-            dtype = from_name(record.dtype).numpy
-            if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
-                array = array.view(dtype)  # bfloat16 round-trips .npy as raw 2-byte records
-            if tensor_digest(array) != record.digest:
-                raise IntegrityError(f"job {self.id}: {record.name} does not match the trace's digest")
-            arrays.append(array)
+            try:
+                arrays.append(recorded_array(self.client.get_blob(digest), record))
+            except ValueError:
+                raise IntegrityError(f"job {self.id}: {record.name} does not match the trace's digest") from None
         return arrays
 
 

@@ -11,7 +11,10 @@ from typing import BinaryIO
 
 import numpy as np
 
+from attest.digests import tensor_digest
+from attest.statement import TensorRecord
 from compiler.atomic_files import write_atomic
+from compiler.numerics.dtypes import from_name
 from node.errors import NodeError
 
 
@@ -41,6 +44,22 @@ def npy_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, np.require(array, requirements="C"), allow_pickle=False)
     return buffer.getvalue()
+
+
+def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
+    """The array in .npy `data` (never unpickled) as the tensor `record` describes, checked
+    against its digest; ValueError when it is not that tensor. bfloat16 arrays round-trip
+    .npy as raw 2-byte records and are read back as the recorded type."""
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise ValueError(f"{record.name}: not a readable .npy array ({error})") from None
+    dtype = from_name(record.dtype).numpy
+    if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
+        array = array.view(dtype)
+    if tensor_digest(array) != record.digest:
+        raise ValueError(f"{record.name} does not match its recorded digest")
+    return array
 
 
 def save_npz_atomic(path: str | Path, arrays: Sequence[np.ndarray], prefix: str = "out") -> None:

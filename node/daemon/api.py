@@ -27,8 +27,9 @@ from attest.keys import raw_public_key
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
+from node.daemon.job_checks import check_module, prepare_job
 from node.daemon.store import DONE, BlobError, JobStore
-from node.daemon.worker import Metrics, WorkerPool, check_module, prepare_job
+from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import is_digest
 

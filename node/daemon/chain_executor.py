@@ -37,9 +37,10 @@ from attest.digests import sha256_hex
 from node.chain import NodeRegistry, fetch_events
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
+from node.daemon.job_checks import check_module, prepare_job
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.daemon.store import BlobError, JobStore
-from node.daemon.worker import WorkerPool, check_module, prepare_job
+from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
 from node.protocol import parse_manifest, result_digest_of
 

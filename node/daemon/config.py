@@ -29,6 +29,9 @@ class Limits:
     max_flops: int = 10_000_000_000_000  # estimated operations (compiler.hlo.cost)
     max_while_iterations: int = 1_000_000
     job_wall_seconds: float = 600.0
+    # The memory one job may use: its plan's arena, inputs and outputs (checked after
+    # compiling, before running), and the cap on its execution process's address space.
+    max_job_memory_bytes: int = 8 * 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True)

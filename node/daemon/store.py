@@ -3,7 +3,9 @@
 
 Every state change is one transaction. A job left `running` by a crash goes back to
 `queued` when the store opens: a trace is deterministic, so redoing the job gives the same
-digests, and no job is lost.
+digests, and no job is lost. A job whose execution process died (node/daemon/sandbox.py)
+is queued once more and failed the second time, so one program cannot keep a node busy
+dying on it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     envelope_digest TEXT,
     error TEXT,
     created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    deaths INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, seq);
 """
@@ -63,6 +66,7 @@ class StoredJob:
     error: str | None
     created_at: float
     updated_at: float
+    deaths: int = 0  # times its execution process died while running it
 
     def to_dict(self) -> dict:
         return {
@@ -76,6 +80,7 @@ class StoredJob:
             "error": self.error,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "deaths": self.deaths,
         }
 
 
@@ -137,10 +142,12 @@ class JobStore:
 
     def _migrate(self) -> None:
         """Brings a store made by an earlier vxla to this schema: the job column trace_digest
-        became statement_digest (the same value, renamed)."""
+        became statement_digest (the same value, renamed), and deaths was added."""
         columns = [row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")]
         if "trace_digest" in columns:
             self._db.execute("ALTER TABLE jobs RENAME COLUMN trace_digest TO statement_digest")
+        if columns and "deaths" not in columns:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         self._database.close()
@@ -226,6 +233,21 @@ class JobStore:
         """Marks a running job failed with `error`."""
         self._set(job_id, FAILED, error=error)
 
+    def record_death(self, job_id: str, error: str) -> bool:
+        """A running job whose execution process died: queued once more the first time (the
+        death may have had another cause), failed with `error` the second. Returns whether
+        it was queued again."""
+        with self._transaction() as db:
+            row = db.execute("SELECT deaths FROM jobs WHERE id = ? AND state = ?", (job_id, RUNNING)).fetchone()
+            if row is None:
+                raise ValueError(f"job {job_id}: not running")
+            again = row["deaths"] == 0
+            db.execute(
+                "UPDATE jobs SET state = ?, updated_at = ?, deaths = deaths + 1, error = ? WHERE id = ?",
+                (QUEUED if again else FAILED, time.time(), None if again else error, job_id),
+            )
+        return again
+
     def requeue(self, job_id: str) -> None:
         """Puts a running job back in the queue (shutdown before it finished)."""
         self._set(job_id, QUEUED)
@@ -253,4 +275,5 @@ def _job(row: sqlite3.Row) -> StoredJob:
         error=row["error"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
+        deaths=row["deaths"],
     )

@@ -2,91 +2,39 @@
 compiles (with a compile cache), runs them with op-level tracing, signs the statement and
 stores the outputs and the envelope as blobs.
 
-The checks a job must pass (`prepare_job`) are the same function the HTTP API calls before
-it stores anything, so a job the API accepted is never refused later for a different reason.
+Compiling and running happen in execution processes (node/daemon/sandbox.py), which the
+pool can kill: a job that crashes native code or runs past its wall-time limit fails, and
+the node goes on. The daemon checks what a process answers, signs the statement and stores
+the outputs and the envelope. A job whose process died is queued once more (the death may
+have had another cause) and failed for good the second time.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attest import Statement, key_id, sign_statement
 from compiler.config import CompilerConfig
 from compiler.config import load_config as load_compiler_config
-from compiler.driver import compile_program
 from compiler.errors import ExecutionError
-from compiler.hlo import HloError
-from compiler.hlo.cost import estimate_flops
-from compiler.program import Program, load_program
-from compiler.runtime.executable import DeadlineExceeded, Executable, Fault
-from compiler.runtime.host import TargetNotRunnable, this_host
+from compiler.runtime.executable import Fault
+from compiler.runtime.host import this_host
 from compiler.runtime.threads import machine_threads
 from node.daemon.config import Limits
+from node.daemon.job_checks import check_module, decode_npy, prepare_job
+from node.daemon.sandbox import ExecutionDied, ExecutionKilled, ExecutionProcesses, ExecutionRequest
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
 from node.protocol import statement_digest
-from node.tensors import npy_bytes
-from node.tracing.statement import TraceInputError, build_statement, checked_inputs, tensor_records
 
 log = logging.getLogger("vxla.node")
-
-
-def decode_npy(data: bytes, what: str) -> np.ndarray:
-    """The array in .npy bytes (never unpickles); JobRejected naming `what` otherwise."""
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        raise JobRejected(f"{what}: not a readable .npy file ({error})") from None
-
-
-def check_module(module_bytes: bytes, limits: Limits) -> Program:
-    """The parsed, verified module; JobRejected (400 with line:col, 413, 422) otherwise."""
-    if len(module_bytes) > limits.max_module_bytes:
-        raise JobRejected(
-            f"module: {len(module_bytes)} bytes, over limits.max_module_bytes ({limits.max_module_bytes})",
-            413,
-        )
-    try:
-        program = load_program(module_bytes)
-    except HloError as error:
-        raise JobRejected(f"module: {error}") from None
-    flops = estimate_flops(program.module)
-    if flops > limits.max_flops:
-        raise JobRejected(f"module: estimated {flops} operations, over limits.max_flops ({limits.max_flops})", 422)
-    return program
-
-
-def prepare_job(
-    module_bytes: bytes, input_bytes: Sequence[bytes], limits: Limits
-) -> tuple[Program, list[np.ndarray]]:
-    """Everything checked before a job is stored or run: module size, parse and work estimate,
-    each input's size and decoding, and the inputs' count, dtypes and shapes against the
-    module's parameters. Raises JobRejected naming the problem."""
-    program = check_module(module_bytes, limits)
-    arrays = []
-    for index, data in enumerate(input_bytes):
-        if len(data) > limits.max_tensor_bytes:
-            raise JobRejected(
-                f"input {index}: {len(data)} bytes, over limits.max_tensor_bytes ({limits.max_tensor_bytes})",
-                413,
-            )
-        arrays.append(decode_npy(data, f"input {index}"))
-    try:
-        return program, checked_inputs(program, arrays)
-    except TraceInputError as error:
-        raise JobRejected(str(error)) from None
-
-
 
 
 @dataclass
@@ -102,6 +50,9 @@ class Metrics:
             "vxla_compile_cache", "Compilations by outcome (hit: executable reused)", ["outcome"],
             registry=self.registry,
         )  # fmt: skip
+        self.executions_started = Counter(
+            "vxla_executions_started", "Jobs handed to an execution process", registry=self.registry
+        )
         self.execution_seconds = Histogram(
             "vxla_execution_seconds", "Wall time of one job's execution", registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300),
@@ -141,7 +92,6 @@ class WorkerPool:
         compiler_config: CompilerConfig | None = None,
         metrics: Metrics | None = None,
         poll_seconds: float = 0.5,
-        executable_cache_size: int = 16,
         fault: Fault | None = None,
     ) -> None:
         """`threads`: each job's worker threads (0: the machine's cores shared among the
@@ -164,18 +114,23 @@ class WorkerPool:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._current: dict[int, str] = {}
-        # Executables by hlo_hash, most recently used last; each with a lock because one
-        # Executable runs one job at a time (its arena is reused).
-        self._executables: OrderedDict[str, tuple[Executable, threading.Lock]] = OrderedDict()
-        self._executables_lock = threading.Lock()
-        self._executable_cache_size = executable_cache_size
+        # One execution process per job that may run at once: the local workers' and the
+        # chain executor's (which runs as many).
+        self.executions = ExecutionProcesses(self.compiler_config, store.data_dir / "compile-cache", limits.max_job_memory_bytes, 2 * workers)
 
     def start(self) -> None:
-        """Starts the worker threads."""
+        """Starts the worker threads, and one execution process in the background."""
+        threading.Thread(target=self._start_execution, name="vxla-execution-start", daemon=True).start()
         for index in range(self.workers):
             thread = threading.Thread(target=self._loop, args=(index,), name=f"vxla-worker-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _start_execution(self) -> None:
+        try:
+            self.executions.start()
+        except JobRejected as error:  # the first job starts one again and fails with the reason
+            log.error("%s", error)
 
     def notify(self) -> None:
         """Wakes an idle worker (a job was queued)."""
@@ -199,6 +154,7 @@ class WorkerPool:
                 requeued.append(job_id)
             except ValueError:
                 pass  # it finished between the join and here
+        self.executions.close()
         return requeued
 
     def _loop(self, index: int) -> None:
@@ -214,24 +170,6 @@ class WorkerPool:
             finally:
                 self._current.pop(index, None)
 
-    def _executable(self, program: Program) -> tuple[Executable, threading.Lock]:
-        with self._executables_lock:
-            entry = self._executables.get(program.hlo_hash)
-            if entry is not None:
-                self._executables.move_to_end(program.hlo_hash)
-                self.metrics.compile_cache.labels(outcome="hit").inc()
-                return entry
-        self.metrics.compile_cache.labels(outcome="miss").inc()
-        executable = compile_program(
-            program, self.compiler_config, threads=self.threads,
-            cache_dir=self.store.data_dir / "compile-cache",
-        )  # fmt: skip
-        with self._executables_lock:
-            entry = self._executables.setdefault(program.hlo_hash, (executable, threading.Lock()))
-            while len(self._executables) > self._executable_cache_size:
-                self._executables.popitem(last=False)
-        return entry
-
     def run_job(self, job: StoredJob) -> None:
         """Runs one claimed job to `done` or `failed` (never leaves it running unless the
         process dies, in which case the next start requeues it)."""
@@ -239,6 +177,8 @@ class WorkerPool:
         try:
             self._execute(job)
             outcome = "done"
+        except ExecutionDied as error:
+            outcome = self._after_death(job, str(error))
         except (JobRejected, ExecutionError) as error:
             outcome = "failed"
             self._fail(job, str(error))
@@ -249,6 +189,15 @@ class WorkerPool:
         self.metrics.finished.labels(outcome=outcome).inc()
         self.metrics.update_jobs(self.store)
         log.info("job %s %s in %.3f s", job.id, outcome, time.perf_counter() - started)
+
+    def _after_death(self, job: StoredJob, message: str) -> str:
+        """A job whose execution process died: queued once more, failed the second time."""
+        try:
+            again = self.store.record_death(job.id, f"{message}, for the second time: not run again")
+        except ValueError:
+            return "requeued"  # a stop requeued it already
+        log.warning("job %s: %s; %s", job.id, message, "queued once more" if again else "failed for good")
+        return "requeued" if again else "failed"
 
     def _fail(self, job: StoredJob, message: str) -> None:
         try:
@@ -271,54 +220,25 @@ class WorkerPool:
         chain_id: int | None,
         contract: str | None,
     ) -> ExecutionResult:
-        """Compile (cached), run with op-level tracing, sign, and store the outputs and the
-        envelope as blobs: the one execution path of local and chain jobs. The trace binds
-        `job_id`, `chain_id` and `contract`. Raises JobRejected when the job cannot run."""
+        """Compile (cached), run with op-level tracing in an execution process, sign, and store
+        the outputs and the envelope as blobs: the one execution path of local and chain jobs.
+        The trace binds `job_id`, `chain_id` and `contract`. Raises JobRejected when the job
+        cannot run (ExecutionKilled past the wall limit, ExecutionDied when the process died)."""
         blobs = self.store.blobs
-        program, arrays = prepare_job(
-            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits
-        )
-        begin = time.perf_counter_ns()
-        # The wall limit covers compiling and running. Compiling is not interruptible (its
-        # work is bounded by the module limits); the run stops between steps and at every
-        # while-loop iteration once past the deadline.
-        deadline = time.monotonic() + self.limits.job_wall_seconds
-        executable, lock = self._executable(program)
-        compiled = time.perf_counter_ns()
-        try:
-            with lock:
-                run = executable.run_traced(
-                    *arrays,
-                    threads=self.threads,
-                    max_while_iterations=self.limits.max_while_iterations,
-                    fault=self.fault,
-                    deadline=deadline,
-                )
-        except TargetNotRunnable as error:
-            raise JobRejected(f"execution: {error}") from None
-        except DeadlineExceeded as error:
-            raise JobRejected(
-                f"execution: over limits.job_wall_seconds ({self.limits.job_wall_seconds}): {error}"
-            ) from None
-        except ExecutionError as error:
-            # Name the setting when the loop limit stopped the job, so the submitter knows
-            # this node refuses it (not that the module is wrong).
-            hint = (
-                f" (limits.max_while_iterations = {self.limits.max_while_iterations})"
-                if "past the limit" in str(error)
-                else ""
-            )
-            raise JobRejected(f"execution: {error}{hint}") from None
-        executed = time.perf_counter_ns()
-        self.metrics.execution_seconds.observe((executed - compiled) / 1e9)
-        statement = build_statement(
-            program, executable, arrays, run,
-            job_id=job_id, chain_id=chain_id, contract=contract, key_id=self.key_id,
-            threads=self.threads, timings_ns={"compile": compiled - begin, "execute": executed - compiled},
-            op_level=True, input_records=tensor_records(arrays, "in"),
+        request = ExecutionRequest(
+            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, self.threads, self.fault,
+            job_id, chain_id, contract, self.key_id,
         )  # fmt: skip
+        self.metrics.executions_started.inc()
+        answer = self.executions.execute(request)
+        statement = answer.statement
+        predicate = statement.predicate
+        if (predicate.job_id, predicate.chain_id, predicate.key_id) != (job_id, chain_id, self.key_id):
+            raise ExecutionDied("execution: the execution process answered for another job", 500)
+        self.metrics.compile_cache.labels(outcome="hit" if answer.cache_hit else "miss").inc()
+        self.metrics.execution_seconds.observe(answer.execute_ns / 1e9)
         envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
-        outputs = [blobs.put(npy_bytes(a)) for a in run.outputs]
+        outputs = [blobs.put(data) for data in answer.outputs]
         envelope_digest = blobs.put(envelope.encode())
         tensor_digests = [o.digest for o in statement.predicate.deterministic.outputs]
         return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests)
@@ -338,6 +258,7 @@ class ExecutionResult:
 
 __all__ = [
     "STATES",
+    "ExecutionKilled",
     "ExecutionResult",
     "JobRejected",
     "Metrics",

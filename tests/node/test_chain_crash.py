@@ -226,7 +226,7 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
     """Posts a job, kills the node at `point`, proves where the kill landed, restarts the
     node and follows the job to finalization. Returns the node's new URL and what to check."""
     market = net.deployment.market
-    compiles, executions = metric(url, "vxla_compile_cache_total"), metric(url, "vxla_execution_seconds_count")
+    started, executions = metric(url, "vxla_executions_started_total"), metric(url, "vxla_execution_seconds_count")
     job_id = post(net, url)
     market.claim_slot(net.peer, job_id)  # the other slot: the test commits it after the kill
     recorded: dict[str, Any] | None = None
@@ -257,9 +257,9 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
         assert watcher_states(node.data_dir)[job_id] in {"executed", "committed"}
     elif point == "mid execution":
         wait_for(f"job {job_id}: the node's claim", lambda: my_slot(net, job_id, net.account))
-        # The compile counter moves when the job's execution starts; the execution histogram
-        # when its run returns: in between, the job is running.
-        wait_for(f"job {job_id}: the start of its execution", lambda: metric(url, "vxla_compile_cache_total") > compiles)
+        # The started counter moves when the job goes to its execution process; the execution
+        # histogram when its run returns: in between, the job is running.
+        wait_for(f"job {job_id}: the start of its execution", lambda: metric(url, "vxla_executions_started_total") > started)
         assert metric(url, "vxla_execution_seconds_count") == executions, "the execution ended before the kill"
         time.sleep(rng.uniform(0.05, 0.5))
         kill(node)

@@ -1,0 +1,311 @@
+"""Job execution in child processes the daemon can kill.
+
+A job's compile and run happen in an execution process, never in the daemon: native code
+that crashes (a codegen bug, an illegal instruction) or runs away kills that process, not
+the node. Each worker has one such process, started with `spawn` (no state forked from the
+daemon's threads) and kept across jobs, so executables stay loaded between jobs of the same
+program; after a death or a kill the next job starts a fresh one.
+
+- Wall time: the child stops a run between steps once past `limits.job_wall_seconds`; if it
+  has not answered a little after the limit (a single long kernel), the daemon kills it.
+- Memory: after compiling, the child refuses a job whose plan needs more than
+  `limits.max_job_memory_bytes` (arena, inputs and outputs), and its address space is capped
+  (RLIMIT_AS) at what it had at start plus that limit plus headroom, so an allocation past it
+  fails in the child.
+- Trust: the child does not hold the signing key and answers in bytes, never pickles: the
+  daemon parses the statement with the strict parser, checks every output against its
+  digest in the statement, and only then signs. A child running a hostile program can make
+  its job fail, not make the node sign something else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import resource
+import signal
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from attest import Statement
+from compiler.config import CompilerConfig
+from compiler.runtime.executable import Fault
+from node.daemon.config import Limits
+from node.daemon.job_checks import prepare_job
+from node.errors import JobRejected
+from node.tensors import recorded_array
+
+log = logging.getLogger("vxla.node.sandbox")
+
+# How long a new execution process may take to import the compiler and say it is ready.
+START_TIMEOUT_S = 120.0
+# How long past the wall limit the daemon waits for the child's own stop between steps
+# before it kills it (a stop inside one kernel).
+KILL_GRACE_S = 0.5
+# Address space the child may use beyond its start size and the job memory limit: thread
+# stacks and allocator arenas reserve space they seldom touch.
+ADDRESS_SPACE_HEADROOM = 4 << 30
+_EXECUTABLES_KEPT = 16
+
+
+@dataclass(frozen=True)
+class ExecutionRequest:
+    """One job for the child: its bytes, limits and what the statement binds."""
+
+    module: bytes
+    inputs: list[bytes]
+    limits: Limits
+    threads: int
+    fault: Fault | None
+    job_id: str
+    chain_id: int | None
+    contract: str | None
+    key_id: str
+
+
+@dataclass(frozen=True)
+class ExecutionAnswer:
+    """What the child computed, checked by the daemon: the statement, each output's .npy
+    bytes, and timings."""
+
+    statement: Statement
+    outputs: list[bytes]
+    compile_ns: int
+    execute_ns: int
+    cache_hit: bool
+
+
+class ExecutionDied(JobRejected):
+    """The execution process died during a job (a signal, memory exhaustion)."""
+
+
+class ExecutionKilled(JobRejected):
+    """The daemon killed the execution process: the job ran past its wall-time limit."""
+
+
+class ExecutionProcess:
+    """One child process and the pipe to it."""
+
+    def __init__(self, compiler_config: CompilerConfig, cache_dir: Path, memory_limit: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._connection, child_end = context.Pipe()
+        self.process = context.Process(
+            target=serve, args=(child_end, compiler_config, str(cache_dir), memory_limit), name="vxla-execution", daemon=True
+        )
+        self.process.start()
+        child_end.close()
+        # Ready before any job is sent, so starting never counts against a job's wall time.
+        if not self._connection.poll(START_TIMEOUT_S) or self._connection.recv_bytes(16) != b"ready":
+            self.kill()
+            raise ExecutionDied(f"execution: the execution process did not start ({self._death_reason() or 'no answer'})", 500)
+
+    def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
+        """Runs one job; ExecutionKilled past the wall limit, ExecutionDied if the child dies,
+        JobRejected as the child refused the job."""
+        self._connection.send(request)
+        if not self._connection.poll(request.limits.job_wall_seconds + KILL_GRACE_S):
+            self.kill()
+            raise ExecutionKilled(
+                f"execution: over limits.job_wall_seconds ({request.limits.job_wall_seconds}): "
+                "the execution process was stopped inside a step and killed"
+            )
+        try:
+            header = json.loads(self._connection.recv_bytes(1 << 20))
+            refused = None if header["ok"] else JobRejected(str(header["error"]), int(header["status"]))
+            if refused is None:
+                statement = Statement.from_json_bytes(self._connection.recv_bytes(1 << 30))
+                outputs = [self._connection.recv_bytes(request.limits.max_job_memory_bytes + 4096) for _ in range(int(header["outputs"]))]
+        except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
+            reason = self._death_reason()
+            self.kill()
+            if reason is None:
+                raise ExecutionDied(f"execution: the execution process sent an unreadable answer ({type(error).__name__})", 500) from None
+            raise ExecutionDied(f"execution: the execution process died ({reason})", 500) from None
+        if refused is not None:
+            raise refused
+        _check_outputs(statement, outputs)
+        return ExecutionAnswer(statement, outputs, int(header["compile_ns"]), int(header["execute_ns"]), bool(header["cache_hit"]))
+
+    def _death_reason(self) -> str | None:
+        self.process.join(1.0)
+        code = self.process.exitcode
+        if code is None:
+            return None
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = " (out of memory?)" if name in ("SIGKILL", "SIGABRT") else ""
+            return f"killed by {name}{hint}"
+        return f"exit status {code}"
+
+    @property
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5.0)
+        self._connection.close()
+
+    def close(self) -> None:
+        self.kill()
+
+
+def _check_outputs(statement: Statement, outputs: list[bytes]) -> None:
+    """Every output is a readable .npy array whose digest is the statement's."""
+    records = statement.predicate.deterministic.outputs
+    if len(records) != len(outputs):
+        raise ExecutionDied(f"execution: the execution process sent {len(outputs)} outputs for {len(records)}", 500)
+    for record, data in zip(records, outputs, strict=True):
+        try:
+            recorded_array(data, record)
+        except ValueError as error:
+            raise ExecutionDied(f"execution: from the execution process: {error}", 500) from None
+
+
+class ExecutionProcesses:
+    """The execution processes of a worker pool: one per concurrent job, started when first
+    needed and again after a death."""
+
+    def __init__(self, compiler_config: CompilerConfig, cache_dir: Path, memory_limit: int, count: int) -> None:
+        self.compiler_config = compiler_config
+        self.cache_dir = cache_dir
+        self.memory_limit = memory_limit
+        self._idle: list[ExecutionProcess] = []
+        self._free = threading.Semaphore(count)
+        self._lock = threading.Lock()
+        self._all: list[ExecutionProcess] = []
+
+    def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
+        with self._free:
+            with self._lock:
+                process = self._idle.pop() if self._idle else None
+            if process is None or not process.alive:
+                process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
+                with self._lock:
+                    self._all.append(process)
+            try:
+                return process.execute(request)
+            finally:
+                with self._lock:
+                    if process.alive:
+                        self._idle.append(process)
+                    else:
+                        self._all.remove(process)
+
+    def start(self) -> None:
+        """Starts one execution process now (in the caller's thread), so the first job finds
+        it ready."""
+        process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
+        with self._lock:
+            self._all.append(process)
+            self._idle.append(process)
+
+    def pids(self) -> list[int]:
+        """The process ids of the execution processes alive now (tests, operators)."""
+        with self._lock:
+            return [p.process.pid for p in self._all if p.alive and p.process.pid is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            processes, self._all, self._idle = list(self._all), [], []
+        for process in processes:
+            process.close()
+
+
+# --- the child ---------------------------------------------------------------------------
+def _cap_address_space(memory_limit: int) -> None:
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = size + memory_limit + ADDRESS_SPACE_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: str, memory_limit: int) -> None:
+    """The child's loop: one request at a time, answered in bytes (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when its children stop
+    _cap_address_space(memory_limit)
+    import compiler.driver  # noqa: F401  (loaded before "ready": the first job does not wait for it)
+
+    executables: OrderedDict[str, object] = OrderedDict()
+    connection.send_bytes(b"ready")
+    while True:
+        try:
+            request: ExecutionRequest = connection.recv()
+        except (EOFError, OSError):
+            return  # the daemon is gone
+        try:
+            program, arrays = prepare_job(request.module, request.inputs, request.limits)
+            answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
+        except JobRejected as error:
+            connection.send_bytes(json.dumps({"ok": False, "error": str(error), "status": error.status}).encode())
+            continue
+        except MemoryError:
+            message = f"execution: over limits.max_job_memory_bytes ({request.limits.max_job_memory_bytes}): an allocation failed"
+            connection.send_bytes(json.dumps({"ok": False, "error": message, "status": 413}).encode())
+            continue
+        except Exception as error:  # an internal error fails the job, not the process
+            connection.send_bytes(json.dumps({"ok": False, "error": f"internal error: {type(error).__name__}: {error}", "status": 500}).encode())
+            continue
+        statement, outputs, header = answer
+        connection.send_bytes(json.dumps({"ok": True, "outputs": len(outputs), **header}).encode())
+        connection.send_bytes(statement)
+        for data in outputs:
+            connection.send_bytes(data)
+
+
+def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict]:
+    from compiler.driver import compile_program
+    from compiler.errors import ExecutionError
+    from compiler.runtime.executable import DeadlineExceeded
+    from compiler.runtime.host import TargetNotRunnable
+    from node.tensors import npy_bytes
+    from node.tracing.statement import build_statement, tensor_records
+
+    limits = request.limits
+    begin = time.perf_counter_ns()
+    deadline = time.monotonic() + limits.job_wall_seconds
+    executable = executables.get(program.hlo_hash)
+    cache_hit = executable is not None
+    if executable is None:
+        executable = compile_program(program, compiler_config, threads=request.threads, cache_dir=cache_dir)
+        executables[program.hlo_hash] = executable
+        while len(executables) > _EXECUTABLES_KEPT:
+            executables.popitem(last=False)
+    executables.move_to_end(program.hlo_hash)
+    needed = executable.plan.arena_bytes + sum(a.nbytes for a in arrays) + _output_bytes(executable)
+    if needed > limits.max_job_memory_bytes:
+        raise JobRejected(f"execution: needs {needed} bytes of memory, over limits.max_job_memory_bytes ({limits.max_job_memory_bytes})", 413)
+    compiled = time.perf_counter_ns()
+    try:
+        run = executable.run_traced(
+            *arrays, threads=request.threads, max_while_iterations=limits.max_while_iterations, fault=request.fault, deadline=deadline
+        )
+    except TargetNotRunnable as error:
+        raise JobRejected(f"execution: {error}") from None
+    except DeadlineExceeded as error:
+        raise JobRejected(f"execution: over limits.job_wall_seconds ({limits.job_wall_seconds}): {error}") from None
+    except ExecutionError as error:
+        # Name the setting when the loop limit stopped the job, so the submitter knows this
+        # node refuses it (not that the module is wrong).
+        hint = f" (limits.max_while_iterations = {limits.max_while_iterations})" if "past the limit" in str(error) else ""
+        raise JobRejected(f"execution: {error}{hint}") from None
+    executed = time.perf_counter_ns()
+    statement = build_statement(
+        program, executable, arrays, run,
+        job_id=request.job_id, chain_id=request.chain_id, contract=request.contract, key_id=request.key_id,
+        threads=request.threads, timings_ns={"compile": compiled - begin, "execute": executed - compiled},
+        op_level=True, input_records=tensor_records(arrays, "in"),
+    )  # fmt: skip
+    header = {"compile_ns": compiled - begin, "execute_ns": executed - compiled, "cache_hit": cache_hit}
+    return statement.to_json_bytes(), [npy_bytes(a) for a in run.outputs], header
+
+
+def _output_bytes(executable) -> int:
+    return sum(executable.plan.buffers[b].nbytes for b in executable.plan.outputs)
