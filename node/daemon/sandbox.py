@@ -179,12 +179,16 @@ class ExecutionProcesses:
         self.memory_limit = memory_limit
         self._idle: list[ExecutionProcess] = []
         self._free = threading.Semaphore(count)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._all: list[ExecutionProcess] = []
+        self._starting = 0  # processes `start` is bringing up
 
     def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
         with self._free:
             with self._lock:
+                # A process being started is as good as idle: wait for it, do not start another.
+                while not self._idle and self._starting:
+                    self._lock.wait()
                 process = self._idle.pop() if self._idle else None
             if process is None or not process.alive:
                 process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
@@ -202,10 +206,17 @@ class ExecutionProcesses:
     def start(self) -> None:
         """Starts one execution process now (in the caller's thread), so the first job finds
         it ready."""
-        process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
         with self._lock:
-            self._all.append(process)
-            self._idle.append(process)
+            self._starting += 1
+        try:
+            process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
+            with self._lock:
+                self._all.append(process)
+                self._idle.append(process)
+        finally:
+            with self._lock:
+                self._starting -= 1
+                self._lock.notify_all()
 
     def pids(self) -> list[int]:
         """The process ids of the execution processes alive now (tests, operators)."""
@@ -227,9 +238,18 @@ def _cap_address_space(memory_limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+def _exit_with_the_daemon(daemon_pid: int) -> None:
+    """Ends this process as soon as the daemon is gone (killed with SIGKILL, say): an orphan
+    must not keep running a job nobody waits for."""
+    while os.getppid() == daemon_pid:
+        time.sleep(0.2)
+    os._exit(1)
+
+
 def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: str, memory_limit: int) -> None:
     """The child's loop: one request at a time, answered in bytes (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when its children stop
+    threading.Thread(target=_exit_with_the_daemon, args=(os.getppid(),), name="vxla-daemon-watch", daemon=True).start()
     _cap_address_space(memory_limit)
     import compiler.driver  # noqa: F401  (loaded before "ready": the first job does not wait for it)
 

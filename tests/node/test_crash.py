@@ -230,3 +230,44 @@ def test_sigkill_during_a_burst_of_submissions(tmp_path: Path) -> None:
     assert integrity(node.data_dir) == "ok"
     assert set(state) <= set(final) and all(row["state"] == "done" for row in final.values())
     check_blobs(node.data_dir)
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_killed_node_leaves_no_execution_process_running(tmp_path: Path) -> None:
+    trips = 2_000_000_000  # a run of half a minute or more: an orphan would outlive the check
+    node = bench.new_node(tmp_path / "node", workers=1, limits=f"max_while_iterations = {trips}")
+    try:
+        url = node.start()
+        with Client(url) as client:
+            long_id = client.submit(FORI.module_text, long_inputs(trips)).id
+        wait_state(url, long_id, "running")
+        time.sleep(1.0)  # compiled and running
+        assert node.process is not None
+        children = children_of(node.process.pid)
+        assert any(_status(pid).startswith("r") for pid in children), "the job runs in a child process"
+        node.kill()
+        deadline = time.monotonic() + 5.0
+        while any(Path(f"/proc/{pid}").exists() and "zombie" not in _status(pid) for pid in children):
+            assert time.monotonic() < deadline, f"execution processes {children} outlived the node"
+            time.sleep(0.05)
+    finally:
+        node.kill()
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].strip().lower()
+    except (OSError, IndexError):
+        return "zombie"
