@@ -178,14 +178,22 @@ def contract_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected 0x followed by 40 hex characters, got {text!r}") from None
 
 
-def positive_int(text: str) -> int:
+def _integer_from(text: str, least: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _integer_from(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    return _integer_from(text, 0, "a whole number, 0 or more")
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from attest import (
 )
 from compiler.config import ConfigError, load_config
 from compiler.runtime.host import TargetNotRunnable, this_host
-from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase
+from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase, non_negative_int
 
 
 def cmd_keys_init(args: argparse.Namespace) -> int:
@@ -141,16 +141,6 @@ def cmd_tokens_remove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Adds this group's subcommands to the `vxla` parser."""
     node = commands.add_parser("node", help="run a worker node", description="Run a vxla worker node.")
@@ -202,9 +192,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "past the rate 429.",
     )
     tokens_add.add_argument("name", metavar="NAME", help="who the token is for (letters, digits, '-', '_', '.')")
-    tokens_add.add_argument("--max-jobs", type=_non_negative, default=0, metavar="N", help="jobs it may post in all (default 0: no limit)")
-    tokens_add.add_argument("--max-bytes", type=_non_negative, default=0, metavar="B", help="bytes it may upload in all, blobs and module text (default 0: no limit)")
-    tokens_add.add_argument("--rate", type=_non_negative, default=600, metavar="PER_MINUTE", help="requests a minute, in bursts of as many (default 600; 0: no limit)")
+    tokens_add.add_argument("--max-jobs", type=non_negative_int, default=0, metavar="N", help="jobs it may post in all (default 0: no limit)")
+    tokens_add.add_argument("--max-bytes", type=non_negative_int, default=0, metavar="B", help="bytes it may upload in all, blobs and module text (default 0: no limit)")
+    tokens_add.add_argument("--rate", type=non_negative_int, default=600, metavar="PER_MINUTE", help="requests a minute, in bursts of as many (default 600; 0: no limit)")
     tokens_add.add_argument("--json", action="store_true", help="print one JSON object (the token and its record)")
     tokens_add.set_defaults(handler=cmd_tokens_add)
     tokens_list = token_commands.add_parser("list", help="the tokens, their quotas and use", description="List the tokens by name, with their quotas and what each has used (never the tokens).")
