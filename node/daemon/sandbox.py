@@ -108,7 +108,12 @@ class ExecutionProcess:
     def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
         """Runs one job; ExecutionKilled past the wall limit, ExecutionDied if the child dies,
         JobRejected as the child refused the job."""
-        self._connection.send(request)
+        try:
+            self._connection.send(request)
+        except OSError:  # it died while idle
+            reason = self._death_reason()
+            self.kill()
+            raise ExecutionDied(f"execution: the execution process had died ({reason or 'its pipe is closed'})", 500) from None
         if not self._connection.poll(request.limits.job_wall_seconds + KILL_GRACE_S):
             self.kill()
             raise ExecutionKilled(
@@ -121,6 +126,7 @@ class ExecutionProcess:
             if refused is None:
                 statement = Statement.from_json_bytes(self._connection.recv_bytes(1 << 30))
                 outputs = [self._connection.recv_bytes(request.limits.max_job_memory_bytes + 4096) for _ in range(int(header["outputs"]))]
+                timings = (int(header["compile_ns"]), int(header["execute_ns"]), bool(header["cache_hit"]))
         except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
             reason = self._death_reason()
             self.kill()
@@ -130,7 +136,7 @@ class ExecutionProcess:
         if refused is not None:
             raise refused
         _check_outputs(statement, outputs)
-        return ExecutionAnswer(statement, outputs, int(header["compile_ns"]), int(header["execute_ns"]), bool(header["cache_hit"]))
+        return ExecutionAnswer(statement, outputs, *timings)
 
     def _death_reason(self) -> str | None:
         self.process.join(1.0)
