@@ -27,7 +27,7 @@ from attest.keys import raw_public_key
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
-from node.daemon.job_checks import check_module, prepare_job
+from node.daemon.job_checks import check_inputs, check_module
 from node.daemon.store import DONE, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
@@ -223,14 +223,15 @@ def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPo
         # small body listing one large stored blob N times would otherwise make the node
         # load and decode N copies of it.
         try:
-            parameters = len(check_module(module_bytes, limits).parameter_shapes)
+            program = check_module(module_bytes, limits)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
+        parameters = len(program.parameter_shapes)
         if len(body.inputs) != parameters:
             raise _problem(400, f"module takes {parameters} inputs, got {len(body.inputs)}")
         inputs = [_blob(store, d, f"inputs[{i}]") for i, d in enumerate(body.inputs)]
         try:
-            prepare_job(module_bytes, inputs, limits)
+            check_inputs(program, inputs, limits)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
         _charge(gate, token, jobs=1, nbytes=len(module_bytes) if body.module is not None else 0)

@@ -48,10 +48,15 @@ def check_module(module_bytes: bytes, limits: Limits) -> Program:
 def prepare_job(
     module_bytes: bytes, input_bytes: Sequence[bytes], limits: Limits
 ) -> tuple[Program, list[np.ndarray]]:
-    """Everything checked before a job is stored or run: module size, parse and work estimate,
-    each input's size and decoding, and the inputs' count, dtypes and shapes against the
-    module's parameters. Raises JobRejected naming the problem."""
+    """Everything checked before a job is stored or run: the module (`check_module`), then
+    its inputs (`check_inputs`). Raises JobRejected naming the problem."""
     program = check_module(module_bytes, limits)
+    return program, check_inputs(program, input_bytes, limits)
+
+
+def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits) -> list[np.ndarray]:
+    """Each input's size and decoding, and the inputs' count, dtypes and shapes against the
+    checked `program`'s parameters; the arrays, or JobRejected naming the problem."""
     arrays = []
     for index, data in enumerate(input_bytes):
         if len(data) > limits.max_tensor_bytes:
@@ -61,6 +66,6 @@ def prepare_job(
             )
         arrays.append(decode_npy(data, f"input {index}"))
     try:
-        return program, checked_inputs(program, arrays)
+        return checked_inputs(program, arrays)
     except TraceInputError as error:
         raise JobRejected(str(error)) from None
