@@ -1,5 +1,6 @@
-"""The node's job store: SQLite in WAL mode for jobs, and a content-addressed blob directory
-(modules, inputs, outputs, traces) keyed by the SHA-256 of the bytes.
+"""The node's job store: SQLite in WAL mode for jobs, and content-addressed blobs (modules,
+inputs, outputs, traces) keyed by the SHA-256 of the bytes: small ones in the same database,
+larger ones in a directory.
 
 Every state change is one transaction. A job left `running` by a crash goes back to
 `queued` when the store opens: a trace is deterministic, so redoing the job gives the same
@@ -84,45 +85,84 @@ class StoredJob:
         }
 
 
-class BlobStore:
-    """Files named by the SHA-256 of their bytes, under `directory/ab/abcdef...`."""
+# Blobs up to this size are rows of the job database, larger ones files: many small blobs
+# (a job's outputs and envelope) then cost one fsync'd transaction, where each file costs a
+# create, an fsync and a rename.
+SMALL_BLOB_BYTES = 64 * 1024
 
-    def __init__(self, directory: Path) -> None:
+_BLOB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (
+    digest TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+);
+"""
+
+
+class BlobStore:
+    """Bytes named by their SHA-256: small ones (`SMALL_BLOB_BYTES`) in the `blobs` table of
+    `database`, larger ones as files under `directory/ab/abcdef...`."""
+
+    def __init__(self, directory: Path, database: Database) -> None:
         """Opens (or creates) the store; temporary files of writes a crash interrupted are
         deleted (the store is opened once, before anything writes to it)."""
         self.directory = directory
+        self._database = database
         directory.mkdir(parents=True, exist_ok=True)
+        database.connection.executescript(_BLOB_SCHEMA)
         self.removed_temporaries = remove_temporaries(directory, "??")
 
     def path(self, digest: str) -> Path:
+        """Where a blob larger than `SMALL_BLOB_BYTES` is kept."""
         if not is_digest(digest):
             raise BlobError(f"{digest!r} is not a lower-case hex SHA-256")
         return self.directory / digest[:2] / digest
 
     def put(self, data: bytes) -> str:
-        """Stores `data` (atomically: a reader never sees a partial blob); returns its digest."""
-        digest = sha256_hex(data)
-        path = self.path(digest)
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(path, data)
-        return digest
+        """Stores `data` durably (a reader never sees a partial blob); returns its digest."""
+        return self.put_all([data])[0]
+
+    def put_all(self, blobs: Sequence[bytes]) -> list[str]:
+        """Stores each of `blobs` durably, the small ones in one transaction; their digests."""
+        digests = [sha256_hex(data) for data in blobs]
+        rows = []
+        for digest, data in zip(digests, blobs, strict=True):
+            if len(data) <= SMALL_BLOB_BYTES:
+                rows.append((digest, data))
+                continue
+            path = self.path(digest)
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_bytes_atomic(path, data)
+        if rows:
+            with self._database.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", rows)
+        return digests
 
     def has(self, digest: str) -> bool:
-        return is_digest(digest) and self.path(digest).is_file()
+        if not is_digest(digest):
+            return False
+        if self._database.rows("SELECT 1 FROM blobs WHERE digest = ?", (digest,)):
+            return True
+        return self.path(digest).is_file()
 
     def get(self, digest: str) -> bytes:
-        """The bytes of `digest`, re-hashed: a corrupted file is an error, never served."""
-        try:
-            data = self.path(digest).read_bytes()
-        except FileNotFoundError:
-            raise BlobError(f"blob {digest}: unknown") from None
+        """The bytes of `digest`, re-hashed: corrupted bytes are an error, never served."""
+        path = self.path(digest)  # refuses what is not a digest
+        rows = self._database.rows("SELECT data FROM blobs WHERE digest = ?", (digest,))
+        if rows:
+            data = bytes(rows[0][0])
+        else:
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise BlobError(f"blob {digest}: unknown") from None
         if sha256_hex(data) != digest:
             raise BlobError(f"blob {digest}: stored bytes do not match the digest")
         return data
 
     def count(self) -> int:
-        return sum(1 for p in self.directory.glob("??/*") if is_digest(p.name))
+        (rows,) = self._database.rows("SELECT COUNT(*) FROM blobs")[0]
+        return rows + sum(1 for p in self.directory.glob("??/*") if is_digest(p.name))
 
 
 class JobStore:
@@ -132,8 +172,8 @@ class JobStore:
     def __init__(self, data_dir: str | Path) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.blobs = BlobStore(self.data_dir / "blobs")
         self._database = Database(self.data_dir / "jobs.sqlite3", rows_by_name=True)
+        self.blobs = BlobStore(self.data_dir / "blobs", self._database)
         self._lock = self._database.lock
         self._db = self._database.connection
         self._migrate()

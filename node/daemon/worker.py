@@ -238,8 +238,7 @@ class WorkerPool:
         self.metrics.compile_cache.labels(outcome="hit" if answer.cache_hit else "miss").inc()
         self.metrics.execution_seconds.observe(answer.execute_ns / 1e9)
         envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
-        outputs = [blobs.put(data) for data in answer.outputs]
-        envelope_digest = blobs.put(envelope.encode())
+        *outputs, envelope_digest = blobs.put_all([*answer.outputs, envelope.encode()])
         tensor_digests = [o.digest for o in statement.predicate.deterministic.outputs]
         return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ from attest.digests import sha256_hex
 from attest.keys import generate_private_key
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
-from node.daemon.store import BlobStore
+from node.daemon.store import SMALL_BLOB_BYTES
 from node.sdk import Client
 from node.tensors import npy_bytes
 from tests.fixture_data import Fixture
@@ -120,9 +119,9 @@ def test_huge_array_of_unknown_digests(node: NodeServer) -> None:
 
 
 def test_concurrent_puts_of_one_blob(node: NodeServer) -> None:
-    """Many uploads of the same bytes at once: every one succeeds, one file holds the bytes,
-    and no temporary file is left beside it."""
-    data = np.arange(4096, dtype=np.float32).tobytes()
+    """Many uploads of the same bytes at once (a blob large enough to be a file): every one
+    succeeds, one file holds the bytes, and no temporary file is left beside it."""
+    data = np.arange(SMALL_BLOB_BYTES // 2, dtype=np.float32).tobytes()
     digest = sha256_hex(data)
 
     def put(_: int) -> int:
@@ -131,7 +130,7 @@ def test_concurrent_puts_of_one_blob(node: NodeServer) -> None:
     with ThreadPoolExecutor(8) as pool:
         statuses = list(pool.map(put, range(32)))
     assert statuses == [201] * 32
-    path = BlobStore(Path(node.store.data_dir) / "blobs").path(digest)
+    path = node.store.blobs.path(digest)
     assert path.read_bytes() == data
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(f".{digest}")] == []
     fetched = httpx.get(f"{node.url}/v1/blobs/{digest}")

@@ -99,7 +99,7 @@ def test_the_token_is_stored_hashed_and_listed_without_it(node_dir: Path, capsys
 def test_a_job_quota_refuses_the_next_job_with_403(node: NodeServer, node_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     token = add_token(write_config(node_dir), "one-job", capsys, "--max-jobs", "1")
     with Client(node.url, token=token) as client:
-        client.submit(MLP.module_text, MLP.inputs())
+        client.submit(MLP.module_text, MLP.inputs()).wait()  # done: its outputs are stored
         before = snapshot(node)
         body = job_body(MLP, client)  # the inputs are stored already: uploading them again adds nothing
         with pytest.raises(RequestRefused) as refused:
