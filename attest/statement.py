@@ -57,17 +57,38 @@ _MAX_CHAIN_ID = 2**256  # EVM chain ids are uint256
 # Canonical JSON
 
 
-def _reject_floats(value: Any, path: str) -> None:
+def _reject_floats(value: Any) -> None:
+    """Raises StatementError, naming the path, if `value` holds a float or a key that is not a
+    string. One pass without paths (a statement has thousands of values); the paths are
+    worked out only for the value refused."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is dict:
+            if any(type(key) is not str for key in item):
+                break
+            pending.extend(item.values())
+        elif kind is list or kind is tuple:
+            pending.extend(item)
+        elif not (kind is str or kind is int or kind is bool or item is None):
+            break  # a float, or a value of another kind: walked below, with paths
+    else:
+        return
+    _refuse_at_path(value, "$")
+
+
+def _refuse_at_path(value: Any, path: str) -> None:
     if isinstance(value, float):
         raise StatementError(path, "floats are not allowed in canonical JSON")
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise StatementError(path, f"object key {key!r} is not a string")
-            _reject_floats(item, f"{path}.{key}")
+            _refuse_at_path(item, f"{path}.{key}")
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _reject_floats(item, f"{path}[{i}]")
+            _refuse_at_path(item, f"{path}[{i}]")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -76,7 +97,7 @@ def canonical_json(value: Any) -> bytes:
     Floats are refused (their text form differs between implementations), so the same
     value always has the same bytes.
     """
-    _reject_floats(value, "$")
+    _reject_floats(value)
     return json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
@@ -676,14 +697,24 @@ class Statement:
         }
 
     def to_json_bytes(self) -> bytes:
-        """Canonical JSON bytes of the statement: what a DSSE envelope carries as payload."""
-        return canonical_json(self.to_dict())
+        """Canonical JSON bytes of the statement: what a DSSE envelope carries as payload.
+        Worked out once (the statement cannot change): signing, digests and the canonical
+        check of a parsed payload all ask for them."""
+        encoded = self.__dict__.get("_json_bytes")
+        if encoded is None:
+            encoded = canonical_json(self.to_dict())
+            object.__setattr__(self, "_json_bytes", encoded)
+        return encoded
 
     @classmethod
     def from_dict(cls, data: Any) -> Statement:
         """Parse and validate a statement from JSON data (raises StatementError)."""
         subjects, predicate = _parse(data)
-        return cls(subject=subjects, predicate=predicate)
+        # `_parse` has just checked everything `__post_init__` would check again.
+        statement = object.__new__(cls)
+        object.__setattr__(statement, "subject", subjects)
+        object.__setattr__(statement, "predicate", predicate)
+        return statement
 
     @classmethod
     def from_json_bytes(cls, payload: bytes | str, *, require_canonical: bool = True) -> Statement:

@@ -19,6 +19,11 @@ from attest import Statement
 from attest.digests import sha256_hex, tuple_digest
 from attest.statement import canonical_json
 
+# The most .npy bytes, all inputs together, that a local job request (POST /v1/jobs) may carry
+# inline as base64 instead of naming uploaded blobs: a small job is then one request. The
+# node's body limit leaves room for them.
+INLINE_INPUT_BYTES = 64 * 1024
+
 
 def is_digest(text: str) -> bool:
     """True for a lower-case hex SHA-256."""

@@ -24,6 +24,7 @@ returns a chain job: `wait` follows it to finalization through the node's
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -42,7 +43,7 @@ from node.chain import ChainClient, JobMarket, Sender
 from node.devnet_state import DevnetState
 from node.errors import NodeError
 from node.jax_programs import ExportedFunction, export_function
-from node.protocol import chain_digests, inputs_manifest, result_digest_of
+from node.protocol import INLINE_INPUT_BYTES, chain_digests, inputs_manifest, result_digest_of
 from node.tensors import npy_bytes, recorded_array
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 
@@ -265,8 +266,9 @@ class Client:
         """Runs `program` on a node: HLO text (or its file) with one sequence of inputs
         (arrays or .npy paths, in parameter order), `submit("m.hlo", [x, w])`; or a JAX
         function with its arguments, `submit(f, params, x)` (the jax extra), exported to
-        HLO text here. Uploads the inputs and queues the job with the module inline, so a
-        refused job leaves nothing on the node but the input blobs. With a chain
+        HLO text here. Small inputs (INLINE_INPUT_BYTES in all) go in the job request with
+        the module, so the job is one request and a refused one leaves nothing on the node;
+        larger ones are uploaded as blobs first. With a chain
         configured, the job is posted on chain for `redundancy` nodes instead."""
         function = None
         if callable(program):
@@ -281,11 +283,18 @@ class Client:
         return job
 
     def _submit(self, module: bytes, inputs: Sequence[TensorLike], redundancy: int) -> Job:
-        digests = [self.put_blob(_tensor_bytes(t)) for t in inputs]
+        data = [_tensor_bytes(t) for t in inputs]
         try:
             text = module.decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError("module: not UTF-8 text") from None
+        if self.chain is None and sum(map(len, data)) <= INLINE_INPUT_BYTES:
+            # Small inputs travel in the job request: one request, and nothing is stored
+            # unless the job is taken.
+            encoded = [base64.b64encode(d).decode("ascii") for d in data]
+            info = self._json("POST", "/v1/jobs", json={"module": text, "input_data": encoded, "redundancy": redundancy})
+            return Job(self, info["id"], info)
+        digests = [self.put_blob(d) for d in data]
         if self.chain is not None:
             self.put_blob(module)
             self.put_blob(inputs_manifest(digests))

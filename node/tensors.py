@@ -4,6 +4,7 @@ files."""
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,17 +47,31 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """The header `np.save` writes (format 1.0) before a C-order array of `dtype` and `shape`."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+    )
+    return buffer.getvalue()
+
+
 def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
     """The array in .npy `data` (never unpickled) as the tensor `record` describes, checked
     against its digest; ValueError when it is not that tensor. bfloat16 arrays round-trip
     .npy as raw 2-byte records and are read back as the recorded type."""
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        raise ValueError(f"{record.name}: not a readable .npy array ({error})") from None
     dtype = from_name(record.dtype).numpy
-    if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
-        array = array.view(dtype)
+    header = _npy_header(dtype, record.shape)
+    if data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(record.shape):
+        # What np.save writes for the recorded tensor: read without parsing the header.
+        array = np.frombuffer(data, dtype, offset=len(header)).reshape(record.shape).copy()
+    else:
+        try:
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as error:
+            raise ValueError(f"{record.name}: not a readable .npy array ({error})") from None
+        if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
+            array = array.view(dtype)
     if tensor_digest(array) != record.digest:
         raise ValueError(f"{record.name} does not match its recorded digest")
     return array

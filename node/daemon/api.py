@@ -12,6 +12,8 @@ passed.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -27,11 +29,11 @@ from attest.keys import raw_public_key
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
-from node.daemon.job_checks import check_inputs, check_module
+from node.daemon.job_checks import KnownModules, check_inputs, check_module
 from node.daemon.store import DONE, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
-from node.protocol import is_digest
+from node.protocol import INLINE_INPUT_BYTES, is_digest
 
 
 class _CountedBodyLimit:
@@ -62,12 +64,16 @@ class _CountedBodyLimit:
 
 
 class JobRequest(BaseModel):
-    """POST /v1/jobs: the module as text or as the digest of a stored blob, and the input
-    blob digests (.npy bytes) in parameter order."""
+    """POST /v1/jobs: the module as text or as the digest of a stored blob, and the inputs in
+    parameter order: as digests of stored .npy blobs, or (small ones) as the .npy bytes."""
 
     module: str | None = Field(default=None, description="HLO text")
     module_digest: str | None = Field(default=None, description="SHA-256 of a stored module blob")
     inputs: list[str] = Field(default_factory=list, description="SHA-256 of each stored .npy input")
+    input_data: list[str] = Field(
+        default_factory=list,
+        description=f"instead of inputs: each input's .npy bytes in base64, at most {INLINE_INPUT_BYTES} bytes in all",
+    )
     redundancy: int = Field(default=1, description="must be 1: jobs for several nodes are posted on chain")
 
 
@@ -104,6 +110,22 @@ def _charge(gate: Gate, token: Token | None, *, jobs: int = 0, nbytes: int = 0) 
         raise _refusal(refused) from None
 
 
+def _inline_inputs(encoded: list[str]) -> list[bytes]:
+    """The .npy bytes of a request's `input_data`; 400 for what is not base64, 413 past
+    INLINE_INPUT_BYTES (larger inputs are uploaded as blobs)."""
+    inputs, total = [], 0
+    for index, text in enumerate(encoded):
+        try:
+            data = base64.b64decode(text, validate=True)
+        except binascii.Error as error:
+            raise _problem(400, f"input_data[{index}]: not base64 ({error})") from None
+        total += len(data)
+        if total > INLINE_INPUT_BYTES:
+            raise _problem(413, f"input_data: over {INLINE_INPUT_BYTES} bytes in all: upload larger inputs as blobs")
+        inputs.append(data)
+    return inputs
+
+
 def _blob(store: JobStore, digest: str, what: str) -> bytes:
     if not is_digest(digest):
         raise _problem(400, f"{what}: {digest!r} is not a lower-case hex SHA-256")
@@ -128,13 +150,17 @@ def create_app(
     and upload blobs (None: anyone who reaches the API)."""
     gate = gate or Gate(required=False, tokens=None)
     metrics = pool.metrics if pool is not None else Metrics()
+    known = pool.known_modules if pool is not None else KnownModules()
     # A blob is a module or a tensor: the larger of the two limits bounds an upload.
     limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
     app.state.gate = gate
+    # A JSON job carries the module text and maybe small inputs in base64, so its body may be
+    # a little over the blob limit.
+    body_limit = limits_bytes + 65536 + 4 * INLINE_INPUT_BYTES // 3
     # Added before the declared-length check below, so it sits inside it: the route's own
     # read raises the 413 (no task group of an outer middleware wraps the exception).
-    app.add_middleware(_CountedBodyLimit, limit=limits_bytes + 65536)
+    app.add_middleware(_CountedBodyLimit, limit=body_limit)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
@@ -142,10 +168,9 @@ def create_app(
 
     @app.middleware("http")
     async def _body_limit(request: Request, call_next: Any) -> Response:
-        # Refuse an oversized body from its declared length, before it is read or parsed
-        # (a JSON job carries the module text, so it may be a little over the module limit).
+        # Refuse an oversized body from its declared length, before it is read or parsed.
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limits_bytes + 65536:
+        if declared.isdigit() and int(declared) > body_limit:
             return JSONResponse(
                 {"detail": f"body of {declared} bytes is over the limit ({limits_bytes} bytes)"},
                 status_code=413,
@@ -153,7 +178,7 @@ def create_app(
         return await call_next(request)
 
     app.include_router(blob_routes(store, limits_bytes, gate))
-    app.include_router(job_routes(store, limits, metrics, pool, gate))
+    app.include_router(job_routes(store, limits, metrics, pool, gate, known))
     app.include_router(chain_routes(store, chain))
     app.include_router(node_routes(store, signer, metrics, pool, chain))
     return app
@@ -200,7 +225,7 @@ def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:
     return router
 
 
-def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPool | None, gate: Gate) -> APIRouter:
+def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPool | None, gate: Gate, known: KnownModules) -> APIRouter:
     """`POST /v1/jobs`, `GET /v1/jobs/{id}` and its trace: local jobs, checked before queued."""
     router = APIRouter()
 
@@ -223,20 +248,28 @@ def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPo
         # small body listing one large stored blob N times would otherwise make the node
         # load and decode N copies of it.
         try:
-            program = check_module(module_bytes, limits)
+            program = check_module(module_bytes, limits, known)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
         parameters = len(program.parameter_shapes)
-        if len(body.inputs) != parameters:
-            raise _problem(400, f"module takes {parameters} inputs, got {len(body.inputs)}")
-        inputs = [_blob(store, d, f"inputs[{i}]") for i, d in enumerate(body.inputs)]
+        if body.inputs and body.input_data:
+            raise _problem(400, "give the inputs as digests (inputs) or as bytes (input_data), not both")
+        given = len(body.input_data or body.inputs)
+        if given != parameters:
+            raise _problem(400, f"module takes {parameters} inputs, got {given}")
+        if body.input_data:
+            inputs = _inline_inputs(body.input_data)
+        else:
+            inputs = [_blob(store, d, f"inputs[{i}]") for i, d in enumerate(body.inputs)]
         try:
             check_inputs(program, inputs, limits)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
-        _charge(gate, token, jobs=1, nbytes=len(module_bytes) if body.module is not None else 0)
-        module_digest = store.blobs.put(module_bytes)
-        job = store.add_job(module_digest, body.inputs)
+        uploaded = (len(module_bytes) if body.module is not None else 0) + (sum(map(len, inputs)) if body.input_data else 0)
+        _charge(gate, token, jobs=1, nbytes=uploaded)
+        # Only now is anything stored: the module, and inline inputs, in one transaction.
+        module_digest, *inline_digests = store.blobs.put_all([module_bytes, *(inputs if body.input_data else [])])
+        job = store.add_job(module_digest, inline_digests or body.inputs)
         metrics.update_jobs(store)
         if pool is not None:
             pool.notify()

@@ -209,7 +209,7 @@ class ChainExecutor:
         not one is JobRejected."""
         module_digest, manifest_digest = job.program_digest.hex(), job.inputs_digest.hex()
         module = self.fetcher.ensure(module_digest)
-        parameters = len(check_module(module, self.pool.limits).parameter_shapes)
+        parameters = len(check_module(module, self.pool.limits, self.pool.known_modules).parameter_shapes)
         manifest = self.fetcher.ensure(manifest_digest)  # BlobError (a ValueError) stays transient
         try:
             input_digests = parse_manifest(manifest)
@@ -227,7 +227,7 @@ class ChainExecutor:
         """Before claiming: the blobs are found and the job passes the node's limits."""
         module_digest, input_digests = self._digests(job)
         blobs = self.store.blobs
-        prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits)
+        prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits, self.pool.known_modules)
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         """The recorded outcome, or JobPending while the job runs in the background."""

@@ -8,10 +8,13 @@ the API accepted is never refused later for a different reason.
 from __future__ import annotations
 
 import io
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
+from attest.digests import sha256_hex
 from compiler.hlo import HloError
 from compiler.hlo.cost import estimate_flops
 from compiler.program import Program, load_program
@@ -28,29 +31,67 @@ def decode_npy(data: bytes, what: str) -> np.ndarray:
         raise JobRejected(f"{what}: not a readable .npy file ({error})") from None
 
 
-def check_module(module_bytes: bytes, limits: Limits) -> Program:
-    """The parsed, verified module; JobRejected (400 with line:col, 413, 422) otherwise."""
+def check_module(module_bytes: bytes, limits: Limits, known: KnownModules | None = None) -> Program:
+    """The parsed, verified module; JobRejected (400 with line:col, 413, 422) otherwise.
+    With `known`, a module whose bytes passed before is not parsed again."""
     if len(module_bytes) > limits.max_module_bytes:
         raise JobRejected(
             f"module: {len(module_bytes)} bytes, over limits.max_module_bytes ({limits.max_module_bytes})",
             413,
         )
-    try:
-        program = load_program(module_bytes)
-    except HloError as error:
-        raise JobRejected(f"module: {error}") from None
-    flops = estimate_flops(program.module)
+    remembered = known.recall(module_bytes) if known is not None else None
+    if remembered is None:
+        try:
+            program = load_program(module_bytes)
+        except HloError as error:
+            raise JobRejected(f"module: {error}") from None
+        remembered = program, estimate_flops(program.module)
+        if known is not None:
+            known.remember(module_bytes, *remembered)
+    program, flops = remembered
     if flops > limits.max_flops:
         raise JobRejected(f"module: estimated {flops} operations, over limits.max_flops ({limits.max_flops})", 422)
     return program
 
 
+class KnownModules:
+    """The programs of the modules parsed last, by the SHA-256 of their bytes, with their
+    work estimates: a node sees the same module in every job of a model, and parsing equal
+    bytes gives the same program (which nothing changes: the compiler optimizes a copy).
+    Bounded in entries and in source bytes; safe to share between threads."""
+
+    def __init__(self, entries: int = 32, source_bytes: int = 64 << 20) -> None:
+        self.entries = entries
+        self.source_bytes = source_bytes
+        self._programs: OrderedDict[str, tuple[Program, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def recall(self, module_bytes: bytes) -> tuple[Program, int] | None:
+        key = sha256_hex(module_bytes)
+        with self._lock:
+            found = self._programs.get(key)
+            if found is not None:
+                self._programs.move_to_end(key)
+            return found
+
+    def remember(self, module_bytes: bytes, program: Program, flops: int) -> None:
+        if len(module_bytes) > self.source_bytes:
+            return
+        with self._lock:
+            self._programs[sha256_hex(module_bytes)] = (program, flops)
+            while len(self._programs) > self.entries or self._held_bytes() > self.source_bytes:
+                self._programs.popitem(last=False)
+
+    def _held_bytes(self) -> int:
+        return sum(len(program.source) for program, _ in self._programs.values())
+
+
 def prepare_job(
-    module_bytes: bytes, input_bytes: Sequence[bytes], limits: Limits
+    module_bytes: bytes, input_bytes: Sequence[bytes], limits: Limits, known: KnownModules | None = None
 ) -> tuple[Program, list[np.ndarray]]:
     """Everything checked before a job is stored or run: the module (`check_module`), then
     its inputs (`check_inputs`). Raises JobRejected naming the problem."""
-    program = check_module(module_bytes, limits)
+    program = check_module(module_bytes, limits, known)
     return program, check_inputs(program, input_bytes, limits)
 
 

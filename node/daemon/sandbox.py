@@ -37,7 +37,7 @@ from attest import Statement
 from compiler.config import CompilerConfig
 from compiler.runtime.executable import Fault
 from node.daemon.config import Limits
-from node.daemon.job_checks import prepare_job
+from node.daemon.job_checks import KnownModules, prepare_job
 from node.errors import JobRejected
 from node.tensors import recorded_array
 
@@ -260,6 +260,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: st
     import compiler.driver  # noqa: F401  (loaded before "ready": the first job does not wait for it)
 
     executables: OrderedDict[str, object] = OrderedDict()
+    known = KnownModules()
     connection.send_bytes(b"ready")
     while True:
         try:
@@ -267,7 +268,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: st
         except (EOFError, OSError):
             return  # the daemon is gone
         try:
-            program, arrays = prepare_job(request.module, request.inputs, request.limits)
+            program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
             answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
         except JobRejected as error:
             connection.send_bytes(json.dumps({"ok": False, "error": str(error), "status": error.status}).encode())

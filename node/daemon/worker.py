@@ -28,7 +28,7 @@ from compiler.runtime.executable import Fault
 from compiler.runtime.host import this_host
 from compiler.runtime.threads import machine_threads
 from node.daemon.config import Limits
-from node.daemon.job_checks import check_module, decode_npy, prepare_job
+from node.daemon.job_checks import KnownModules, check_module, decode_npy, prepare_job
 from node.daemon.sandbox import ExecutionDied, ExecutionKilled, ExecutionProcesses, ExecutionRequest
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
@@ -109,6 +109,8 @@ class WorkerPool:
         # (nor claim chain jobs) it could only fail.
         this_host().check(self.compiler_config)
         self.metrics = metrics or Metrics()
+        # Modules checked before, shared by the API and the chain executor of this node.
+        self.known_modules = KnownModules()
         self.poll_seconds = poll_seconds
         self._wake = threading.Condition()
         self._stopping = threading.Event()

@@ -19,6 +19,7 @@ from node.daemon.auth import TOKENS_FILE, RateLimiter, Refused, TokenStore
 from node.daemon.config import ConfigError, load_config
 from node.daemon.server import NodeServer
 from node.sdk import TOKEN_ENV, Client, RequestRefused, connect
+from node.tensors import npy_bytes
 from tests.fixture_data import Fixture
 
 KEY = generate_private_key()
@@ -125,6 +126,18 @@ def test_a_byte_quota_refuses_an_upload_with_403(node: NodeServer, node_dir: Pat
         with pytest.raises(RequestRefused) as refused:
             client.put_blob(b"y" * 600)
     assert refused.value.status == 403 and "quota of 1000" in refused.value.detail
+    assert snapshot(node) == before
+
+
+def test_a_byte_quota_counts_inputs_sent_in_the_job_request(node: NodeServer, node_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module_bytes = len(MLP.module_text.encode())
+    input_bytes = sum(len(npy_bytes(a)) for a in MLP.inputs())
+    # Enough for the module, not for the module and the inputs the SDK sends with it.
+    token = add_token(write_config(node_dir), "no-inputs", capsys, "--max-bytes", str(module_bytes + input_bytes - 1))
+    before = snapshot(node)
+    with Client(node.url, token=token) as client, pytest.raises(RequestRefused) as refused:
+        client.submit(MLP.module_text, MLP.inputs())
+    assert refused.value.status == 403 and "quota of" in refused.value.detail
     assert snapshot(node) == before
 
 

@@ -5,6 +5,7 @@ unchanged, and a job left running by a crash redone with the same trace digest."
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from compiler.program import load_program
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
 from node.daemon.store import DONE, FAILED, QUEUED, JobStore
-from node.protocol import statement_digest
+from node.protocol import INLINE_INPUT_BYTES, statement_digest
 from node.sdk import Client, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.verify import parse_envelope, verify_trace
@@ -107,6 +108,10 @@ def _post(node: NodeServer, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(f"{node.url}/v1/jobs", json=body, timeout=30)
 
 
+def _base64(array: np.ndarray) -> str:
+    return base64.b64encode(npy_bytes(array)).decode("ascii")
+
+
 def _upload(node: NodeServer, array: np.ndarray) -> str:
     data = npy_bytes(array)
     digest = sha256_hex(data)
@@ -132,6 +137,11 @@ HUGE = "HloModule m\nENTRY e {\n  c = f32[] constant(1)\n  ROOT b = f32[100000,1
         ("module over max_module_bytes", 413, "limits.max_module_bytes"),
         ("body over the limit", 413, "over the limit"),
         ("redundancy", 422, "redundancy 3"),
+        ("input_data not base64", 400, "input_data[1]: not base64"),
+        ("input_data and inputs", 400, "not both"),
+        ("input_data too few", 400, "takes 5 inputs, got 4"),
+        ("input_data wrong dtype", 400, "parameter 0 expects f32"),
+        ("input_data over the inline limit", 413, "upload larger inputs as blobs"),
     ],
 )
 def test_bad_jobs_refused_store_unchanged(node: NodeServer, case: str, status: int, named: str) -> None:
@@ -140,6 +150,7 @@ def test_bad_jobs_refused_store_unchanged(node: NodeServer, case: str, status: i
     # Every blob a body names is uploaded before the snapshot: the refused job is what must
     # leave no trace, not the uploads.
     digests = [_upload(node, a) for a in inputs]
+    inline = [_base64(a) for a in inputs]
     bodies: dict[str, dict[str, Any]] = {
         "malformed HLO": {"module": BAD_HLO, "inputs": []},
         "no module": {"inputs": []},
@@ -150,8 +161,16 @@ def test_bad_jobs_refused_store_unchanged(node: NodeServer, case: str, status: i
         "not a digest": {"module": MLP.module_text, "inputs": ["../../etc/passwd", *digests[1:]]},
         "over max_flops": {"module": HUGE, "inputs": []},
         "module over max_module_bytes": {"module": MLP.module_text + " " * LIMITS.max_module_bytes, "inputs": digests},
-        "body over the limit": {"module": MLP.module_text + " " * 2 * LIMITS.max_module_bytes, "inputs": digests},
+        # Past what a job body may carry: the blob limit, the module's JSON and inline inputs.
+        "body over the limit": {"module": MLP.module_text + " " * (LIMITS.max_module_bytes + 65536 + 2 * INLINE_INPUT_BYTES), "inputs": digests},
         "redundancy": {"module": MLP.module_text, "inputs": digests, "redundancy": 3},
+        "input_data not base64": {"module": MLP.module_text, "input_data": [inline[0], "not base64!", *inline[2:]]},
+        "input_data and inputs": {"module": MLP.module_text, "inputs": digests, "input_data": inline},
+        "input_data too few": {"module": MLP.module_text, "input_data": inline[1:]},
+        "input_data wrong dtype": {"module": MLP.module_text, "input_data": [_base64(inputs[0].astype(np.float64)), *inline[1:]]},
+        "input_data over the inline limit": {
+            "module": MLP.module_text, "input_data": [_base64(np.zeros(INLINE_INPUT_BYTES // 4, np.float32)), *inline[1:]],
+        },
     }
     before = snapshot(node)
     response = _post(node, bodies[case])
@@ -238,6 +257,18 @@ def test_running_job_redone_after_restart(tmp_path: Path) -> None:
             assert [j.state for j in server.store.jobs()] == [DONE, DONE]
     finally:
         server.stop()
+
+
+def test_inputs_inline_and_uploaded_give_the_same_execution(node: NodeServer, client: Client) -> None:
+    """A job whose inputs come in the request runs as the same job with uploaded inputs:
+    the same statement, its inputs stored as the same blobs."""
+    inline = _post(node, {"module": MLP.module_text, "input_data": [_base64(a) for a in MLP.inputs()]})
+    assert inline.status_code == 201, inline.text
+    uploaded = _post(node, {"module": MLP.module_text, "inputs": [_upload(node, a) for a in MLP.inputs()]})
+    first, second = (client.job(r.json()["id"]).wait(timeout=60) for r in (inline, uploaded))
+    assert first.info["input_digests"] == second.info["input_digests"]
+    assert first.info["statement_digest"] == second.info["statement_digest"]
+    assert all(node.store.blobs.get(d) == npy_bytes(a) for d, a in zip(first.info["input_digests"], MLP.inputs(), strict=True))
 
 
 def test_job_by_module_digest(node: NodeServer, client: Client) -> None:

@@ -3,6 +3,8 @@ refuses bytes that do not match their digests instead of returning them."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from attest.digests import sha256_hex
 from attest.keys import generate_private_key
 from compiler.driver import compile_program
 from compiler.program import load_program
+from node.protocol import INLINE_INPUT_BYTES
 from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.statement import build_statement
@@ -70,17 +73,30 @@ def client_for(node: FakeNode) -> Client:
     return Client("http://node.invalid", trusted_keys=[KEY.public_key()], transport=httpx.MockTransport(node))
 
 
-def test_submit_uploads_inputs_then_posts_module_text(tmp_path: Path) -> None:
+def test_submit_sends_small_inputs_in_the_job_request(tmp_path: Path) -> None:
     node = FakeNode()
     path = tmp_path / "in0.npy"
     np.save(path, np.arange(3, dtype=np.float32))
     job = client_for(node).submit(str(MLP.directory / "module.hlo"), [np.ones(2, np.float32), path])
     assert job.id == "j1" and job.state == "queued"
+    assert [r[0] for r in node.requests] == ["POST"]  # one request, no upload
+    body = json.loads(node.requests[-1][2])
+    assert body["module"] == MLP.module_text and "inputs" not in body and body["redundancy"] == 1
+    sent = [base64.b64decode(d) for d in body["input_data"]]
+    assert sent[1] == path.read_bytes() and np.array_equal(np.load(io.BytesIO(sent[0])), np.ones(2, np.float32))
+
+
+def test_submit_uploads_larger_inputs_then_posts_module_text(tmp_path: Path) -> None:
+    node = FakeNode()
+    path = tmp_path / "in0.npy"
+    np.save(path, np.arange(3, dtype=np.float32))
+    large = np.zeros(INLINE_INPUT_BYTES // 4, np.float32)  # with its header, over the inline limit
+    client_for(node).submit(str(MLP.directory / "module.hlo"), [large, path])
     puts = [r for r in node.requests if r[0] == "PUT"]
     assert [p[1] for p in puts] == [f"/v1/blobs/{sha256_hex(p[2])}" for p in puts]
     assert puts[1][2] == path.read_bytes()
     body = json.loads(node.requests[-1][2])
-    assert body["module"] == MLP.module_text
+    assert body["module"] == MLP.module_text and "input_data" not in body
     assert body["inputs"] == [sha256_hex(p[2]) for p in puts] and body["redundancy"] == 1
 
 
