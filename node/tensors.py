@@ -56,16 +56,23 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return buffer.getvalue()
 
 
+def exact_npy_array(data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The array in `data` if it is exactly what `np.save` writes for a C-order array of
+    `dtype` and `shape` (read without parsing the header, a node's every input and output),
+    None if it is any other .npy or not one."""
+    header = _npy_header(dtype, shape)
+    if not (data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(shape)):
+        return None
+    return np.frombuffer(data, dtype, offset=len(header)).reshape(shape).copy()
+
+
 def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
     """The array in .npy `data` (never unpickled) as the tensor `record` describes, checked
     against its digest; ValueError when it is not that tensor. bfloat16 arrays round-trip
     .npy as raw 2-byte records and are read back as the recorded type."""
     dtype = from_name(record.dtype).numpy
-    header = _npy_header(dtype, record.shape)
-    if data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(record.shape):
-        # What np.save writes for the recorded tensor: read without parsing the header.
-        array = np.frombuffer(data, dtype, offset=len(header)).reshape(record.shape).copy()
-    else:
+    array = exact_npy_array(data, dtype, record.shape)
+    if array is None:
         try:
             array = np.load(io.BytesIO(data), allow_pickle=False)
         except (ValueError, OSError, EOFError) as error:

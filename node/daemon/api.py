@@ -36,10 +36,12 @@ from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, is_digest
 
 
-class _CountedBodyLimit:
-    """ASGI middleware counting request body bytes as they arrive: a chunked body declares no
-    Content-Length, so without this a body of any size would be buffered and parsed. Past
-    `limit` bytes the read fails with a 413 the app's HTTPException handler answers."""
+class _BodyLimit:
+    """ASGI middleware bounding request bodies: one whose declared Content-Length is over
+    `limit` is answered 413 before it is read; a chunked body declares no length, so bytes
+    are also counted as they arrive, and past `limit` the read fails with a 413 that the
+    app's HTTPException handler answers. (Plain ASGI: Starlette's BaseHTTPMiddleware costs
+    more per request than a small job's whole handling.)"""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
@@ -48,6 +50,11 @@ class _CountedBodyLimit:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        declared = next((value for name, value in scope["headers"] if name == b"content-length"), b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            detail = f"body of {declared.decode()} bytes is over the limit ({self.limit} bytes)"
+            await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
             return
         seen = 0
 
@@ -157,25 +164,11 @@ def create_app(
     app.state.gate = gate
     # A JSON job carries the module text and maybe small inputs in base64, so its body may be
     # a little over the blob limit.
-    body_limit = limits_bytes + 65536 + 4 * INLINE_INPUT_BYTES // 3
-    # Added before the declared-length check below, so it sits inside it: the route's own
-    # read raises the 413 (no task group of an outer middleware wraps the exception).
-    app.add_middleware(_CountedBodyLimit, limit=body_limit)
+    app.add_middleware(_BodyLimit, limit=limits_bytes + 65536 + 4 * INLINE_INPUT_BYTES // 3)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
         return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
-
-    @app.middleware("http")
-    async def _body_limit(request: Request, call_next: Any) -> Response:
-        # Refuse an oversized body from its declared length, before it is read or parsed.
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > body_limit:
-            return JSONResponse(
-                {"detail": f"body of {declared} bytes is over the limit ({limits_bytes} bytes)"},
-                status_code=413,
-            )
-        return await call_next(request)
 
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, metrics, pool, gate, known))
@@ -267,9 +260,9 @@ def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPo
             raise _problem(error.status, str(error)) from None
         uploaded = (len(module_bytes) if body.module is not None else 0) + (sum(map(len, inputs)) if body.input_data else 0)
         _charge(gate, token, jobs=1, nbytes=uploaded)
-        # Only now is anything stored: the module, and inline inputs, in one transaction.
-        module_digest, *inline_digests = store.blobs.put_all([module_bytes, *(inputs if body.input_data else [])])
-        job = store.add_job(module_digest, inline_digests or body.inputs)
+        # Only now is anything stored: the job with its module and inline inputs, at once.
+        inline = inputs if body.input_data else []
+        job = store.add_job(sha256_hex(module_bytes), [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
         metrics.update_jobs(store)
         if pool is not None:
             pool.notify()

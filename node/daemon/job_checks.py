@@ -17,9 +17,11 @@ import numpy as np
 from attest.digests import sha256_hex
 from compiler.hlo import HloError
 from compiler.hlo.cost import estimate_flops
+from compiler.hlo.shape import ArrayShape, Shape
 from compiler.program import Program, load_program
 from node.daemon.config import Limits
 from node.errors import JobRejected
+from node.tensors import exact_npy_array
 from node.tracing.statement import TraceInputError, checked_inputs
 
 
@@ -95,9 +97,18 @@ def prepare_job(
     return program, check_inputs(program, input_bytes, limits)
 
 
+def _expected_array(data: bytes, shape: Shape) -> np.ndarray | None:
+    """The input if its bytes are the .npy of exactly the parameter's array (the common
+    case, read without parsing the header); None otherwise, for `decode_npy` to read."""
+    if not isinstance(shape, ArrayShape):
+        return None
+    return exact_npy_array(data, shape.dtype.numpy, shape.dims)
+
+
 def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits) -> list[np.ndarray]:
     """Each input's size and decoding, and the inputs' count, dtypes and shapes against the
     checked `program`'s parameters; the arrays, or JobRejected naming the problem."""
+    parameters = program.parameter_shapes
     arrays = []
     for index, data in enumerate(input_bytes):
         if len(data) > limits.max_tensor_bytes:
@@ -105,7 +116,8 @@ def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits)
                 f"input {index}: {len(data)} bytes, over limits.max_tensor_bytes ({limits.max_tensor_bytes})",
                 413,
             )
-        arrays.append(decode_npy(data, f"input {index}"))
+        array = _expected_array(data, parameters[index]) if index < len(parameters) else None
+        arrays.append(array if array is not None else decode_npy(data, f"input {index}"))
     try:
         return checked_inputs(program, arrays)
     except TraceInputError as error:

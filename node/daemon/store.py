@@ -123,6 +123,12 @@ class BlobStore:
 
     def put_all(self, blobs: Sequence[bytes]) -> list[str]:
         """Stores each of `blobs` durably, the small ones in one transaction; their digests."""
+        with self._database.transaction() as db:
+            return self.put_in(db, blobs)
+
+    def put_in(self, db: sqlite3.Connection, blobs: Sequence[bytes]) -> list[str]:
+        """Stores `blobs` as part of the caller's transaction `db`: the small ones are rows
+        of it, the large ones files written (durably) before it commits. Their digests."""
         digests = [sha256_hex(data) for data in blobs]
         rows = []
         for digest, data in zip(digests, blobs, strict=True):
@@ -133,9 +139,7 @@ class BlobStore:
             if not path.exists():
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_bytes_atomic(path, data)
-        if rows:
-            with self._database.transaction() as db:
-                db.executemany("INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", rows)
+        db.executemany("INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", rows)
         return digests
 
     def has(self, digest: str) -> bool:
@@ -205,13 +209,15 @@ class JobStore:
             )
         return ids
 
-    def add_job(self, module_digest: str, input_digests: Sequence[str]) -> StoredJob:
-        """A new queued job; its blobs must already be stored."""
-        for digest in (module_digest, *input_digests):
-            if not self.blobs.has(digest):
-                raise BlobError(f"blob {digest}: unknown")
+    def add_job(self, module_digest: str, input_digests: Sequence[str], new_blobs: Sequence[bytes] = ()) -> StoredJob:
+        """A new queued job. Its blobs must be stored already or be among `new_blobs`, which
+        are stored with the job in one transaction: both, or neither."""
         now = time.time()
         with self._transaction() as db:
+            stored = set(self.blobs.put_in(db, new_blobs))
+            for digest in (module_digest, *input_digests):
+                if digest not in stored and not self.blobs.has(digest):
+                    raise BlobError(f"blob {digest}: unknown")
             seq = db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs").fetchone()[0]
             # The id binds the job to its content and its place in this node's queue.
             job_id = sha256_hex(
