@@ -120,3 +120,27 @@ def test_a_store_of_the_earlier_schema_is_migrated_on_open(tmp_path: Path) -> No
     done = reopened.get(job.id)
     assert done is not None and done.statement_digest == "ab" * 32 and done.envelope_digest == "cd" * 32
     assert done.to_dict()["statement_digest"] == "ab" * 32
+
+
+def test_counts_follow_every_change_and_are_rebuilt_for_an_earlier_store(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    module = store.blobs.put(b"module")
+    jobs = [store.add_job(module, []) for _ in range(5)]
+    for job in jobs[:4]:
+        assert store.claim_next().id == job.id  # type: ignore[union-attr]
+    store.finish(jobs[0].id, [], "ab" * 32, "cd" * 32)
+    store.fail(jobs[1].id, "boom")
+    store.requeue(jobs[2].id)
+    assert store.record_death(jobs[3].id, "died")  # queued once more
+
+    def counted(path: Path) -> dict[str, int]:
+        with sqlite3.connect(path / "jobs.sqlite3") as db:
+            found = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+        return {state: found.get(state, 0) for state in (QUEUED, RUNNING, DONE, FAILED)}
+
+    assert store.counts() == counted(tmp_path) == {QUEUED: 3, RUNNING: 0, DONE: 1, FAILED: 1}
+    store.close()
+    with sqlite3.connect(tmp_path / "jobs.sqlite3") as db:  # as an earlier vxla left it
+        db.execute("DROP TABLE job_counts")
+    reopened = JobStore(tmp_path)
+    assert reopened.counts() == counted(tmp_path)
