@@ -60,9 +60,10 @@ class KnownModules:
     """The programs of the modules parsed last, by the SHA-256 of their bytes, with their
     work estimates: a node sees the same module in every job of a model, and parsing equal
     bytes gives the same program (which nothing changes: the compiler optimizes a copy).
-    Bounded in entries and in source bytes; safe to share between threads."""
+    Bounded in entries and in source bytes (a parsed module takes up to about 16 times its
+    text: 8 MiB of text is some 130 MB held); safe to share between threads."""
 
-    def __init__(self, entries: int = 32, source_bytes: int = 64 << 20) -> None:
+    def __init__(self, entries: int = 32, source_bytes: int = 8 << 20) -> None:
         self.entries = entries
         self.source_bytes = source_bytes
         self._programs: OrderedDict[str, tuple[Program, int]] = OrderedDict()
