@@ -56,14 +56,18 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return buffer.getvalue()
 
 
-def exact_npy_array(data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The array in `data` if it is exactly what `np.save` writes for a C-order array of
-    `dtype` and `shape` (read without parsing the header, a node's every input and output),
-    None if it is any other .npy or not one."""
-    header = _npy_header(dtype, shape)
-    if not (data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(shape)):
-        return None
-    return np.frombuffer(data, dtype, offset=len(header)).reshape(shape).copy()
+def read_npy(data: bytes, dtype: np.dtype | None = None, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The array in .npy `data` (never unpickled); ValueError if it is not one. Given the
+    `dtype` and `shape` it should have, data that is exactly what `np.save` writes for them
+    (a node's every input and output) is read without parsing the header."""
+    if dtype is not None and shape is not None:
+        header = _npy_header(dtype, shape)
+        if data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(shape):
+            return np.frombuffer(data, dtype, offset=len(header)).reshape(shape).copy()
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise ValueError(f"not a readable .npy file ({error})") from None
 
 
 def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
@@ -71,14 +75,12 @@ def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
     against its digest; ValueError when it is not that tensor. bfloat16 arrays round-trip
     .npy as raw 2-byte records and are read back as the recorded type."""
     dtype = from_name(record.dtype).numpy
-    array = exact_npy_array(data, dtype, record.shape)
-    if array is None:
-        try:
-            array = np.load(io.BytesIO(data), allow_pickle=False)
-        except (ValueError, OSError, EOFError) as error:
-            raise ValueError(f"{record.name}: not a readable .npy array ({error})") from None
-        if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
-            array = array.view(dtype)
+    try:
+        array = read_npy(data, dtype, record.shape)
+    except ValueError as error:
+        raise ValueError(f"{record.name}: {error}") from None
+    if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
+        array = array.view(dtype)
     if tensor_digest(array) != record.digest:
         raise ValueError(f"{record.name} does not match its recorded digest")
     return array

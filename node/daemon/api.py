@@ -262,7 +262,7 @@ def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPo
         _charge(gate, token, jobs=1, nbytes=uploaded)
         # Only now is anything stored: the job with its module and inline inputs, at once.
         inline = inputs if body.input_data else []
-        job = store.add_job(sha256_hex(module_bytes), [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
+        job = store.add_job(program.source_hash, [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
         metrics.update_jobs(store)
         if pool is not None:
             pool.notify()

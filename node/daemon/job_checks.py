@@ -7,7 +7,6 @@ the API accepted is never refused later for a different reason.
 
 from __future__ import annotations
 
-import io
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,16 +20,19 @@ from compiler.hlo.shape import ArrayShape, Shape
 from compiler.program import Program, load_program
 from node.daemon.config import Limits
 from node.errors import JobRejected
-from node.tensors import exact_npy_array
+from node.tensors import read_npy
 from node.tracing.statement import TraceInputError, checked_inputs
 
 
-def decode_npy(data: bytes, what: str) -> np.ndarray:
-    """The array in .npy bytes (never unpickles); JobRejected naming `what` otherwise."""
+def decode_npy(data: bytes, what: str, shape: Shape | None = None) -> np.ndarray:
+    """The array in .npy bytes (never unpickles); JobRejected naming `what` otherwise. With
+    the parameter `shape` it should fill, the common exact form is read without parsing its
+    header (any other .npy is read as well, and checked against the shape later)."""
+    expected = (shape.dtype.numpy, shape.dims) if isinstance(shape, ArrayShape) else (None, None)
     try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as error:
-        raise JobRejected(f"{what}: not a readable .npy file ({error})") from None
+        return read_npy(data, *expected)
+    except ValueError as error:
+        raise JobRejected(f"{what}: {error}") from None
 
 
 def check_module(module_bytes: bytes, limits: Limits, known: KnownModules | None = None) -> Program:
@@ -49,7 +51,7 @@ def check_module(module_bytes: bytes, limits: Limits, known: KnownModules | None
             raise JobRejected(f"module: {error}") from None
         remembered = program, estimate_flops(program.module)
         if known is not None:
-            known.remember(module_bytes, *remembered)
+            known.remember(*remembered)
     program, flops = remembered
     if flops > limits.max_flops:
         raise JobRejected(f"module: estimated {flops} operations, over limits.max_flops ({limits.max_flops})", 422)
@@ -77,11 +79,11 @@ class KnownModules:
                 self._programs.move_to_end(key)
             return found
 
-    def remember(self, module_bytes: bytes, program: Program, flops: int) -> None:
-        if len(module_bytes) > self.source_bytes:
+    def remember(self, program: Program, flops: int) -> None:
+        if len(program.source) > self.source_bytes:
             return
         with self._lock:
-            self._programs[sha256_hex(module_bytes)] = (program, flops)
+            self._programs[program.source_hash] = (program, flops)
             while len(self._programs) > self.entries or self._held_bytes() > self.source_bytes:
                 self._programs.popitem(last=False)
 
@@ -98,14 +100,6 @@ def prepare_job(
     return program, check_inputs(program, input_bytes, limits)
 
 
-def _expected_array(data: bytes, shape: Shape) -> np.ndarray | None:
-    """The input if its bytes are the .npy of exactly the parameter's array (the common
-    case, read without parsing the header); None otherwise, for `decode_npy` to read."""
-    if not isinstance(shape, ArrayShape):
-        return None
-    return exact_npy_array(data, shape.dtype.numpy, shape.dims)
-
-
 def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits) -> list[np.ndarray]:
     """Each input's size and decoding, and the inputs' count, dtypes and shapes against the
     checked `program`'s parameters; the arrays, or JobRejected naming the problem."""
@@ -117,8 +111,7 @@ def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits)
                 f"input {index}: {len(data)} bytes, over limits.max_tensor_bytes ({limits.max_tensor_bytes})",
                 413,
             )
-        array = _expected_array(data, parameters[index]) if index < len(parameters) else None
-        arrays.append(array if array is not None else decode_npy(data, f"input {index}"))
+        arrays.append(decode_npy(data, f"input {index}", parameters[index] if index < len(parameters) else None))
     try:
         return checked_inputs(program, arrays)
     except TraceInputError as error:
