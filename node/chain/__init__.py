@@ -22,6 +22,7 @@ from node.chain.errors import (
     ChainError,
     ContractRevert,
     GasCapExceeded,
+    TransactionDropped,
     TransactionReverted,
 )
 from node.chain.events import Event, decode_receipt, fetch_events
@@ -41,6 +42,7 @@ __all__ = [
     "Phase",
     "Sender",
     "Slot",
+    "TransactionDropped",
     "TransactionReverted",
     "TxResult",
     "decode_receipt",

@@ -10,7 +10,9 @@ error. Senders are either addresses the node unlocks (eth-tester, anvil) or loca
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +20,14 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3 import Web3
 from web3.contract.contract import ContractFunction
+from web3.exceptions import BlockNotFound, TransactionNotFound
 
 from node.chain.artifacts import load_artifact
 from node.chain.errors import (
     ChainError,
     ErrorDecoder,
     GasCapExceeded,
+    TransactionDropped,
     TransactionReverted,
     revert_data,
 )
@@ -35,6 +39,10 @@ DEFAULT_GAS_CAP = 5_000_000
 # that lands first (another claim, a reveal) can change the path slightly.
 GAS_MARGIN_NUM, GAS_MARGIN_DEN = 6, 5
 FALLBACK_PRIORITY_FEE = 1_000_000_000  # 1 gwei, for nodes without eth_maxPriorityFeePerGas
+RECEIPT_POLL_S = 0.05  # the first pause between asking for a receipt; it grows to 1 s
+# How long a sent transaction may be neither mined nor executable in the pool before it is
+# taken as lost: well above the moment between a node taking it and its pool showing it.
+STUCK_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -48,13 +56,16 @@ class TxResult:
 
 
 class NonceManager:
-    """Hands out consecutive nonces per account; resyncs from the chain after a failure."""
+    """Serializes sending per account and takes each nonce from the chain's pending count.
+    No local count: after a reorg drops mined transactions (or they leave the pool) the
+    chain's count falls, and a nonce kept locally would leave a gap nothing fills. The lock
+    is held from reading the count to the node accepting the transaction, so concurrent
+    callers of one client never take the same nonce."""
 
     def __init__(self, w3: Web3) -> None:
         self._w3 = w3
         self._lock = threading.Lock()
         self._account_locks: dict[str, threading.Lock] = {}
-        self._next: dict[str, int] = {}
 
     def lock_for(self, address: str) -> threading.Lock:
         """The lock that serializes sending for one account (held from nonce to send)."""
@@ -63,17 +74,7 @@ class NonceManager:
 
     def next_nonce(self, address: str) -> int:
         """The nonce to use now; call with `lock_for(address)` held."""
-        if address not in self._next:
-            self._next[address] = self._w3.eth.get_transaction_count(address, "pending")
-        return self._next[address]
-
-    def confirm(self, address: str) -> None:
-        """The nonce just handed out was accepted by the node."""
-        self._next[address] += 1
-
-    def reset(self, address: str) -> None:
-        """Forget the local count; the next nonce is read from the chain again."""
-        self._next.pop(address, None)
+        return int(self._w3.eth.get_transaction_count(address, "pending"))
 
 
 class ChainClient:
@@ -119,6 +120,13 @@ class ChainClient:
         """The latest block number."""
         return self.w3.eth.block_number
 
+    def block_hash(self, number: int) -> bytes | None:
+        """The hash of block `number` on the chain the node follows now; None past its head."""
+        try:
+            return bytes(self.w3.eth.get_block(number)["hash"])
+        except BlockNotFound:
+            return None
+
     def timestamp(self) -> int:
         """Timestamp of the latest block (the contracts' `block.timestamp` for the next one
         is at least this)."""
@@ -131,13 +139,14 @@ class ChainClient:
         pending = self.w3.eth.get_transaction_count(frm, "pending")
         return max(0, int(pending) - int(self.w3.eth.get_transaction_count(frm, "latest")))
 
-    def call(self, fn: ContractFunction, sender: Sender | None = None) -> Any:
-        """Run a view (or a dry run of a write) and decode reverts into exceptions."""
+    def call(self, fn: ContractFunction, sender: Sender | None = None, block: int | None = None) -> Any:
+        """Run a view (or a dry run of a write) on the latest state, or on the state after
+        block number `block`, and decode reverts into exceptions."""
         params: dict[str, Any] = {}
         if sender is not None:
             params["from"] = _address(sender)
         try:
-            return fn.call(params)
+            return fn.call(params, block_identifier="latest" if block is None else block)
         except ChainError:
             raise
         except Exception as exc:
@@ -168,7 +177,8 @@ class ChainClient:
         """Send a transaction calling `fn` (or raw `to`/`data`), wait for its receipt.
 
         Raises ContractRevert (named custom error) when the estimate or the mined transaction
-        reverts, GasCapExceeded when the estimate is over `gas_cap`.
+        reverts, GasCapExceeded when the estimate is over `gas_cap`, TransactionDropped when
+        the sent transaction will not be mined (see `_receipt`).
         """
         frm = _address(sender)
         tx: dict[str, Any] = {"from": frm, "value": value, "chainId": self.chain_id}
@@ -185,36 +195,88 @@ class ChainClient:
         tx["maxFeePerGas"], tx["maxPriorityFeePerGas"] = self.fees()
 
         tx_hash = self._send(sender, frm, tx)
-        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout)
+        receipt = self._receipt(sender, frm, tx, tx_hash)
         fee = int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
         self.fees_paid[frm] = self.fees_paid.get(frm, 0) + fee
         if receipt["status"] != 1:
             raise self._replayed_revert(tx, receipt)
         return TxResult(bytes(tx_hash), receipt, int(receipt["gasUsed"]), fee)
 
+    def _receipt(self, sender: Sender, frm: str, tx: dict[str, Any], tx_hash: bytes) -> Any:
+        """The receipt of a sent transaction, waited for until `receipt_timeout`; raises
+        TransactionDropped as soon as it is clear the transaction will not be mined. A
+        transaction neither mined nor among the account's executable pool transactions for
+        STUCK_S is either gone (a reorg dropped it) or queued behind a nonce that a reorg
+        emptied; a queued one is cancelled (`_cancel`), since if the gap were filled later it
+        would run then, long after the decision it came from."""
+        nonce = int(tx["nonce"])
+        deadline = time.monotonic() + self.receipt_timeout
+        stuck_since: float | None = None
+        pause = RECEIPT_POLL_S
+        while True:
+            with contextlib.suppress(TransactionNotFound):
+                return self.w3.eth.get_transaction_receipt(tx_hash)
+            if self.w3.eth.get_transaction_count(frm, "latest") > nonce:
+                with contextlib.suppress(TransactionNotFound):  # mined since the first look
+                    return self.w3.eth.get_transaction_receipt(tx_hash)
+                raise TransactionDropped(f"transaction {tx_hash.hex()} was dropped and its nonce {nonce} used by another")
+            now = time.monotonic()
+            if self.w3.eth.get_transaction_count(frm, "pending") > nonce:
+                stuck_since = None
+            elif stuck_since is None:
+                stuck_since = now
+            elif now - stuck_since > STUCK_S:
+                try:
+                    self.w3.eth.get_transaction(tx_hash)
+                except TransactionNotFound:
+                    raise TransactionDropped(f"transaction {tx_hash.hex()} is no longer known to the node") from None
+                self._cancel(sender, frm, tx, nonce)
+                raise TransactionDropped(f"transaction {tx_hash.hex()} waited behind a nonce gap and was cancelled")
+            if now > deadline:
+                raise ChainError(f"transaction {tx_hash.hex()} not mined after {self.receipt_timeout:.0f} s")
+            time.sleep(pause)
+            pause = min(1.0, pause * 1.5)
+
+    def _cancel(self, sender: Sender, frm: str, stuck: dict[str, Any], nonce: int) -> None:
+        """Replaces the queued transaction at `nonce` by an empty transfer to itself (fees
+        doubled: a pool replaces a transaction only for a higher fee), then fills the nonces
+        below it, down to the chain's count, with the same: once the gap is filled only
+        no-ops run."""
+        with self.nonces.lock_for(frm):
+            mined = int(self.w3.eth.get_transaction_count(frm, "latest"))
+            for n in range(nonce, mined - 1, -1):
+                bump = 2 if n == nonce else 1
+                noop = {
+                    "from": frm, "to": frm, "value": 0, "gas": 21_000, "chainId": stuck["chainId"], "nonce": n,
+                    "maxFeePerGas": bump * int(stuck["maxFeePerGas"]),
+                    "maxPriorityFeePerGas": bump * int(stuck["maxPriorityFeePerGas"]),
+                }  # fmt: skip
+                self._submit(sender, noop)
+
+    def _submit(self, sender: Sender, tx: dict[str, Any]) -> bytes:
+        if isinstance(sender, LocalAccount):
+            return bytes(self.w3.eth.send_raw_transaction(sender.sign_transaction(tx).raw_transaction))
+        return bytes(self.w3.eth.send_transaction(tx))  # type: ignore[arg-type]
+
     def _send(self, sender: Sender, frm: str, tx: dict[str, Any]) -> bytes:
         # Nonce, sign and send under the account's lock, so concurrent callers get
-        # consecutive nonces. A refusal that is not a revert (typically a nonce another
-        # client used) resyncs the count from the chain and retries once.
+        # consecutive nonces. A refusal of the nonce (another client used it) reads the
+        # count again and retries once. Any other failure is not retried: the
+        # transaction may have reached the node with only the answer lost (an RPC outage),
+        # and sending it again would send it twice; the caller decides from chain state.
         with self.nonces.lock_for(frm):
             for attempt in range(2):
                 tx["nonce"] = self.nonces.next_nonce(frm)
                 try:
-                    if isinstance(sender, LocalAccount):
-                        signed = sender.sign_transaction(tx)
-                        tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
-                    else:
-                        tx_hash = self.w3.eth.send_transaction(tx)
+                    tx_hash = self._submit(sender, tx)
                 except Exception as exc:
-                    self.nonces.reset(frm)
                     data_bytes = revert_data(exc)
                     if data_bytes is not None:
                         raise self._decoder.decode(data_bytes) from exc
-                    if attempt == 1:
+                    if attempt == 1 or "nonce" not in str(exc).lower():
                         raise ChainError(f"sending the transaction failed: {exc}") from exc
                     continue
-                self.nonces.confirm(frm)
-                return bytes(tx_hash)
+                return tx_hash
         raise AssertionError("unreachable")
 
     def deploy(self, sender: Sender, bytecode: bytes, constructor_data: bytes = b"") -> TxResult:
@@ -261,6 +323,16 @@ class ChainClient:
             self.w3.provider.make_request("evm_setNextBlockTimestamp", [target])
             self.w3.provider.make_request("evm_mine", [])
         return self.timestamp()
+
+    def revert_of(self, tx_hash: bytes) -> ChainError | None:
+        """Why a mined transaction reverted (replayed on the state before its block), or
+        None if it succeeded."""
+        receipt = self.w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
+        if receipt["status"] == 1:
+            return None
+        tx = self.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
+        query = {"from": tx["from"], "to": tx["to"], "data": bytes(tx["input"]), "value": tx["value"], "gas": tx["gas"]}
+        return self._replayed_revert(query, receipt)
 
     # -- internals -------------------------------------------------------------------------
 

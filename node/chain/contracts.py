@@ -94,8 +94,8 @@ class _Bound:
         fn = getattr(self.contract.functions, fn_name)(*args)
         return self.client.transact(sender, fn, value=value)
 
-    def _view(self, fn_name: str, *args: Any) -> Any:
-        return self.client.call(getattr(self.contract.functions, fn_name)(*args))
+    def _view(self, fn_name: str, *args: Any, block: int | None = None) -> Any:
+        return self.client.call(getattr(self.contract.functions, fn_name)(*args), block=block)
 
     def events(self, result: TxResult) -> list[Event]:
         """The events of this contract in a transaction's receipt, decoded."""
@@ -238,9 +238,10 @@ class JobMarket(_Bound):
         """Pull `sender`'s credits (rewards and refunds)."""
         return self._send(sender, "withdraw")
 
-    def get_job(self, job_id: int) -> OnChainJob:
-        """The job record (UnknownJob for an id never posted)."""
-        r = self._view("getJob", job_id)
+    def get_job(self, job_id: int, block: int | None = None) -> OnChainJob:
+        """The job record at the latest block, or after block number `block` (UnknownJob for
+        an id not posted by then)."""
+        r = self._view("getJob", job_id, block=block)
         return OnChainJob(
             to_checksum_address(r[0]),
             bytes(r[1]),

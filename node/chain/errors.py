@@ -49,6 +49,12 @@ class TransactionReverted(ChainError):
         self.receipt = receipt
 
 
+class TransactionDropped(ChainError):
+    """A sent transaction will not be mined: the chain lost it (a reorg dropped it, or it
+    left the pool), or it waited behind a nonce gap and was cancelled. Its effect is not on
+    chain; the caller decides again from chain state."""
+
+
 class GasCapExceeded(ChainError):
     """The gas estimate of a transaction is above the client's cap; nothing was sent."""
 

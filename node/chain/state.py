@@ -6,7 +6,11 @@ every chain job this node executed (what it committed to); and the divergence re
 where other nodes' traces part from ours.
 
 WAL mode; every change is one transaction, so a crash leaves either the old or the new
-state, never half of one. The file is bound to one chain, contract and account on creation:
+state, never half of one. Reorgs: each log reader keeps the hash of the last block of every range it read, so it can
+see that the chain it read was replaced and go back to where the two chains part
+(`rewind_to_common_block`); and each job that reached a terminal state keeps the head it was
+decided at, so a reorg that reaches back past it reopens the job (`reopen_settled_after`).
+The file is bound to one chain, contract and account on creation:
 opening it for another is refused, because what it records only means something for that
 triple. Several components open it (each with its own connection); one connection is safe
 to share between threads.
@@ -20,9 +24,9 @@ from __future__ import annotations
 import enum
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from node.errors import NodeError
@@ -68,7 +72,14 @@ CREATE TABLE IF NOT EXISTS executed_jobs (
 CREATE TABLE IF NOT EXISTS divergence_reports (
     contract TEXT NOT NULL, job_id INTEGER NOT NULL, report TEXT NOT NULL, PRIMARY KEY (contract, job_id)
 );
+CREATE TABLE IF NOT EXISTS read_blocks (
+    reader TEXT NOT NULL, number INTEGER NOT NULL, hash BLOB NOT NULL, PRIMARY KEY (reader, number)
+);
+CREATE TABLE IF NOT EXISTS settled (job_id INTEGER PRIMARY KEY, head INTEGER NOT NULL);
 """
+# How many read ranges keep the hash of their last block: how far back a reorg can be
+# traced to the block where the chain the node read and the chain now part.
+KEPT_BLOCK_HASHES = 256
 
 
 class JobState(enum.StrEnum):
@@ -105,6 +116,11 @@ class TrackedJob:
     result_digest: bytes | None
     envelope_digest: bytes | None
     note: str
+
+    def terms(self) -> tuple[object, ...]:
+        """What the JobPosted log said of the job: the same job has the same terms."""
+        return (self.submitter, self.program_digest, self.inputs_digest, self.reward, self.k,
+                self.commit_deadline, self.reveal_deadline)  # fmt: skip
 
 
 _COLUMNS = (
@@ -216,29 +232,39 @@ class ChainState:
         next_block: int,
         commits: Sequence[tuple[bytes, int, CommitRecord]] = (),
         reader: str = "watcher",
+        last_block_hash: bytes | None = None,
     ) -> int:
         """Record the JobPosted logs of one block range (each as (tx hash, log index, job)),
         and the Committed logs a verifier follows (as pending verifications), and move the
-        cursor of `reader` to `next_block`, in one transaction. A log already applied is ignored, so
-        reading a range twice changes nothing. Returns how many jobs were new."""
+        cursor of `reader` to `next_block`, in one transaction; `last_block_hash` is the hash
+        of block `next_block - 1` as read. Reading a range twice changes nothing. A posted
+        job whose id is known with other terms, or a commitment known with another seal,
+        comes from a chain that replaced the one read before: it replaces the old record
+        (the job starts over as SEEN, with no execution record). Returns how many jobs were
+        new or replaced."""
         added = 0
         with self._tx() as db:
             for tx_hash, log_index, commit in commits:
+                db.execute("INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index))
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index)
+                    "UPDATE verifications SET seal = ?, status = ?, local_result = NULL, note = '' "
+                    "WHERE job_id = ? AND node = ? AND seal != ?",
+                    (commit.seal, VerificationStatus.PENDING.value, commit.job_id, commit.node, commit.seal),
                 )
-                if cur.rowcount == 0:
-                    continue
                 db.execute(
                     "INSERT OR IGNORE INTO verifications (job_id, node, seal, status) VALUES (?, ?, ?, ?)",
                     (commit.job_id, commit.node, commit.seal, VerificationStatus.PENDING.value),
                 )
             for tx_hash, log_index, job in new_jobs:
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index)
-                )
-                if cur.rowcount == 0:
-                    continue
+                db.execute("INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index))
+                known = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job.job_id,)).fetchone()
+                if known is not None:
+                    if _record(known).terms() == job.terms():
+                        continue
+                    db.execute("DELETE FROM jobs WHERE job_id = ?", (job.job_id,))
+                    db.execute("DELETE FROM settled WHERE job_id = ?", (job.job_id,))
+                    db.execute("DELETE FROM executed_jobs WHERE contract = ? AND job_id = ?", (self.identity["contract"], job.job_id))
+                    job = replace(job, note="replaced: the chain now holds another job under this id")
                 cur = db.execute(
                     f"INSERT OR IGNORE INTO jobs ({_COLUMNS}) VALUES "
                     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -260,7 +286,33 @@ class ChainState:
                 )
                 added += cur.rowcount
             db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (reader, next_block))
+            if last_block_hash is not None:
+                db.execute("INSERT OR REPLACE INTO read_blocks VALUES (?, ?, ?)", (reader, next_block - 1, last_block_hash))
+                db.execute(
+                    "DELETE FROM read_blocks WHERE reader = ? AND number NOT IN "
+                    "(SELECT number FROM read_blocks WHERE reader = ? ORDER BY number DESC LIMIT ?)",
+                    (reader, reader, KEPT_BLOCK_HASHES),
+                )
         return added
+
+    def rewind_to_common_block(self, reader: str, block_hash: Callable[[int], bytes | None]) -> int | None:
+        """When the chain no longer holds the last block `reader` read (`block_hash(n)`: the
+        chain's hash of block n now, None past the head), moves its cursor back to just after
+        the newest block it read that the chain still holds (or to `start_block` if none
+        is), so the replaced blocks are read again. Returns the new cursor, or None when the
+        chain still holds what was read."""
+        kept = self._rows("SELECT number, hash FROM read_blocks WHERE reader = ? ORDER BY number DESC", (reader,))
+        if not kept or block_hash(int(kept[0][0])) == bytes(kept[0][1]):
+            return None
+        resume = self.start_block
+        for number, stored in kept[1:]:
+            if block_hash(int(number)) == bytes(stored):
+                resume = int(number) + 1
+                break
+        with self._tx() as db:
+            db.execute("DELETE FROM read_blocks WHERE reader = ? AND number >= ?", (reader, resume))
+            db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (reader, resume))
+        return resume
 
     def seen_log_count(self) -> int:
         """How many logs have been applied (for tests and metrics)."""
@@ -290,10 +342,17 @@ class ChainState:
         note: str | None = None,
         result_digest: bytes | None = None,
         envelope_digest: bytes | None = None,
+        head: int | None = None,
     ) -> TrackedJob:
-        """Move `job_id` to `state` (and store digests or a note when given), atomically."""
+        """Move `job_id` to `state` (and store digests or a note when given), atomically. A
+        terminal state records `head`, the latest block the decision was made at (see
+        `reopen_settled_after`)."""
         with self._tx() as db:
             db.execute("UPDATE jobs SET state = ? WHERE job_id = ?", (state.value, job_id))
+            if state in TERMINAL and head is not None:
+                db.execute("INSERT OR REPLACE INTO settled VALUES (?, ?)", (job_id, head))
+            elif state not in TERMINAL:
+                db.execute("DELETE FROM settled WHERE job_id = ?", (job_id,))
             if note is not None:
                 db.execute("UPDATE jobs SET note = ? WHERE job_id = ?", (note, job_id))
             if result_digest is not None:
@@ -305,6 +364,18 @@ class ChainState:
         if record is None:
             raise KeyError(job_id)
         return record
+
+    def reopen_settled_after(self, block: int) -> list[int]:
+        """Jobs decided terminal (done, skipped, expired) at a head at or after `block` go
+        back to SEEN, from where the watcher finds again, from chain state, how far each
+        has come: a reorg back to `block` may have undone what the decision rested on (a
+        finalize, the claims that filled the slots). Returns their ids."""
+        with self._tx() as db:
+            ids = [int(r[0]) for r in db.execute("SELECT job_id FROM settled WHERE head >= ? ORDER BY job_id", (block,))]
+            for job_id in ids:
+                db.execute("UPDATE jobs SET state = ?, note = ? WHERE job_id = ?", (JobState.SEEN.value, "reopened after a reorg", job_id))
+                db.execute("DELETE FROM settled WHERE job_id = ?", (job_id,))
+        return ids
 
     # -- verifications ---------------------------------------------------------------------
 

@@ -11,9 +11,9 @@ let a lazy node copy a result); `node.divergence_report` does that part, for eve
 node holds a local execution of, the ones re-executed here included.
 
 It follows the market's `Committed` logs the way the watcher follows `JobPosted` (bounded
-ranges trailing the head, applied once by (transaction hash, log index), cursor and records
-in one SQLite transaction of its own state file), so a restart neither loses nor repeats a
-check. It sends no transaction.
+ranges trailing the head, applied idempotently, cursor and records in one SQLite
+transaction, a cursor of its own, reorgs traced back the same way), so a restart neither
+loses nor repeats a check. It sends no transaction.
 """
 
 from __future__ import annotations
@@ -116,10 +116,16 @@ class ChainVerifier:
         return self.state.verifications(VerificationStatus.MISMATCH)
 
     def _poll(self) -> None:
+        # After a reorg deeper than `confirmations` the replaced blocks are read again; a
+        # commitment now under another seal is checked again (`ChainState.apply_range`).
+        rewound = self.state.rewind_to_common_block("verifier", self.client.block_hash)
+        if rewound is not None:
+            log.warning("verifier: the chain read was replaced by a reorg; reading again from block %d", rewound)
         start = self.state.next_block("verifier")
         end = min(self.client.block_number() - self.config.confirmations, start + self.config.max_blocks_per_step - 1)
         if end < start:
             return
+        before = self.client.block_hash(end)
         events = fetch_events(
             self.client, self.market.contract, start, end, names=("Committed",), chunk=self.config.log_chunk
         )
@@ -127,7 +133,8 @@ class ChainVerifier:
             (e.tx_hash, e.log_index, CommitRecord(int(e.args["jobId"]), str(e.args["node"]), bytes(e.args["seal"])))
             for e in events
         ]
-        self.state.apply_range([], end + 1, commits, reader="verifier")
+        if before is not None and self.client.block_hash(end) == before:  # else read again next step
+            self.state.apply_range([], end + 1, commits, reader="verifier", last_block_hash=before)
 
     def _check(self, commit: CommitRecord) -> tuple[VerificationStatus | None, bytes | None, str]:
         if commit.node.lower() == self.address.lower():

@@ -4,8 +4,16 @@ commit, reveal, finalize and withdraw, surviving restarts without duplicate tran
 How it works:
 - Logs are read by `get_logs` polling over bounded block ranges that trail the head by
   `confirmations` blocks (so a shallow reorg never reaches what was read). Only JobPosted
-  logs create work; each is applied once, keyed by (transaction hash, log index), and the
-  range and the cursor move in one SQLite transaction (`node.chain_state`).
+  logs create work; applying one twice changes nothing, and the range and the cursor move
+  in one SQLite transaction (`node.chain.state`).
+- Reorgs. Shallower than `confirmations`: what was read stands; a transaction of this node
+  that the reorg dropped is found missing from chain state (its slot is not claimed,
+  committed or revealed, the job is not finalized) and sent again. Terminal decisions (done,
+  skipped, expired) rest on the confirmed block (head minus `confirmations`), never on
+  blocks a shallow reorg can replace. Deeper: the hash of the last block read no longer
+  matches the chain, so the cursor goes back to the newest block both chains share, the
+  replaced blocks are read again (a job id now holding another job replaces the record),
+  and every decision resting on a replaced block is reopened.
 - Each job then advances through a state machine (SEEN, CLAIMED, EXECUTED, COMMITTED,
   REVEALED, DONE, with SKIPPED, EXPIRED and FAILED on the side). Before every transaction
   the watcher reads the chain (the job, its own slot: claimed, committed, revealed) and sends
@@ -37,7 +45,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from node.chain import (
     ChainError,
@@ -154,6 +162,8 @@ class StepReport:
     transactions: list[tuple[int, str]] = field(default_factory=list)
     errors: list[tuple[int, str]] = field(default_factory=list)  # (job id, what failed), retried
     waited_for_pending: bool = False
+    rewound_to: int | None = None  # the cursor after a reorg deeper than `confirmations`
+    reopened: list[int] = field(default_factory=list)  # jobs whose decision that reorg undid
 
 
 class ChainWatcher:
@@ -190,6 +200,8 @@ class ChainWatcher:
             account=self.address,
             start_block=start_block,
         )
+        # The block terminal decisions rest on (head minus confirmations), set by `step`.
+        self._confirmed_block = start_block
 
     def close(self) -> None:
         """Close the state file."""
@@ -208,6 +220,7 @@ class ChainWatcher:
 
     def step(self) -> StepReport:
         """One bounded round: read the next log range, then advance every open job."""
+        self._confirmed_block = max(0, self.client.block_number() - self.config.confirmations)
         report = self.poll_logs()
         if self.client.pending_count(self.address) > 0:
             # An unmined transaction of ours: its effect is not readable yet, so deciding
@@ -221,13 +234,26 @@ class ChainWatcher:
 
     def poll_logs(self) -> StepReport:
         """Apply the JobPosted logs of the next confirmed block range (at most
-        `max_blocks_per_step` blocks) and move the cursor past it."""
+        `max_blocks_per_step` blocks) and move the cursor past it; first, after a reorg
+        deeper than `confirmations`, go back to where the chains part."""
+        rewound = self.state.rewind_to_common_block("watcher", self.client.block_hash)
+        reopened = []
+        if rewound is not None:
+            reopened = self.state.reopen_settled_after(rewound)
+            log.warning("the chain read up to here was replaced (a reorg deeper than %d blocks): reading again "
+                        "from block %d; reopened jobs %s", self.config.confirmations, rewound, reopened)
+        report = self._read_range()
+        report.rewound_to, report.reopened = rewound, reopened
+        return report
+
+    def _read_range(self) -> StepReport:
         start = self.state.next_block()
         head = self.client.block_number() - self.config.confirmations
         end = min(head, start + self.config.max_blocks_per_step - 1)
         report = StepReport(start, start - 1)
         if end < start:
             return report
+        before = self.client.block_hash(end)
         events = fetch_events(
             self.client,
             self.market.contract,
@@ -255,7 +281,9 @@ class ChainWatcher:
                 note="",
             )
             rows.append((event.tx_hash, event.log_index, record))
-        report.new_jobs = self.state.apply_range(rows, end + 1)
+        if before is None or self.client.block_hash(end) != before:
+            return report  # replaced while it was read: read again next step
+        report.new_jobs = self.state.apply_range(rows, end + 1, last_block_hash=before)
         report.to_block = end
         return report
 
@@ -312,123 +340,176 @@ class ChainWatcher:
             log.info("%s mined", action)
         return None
 
+    def _decided(self, job_id: int) -> OnChainJob:
+        """The job as of the confirmed block (head minus `confirmations`): what a terminal
+        decision rests on, since no reorg this node is configured to ride out reaches it."""
+        if self.config.confirmations == 0:
+            return self.market.get_job(job_id)
+        return self.market.get_job(job_id, block=self._confirmed_block)
+
+    def _set(self, job_id: int, state: JobState, **changes: Any) -> TrackedJob:
+        return self.state.set_state(job_id, state, head=self._confirmed_block, **changes)
+
+    def _finalized(self, job_id: int, job: OnChainJob) -> bool:
+        """Finalized at the latest block and at the confirmed one; finalized only at the
+        latest is waited on (`_move` answers None), since a reorg may still drop it."""
+        if job.phase != Phase.FINALIZED:
+            return False
+        try:
+            return self._decided(job_id).phase == Phase.FINALIZED
+        except ContractRevert:  # not posted yet at the confirmed block
+            return False
+
+    def _gone(self, rec: TrackedJob) -> TrackedJob | None:
+        """The chain holds no job under this id (a reorg dropped its post): the job waits
+        for its post to come back, until its commit deadline, after which nobody could
+        claim it anyway."""
+        if self.client.timestamp() + 1 >= rec.commit_deadline:
+            return self._set(rec.job_id, JobState.EXPIRED, note="no longer on chain (dropped by a reorg)")
+        return None
+
     def _move(self, rec: TrackedJob, report: StepReport) -> TrackedJob | None:
         """One transition of `rec`, reading the chain first; None when it must wait."""
-        s = self.state
         job_id = rec.job_id
-        job = self.market.get_job(job_id)
+        try:
+            job = self.market.get_job(job_id)
+        except ContractRevert as exc:
+            if exc.name == "UnknownJob":
+                return self._gone(rec)
+            raise
+        if _terms(job) != rec.terms():
+            # Another job under this id: the chain was replaced after the log was read. The
+            # new log, read again after the rewind, replaces the record; until then, wait.
+            return None
         slot = self._my_slot(job_id)
         # Our next transaction lands in a later block, whose timestamp is at least one more
         # than the latest: that is the time the contract's deadline checks will see.
         now = self.client.timestamp() + 1
-
-        if rec.state == JobState.SEEN:
-            if slot is not None:  # claimed before a crash: do not claim again
-                return s.set_state(job_id, JobState.CLAIMED, note="claim found on chain")
-            if job.phase == Phase.FINALIZED:
-                return s.set_state(job_id, JobState.SKIPPED, note="finalized before a decision")
-            if now >= job.commit_deadline:
-                return s.set_state(job_id, JobState.EXPIRED, note="commit phase over before claim")
-            if job.claimed >= job.k:
-                return s.set_state(job_id, JobState.SKIPPED, note="all slots claimed")
-            chain_job = self.chain_job(rec)
-            reason = self.policy(chain_job, now)
-            if reason is None:
-                try:
-                    self.executor.check(chain_job)
-                except JobRejected as exc:
-                    reason = f"refused: {exc}"
-                except Exception as exc:  # transient (e.g. a blob store not reachable)
-                    log.warning("job %d: check failed, will retry: %s", job_id, exc)
-                    report.errors.append((job_id, f"check: {exc}"))
-                    return None
-            if reason is not None:
-                return s.set_state(job_id, JobState.SKIPPED, note=reason)
-            error = self._send(report, job_id, "claim", lambda: self.market.claim_slot(self.account, job_id))
-            if error is None or error == "AlreadyClaimed":
-                return s.set_state(job_id, JobState.CLAIMED, note="")
-            if error == "CommitPhaseOver":
-                return s.set_state(job_id, JobState.EXPIRED, note=error)
-            return s.set_state(job_id, JobState.SKIPPED, note=f"claim refused: {error}")
-
-        if rec.state == JobState.CLAIMED:
-            committed = slot is not None and slot.committed
-            if job.phase == Phase.FINALIZED:
-                return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, None))
-            if not committed and now >= job.commit_deadline:
-                return s.set_state(job_id, JobState.FAILED, note="commit deadline passed before execution")
-            try:
-                outcome = self.executor.execute(self.chain_job(rec))
-            except JobRejected as exc:
-                return s.set_state(job_id, JobState.FAILED, note=f"refused after claim: {exc}")
-            except JobPending:
-                return None
-            except Exception as exc:  # transient: retried next step, until the deadline
-                log.warning("job %d: execution failed, will retry: %s", job_id, exc)
-                s.set_state(job_id, JobState.CLAIMED, note=f"execution error: {exc}")
-                return None
-            return s.set_state(
-                job_id,
-                JobState.EXECUTED,
-                note="",
-                result_digest=outcome.result_digest,
-                envelope_digest=outcome.envelope_digest,
-            )
-
-        if rec.state == JobState.EXECUTED:
-            assert rec.result_digest is not None
-            if slot is not None and slot.committed:  # committed before a crash
-                if slot.seal != seal_of(self.address, job_id, rec.result_digest):
-                    return s.set_state(job_id, JobState.FAILED, note="on-chain seal differs from the local result")
-                return s.set_state(job_id, JobState.COMMITTED, note="commit found on chain")
-            if job.phase == Phase.FINALIZED:
-                return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
-            if now >= job.commit_deadline:
-                return s.set_state(job_id, JobState.FAILED, note="commit deadline passed")
-            result = rec.result_digest
-            error = self._send(
-                report, job_id, "commit", lambda: self.market.commit_result(self.account, job_id, result)
-            )
-            if error is None:
-                return s.set_state(job_id, JobState.COMMITTED, note="")
-            if error == "CommitPhaseOver":
-                return s.set_state(job_id, JobState.FAILED, note="commit deadline passed")
-            if error == "AlreadyCommitted":
-                return rec  # read the slot again: the branch above checks the seal
-            return s.set_state(job_id, JobState.EXECUTED, note=f"commit refused: {error}")
-
-        if rec.state == JobState.COMMITTED:
-            assert rec.result_digest is not None and rec.envelope_digest is not None
-            if job.phase == Phase.FINALIZED:
-                return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
-            if slot is not None and slot.revealed:  # revealed before a crash
-                return s.set_state(job_id, JobState.REVEALED, note="reveal found on chain")
-            if now < job.commit_deadline and job.committed < job.k:
-                return None  # the commit phase is still open
-            if now >= job.reveal_deadline:
-                return s.set_state(job_id, JobState.FAILED, note="reveal deadline passed")
-            result, trace = rec.result_digest, rec.envelope_digest
-            error = self._send(
-                report, job_id, "reveal", lambda: self.market.reveal(self.account, job_id, result, trace)
-            )
-            if error is None or error == "AlreadyRevealed":
-                return s.set_state(job_id, JobState.REVEALED, note="")
-            if error == "RevealPhaseOver":
-                return s.set_state(job_id, JobState.FAILED, note="reveal deadline passed")
-            if error == "CommitPhaseNotOver":
-                return None
-            return s.set_state(job_id, JobState.COMMITTED, note=f"reveal refused: {error}")
-
-        # REVEALED or FAILED: settle the job once the reveal phase is over.
+        backward = _missing_on_chain(rec, slot)
+        if backward is not None:
+            state, note = backward
+            log.warning("job %d: %s; back to %s", job_id, note, state.value)
+            return self._set(job_id, state, note=note)
         if job.phase == Phase.FINALIZED:
-            return s.set_state(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
+            if not self._finalized(job_id, job):
+                return None
+            if rec.state == JobState.SEEN and slot is None:
+                return self._set(job_id, JobState.SKIPPED, note="finalized before a decision")
+            return self._set(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
+        if rec.state == JobState.SEEN:
+            return self._decide(rec, job, slot, now, report)
+        if rec.state == JobState.CLAIMED:
+            return self._execute(rec, job, slot, now)
+        if rec.state == JobState.EXECUTED:
+            return self._commit(rec, job, slot, now, report)
+        if rec.state == JobState.COMMITTED:
+            return self._reveal(rec, job, slot, now, report)
+        return self._finalize(rec, job, now, report)  # REVEALED or FAILED
+
+    def _decide(self, rec: TrackedJob, job: OnChainJob, slot: Slot | None, now: int, report: StepReport) -> TrackedJob | None:
+        job_id = rec.job_id
+        if slot is not None:  # claimed before a crash: do not claim again
+            return self._set(job_id, JobState.CLAIMED, note="claim found on chain")
+        if now >= job.commit_deadline:
+            return self._set(job_id, JobState.EXPIRED, note="commit phase over before claim")
+        if job.claimed >= job.k:
+            # Full at the latest block; a shallow reorg may still free a slot, so the job is
+            # given up only once it is full at the confirmed block.
+            if self._decided(job_id).claimed >= job.k:
+                return self._set(job_id, JobState.SKIPPED, note="all slots claimed")
+            return None
+        chain_job = self.chain_job(rec)
+        reason = self.policy(chain_job, now)
+        if reason is None:
+            try:
+                self.executor.check(chain_job)
+            except JobRejected as exc:
+                reason = f"refused: {exc}"
+            except Exception as exc:  # transient (e.g. a blob store not reachable)
+                log.warning("job %d: check failed, will retry: %s", job_id, exc)
+                report.errors.append((job_id, f"check: {exc}"))
+                return None
+        if reason is not None:
+            return self._set(job_id, JobState.SKIPPED, note=reason)
+        error = self._send(report, job_id, "claim", lambda: self.market.claim_slot(self.account, job_id))
+        if error is None or error == "AlreadyClaimed":
+            return self._set(job_id, JobState.CLAIMED, note="")
+        if error == "CommitPhaseOver":
+            return self._set(job_id, JobState.EXPIRED, note=error)
+        if error == "AllSlotsClaimed":
+            return None  # decided above, from the confirmed block, on the next step
+        return self._set(job_id, JobState.SKIPPED, note=f"claim refused: {error}")
+
+    def _execute(self, rec: TrackedJob, job: OnChainJob, slot: Slot | None, now: int) -> TrackedJob | None:
+        job_id = rec.job_id
+        committed = slot is not None and slot.committed
+        if not committed and now >= job.commit_deadline:
+            return self._set(job_id, JobState.FAILED, note="commit deadline passed before execution")
+        try:
+            outcome = self.executor.execute(self.chain_job(rec))
+        except JobRejected as exc:
+            return self._set(job_id, JobState.FAILED, note=f"refused after claim: {exc}")
+        except JobPending:
+            return None
+        except Exception as exc:  # transient: retried next step, until the deadline
+            log.warning("job %d: execution failed, will retry: %s", job_id, exc)
+            self._set(job_id, JobState.CLAIMED, note=f"execution error: {exc}")
+            return None
+        return self._set(
+            job_id,
+            JobState.EXECUTED,
+            note="",
+            result_digest=outcome.result_digest,
+            envelope_digest=outcome.envelope_digest,
+        )
+
+    def _commit(self, rec: TrackedJob, job: OnChainJob, slot: Slot | None, now: int, report: StepReport) -> TrackedJob | None:
+        job_id = rec.job_id
+        assert rec.result_digest is not None
+        if slot is not None and slot.committed:  # committed before a crash
+            if slot.seal != seal_of(self.address, job_id, rec.result_digest):
+                return self._set(job_id, JobState.FAILED, note="on-chain seal differs from the local result")
+            return self._set(job_id, JobState.COMMITTED, note="commit found on chain")
+        if now >= job.commit_deadline:
+            return self._set(job_id, JobState.FAILED, note="commit deadline passed")
+        result = rec.result_digest
+        error = self._send(report, job_id, "commit", lambda: self.market.commit_result(self.account, job_id, result))
+        if error is None:
+            return self._set(job_id, JobState.COMMITTED, note="")
+        if error == "CommitPhaseOver":
+            return self._set(job_id, JobState.FAILED, note="commit deadline passed")
+        if error == "AlreadyCommitted":
+            return rec  # read the slot again: the branch above checks the seal
+        return self._set(job_id, JobState.EXECUTED, note=f"commit refused: {error}")
+
+    def _reveal(self, rec: TrackedJob, job: OnChainJob, slot: Slot | None, now: int, report: StepReport) -> TrackedJob | None:
+        job_id = rec.job_id
+        assert rec.result_digest is not None and rec.envelope_digest is not None
+        if slot is not None and slot.revealed:  # revealed before a crash
+            return self._set(job_id, JobState.REVEALED, note="reveal found on chain")
+        if now < job.commit_deadline and job.committed < job.k:
+            return None  # the commit phase is still open
+        if now >= job.reveal_deadline:
+            return self._set(job_id, JobState.FAILED, note="reveal deadline passed")
+        result, trace = rec.result_digest, rec.envelope_digest
+        error = self._send(report, job_id, "reveal", lambda: self.market.reveal(self.account, job_id, result, trace))
+        if error is None or error == "AlreadyRevealed":
+            return self._set(job_id, JobState.REVEALED, note="")
+        if error == "RevealPhaseOver":
+            return self._set(job_id, JobState.FAILED, note="reveal deadline passed")
+        if error == "CommitPhaseNotOver":
+            return None
+        return self._set(job_id, JobState.COMMITTED, note=f"reveal refused: {error}")
+
+    def _finalize(self, rec: TrackedJob, job: OnChainJob, now: int, report: StepReport) -> TrackedJob | None:
+        # REVEALED or FAILED: settle the job once the reveal phase is over. Done is recorded
+        # when the finalization is seen at the confirmed block (`_move`).
+        job_id = rec.job_id
         if now < job.reveal_deadline and (job.revealed < job.k or not self.finalize_gate(job_id)):
             return None
         error = self._send(report, job_id, "finalize", lambda: self.market.finalize(self.account, job_id))
-        if error in (None, "JobFinalized"):
-            return s.set_state(
-                job_id, JobState.DONE, note=_outcome_note(self.market.get_job(job_id), rec.result_digest)
-            )
+        if self.config.confirmations == 0 and error in (None, "JobFinalized"):
+            return self._set(job_id, JobState.DONE, note=_outcome_note(self.market.get_job(job_id), rec.result_digest))
         return None
 
     def _withdraw(self, report: StepReport) -> None:
@@ -436,6 +517,36 @@ class ChainWatcher:
         if minimum <= 0 or self.market.credits(self.address) < minimum:
             return
         self._send(report, 0, "withdraw", lambda: self.market.withdraw(self.account))
+
+
+def _terms(job: OnChainJob) -> tuple[object, ...]:
+    """`TrackedJob.terms` of a job as the chain holds it now."""
+    return (job.submitter, job.program_digest, job.inputs_digest, job.reward, job.k, job.commit_deadline, job.reveal_deadline)
+
+
+# The furthest step of each state that must be on chain: a claim, a commit, a reveal.
+_NEEDS = {
+    JobState.CLAIMED: "claimed",
+    JobState.EXECUTED: "claimed",
+    JobState.COMMITTED: "committed",
+    JobState.REVEALED: "revealed",
+}
+
+
+def _missing_on_chain(rec: TrackedJob, slot: Slot | None) -> tuple[JobState, str] | None:
+    """Where `rec` must go back to when a transaction its state rests on is not on chain
+    (a reorg dropped it): (state, note), or None when the chain holds all of them. Each
+    transaction is mined before its state is recorded, so only a reorg removes one."""
+    needs = _NEEDS.get(rec.state)
+    if needs is None:
+        return None
+    if slot is None:
+        return JobState.SEEN, "our claim is no longer on chain (dropped by a reorg)"
+    if needs in ("committed", "revealed") and not slot.committed:
+        return JobState.EXECUTED, "our commit is no longer on chain (dropped by a reorg)"
+    if needs == "revealed" and not slot.revealed:
+        return JobState.COMMITTED, "our reveal is no longer on chain (dropped by a reorg)"
+    return None
 
 
 def _outcome_note(job: OnChainJob, ours: bytes | None) -> str:
