@@ -25,6 +25,7 @@ returns a chain job: `wait` follows it to finalization through the node's
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -299,7 +300,12 @@ class Client:
             self.put_blob(module)
             self.put_blob(inputs_manifest(digests))
             job_id = self.chain.post(*chain_digests(module, digests), redundancy)
-            return Job(self, str(job_id), on_chain=True).refresh()
+            # The job is on chain and paid for: its id is the caller's even if the node
+            # cannot tell its state just now (posting again would pay twice).
+            job = Job(self, str(job_id), on_chain=True)
+            with contextlib.suppress(httpx.HTTPError, RequestRefused):
+                job.refresh()
+            return job
         info = self._json("POST", "/v1/jobs", json={"module": text, "inputs": digests, "redundancy": redundancy})
         return Job(self, info["id"], info)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -26,6 +28,7 @@ from pydantic import BaseModel, Field
 from attest import key_id
 from attest.digests import sha256_hex
 from attest.keys import raw_public_key
+from node.chain.errors import ContractRevert
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
@@ -293,6 +296,17 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
     """`GET /v1/chain/jobs/{id}`, its trace and divergence report (404 without a chain role)."""
     router = APIRouter()
 
+    @contextmanager
+    def _chain_reads() -> Iterator[None]:
+        # The node's RPC endpoint failing is the node's trouble, not a bad request: 503,
+        # said in words, rather than an unhandled exception.
+        try:
+            yield
+        except (HTTPException, ContractRevert):
+            raise
+        except Exception as exc:  # any transport failure of the RPC
+            raise _problem(503, f"this node cannot reach its chain RPC now ({type(exc).__name__}); try again") from exc
+
     def _chain_job_id(job_id: str) -> tuple[ChainRole, int]:
         if chain is None:
             raise _problem(404, "this node follows no chain (chain.rpc_url is empty)")
@@ -304,9 +318,11 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
     def get_chain_job(job_id: str) -> dict[str, Any]:
         """A chain job: its on-chain state and, when this node executed it, its record."""
         role, number = _chain_job_id(job_id)
-        if not 1 <= number <= role.market.job_count():
-            raise _problem(404, f"chain job {number}: unknown")
-        job = role.market.get_job(number)
+        with _chain_reads():
+            if not 1 <= number <= role.market.job_count():
+                raise _problem(404, f"chain job {number}: unknown")
+            job = role.market.get_job(number)
+            slots = role.market.get_slots(number)
         record = role.executor.record(role.market.address, number)
         return {
             "job_id": number,
@@ -326,7 +342,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
                     "result_digest": slot.result_digest.hex(),
                     "envelope_digest": slot.envelope_digest.hex(),
                 }
-                for slot in role.market.get_slots(number)
+                for slot in slots
             ],
             "local": None if record is None else record.to_dict(),
         }
@@ -340,8 +356,10 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
         record = role.executor.record(role.market.address, number)
         if record is None:
             raise _problem(404, f"chain job {number}: not executed by this node")
-        job = role.market.get_job(number)
-        if not job.commit_phase_over(role.client.timestamp()):
+        with _chain_reads():
+            job = role.market.get_job(number)
+            over = job.commit_phase_over(role.client.timestamp())
+        if not over:
             raise _problem(
                 409,
                 f"chain job {number}: commit phase open ({job.committed} of {job.k} slots committed, "

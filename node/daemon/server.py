@@ -11,6 +11,7 @@ import logging
 import signal
 import socket
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -135,8 +136,22 @@ class NodeServer:
                 config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
                 start_block=chain.start_block,
             )
+        unreachable_since: float | None = None
         try:
             while not self._chain_stop.is_set():
+                # An RPC endpoint that is away is said once, not in a traceback per round
+                # and component; the round starts again from chain state when it is back.
+                try:
+                    self.chain.client.block_number()
+                except Exception as exc:  # any transport failure
+                    if unreachable_since is None:
+                        unreachable_since = time.monotonic()
+                        log.warning("chain RPC %s unreachable (%s: %s); retrying", chain.rpc_url, type(exc).__name__, str(exc)[:200])
+                    self._chain_stop.wait(max(chain.poll_interval_s, 0.5))
+                    continue
+                if unreachable_since is not None:
+                    log.warning("chain RPC %s reachable again after %.1f s", chain.rpc_url, time.monotonic() - unreachable_since)
+                    unreachable_since = None
                 try:
                     for _, action in watcher.step().transactions:
                         self.pool.metrics.chain_transactions.labels(action=action).inc()
