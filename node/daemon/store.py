@@ -289,13 +289,20 @@ class JobStore:
         return self.get(row["id"])
 
     def finish(
-        self, job_id: str, output_digests: Sequence[str], statement_digest: str, envelope_digest: str
+        self,
+        job_id: str,
+        output_digests: Sequence[str],
+        statement_digest: str,
+        envelope_digest: str,
+        new_blobs: Sequence[bytes] = (),
     ) -> None:
         """Marks a running job done. `statement_digest` names the deterministic execution (the
         same on every honest node and every redo); `envelope_digest` is the blob of the signed
-        DSSE envelope. The output and envelope blobs must already be stored."""
+        DSSE envelope. The output and envelope blobs are either stored already or among
+        `new_blobs`, which are stored in the same transaction (one commit a job, and no
+        outputs without their job's record)."""
         self._set(
-            job_id, DONE, output_digests=json.dumps(list(output_digests)),
+            job_id, DONE, new_blobs, output_digests=json.dumps(list(output_digests)),
             statement_digest=statement_digest, envelope_digest=envelope_digest, error=None,
         )  # fmt: skip
 
@@ -322,9 +329,11 @@ class JobStore:
         """Puts a running job back in the queue (shutdown before it finished)."""
         self._set(job_id, QUEUED)
 
-    def _set(self, job_id: str, state: str, **columns: str | None) -> None:
+    def _set(self, job_id: str, state: str, new_blobs: Sequence[bytes] = (), **columns: str | None) -> None:
         assignments = "".join(f", {name} = ?" for name in columns)
         with self._transaction() as db:
+            if new_blobs:
+                self.blobs.put_in(db, new_blobs)
             cursor = db.execute(
                 f"UPDATE jobs SET state = ?, updated_at = ?{assignments} WHERE id = ? AND state = ?",
                 (state, time.time(), *columns.values(), job_id, RUNNING),

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attest import Statement, key_id, sign_statement
+from attest.digests import sha256_hex
 from compiler.config import CompilerConfig
 from compiler.config import load_config as load_compiler_config
 from compiler.errors import ExecutionError
@@ -209,9 +210,11 @@ class WorkerPool:
 
     def _execute(self, job: StoredJob) -> None:
         result = self.execute_bound(
-            job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None
+            job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None, store_blobs=False
         )
-        self.store.finish(job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest)
+        self.store.finish(
+            job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest, result.unstored
+        )
 
     def execute_bound(
         self,
@@ -221,11 +224,14 @@ class WorkerPool:
         job_id: str,
         chain_id: int | None,
         contract: str | None,
+        store_blobs: bool = True,
     ) -> ExecutionResult:
         """Compile (cached), run with op-level tracing in an execution process, sign, and store
         the outputs and the envelope as blobs: the one execution path of local and chain jobs.
-        The trace binds `job_id`, `chain_id` and `contract`. Raises JobRejected when the job
-        cannot run (ExecutionKilled past the wall limit, ExecutionDied when the process died)."""
+        The trace binds `job_id`, `chain_id` and `contract`. With `store_blobs` false the
+        blobs are left to the caller (`ExecutionResult.unstored`: a local job stores them
+        with its `finish`). Raises JobRejected when the job cannot run (ExecutionKilled past
+        the wall limit, ExecutionDied when the process died)."""
         blobs = self.store.blobs
         request = ExecutionRequest(
             blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, self.threads, self.fault,
@@ -240,9 +246,14 @@ class WorkerPool:
         self.metrics.compile_cache.labels(outcome="hit" if answer.cache_hit else "miss").inc()
         self.metrics.execution_seconds.observe(answer.execute_ns / 1e9)
         envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
-        *outputs, envelope_digest = blobs.put_all([*answer.outputs, envelope.encode()])
+        produced = [*answer.outputs, envelope.encode()]
+        if store_blobs:
+            *outputs, envelope_digest = blobs.put_all(produced)
+        else:
+            *outputs, envelope_digest = [sha256_hex(data) for data in produced]
         tensor_digests = [o.digest for o in statement.predicate.deterministic.outputs]
-        return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests)
+        unstored = () if store_blobs else tuple(produced)
+        return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests, unstored)
 
 
 @dataclass(frozen=True)
@@ -255,6 +266,7 @@ class ExecutionResult:
     envelope_digest: str
     output_digests: list[str]
     output_tensor_digests: list[str]
+    unstored: tuple[bytes, ...] = ()  # the output and envelope blobs, when the caller stores them
 
 
 __all__ = [

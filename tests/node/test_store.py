@@ -42,6 +42,24 @@ def test_large_blobs_are_files_small_ones_rows_and_both_are_checked(tmp_path: Pa
         reopened.blobs.get(digests[1])
 
 
+def test_finish_stores_the_outputs_and_the_envelope_with_the_job_or_not_at_all(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    module = store.blobs.put(b"module")
+    job = store.add_job(module, [])
+    assert store.claim_next() is not None
+    small, large, envelope = b"out", b"L" * (SMALL_BLOB_BYTES + 1), b'{"envelope": 1}'
+    digests = [sha256_hex(b) for b in (small, large, envelope)]
+    store.finish(job.id, digests[:2], "ab" * 32, digests[2], new_blobs=[small, large, envelope])
+    done = store.get(job.id)
+    assert done is not None and done.state == DONE and done.output_digests == tuple(digests[:2])
+    assert [store.blobs.get(d) for d in digests] == [small, large, envelope]
+    # A job that is no longer running is not finished, and its small blobs are not kept.
+    other = b"never stored"
+    with pytest.raises(ValueError, match="not running"):
+        store.finish(job.id, [sha256_hex(other)], "ab" * 32, sha256_hex(other), new_blobs=[other])
+    assert not store.blobs.has(sha256_hex(other))
+
+
 def test_wal_mode(tmp_path: Path) -> None:
     JobStore(tmp_path).close()
     with sqlite3.connect(tmp_path / "jobs.sqlite3") as db:
