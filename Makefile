@@ -130,7 +130,7 @@ BENCH_ARGS ?=
 $(BENCH_STAMP): pyproject.toml tools/requirements-fixtures.txt bench/requirements.txt
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BENCH_VENV)/bin/python -m pip install --quiet -e . -r tools/requirements-fixtures.txt -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e '.[dev]' -r tools/requirements-fixtures.txt -r bench/requirements.txt
 	@touch $@
 
 $(BENCH_CORPUS)/.exported: $(BENCH_STAMP) bench/corpus.py

@@ -33,6 +33,7 @@ import time
 import traceback
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -231,6 +232,18 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
     if laid_out and any(i.opcode == "bitcast" for i in instructions):
         return "layouts: XLA runs the module here through StableHLO, which has none; the contract's bitcast reinterprets memory under the written layouts (§4)"
     for instruction in instructions:
+        if instruction.opcode == "bitcast-convert" and instruction.operands[0].array_shape.dtype.is_float and not instruction.array_shape.dtype.is_float:
+            return "a float's bits as integers (bitcast-convert): NaN bits, where the contract's canonical NaN (positive, zero payload, §1) and XLA:CPU's (x86's default NaN, sign set) differ, and a float's last bits, which agree with XLA only to rounding"
+        if instruction.opcode == "compare" and instruction.attrs.get("type") == "TOTALORDER":
+            return "a total-order compare, which sees a NaN's sign: the contract's canonical NaN is positive (§1), XLA:CPU's (x86's default NaN) negative"
+        if instruction.opcode == "abs" and not instruction.array_shape.dtype.is_float and instruction.operands[0].opcode == "multiply" and instruction.operands[0].operands[0] is instruction.operands[0].operands[1]:
+            return "abs of an integer square: XLA:CPU's simplifier drops the abs (x*x is never negative without wrapping), the contract wraps the product, then takes abs (§2)"
+        if instruction.opcode == "while" and _loops_narrow_arithmetic(instruction):
+            return "f16 or bf16 arithmetic carried around a while loop: the contract rounds each op to the narrow type (§1), so an intermediate overflows to inf or underflows to 0, where XLA:CPU keeps it in f32"
+        if instruction.opcode == "bitcast-convert" and instruction.array_shape.dtype.is_float and not instruction.operands[0].array_shape.dtype.is_float:
+            return "integers' bits as floats (bitcast-convert): small integers are subnormals, which XLA:CPU flushes to zero and the contract keeps (§1)"
+        if instruction.opcode == "convolution" and (re.search(r"pad=[^ ,]*[1-9]", text) or "lhs_dilate" in text):
+            return "a convolution with padding or base dilation and non-finite kernel values: the contract's padding takes part (fma(+0, w, acc) is NaN for w = inf, §6), XLA:CPU skips it"
         if instruction.opcode == "divide" and instruction.array_shape.dtype.is_complex:
             return "complex division of infinite or NaN parts: the contract's repairs of Smith's formula (§2) give inf where XLA:CPU gives NaN for a numerator with a NaN part"
         if instruction.opcode == "sort":
@@ -248,6 +261,15 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
             if any(op.opcode == "constant" for op in inits):
                 return "an init value that is not the reducer's identity: the contract applies it once (§5), XLA:CPU once per partial result"
     return ""
+
+
+def _loops_narrow_arithmetic(loop) -> bool:  # noqa: ANN001 - vxla's Instruction
+    """Whether a while loop's body multiplies, adds or divides f16 or bf16 values."""
+    body = loop.attrs["body"]
+    return any(
+        i.opcode in ("multiply", "add", "subtract", "divide", "power") and i.array_shape.dtype.name in ("f16", "bf16")
+        for i in body.post_order()
+    )
 
 
 def _close(reference: np.ndarray, xla: np.ndarray, dtype_name: str) -> bool:
@@ -349,8 +371,9 @@ def _xla_run(text: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return compile_hlo_text(text).run(arrays)
 
 
-def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
-    """The outcome of one module (source filled in by the caller); XLA runs in `xla`."""
+def check_module(text: str, seed: int, xla: XlaProcess, make_inputs: Callable[[list[tuple[str, tuple[int, ...]]], int], list[np.ndarray]] | None = None) -> Result:
+    """The outcome of one module (source filled in by the caller); XLA runs in `xla`.
+    `make_inputs(parameter types, seed)` makes the inputs instead of the benign random ones."""
     import compiler
     from compiler.errors import CompilerError
     from compiler.hlo import load_module
@@ -396,9 +419,12 @@ def check_module(text: str, seed: int, xla: XlaProcess) -> Result:
         why_not = "host transfers (XLA:CPU would wait for a host that never sends)"
     else:
         rng = np.random.default_rng(seed)
-        arrays = [_random_input(dtype, dims, rng) for dtype, dims in types]
-        if module is not None:
-            arrays = constrain_inputs(module, arrays, rng)
+        if make_inputs is not None:
+            arrays = make_inputs(types, seed)
+        else:
+            arrays = [_random_input(dtype, dims, rng) for dtype, dims in types]
+            if module is not None:
+                arrays = constrain_inputs(module, arrays, rng)
         try:
             xla_arrays = [_as_xla_input(a, dtype) for a, (dtype, _) in zip(arrays, types, strict=True)]
             expected = xla.call("run", text, xla_arrays)  # type: ignore[assignment]
