@@ -151,3 +151,40 @@ def test_a_dead_execution_process_fails_its_job_the_second_time_and_the_node_goe
         assert "died (killed by SIGKILL" in info["error"] and "second time" in info["error"]
         assert finished(client, client.submit(MLP.module_text, MLP.inputs()).id)["state"] == DONE
     assert set(health.answers) == {200}
+
+
+# 6 GiB of output: within the request's memory limit (16 GiB, so the check from the plan,
+# which counts the output and its .npy copy, passes), past the execution process's address-space cap (its memory limit, 64 MiB, plus
+# sandbox.ADDRESS_SPACE_HEADROOM). Without the cap the allocation would succeed (the kernel
+# overcommits) and the job would write 6 GiB.
+PAST_THE_CAP = """HloModule past_the_cap
+
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT b = f32[49152,32768] broadcast(x), dimensions={}
+}
+"""
+
+
+def test_an_allocation_past_the_address_space_cap_fails_the_job_not_the_process(tmp_path: Path) -> None:
+    import numpy as np
+
+    from compiler.config import load_config
+    from node.daemon.sandbox import ExecutionProcess, ExecutionRequest
+    from node.errors import JobRejected
+    from node.tensors import npy_bytes
+
+    process = ExecutionProcess(load_config(), tmp_path / "cache", memory_limit=64 * 1024 * 1024)
+    try:
+        limits = Limits(max_flops=10**13, max_job_memory_bytes=16 * 1024**3, job_wall_seconds=60)
+
+        def request(module: str, inputs: list[np.ndarray]) -> ExecutionRequest:
+            return ExecutionRequest(module.encode(), [npy_bytes(a) for a in inputs], limits, 1, None, "j", None, None, "00" * 32)
+
+        with pytest.raises(JobRejected, match=r"over limits.max_job_memory_bytes .*an allocation failed"):
+            process.execute(request(PAST_THE_CAP, [np.float32(1.0)]))
+        # The same process runs the next job.
+        answer = process.execute(request(MLP.module_text, MLP.inputs()))
+        assert len(answer.outputs) == len(answer.statement.predicate.deterministic.outputs) >= 1
+    finally:
+        process.close()
