@@ -3,6 +3,7 @@ starts on a free port and stops."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
@@ -30,23 +31,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def anvil() -> Iterator[Web3]:
+@contextlib.contextmanager
+def running_anvil(log: Path | None = None) -> Iterator[tuple[Web3, int]]:
+    """anvil on a free port, with its output in `log` (or its errors kept for the message
+    when it fails to start); yields the connection and the port, stopped at the end."""
     assert ANVIL.is_file(), "anvil is installed by `make contracts` (npm ci in contracts/)"
     port = _free_port()
-    proc = subprocess.Popen(
-        [str(ANVIL), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(log.open("ab")) if log is not None else subprocess.DEVNULL
+        proc = subprocess.Popen(
+            [str(ANVIL), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"],
+            stdout=out,
+            stderr=subprocess.STDOUT if log is not None else subprocess.PIPE,
+        )
     try:
         w3 = Web3(HTTPProvider(f"http://127.0.0.1:{port}", request_kwargs={"timeout": 30}))
         deadline = time.monotonic() + 60
         while not w3.is_connected():
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else "anvil exited"
-            assert time.monotonic() < deadline, "anvil did not answer within 60 s"
+            if proc.poll() is not None:
+                raise RuntimeError(f"anvil exited: {proc.stderr.read().decode(errors='replace') if proc.stderr else f'see {log}'}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("anvil did not answer within 60 s")
             time.sleep(0.1)
-        yield w3
+        yield w3, port
     finally:
         proc.terminate()
         try:
@@ -54,6 +61,12 @@ def anvil() -> Iterator[Web3]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def anvil() -> Iterator[Web3]:
+    with running_anvil() as (w3, _):
+        yield w3
 
 
 def test_job_lifecycle_on_anvil(anvil: Web3) -> None:

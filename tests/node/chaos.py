@@ -29,26 +29,27 @@ transaction), so `confirmations` blocks pile up on top of a quiet chain.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import socket
 import sqlite3
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from web3 import HTTPProvider, Web3
+from web3 import Web3
 
-from attest import init_key_files
+from attest import init_key_files, load_private_key
 from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
-from node.devnet import ANVIL, free_port
+from node.devnet import free_port
 from node.protocol import result_digest_of
 from node.sdk import ChainSubmitter, Client
+from tests.contracts.test_anvil import running_anvil
 from tests.fixture_data import Fixture
 from tests.node.bench_load import bench
 
@@ -191,32 +192,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 # -- the devnet -------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def running_anvil(log: Path) -> Iterator[tuple[Web3, int]]:
-    """anvil on a free port (its output in `log`), stopped at the end."""
-    port = free_port()
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [str(ANVIL), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        w3 = Web3(HTTPProvider(f"http://127.0.0.1:{port}", request_kwargs={"timeout": 30}))
-        deadline = time.monotonic() + 60
-        while not w3.is_connected():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"anvil did not start (log: {log})")
-            time.sleep(0.1)
-        yield w3, port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @dataclass
 class ChaosNode:
     """One node of the campaign: its account, fixed port (its registered endpoint) and process."""
@@ -346,8 +321,6 @@ def run_campaign(directory: Path, plan: ChaosPlan, say: Callable[[str], None] = 
             config = node_dir / "node.toml"
             config.write_text(_node_config(node_dir, port, proxy.url, d, account, plan.confirmations), encoding="utf-8")
             d.registry.register(account, bytes.fromhex(keys.key_id), f"http://127.0.0.1:{port}", STAKE)
-            from attest import load_private_key
-
             public_key = load_private_key(keys.private_path, bench.PASSPHRASE.encode()).public_key()
             nodes.append(ChaosNode(index, account, port, bench.NodeProcess(node_dir, config, public_key)))
         stakes = {n.account: d.registry.get_node(n.account).stake for n in nodes}
@@ -375,15 +348,18 @@ def _inputs(seed: int) -> list[np.ndarray]:
 def _expected_result(inputs: list[np.ndarray]) -> bytes:
     """The result digest of an uninterrupted run here: what every job must settle on."""
     from attest.digests import tensor_digest
+
+    return result_digest_of([tensor_digest(o) for o in _fixture_executable().run(*inputs)])
+
+
+@functools.cache
+def _fixture_executable() -> Any:
+    """The campaign's module compiled here, once."""
     from compiler.config import load_config
     from compiler.driver import compile_program
     from compiler.program import load_program
 
-    executable = _expected_result.__dict__.get("executable")
-    if executable is None:
-        executable = compile_program(load_program(FIXTURE.module_text), load_config())
-        _expected_result.__dict__["executable"] = executable
-    return result_digest_of([tensor_digest(o) for o in executable.run(*inputs)])
+    return compile_program(load_program(FIXTURE.module_text), load_config())
 
 
 def _post_with_faults(

@@ -98,6 +98,17 @@ def _run(watcher: ChainWatcher, w3: Web3, steps: int = 12) -> None:
         _mine(w3, 1)
 
 
+def _assert_settled_once(w3: Web3, client: ChainClient, d: Deployment, node: str, watcher: ChainWatcher, job_id: int) -> None:
+    """The job finalized on the honest result and is done in the watcher's state; the node's
+    claim, commit and reveal stand once each on the chain as it is now (sent again after the
+    reorg, never twice), and none of its transactions reverted."""
+    job = d.market.get_job(job_id)
+    assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
+    assert watcher.state.job(job_id).state == JobState.DONE  # type: ignore[union-attr]
+    assert _one_each(client, d.market, job_id, node) == {"SlotClaimed": 1, "Committed": 1, "Revealed": 1}
+    assert _failed_transactions(w3, node) == 0
+
+
 def test_a_reorg_shallower_than_confirmations_drops_transactions_the_watcher_sends_again(anvil: Web3, tmp_path) -> None:  # noqa: ANN001, F811
     client, d, node, submitter, watcher = _setup(anvil, tmp_path, confirmations=2)
     now = client.timestamp()
@@ -110,12 +121,7 @@ def test_a_reorg_shallower_than_confirmations_drops_transactions_the_watcher_sen
     _reorg(anvil, anvil.eth.block_number - report.to_block)
     assert d.market.get_slots(job_id) == []
     _run(watcher, anvil)
-    job = d.market.get_job(job_id)
-    assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
-    assert watcher.state.job(job_id).state == JobState.DONE  # type: ignore[union-attr]
-    # Sent again once each, never twice on the chain that stands, and nothing reverted.
-    assert _one_each(client, d.market, job_id, node) == {"SlotClaimed": 1, "Committed": 1, "Revealed": 1}
-    assert _failed_transactions(anvil, node) == 0
+    _assert_settled_once(anvil, client, d, node, watcher, job_id)
 
 
 def test_a_reorg_deeper_than_confirmations_is_traced_back_and_reopens_what_it_undid(anvil: Web3, tmp_path) -> None:  # noqa: ANN001, F811
@@ -137,11 +143,7 @@ def test_a_reorg_deeper_than_confirmations_is_traced_back_and_reopens_what_it_un
     assert report.rewound_to is not None and report.rewound_to <= posted_at
     assert report.reopened == [job_id]
     _run(watcher, anvil)
-    job = d.market.get_job(job_id)
-    assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
-    assert watcher.state.job(job_id).state == JobState.DONE  # type: ignore[union-attr]
-    assert _one_each(client, d.market, job_id, node) == {"SlotClaimed": 1, "Committed": 1, "Revealed": 1}
-    assert _failed_transactions(anvil, node) == 0
+    _assert_settled_once(anvil, client, d, node, watcher, job_id)
 
 
 def test_a_job_id_that_a_reorg_gives_to_another_job_replaces_the_record(anvil: Web3, tmp_path) -> None:  # noqa: ANN001, F811
