@@ -7,7 +7,8 @@ import contextlib
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from eth_utils import keccak
 from web3 import HTTPProvider, Web3
 
 from node.chain import ChainClient, Phase, deploy, fetch_events
+from node.chain.errors import TransactionDropped
 from tests.contracts.helpers import reverts
 
 ANVIL = (
@@ -114,3 +116,108 @@ def test_job_lifecycle_on_anvil(anvil: Web3) -> None:
     client.advance_time(61)
     d.registry.withdraw_stake(local)
     assert d.registry.get_node(local.address).unbonding == 0
+
+
+# -- transactions a chain loses -----------------------------------------------------------
+# What a reorg does to a node's sent transactions, made deterministic: with automining off a
+# transaction stays in anvil's pool until the test mines, and anvil_dropTransaction takes one
+# out as a reorg (or an eviction) would.
+
+
+def _rpc(w3: Web3, method: str, *params: object) -> object:
+    answer = w3.provider.make_request(method, list(params))  # type: ignore[arg-type]
+    assert "error" not in answer, answer
+    return answer.get("result")
+
+
+def _count(w3: Web3, address: str, block: str) -> int:
+    return int(w3.eth.get_transaction_count(address, block))  # type: ignore[arg-type]
+
+
+def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.02)
+
+
+def _transfer_in_background(client: ChainClient, sender: str, to: str) -> Future[object]:
+    """client.transact of a 1 ether transfer, in a thread (it blocks until mined or dropped)."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(client.transact, sender, to=to, value=ETHER, gas=21_000)
+    pool.shutdown(wait=False)
+    return future
+
+
+def test_a_transaction_behind_a_nonce_gap_is_cancelled_and_the_gap_filled(anvil: Web3) -> None:
+    # A gap opens when the pool loses a lower nonce that the client already used (a pool
+    # that evicted it, an RPC node that restarted). anvil never re-queues a transaction that
+    # way (it drops it at the next block), and the client takes every nonce from the pool's
+    # count, so the test sends a transaction one nonce ahead itself and waits for it as
+    # `transact` does.
+    client = ChainClient(anvil)
+    sender, payee = client.accounts()[1:3]
+    payee_before = client.balance(payee)
+    mined = _count(anvil, sender, "latest")
+    fee, tip = client.fees()
+    ahead = {
+        "from": sender, "to": payee, "value": ETHER, "gas": 21_000, "chainId": client.chain_id,
+        "nonce": mined + 1, "maxFeePerGas": fee, "maxPriorityFeePerGas": tip,
+    }  # fmt: skip
+    tx_hash = client._submit(sender, ahead)
+    assert _rpc(anvil, "txpool_status") == {"pending": "0x0", "queued": "0x1"}
+
+    started = time.monotonic()
+    with pytest.raises(TransactionDropped, match="nonce gap and was cancelled"):
+        client._receipt(sender, sender, ahead, tx_hash)
+    assert time.monotonic() - started < 10, "cancelled after the stuck wait, not the receipt timeout"
+
+    # Both nonces now hold no-ops (empty transfers to the sender itself); the transfer never ran.
+    assert _count(anvil, sender, "latest") == mined + 2
+    assert _rpc(anvil, "txpool_status") == {"pending": "0x0", "queued": "0x0"}
+    sent = []
+    for number in range(1, anvil.eth.block_number + 1):
+        for tx in anvil.eth.get_block(number, full_transactions=True)["transactions"]:
+            if tx["from"] == sender:
+                sent.append((int(tx["nonce"]), tx["to"], int(tx["value"])))
+    assert sorted(sent)[-2:] == [(mined, sender, 0), (mined + 1, sender, 0)]
+    assert client.balance(payee) == payee_before
+
+
+def test_a_transaction_gone_from_the_pool_is_reported_at_once(anvil: Web3) -> None:
+    client = ChainClient(anvil)
+    sender, payee = client.accounts()[1:3]
+    _rpc(anvil, "evm_setAutomine", False)
+    mined = _count(anvil, sender, "latest")
+    started = time.monotonic()
+    transfer = _transfer_in_background(client, sender, payee)
+    _wait_for(lambda: _count(anvil, sender, "pending") == mined + 1, "the transfer is in the pool")
+
+    _rpc(anvil, "anvil_dropAllTransactions")
+    with pytest.raises(TransactionDropped, match="no longer known to the node"):
+        transfer.result(timeout=30)
+    assert time.monotonic() - started < 10, "reported after the stuck wait, not the receipt timeout"
+
+    # Nothing was sent in its place, and the next transaction takes the nonce.
+    _rpc(anvil, "evm_setAutomine", True)
+    assert _count(anvil, sender, "pending") == mined
+    client.transact(sender, to=payee, value=ETHER, gas=21_000)
+    assert _count(anvil, sender, "latest") == mined + 1
+
+
+def test_a_transaction_whose_nonce_another_took_is_reported(anvil: Web3) -> None:
+    client = ChainClient(anvil)
+    sender, payee, other = client.accounts()[1:4]
+    payee_before = client.balance(payee)
+    _rpc(anvil, "evm_setAutomine", False)
+    mined = _count(anvil, sender, "latest")
+    transfer = _transfer_in_background(client, sender, payee)
+    _wait_for(lambda: _count(anvil, sender, "pending") == mined + 1, "the transfer is in the pool")
+
+    # A reorg's other branch mined another transaction at the same nonce.
+    _rpc(anvil, "anvil_dropAllTransactions")
+    anvil.eth.send_transaction({"from": sender, "to": other, "value": 1, "gas": 21_000, "nonce": mined})
+    _rpc(anvil, "evm_mine")
+    with pytest.raises(TransactionDropped, match=f"nonce {mined} used by another"):
+        transfer.result(timeout=30)
+    assert client.balance(payee) == payee_before
