@@ -51,7 +51,7 @@ from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 # Where `connect` and `vxla submit` find the bearer token of a node that requires one.
 TOKEN_ENV = "VXLA_TOKEN"
 
-TensorLike = np.ndarray | str | Path
+TensorLike = np.ndarray | np.generic | str | Path
 
 
 class RequestRefused(NodeError):
@@ -81,14 +81,14 @@ def _module_bytes(module: str | Path | bytes) -> bytes:
 
 
 def _tensor_bytes(tensor: TensorLike) -> bytes:
-    if isinstance(tensor, np.ndarray):
-        return npy_bytes(tensor)
+    if isinstance(tensor, np.ndarray | np.generic):  # a numpy scalar is a 0-d input
+        return npy_bytes(np.asarray(tensor))
     return Path(tensor).read_bytes()
 
 
 def _as_array(tensor: TensorLike) -> np.ndarray:
-    if isinstance(tensor, np.ndarray):
-        return tensor
+    if isinstance(tensor, np.ndarray | np.generic):
+        return np.asarray(tensor)
     return np.load(Path(tensor), allow_pickle=False)
 
 

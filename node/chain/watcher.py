@@ -25,8 +25,9 @@ How it works:
 
 Refusals (the documented choice): a node claims first and executes after, so a long job
 does not lose its slot to faster nodes while it runs. To keep that from costing stake, the
-executor gets a cheap `check` before the claim (known program, limits): a `JobRejected` there
-means no claim. A `JobRejected` from `execute`, after the claim, means the node does not
+executor gets a `check` before the claim (the daemon's fetches the blobs, checks the limits
+and compiles the job without running it, to know its memory): a `JobRejected` there means no
+claim, and `JobPending` means the check is still running. A `JobRejected` from `execute`, after the claim, means the node does not
 commit: committing a made-up digest would be slashed just the same and would pollute the
 quorum, so the slot is left uncommitted and is slashed at finalize; the job is FAILED and
 the watcher still finalizes it. Any other exception from `execute` is treated as transient
@@ -107,7 +108,8 @@ class JobExecutor(Protocol):
     """How the watcher gets results: the daemon plugs its worker in here."""
 
     def check(self, job: ChainJob) -> None:
-        """Cheap admission before claiming: raise JobRejected to leave the job alone."""
+        """Admission before claiming: raise JobRejected to leave the job alone, JobPending
+        while the check runs elsewhere (the watcher asks again on its next step)."""
         ...
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
@@ -423,6 +425,8 @@ class ChainWatcher:
         if reason is None:
             try:
                 self.executor.check(chain_job)
+            except JobPending:
+                return None
             except JobRejected as exc:
                 reason = f"refused: {exc}"
             except Exception as exc:  # transient (e.g. a blob store not reachable)

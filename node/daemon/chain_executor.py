@@ -14,8 +14,11 @@ How a chain job names its blobs (the mapping between the JobMarket and the blob 
 
 Execution goes through the node's one execution path (`WorkerPool.execute_bound`: compile
 with the cache, `run_traced`, `build_statement` bound to the job id, chain id and contract,
-sign, store outputs and envelope). It runs in a background thread; `execute` answers
-`JobPending` until it is done. The result digest is `node.protocol.result_digest_of`
+sign, store outputs and envelope). Before the claim, `check` compiles the job and checks
+its memory in an execution process without running it (`WorkerPool.check_bound`), so a
+program that kills the compiler or needs too much memory is refused before any stake is
+locked on it. Both run in background threads (the blob fetches too); `check` and `execute`
+answer `JobPending` until they are done. The result digest is `node.protocol.result_digest_of`
 over the output tensor digests; the envelope digest is the stored envelope blob's digest.
 Each finished chain job is recorded in the node's chain database (node/chain/state.py), so
 a restarted node reveals the digests it committed to instead of re-running.
@@ -29,7 +32,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -45,6 +48,7 @@ from node.errors import JobRejected
 from node.protocol import parse_manifest, result_digest_of
 
 log = logging.getLogger("vxla.node.chain")
+R = TypeVar("R")
 
 
 
@@ -188,7 +192,8 @@ class ChainExecutor:
         self.fetcher = fetcher
         self.state = state  # the node's chain database: the execution records live there
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxla-chain-job")
-        self._running: dict[tuple[str, int], Future[ExecutedChainJob]] = {}
+        self._checking: dict[ChainJob, Future[None]] = {}
+        self._running: dict[ChainJob, Future[ExecutedChainJob]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -224,30 +229,41 @@ class ChainExecutor:
         return module_digest, input_digests
 
     def check(self, job: ChainJob) -> None:
-        """Before claiming: the blobs are found and the job passes the node's limits."""
-        module_digest, input_digests = self._digests(job)
-        blobs = self.store.blobs
-        prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits, self.pool.known_modules)
+        """Before claiming: the blobs are found, the job passes the node's limits, and it
+        compiles within the memory limit in an execution process, not run (a process that dies
+        there refuses the job while no stake is locked on it). The fetch and the compile run
+        in the background: JobPending until they are done."""
+        self._in_background(self._checking, job, lambda: self._check(job))
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         """The recorded outcome, or JobPending while the job runs in the background."""
         record = self.record(job.contract, job.job_id)
-        if record is not None:
-            return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
-        key = (job.contract.lower(), job.job_id)
+        if record is None:
+            record = self._in_background(self._running, job, lambda: self._run(job))  # JobRejected passes through
+        return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
+
+    def _in_background(self, started: dict[ChainJob, Future[R]], job: ChainJob, work: Callable[[], R]) -> R:
+        """`work`'s result once the background thread that runs it is done; the first call
+        starts it, and every call raises JobPending until then. Keyed by the whole job, so
+        that a job id a reorg gave to another job does not take this one's result."""
         with self._lock:
-            future = self._running.get(key)
+            future = started.get(job)
             if future is None:
-                module_digest, input_digests = self._digests(job)
-                self._running[key] = self._threads.submit(self._run, job, module_digest, input_digests)
+                started[job] = self._threads.submit(work)
                 raise JobPending()
             if not future.done():
                 raise JobPending()
-            del self._running[key]
-        record = future.result()  # JobRejected passes through to the watcher
-        return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
+            del started[job]
+        return future.result()
 
-    def _run(self, job: ChainJob, module_digest: str, input_digests: list[str]) -> ExecutedChainJob:
+    def _check(self, job: ChainJob) -> None:
+        module_digest, input_digests = self._digests(job)
+        blobs = self.store.blobs
+        prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits, self.pool.known_modules)
+        self.pool.check_bound(module_digest, input_digests)
+
+    def _run(self, job: ChainJob) -> ExecutedChainJob:
+        module_digest, input_digests = self._digests(job)
         result = self.pool.execute_bound(
             module_digest, input_digests, job_id=str(job.job_id), chain_id=job.chain_id, contract=job.contract
         )

@@ -12,6 +12,9 @@ program; after a death or a kill the next job starts a fresh one.
   `limits.max_job_memory_bytes` (arena, inputs and outputs), and its address space is capped
   (RLIMIT_AS) at what it had at start plus that limit plus headroom, so an allocation past it
   fails in the child.
+- Before a claim: a chain job is compiled and its memory checked in an execution process
+  without running (`ExecutionRequest.run` false), so a program that kills the compiler, or
+  one over the memory limit, is refused before the node locks stake on it.
 - Trust: the child does not hold the signing key and answers in bytes, never pickles: the
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement, and only then signs. A child running a hostile program can make
@@ -29,9 +32,11 @@ import signal
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
 from attest import Statement
 from compiler.config import CompilerConfig
@@ -53,6 +58,8 @@ KILL_GRACE_S = 0.5
 ADDRESS_SPACE_HEADROOM = 4 << 30
 _EXECUTABLES_KEPT = 16
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class ExecutionRequest:
@@ -67,6 +74,9 @@ class ExecutionRequest:
     chain_id: int | None
     contract: str | None
     key_id: str
+    # False: compile (cached) and check the plan's memory, without running: what a chain
+    # job must pass before the node stakes a claim on it.
+    run: bool = True
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,25 @@ class ExecutionProcess:
     def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
         """Runs one job; ExecutionKilled past the wall limit, ExecutionDied if the child dies,
         JobRejected as the child refused the job."""
+        header = self._ask(request)
+        try:
+            statement = Statement.from_json_bytes(self._connection.recv_bytes(1 << 30))
+            outputs = [self._connection.recv_bytes(request.limits.max_job_memory_bytes + 4096) for _ in range(int(header["outputs"]))]
+            timings = (int(header["compile_ns"]), int(header["execute_ns"]), bool(header["cache_hit"]))
+        except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
+            raise self._lost(error) from None
+        _check_outputs(statement, outputs)
+        return ExecutionAnswer(statement, outputs, *timings)
+
+    def check(self, request: ExecutionRequest) -> None:
+        """Compiles the job and checks its plan's memory without running it (`run` false);
+        the same errors as `execute`."""
+        header = self._ask(replace(request, run=False))
+        if header.get("checked") is not True:
+            raise self._lost(ValueError("no check answer"))
+
+    def _ask(self, request: ExecutionRequest) -> dict:
+        """Sends the request and reads the answer's header, raising what the child refused."""
         try:
             self._connection.send(request)
         except OSError:  # it died while idle
@@ -123,20 +152,20 @@ class ExecutionProcess:
         try:
             header = json.loads(self._connection.recv_bytes(1 << 20))
             refused = None if header["ok"] else JobRejected(str(header["error"]), int(header["status"]))
-            if refused is None:
-                statement = Statement.from_json_bytes(self._connection.recv_bytes(1 << 30))
-                outputs = [self._connection.recv_bytes(request.limits.max_job_memory_bytes + 4096) for _ in range(int(header["outputs"]))]
-                timings = (int(header["compile_ns"]), int(header["execute_ns"]), bool(header["cache_hit"]))
         except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
-            reason = self._death_reason()
-            self.kill()
-            if reason is None:
-                raise ExecutionDied(f"execution: the execution process sent an unreadable answer ({type(error).__name__})", 500) from None
-            raise ExecutionDied(f"execution: the execution process died ({reason})", 500) from None
+            raise self._lost(error) from None
         if refused is not None:
             raise refused
-        _check_outputs(statement, outputs)
-        return ExecutionAnswer(statement, outputs, *timings)
+        return header
+
+    def _lost(self, error: Exception) -> ExecutionDied:
+        """The child's answer broke off: it died, or it sent something unreadable (killed
+        either way, so the next job gets a fresh process)."""
+        reason = self._death_reason()
+        self.kill()
+        if reason is None:
+            return ExecutionDied(f"execution: the execution process sent an unreadable answer ({type(error).__name__})", 500)
+        return ExecutionDied(f"execution: the execution process died ({reason})", 500)
 
     def _death_reason(self) -> str | None:
         self.process.join(1.0)
@@ -190,6 +219,14 @@ class ExecutionProcesses:
         self._starting = 0  # processes `start` is bringing up
 
     def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
+        """Runs `request` in an idle execution process (see ExecutionProcess.execute)."""
+        return self._in_a_process(lambda process: process.execute(request))
+
+    def check(self, request: ExecutionRequest) -> None:
+        """Compiles `request` and checks its memory, without running (ExecutionProcess.check)."""
+        self._in_a_process(lambda process: process.check(request))
+
+    def _in_a_process(self, work: Callable[[ExecutionProcess], T]) -> T:
         with self._free:
             with self._lock:
                 # A process being started is as good as idle: wait for it, do not start another.
@@ -201,7 +238,7 @@ class ExecutionProcesses:
                 with self._lock:
                     self._all.append(process)
             try:
-                return process.execute(request)
+                return work(process)
             finally:
                 with self._lock:
                     if process.alive:
@@ -270,6 +307,9 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: st
         try:
             program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
             answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
+            if answer is None:  # checked, not run
+                connection.send_bytes(json.dumps({"ok": True, "checked": True}).encode())
+                continue
         except JobRejected as error:
             connection.send_bytes(json.dumps({"ok": False, "error": str(error), "status": error.status}).encode())
             continue
@@ -287,7 +327,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: st
             connection.send_bytes(data)
 
 
-def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict]:
+def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict] | None:
     from compiler.driver import compile_program
     from compiler.errors import ExecutionError
     from compiler.runtime.executable import DeadlineExceeded
@@ -309,6 +349,8 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
     needed = executable.plan.arena_bytes + sum(a.nbytes for a in arrays) + _output_bytes(executable)
     if needed > limits.max_job_memory_bytes:
         raise JobRejected(f"execution: needs {needed} bytes of memory, over limits.max_job_memory_bytes ({limits.max_job_memory_bytes})", 413)
+    if not request.run:
+        return None
     compiled = time.perf_counter_ns()
     try:
         run = executable.run_traced(

@@ -233,12 +233,8 @@ class WorkerPool:
         with its `finish`). Raises JobRejected when the job cannot run (ExecutionKilled past
         the wall limit, ExecutionDied when the process died)."""
         blobs = self.store.blobs
-        request = ExecutionRequest(
-            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, self.threads, self.fault,
-            job_id, chain_id, contract, self.key_id,
-        )  # fmt: skip
         self.metrics.executions_started.inc()
-        answer = self.executions.execute(request)
+        answer = self.executions.execute(self._request(module_digest, input_digests, job_id, chain_id, contract))
         statement = answer.statement
         predicate = statement.predicate
         if (predicate.job_id, predicate.chain_id, predicate.key_id) != (job_id, chain_id, self.key_id):
@@ -254,6 +250,22 @@ class WorkerPool:
         tensor_digests = [o.digest for o in statement.predicate.deterministic.outputs]
         unstored = () if store_blobs else tuple(produced)
         return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests, unstored)
+
+    def check_bound(self, module_digest: str, input_digests: Sequence[str]) -> None:
+        """Compile (cached) and check the plan's memory in an execution process, without
+        running: what a chain job passes before the node claims it, so that a program that
+        kills the compiler or needs too much memory costs no stake. Raises JobRejected
+        (ExecutionDied when the process died, ExecutionKilled past the wall limit)."""
+        self.executions.check(self._request(module_digest, input_digests, "", None, None))
+
+    def _request(
+        self, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None, contract: str | None
+    ) -> ExecutionRequest:
+        blobs = self.store.blobs
+        return ExecutionRequest(
+            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, self.threads, self.fault,
+            job_id, chain_id, contract, self.key_id,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

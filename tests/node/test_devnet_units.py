@@ -4,21 +4,26 @@ manifest), fetching blobs from peers by digest, the chain section of the config,
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
 from node.chain.state import ChainState
-from node.chain.watcher import ChainJob
+from node.chain.watcher import ChainJob, JobPending
 from node.cli import main
 from node.daemon.api import create_app
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor, download
 from node.daemon.config import ConfigError, Limits, parse_config
 from node.daemon.peer_addresses import PeerAddressPolicy
+from node.daemon.sandbox import ExecutionDied
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
@@ -146,11 +151,22 @@ def _chain_job(program: str, inputs: str) -> ChainJob:
     )  # fmt: skip
 
 
+def _checked(executor: ChainExecutor, job: ChainJob) -> None:
+    """executor.check until it is no longer pending (it runs in the background)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return executor.check(job)
+        except JobPending:
+            assert time.monotonic() < deadline, "the check did not end"
+            time.sleep(0.02)
+
+
 def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_path: Path) -> None:
     fixture = Fixture("integer_arith")
     store = JobStore(tmp_path)
+    pool = WorkerPool(store, generate_private_key(), Limits(max_module_bytes=len(fixture.module_text) + 10))
     try:
-        pool = WorkerPool(store, generate_private_key(), Limits(max_module_bytes=len(fixture.module_text) + 10))
         state = ChainState(tmp_path / "chain.sqlite3", chain_id=31337, contract="0x" + "6" * 40, account="0x" + "7" * 40, start_block=0)
         executor = ChainExecutor(pool, BlobFetcher(store, lambda: []), state)
         module = fixture.module_text.encode()
@@ -159,32 +175,85 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         job = _chain_job(program.hex(), inputs_digest.hex())
         # Not stored anywhere yet: a transient error (the watcher retries), not a refusal.
         with pytest.raises(BlobError):
-            executor.check(job)
+            _checked(executor, job)
         store.blobs.put(module)
         store.blobs.put(inputs_manifest(inputs))
-        executor.check(job)  # admitted
+        _checked(executor, job)  # admitted
         # A manifest naming the inputs in another order (uint8 where int32 belongs): refused.
         swapped = store.blobs.put(inputs_manifest(inputs[::-1]))
         with pytest.raises(JobRejected, match="parameter 0 expects s32"):
-            executor.check(_chain_job(program.hex(), swapped))
+            _checked(executor, _chain_job(program.hex(), swapped))
         # A manifest listing more inputs than the module takes: refused before any is fetched.
         unknown = [sha256_hex(str(i).encode()) for i in range(1000)]
         fetched: list[str] = []
         executor.fetcher.peers = lambda: fetched.append("asked") or []  # type: ignore[method-assign,func-returns-value]
         padded = store.blobs.put(inputs_manifest(inputs + unknown))
         with pytest.raises(JobRejected, match=f"lists {len(inputs) + 1000} inputs; the module takes {len(inputs)}"):
-            executor.check(_chain_job(program.hex(), padded))
+            _checked(executor, _chain_job(program.hex(), padded))
         assert fetched == []
         # Not a manifest at all: refused.
         junk = store.blobs.put(b"not a manifest")
         with pytest.raises(JobRejected, match="manifest"):
-            executor.check(_chain_job(program.hex(), junk))
+            _checked(executor, _chain_job(program.hex(), junk))
         # Over the node's limits: refused before any claim.
         big = store.blobs.put(module + b"\n" * 64)
         with pytest.raises(JobRejected, match="max_module_bytes"):
-            executor.check(_chain_job(big, inputs_digest.hex()))
+            _checked(executor, _chain_job(big, inputs_digest.hex()))
         executor.close()
     finally:
+        pool.executions.close()
+        store.close()
+
+
+BROADCAST = """HloModule broadcast
+
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT b = f32[1024,1024] broadcast(x), dimensions={}
+}
+"""
+
+
+def test_executor_check_compiles_in_an_execution_process_and_refuses_what_kills_it(tmp_path: Path) -> None:
+    """Before a claim the job is compiled, not run, in an execution process: over the memory
+    limit it is refused naming the limit; a process that dies during the check refuses the
+    job (no stake is locked yet), and the next check gets a fresh process."""
+    store = JobStore(tmp_path)
+    pool = WorkerPool(store, generate_private_key(), Limits(max_job_memory_bytes=6 * 1024 * 1024))
+    try:
+        state = ChainState(tmp_path / "chain.sqlite3", chain_id=31337, contract="0x" + "6" * 40, account="0x" + "7" * 40, start_block=0)
+        executor = ChainExecutor(pool, BlobFetcher(store, lambda: []), state)
+        scalar = [store.blobs.put(npy_bytes(np.asarray(np.float32(1.5))))]
+
+        def job_of(module: str) -> ChainJob:
+            store.blobs.put(module.encode())
+            store.blobs.put(inputs_manifest(scalar))
+            program, inputs_digest = chain_digests(module.encode(), scalar)
+            return _chain_job(program.hex(), inputs_digest.hex())
+
+        # 4 MiB of output, and its .npy copy: over 6 MiB once the plan is known.
+        with pytest.raises(JobRejected, match=r"needs \d+ bytes of memory, over limits.max_job_memory_bytes \(6291456\)"):
+            _checked(executor, job_of(BROADCAST))
+        small = job_of(BROADCAST.replace("1024,1024", "16,16"))
+        _checked(executor, small)  # admitted; nothing ran
+        assert store.blobs.count() == 4  # the two modules, the input, the manifest: no outputs
+
+        # The process the check is sent to dies with it in hand (stopped first, so that the
+        # request is in flight when it is killed, whatever the compile's speed).
+        [pid] = pool.executions.pids()
+        os.kill(pid, signal.SIGSTOP)
+        other = job_of(BROADCAST.replace("1024,1024", "8,8"))
+        with pytest.raises(JobPending):
+            executor.check(other)
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(ExecutionDied, match=r"died \(killed by SIGKILL"):
+            _checked(executor, other)
+        _checked(executor, other)  # a fresh process
+        assert pid not in pool.executions.pids()
+        executor.close()
+    finally:
+        pool.executions.close()
         store.close()
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from web3 import Web3
 
@@ -21,6 +22,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
+from node.chain.state import JobState
 from node.cli import main
 from node.daemon.config import ChainConfig, NodeConfig
 from node.daemon.server import NodeServer
@@ -250,6 +252,42 @@ def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_d
     for name in ("SlotClaimed", "Committed", "Revealed"):
         nodes = sorted(str(e.args["node"]) for e in _events(devnet, name, int(job.id)))
         assert nodes == sorted(devnet.accounts), name
+
+
+# 9.7 GB of output from a 4-byte input: within every limit checked before compiling (module
+# and input sizes, estimated operations), over the default limits.max_job_memory_bytes
+# (8 GiB) once the plan is known.
+OVER_MEMORY = """HloModule over_the_memory_limit
+
+ENTRY main {
+  x = f32[] parameter(0)
+  ROOT b = f32[49152,49152] broadcast(x), dimensions={}
+}
+"""
+
+
+def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001
+    """The memory a job needs is known once it is compiled: each node compiles a chain job in
+    an execution process, without running it, before it claims a slot. A job over the limit
+    is skipped with the reason, and no stake is locked on it (a claim would be slashed for
+    the missing reveal)."""
+    servers = nodes_factory()
+    client = Client(servers[0].url, chain=ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD))
+    job_id = int(client.submit(OVER_MEMORY, [np.float32(1.5)], redundancy=3).id)
+    deadline = time.monotonic() + 60
+    for server in servers:
+        assert server.chain is not None
+        while (tracked := server.chain.executor.state.job(job_id)) is None or tracked.state != JobState.SKIPPED:
+            assert time.monotonic() < deadline, f"{server.url}: {tracked}"
+            time.sleep(0.1)
+        assert "refused: execution: needs" in tracked.note and "limits.max_job_memory_bytes (8589934592)" in tracked.note
+    registry = devnet.deployment.registry
+    assert devnet.deployment.market.get_job(job_id).claimed == 0
+    assert [registry.get_node(account).locked for account in devnet.accounts] == [0, 0, 0]
+    # The nodes go on: the next job runs on all three.
+    job = submit(devnet, servers[1])[1]
+    job.wait(timeout=60, poll_seconds=0.2)
+    assert devnet.deployment.market.get_job(int(job.id)).accepted
 
 
 def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001

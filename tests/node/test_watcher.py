@@ -337,6 +337,45 @@ def test_node_that_cannot_commit_in_time_fails_the_job_and_is_slashed(net: Net) 
     assert net.events("Committed", job_id, net.nodes[2]) == []
 
 
+@dataclass
+class DiesWhenRun(MapExecutor):
+    """Passes the check before the claim; its run kills the execution process, as a program
+    that crashes native code only while running does."""
+
+    def execute(self, job: ChainJob) -> ExecutionOutcome:
+        self.calls.append(job.job_id)
+        raise JobRejected("execution: the execution process died (killed by SIGSEGV)", 500)
+
+
+def test_a_job_whose_run_kills_the_execution_process_fails_and_is_never_run_or_claimed_again(net: Net) -> None:
+    dying = DiesWhenRun({PROGRAM: HONEST}, "node2")
+    watchers = [net.watcher(0, honest(0)), net.watcher(1, honest(1)), net.watcher(2, dying)]
+    job_id = net.post(commit_in=500, reveal_in=1_000)
+
+    drive(watchers, rounds=3)
+    record = watchers[2].state.job(job_id)
+    assert record is not None and record.state == JobState.FAILED
+    assert record.note == "refused after claim: execution: the execution process died (killed by SIGSEGV)"
+    assert dying.calls == [job_id]
+    # Restarted on the same state file: neither run again nor claimed again.
+    watchers[2] = net.watcher(2, dying)
+    drive(watchers, rounds=3)
+    assert dying.calls == [job_id]
+    assert len(net.events("SlotClaimed", job_id, net.nodes[2])) == 1
+
+    # The honest two settle it; the slot that could not reveal is slashed (docs/threat-model.md).
+    job = net.market.get_job(job_id)
+    net.travel_to(job.commit_deadline)
+    drive(watchers, rounds=1)
+    assert job.revealed == 0 and net.market.get_job(job_id).revealed == 2
+    net.travel_to(job.reveal_deadline)
+    drive(watchers, rounds=2)
+    job = net.market.get_job(job_id)
+    assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
+    assert [e.args["node"] for e in net.events("Slashed", job_id)] == [net.nodes[2]]
+    assert dying.calls == [job_id]
+
+
 def test_pending_execution_keeps_the_claim_and_finishes_on_a_later_step(net: Net) -> None:
     executor = MapExecutor({PROGRAM: HONEST}, "node0", pending=1)
     watcher = net.watcher(0, executor)
