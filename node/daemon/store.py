@@ -210,8 +210,8 @@ class JobStore:
     def close(self) -> None:
         self._database.close()
 
-    def _transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        return self._database.transaction()
+    def _transaction(self, *, durable: bool = True) -> AbstractContextManager[sqlite3.Connection]:
+        return self._database.transaction(durable=durable)
 
     def _recount(self) -> None:
         """Sets the per-state counts from the jobs themselves, once at open (a store of an
@@ -275,8 +275,10 @@ class JobStore:
         return counts
 
     def claim_next(self) -> StoredJob | None:
-        """The oldest queued job, now `running`; None when the queue is empty."""
-        with self._transaction() as db:
+        """The oldest queued job, now `running`; None when the queue is empty. The claim is
+        not synced to disk: if a power loss undoes it the job is queued, and a running job
+        is put back in the queue at start anyway."""
+        with self._transaction(durable=False) as db:
             row = db.execute(
                 "SELECT id FROM jobs WHERE state = ? ORDER BY seq LIMIT 1", (QUEUED,)
             ).fetchone()

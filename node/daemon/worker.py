@@ -122,8 +122,11 @@ class WorkerPool:
         self.executions = ExecutionProcesses(self.compiler_config, store.data_dir / "compile-cache", limits.max_job_memory_bytes, 2 * workers)
 
     def start(self) -> None:
-        """Starts the worker threads, and one execution process in the background."""
-        threading.Thread(target=self._start_execution, name="vxla-execution-start", daemon=True).start()
+        """Starts the worker threads, and one execution process per worker in the background
+        (so that the first jobs of each worker do not wait for a process to import the
+        compiler)."""
+        for index in range(self.workers):
+            threading.Thread(target=self._start_execution, name=f"vxla-execution-start-{index}", daemon=True).start()
         for index in range(self.workers):
             thread = threading.Thread(target=self._loop, args=(index,), name=f"vxla-worker-{index}", daemon=True)
             thread.start()

@@ -66,6 +66,25 @@ def test_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_commit_that_opts_out_of_the_sync_leaves_every_other_commit_synced(tmp_path: Path) -> None:
+    from node.sqlite import Database
+
+    database = Database(tmp_path / "t.sqlite3")
+    database.connection.execute("CREATE TABLE t (x)")
+    full, normal = 2, 1  # PRAGMA synchronous values
+    modes = []
+    with database.transaction(durable=False) as db:
+        db.execute("INSERT INTO t VALUES (1)")
+        modes.append(db.execute("PRAGMA synchronous").fetchone()[0])
+    with pytest.raises(RuntimeError), database.transaction(durable=False) as db:
+        raise RuntimeError("rolled back")
+    with database.transaction() as db:
+        modes.append(db.execute("PRAGMA synchronous").fetchone()[0])
+    assert modes == [normal, full]
+    assert database.rows("SELECT x FROM t") == [(1,)]
+    assert database.rows("PRAGMA synchronous") == [(full,)]  # restored after the rollback too
+
+
 def test_job_lifecycle(tmp_path: Path) -> None:
     store = JobStore(tmp_path)
     module = store.blobs.put(b"module")
