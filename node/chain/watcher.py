@@ -26,11 +26,14 @@ How it works:
 Refusals (the documented choice): a node claims first and executes after, so a long job
 does not lose its slot to faster nodes while it runs. To keep that from costing stake, the
 executor gets a `check` before the claim (the daemon's fetches the blobs, checks the limits
-and compiles the job without running it, to know its memory): a `JobRejected` there means no
-claim, and `JobPending` means the check is still running. A `JobRejected` from `execute`, after the claim, means the node does not
-commit: committing a made-up digest would be slashed just the same and would pollute the
-quorum, so the slot is left uncommitted and is slashed at finalize; the job is FAILED and
-the watcher still finalizes it. Any other exception from `execute` is treated as transient
+and compiles the job without running it, to know its memory): a `JobRejected` there means
+no claim, and `JobPending` means the check is still running. With
+`WatcherConfig.run_before_claim` the job is also executed before the claim, so that a run
+that fails costs no stake either (the operator's choice: work is lost to slot races). A
+`JobRejected` from `execute` after the claim means the node does not commit: committing a
+made-up digest would be slashed just the same and would pollute the quorum, so the slot is
+left uncommitted and is slashed at finalize; the job is FAILED and the watcher still
+finalizes it. Any other exception from `execute` is treated as transient
 and retried on the next step until the commit deadline passes.
 
 Finalizing: once every slot has revealed, any node may finalize before the reveal deadline.
@@ -151,6 +154,10 @@ class WatcherConfig:
     poll_interval_s: float = 2.0  # pause between steps in `run`
     withdraw_min_wei: int = 1  # withdraw credits once they reach this (0: never)
     max_moves_per_job: int = 8  # bound on state transitions of one job in one step
+    # Execute a job before claiming a slot, not after: a run that fails (its process dies,
+    # it passes the wall limit) then skips the job with no stake locked, where after a claim
+    # the slot would be slashed; the work is lost when the slots fill while it runs.
+    run_before_claim: bool = False
 
 
 @dataclass
@@ -435,6 +442,17 @@ class ChainWatcher:
                 return None
         if reason is not None:
             return self._set(job_id, JobState.SKIPPED, note=reason)
+        if self.config.run_before_claim:
+            try:
+                self.executor.execute(chain_job)  # recorded: `_execute` finds the outcome
+            except JobPending:
+                return None
+            except JobRejected as exc:
+                return self._set(job_id, JobState.SKIPPED, note=f"refused when run before the claim: {exc}")
+            except Exception as exc:  # transient: retried next step
+                log.warning("job %d: execution before the claim failed, will retry: %s", job_id, exc)
+                report.errors.append((job_id, f"execute: {exc}"))
+                return None
         error = self._send(report, job_id, "claim", lambda: self.market.claim_slot(self.account, job_id))
         if error is None or error == "AlreadyClaimed":
             return self._set(job_id, JobState.CLAIMED, note="")

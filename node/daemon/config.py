@@ -49,6 +49,9 @@ class ChainConfig:
     start_block: int = 0  # where the watcher starts reading logs (the deployment block)
     poll_interval_s: float = 2.0
     verify_fraction: float = 1.0  # share of other nodes' revealed jobs re-executed (0: none)
+    # Run a job before claiming it (the watcher's `run_before_claim`): no stake on a job
+    # whose run fails, at the price of work lost when the slots fill meanwhile.
+    run_before_claim: bool = False
     # Fetch from peers at private, loopback and link-local addresses too (devnets only).
     allow_private_peers: bool = False
     private_key: str = field(default="", repr=False)  # from the environment only

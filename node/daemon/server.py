@@ -122,7 +122,9 @@ class NodeServer:
             self._account,
             self.chain.executor,
             self.chain_database,
-            config=WatcherConfig(confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s),
+            config=WatcherConfig(
+                confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s, run_before_claim=chain.run_before_claim
+            ),
             start_block=chain.start_block,
             finalize_gate=self.chain.monitor.ready,
         )

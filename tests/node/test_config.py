@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from node.daemon.config import ConfigError, NodeConfig, load_config, parse_config
+from node.daemon.config import (
+    ChainConfig,
+    ConfigError,
+    Limits,
+    NodeConfig,
+    load_config,
+    parse_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,6 +25,10 @@ def test_shipped_defaults_load() -> None:
     assert config.threads == 0  # the machine's cores
     assert config.key_passphrase is None
     assert not str(config.data_dir).startswith("~")
+    # The shipped file states every default of the code, no other value.
+    assert config.limits == Limits() and config.chain == ChainConfig()
+    assert not config.chain.run_before_claim
+    assert parse_config("[chain]\nrun_before_claim = true\n", environ={}).chain.run_before_claim
 
 
 def test_environment_supplies_the_passphrase() -> None:

@@ -55,7 +55,7 @@ def devnet(anvil: Web3, tmp_path: Path) -> Devnet:  # noqa: F811
     return Devnet(client, d, submitter, accounts, tmp_path)
 
 
-def node_config(net: Devnet, name: str, account: str, fault: Fault | None = None) -> NodeConfig:
+def node_config(net: Devnet, name: str, account: str, fault: Fault | None = None, *, run_before_claim: bool = False) -> NodeConfig:
     """A node on the test chain, serving on a free port, data under tmp/name."""
     d = net.deployment
     return NodeConfig(
@@ -70,18 +70,20 @@ def node_config(net: Devnet, name: str, account: str, fault: Fault | None = None
             start_block=d.block,
             poll_interval_s=0.2,
             allow_private_peers=True,  # every node of the test chain is on 127.0.0.1
+            run_before_claim=run_before_claim,
         ),
         fault_instruction=fault.instruction if fault else "",
         fault_bit=fault.bit if fault else 0,
     )
 
 
-def start_nodes(net: Devnet, faults: dict[int, Fault]) -> list[NodeServer]:
-    """Three registered nodes serving from threads; node i runs with `faults[i]` if given."""
+def start_nodes(net: Devnet, faults: dict[int, Fault], run_first: tuple[int, ...] = ()) -> list[NodeServer]:
+    """Three registered nodes serving from threads; node i runs with `faults[i]` if given,
+    and executes before it claims if i is in `run_first`."""
     servers = []
     d = net.deployment
     for i, account in enumerate(net.accounts):
-        config = node_config(net, f"node{i}", account, faults.get(i))
+        config = node_config(net, f"node{i}", account, faults.get(i), run_before_claim=i in run_first)
         server = NodeServer(config, generate_private_key(), log_level="warning")
         # The key id the node signs with: peers check served traces against it.
         d.registry.register(account, bytes.fromhex(key_id(server.signing_key)), server.url, 2 * ETHER)
@@ -95,8 +97,8 @@ def start_nodes(net: Devnet, faults: dict[int, Fault]) -> list[NodeServer]:
 def nodes_factory(devnet: Devnet) -> Iterator:
     started: list[NodeServer] = []
 
-    def make(faults: dict[int, Fault] | None = None) -> list[NodeServer]:
-        started.extend(start_nodes(devnet, faults or {}))
+    def make(faults: dict[int, Fault] | None = None, run_first: tuple[int, ...] = ()) -> list[NodeServer]:
+        started.extend(start_nodes(devnet, faults or {}, run_first))
         return started
 
     yield make
@@ -270,8 +272,8 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     """The memory a job needs is known once it is compiled: each node compiles a chain job in
     an execution process, without running it, before it claims a slot. A job over the limit
     is skipped with the reason, and no stake is locked on it (a claim would be slashed for
-    the missing reveal)."""
-    servers = nodes_factory()
+    the missing reveal). Node 0 executes before it claims (`run_before_claim`)."""
+    servers = nodes_factory(run_first=(0,))
     client = Client(servers[0].url, chain=ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD))
     job_id = int(client.submit(OVER_MEMORY, [np.float32(1.5)], redundancy=3).id)
     deadline = time.monotonic() + 60
@@ -284,10 +286,12 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     registry = devnet.deployment.registry
     assert devnet.deployment.market.get_job(job_id).claimed == 0
     assert [registry.get_node(account).locked for account in devnet.accounts] == [0, 0, 0]
-    # The nodes go on: the next job runs on all three.
+    # The nodes go on: the next job runs on all three, node 0's before its claim.
     job = submit(devnet, servers[1])[1]
     job.wait(timeout=60, poll_seconds=0.2)
     assert devnet.deployment.market.get_job(int(job.id)).accepted
+    assert [len(_events(devnet, "Revealed", int(job.id)))] == [3]
+    assert servers[0].chain is not None and servers[0].chain.executor.record(devnet.deployment.market.address, int(job.id)) is not None
 
 
 def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001

@@ -376,6 +376,34 @@ def test_a_job_whose_run_kills_the_execution_process_fails_and_is_never_run_or_c
     assert dying.calls == [job_id]
 
 
+def test_run_before_claim_skips_a_job_whose_run_kills_the_process_with_no_stake_on_it(net: Net) -> None:
+    first = WatcherConfig(run_before_claim=True)
+    dying = DiesWhenRun({PROGRAM: HONEST}, "node2")
+    runs_first = honest(0)
+    watchers = [net.watcher(0, runs_first, config=first), net.watcher(1, honest(1)), net.watcher(2, dying, config=first)]
+    job_id = net.post(commit_in=500, reveal_in=1_000)
+
+    drive(watchers, rounds=3)
+    record = watchers[2].state.job(job_id)
+    assert record is not None and record.state == JobState.SKIPPED
+    assert record.note == "refused when run before the claim: execution: the execution process died (killed by SIGSEGV)"
+    assert net.events("SlotClaimed", job_id, net.nodes[2]) == []
+    assert net.registry.get_node(net.nodes[2]).locked == 0
+    # The honest node that runs first claims and commits with the result it had in hand.
+    assert runs_first.calls[:2] == [job_id, job_id]
+    _assert_one_each(net, job_id, net.nodes[0], ("SlotClaimed", "Committed"))
+
+    job = net.market.get_job(job_id)
+    net.travel_to(job.commit_deadline)
+    drive(watchers, rounds=1)
+    net.travel_to(job.reveal_deadline)
+    drive(watchers, rounds=2)
+    job = net.market.get_job(job_id)
+    assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST and job.revealed == 2
+    assert net.events("Slashed", job_id) == []
+    assert dying.calls == [job_id]
+
+
 def test_pending_execution_keeps_the_claim_and_finishes_on_a_later_step(net: Net) -> None:
     executor = MapExecutor({PROGRAM: HONEST}, "node0", pending=1)
     watcher = net.watcher(0, executor)
