@@ -192,6 +192,8 @@ class ChainExecutor:
         self.fetcher = fetcher
         self.state = state  # the node's chain database: the execution records live there
         self._threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vxla-chain-job")
+        # Checks have a thread of their own: admitting a job does not wait for a long run.
+        self._check_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vxla-chain-check")
         self._checking: dict[ChainJob, Future[None]] = {}
         self._running: dict[ChainJob, Future[ExecutedChainJob]] = {}
         self._lock = threading.Lock()
@@ -200,6 +202,7 @@ class ChainExecutor:
         """Stops taking work (a job still running is redone after restart, with the same
         digests) and closes the connections to peers."""
         self._threads.shutdown(wait=False, cancel_futures=True)
+        self._check_thread.shutdown(wait=False, cancel_futures=True)
         self.fetcher.http.close()
 
     def record(self, contract: str, job_id: int) -> ExecutedChainJob | None:
@@ -233,23 +236,25 @@ class ChainExecutor:
         compiles within the memory limit in an execution process, not run (a process that dies
         there refuses the job while no stake is locked on it). The fetch and the compile run
         in the background: JobPending until they are done."""
-        self._in_background(self._checking, job, lambda: self._check(job))
+        self._in_background(self._check_thread, self._checking, job, lambda: self._check(job))
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         """The recorded outcome, or JobPending while the job runs in the background."""
         record = self.record(job.contract, job.job_id)
         if record is None:
-            record = self._in_background(self._running, job, lambda: self._run(job))  # JobRejected passes through
+            record = self._in_background(self._threads, self._running, job, lambda: self._run(job))  # JobRejected passes through
         return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
 
-    def _in_background(self, started: dict[ChainJob, Future[R]], job: ChainJob, work: Callable[[], R]) -> R:
-        """`work`'s result once the background thread that runs it is done; the first call
+    def _in_background(
+        self, threads: ThreadPoolExecutor, started: dict[ChainJob, Future[R]], job: ChainJob, work: Callable[[], R]
+    ) -> R:
+        """`work`'s result once the thread of `threads` that runs it is done; the first call
         starts it, and every call raises JobPending until then. Keyed by the whole job, so
         that a job id a reorg gave to another job does not take this one's result."""
         with self._lock:
             future = started.get(job)
             if future is None:
-                started[job] = self._threads.submit(work)
+                started[job] = threads.submit(work)
                 raise JobPending()
             if not future.done():
                 raise JobPending()
