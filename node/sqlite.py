@@ -1,8 +1,18 @@
-"""How the node keeps SQLite: one connection per database object, shared by its threads under
-a lock, WAL mode, synchronous FULL (a change that returned survives a power loss, not only a
-process crash; a transaction may opt out when restart repairs its loss) and explicit
-transactions, so a crash leaves the old state or the new, never half of one. The job store
-and the chain database both open theirs here.
+"""How the node keeps SQLite: WAL mode, synchronous FULL (a change that returned survives a
+power loss, not only a process crash; a transaction may opt out when restart repairs its
+loss) and explicit transactions, so a crash leaves the old state or the new, never half of
+one. The job store and the chain database both open theirs here.
+
+Writes go through one connection, shared by the database object's threads under a lock.
+Concurrent transactions commit as a group: a caller whose changes are made while other
+callers wait for the lock leaves the transaction open for them, and the last one in commits
+once for all (one sync where there were several). Each caller's changes are a savepoint of
+the group, so one caller's error undoes only its own changes, and every caller returns only
+once its changes are committed (or raises if the commit failed).
+
+Reads go through one connection per reading thread: in WAL mode a reader sees the last
+committed state and neither waits for a writer (nor its sync) nor holds one up. A thread
+inside a transaction reads through the writing connection and sees its own changes.
 """
 
 from __future__ import annotations
@@ -10,49 +20,193 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+
+# The most callers one commit serves: bounds how long the first of them waits for it.
+MAX_GROUP = 64
+
+
+@dataclass
+class _Group:
+    """One open transaction that several callers' changes join, committed once for all."""
+
+    durable: bool  # its commit is synced (synchronous FULL), not NORMAL
+    members: int = 0
+    committed: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None  # why the group's changes were not committed
 
 
 class Database:
     """One SQLite file, safe to share between threads."""
 
     def __init__(self, path: str | Path, *, rows_by_name: bool = False) -> None:
-        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in `transaction`).
-        self.connection = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        if rows_by_name:
-            self.connection.row_factory = sqlite3.Row
-        self.lock = threading.RLock()
+        self.path = str(path)
+        self._rows_by_name = rows_by_name
+        self.connection = self._connect()
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
+        self._lock = threading.RLock()  # the writing connection
+        self._arrivals = threading.Lock()
+        self._waiting = 0  # callers of `transaction` waiting for the lock
+        self._group: _Group | None = None
+        self._writer: int | None = None  # the thread inside a transaction's block, if any
+        self._exclusive: int | None = None  # the thread inside `exclusive`, if any
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE in `transaction`).
+        connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        if self._rows_by_name:
+            connection.row_factory = sqlite3.Row
+        return connection
 
     @contextmanager
     def transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """The connection inside one immediate transaction: committed when the block ends,
-        rolled back if it raises. With `durable` false the commit is not synced to disk
-        (synchronous NORMAL for it): a power loss may undo it, a process crash does not, and
-        the next durable commit syncs it too (WAL frames are synced in order). For changes
-        whose loss restart repairs anyway."""
-        with self.lock:
+        """The writing connection inside a transaction: the block's changes are committed
+        when it ends (perhaps in one commit with other threads' changes, see the module
+        docstring; this returns once they are), and undone if it raises. With `durable`
+        false the caller does not need the commit synced to disk: a group of such callers
+        only commits with synchronous NORMAL (a power loss may undo it, a process crash does
+        not, and the next durable commit syncs it too, as WAL frames are synced in order).
+        For changes whose loss restart repairs anyway. Transactions do not nest."""
+        if self._writer == threading.get_ident():
+            # Its commit would wait for the outer block, which waits for it.
+            raise RuntimeError("a transaction inside a transaction of the same thread")
+        with self._arrivals:
+            self._waiting += 1
+        self._lock.acquire()
+        with self._arrivals:
+            self._waiting -= 1
+        caller_error: BaseException | None = None
+        try:
+            group = self._join(durable)
+            self._writer = threading.get_ident()
+            try:
+                self.connection.execute("SAVEPOINT caller")
+                try:
+                    yield self.connection
+                except BaseException as error:
+                    caller_error = error
+                    self._undo_caller()
+                else:
+                    self.connection.execute("RELEASE caller")
+            except BaseException as error:  # the savepoint's own statements failed
+                self._end_group(f"the transaction failed: {error}")
+                raise
+            finally:
+                self._writer = None
+            # A caller waiting for the lock joins the group, and the last one in commits.
+            joined_later = group.durable and self._waiting and group.members < MAX_GROUP and self._exclusive is None
+            if self._group is group and not joined_later:
+                self._commit(group)
+        finally:
+            self._lock.release()
+        if caller_error is not None:
+            raise caller_error
+        group.committed.wait()
+        if group.error is not None:
+            raise sqlite3.OperationalError(f"not committed: {group.error}")
+
+    def _join(self, durable: bool) -> _Group:
+        """The open group, or a new one. SQLite fixes a transaction's sync level at its
+        start, so a group that is not durable has this caller alone (it commits before it
+        lets go of the lock), and a durable group serves callers that are not as well."""
+        if self._closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        if self._group is None:
             if not durable:
                 self.connection.execute("PRAGMA synchronous=NORMAL")
             try:
                 self.connection.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self.connection
-                except BaseException:
-                    self.connection.execute("ROLLBACK")
-                    raise
-                self.connection.execute("COMMIT")
+            except BaseException:
+                self._restore_sync(durable)
+                raise
+            self._group = _Group(durable=durable)
+        self._group.members += 1
+        return self._group
+
+    def _restore_sync(self, durable: bool) -> None:
+        if not durable:
+            self.connection.execute("PRAGMA synchronous=FULL")
+
+    def _undo_caller(self) -> None:
+        """Undoes this caller's changes alone; where SQLite has rolled back the whole
+        transaction already (some errors do), the group ends without a commit."""
+        if self.connection.in_transaction:
+            try:
+                self.connection.execute("ROLLBACK TO caller")
+                self.connection.execute("RELEASE caller")
+                return
+            except sqlite3.Error:
+                pass
+        self._end_group("the transaction was rolled back by an error of another change in it")
+
+    def _commit(self, group: _Group) -> None:
+        try:
+            self.connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            self._end_group(f"the commit failed: {error}")
+            raise
+        self._group = None
+        self._restore_sync(group.durable)
+        group.committed.set()
+
+    def _end_group(self, reason: str) -> None:
+        """Rolls back the open group (if SQLite has not) and tells its callers why."""
+        group, self._group = self._group, None
+        if self.connection.in_transaction:
+            with suppress(sqlite3.Error):
+                self.connection.execute("ROLLBACK")
+        if group is not None:
+            with suppress(sqlite3.Error):
+                self._restore_sync(group.durable)
+            group.error = reason
+            group.committed.set()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[sqlite3.Connection]:
+        """The writing connection outside any transaction, for this thread alone until the
+        block ends (to ATTACH another file, say); transactions in the block commit at once."""
+        with self._lock:
+            if self._group is not None:
+                self._commit(self._group)
+            self._exclusive = threading.get_ident()
+            try:
+                yield self.connection
             finally:
-                if not durable:
-                    self.connection.execute("PRAGMA synchronous=FULL")
+                self._exclusive = None
 
     def rows(self, query: str, params: tuple = ()) -> list:  # type: ignore[type-arg]
-        """The rows of one query, read under the lock."""
-        with self.lock:
+        """The rows of one query: from the last committed state through this thread's
+        reading connection, or through the writing one inside this thread's transaction."""
+        if self._writer == threading.get_ident():
             return self.connection.execute(query, params).fetchall()
+        return self._reader().execute(query, params).fetchall()
+
+    def _reader(self) -> sqlite3.Connection:
+        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if reader is None:
+            with self._arrivals:
+                if self._closed:
+                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+                reader = self._connect()
+                reader.execute("PRAGMA query_only=ON")
+                self._readers.append(reader)
+            self._local.reader = reader
+        return reader
 
     def close(self) -> None:
-        with self.lock:
+        """Closes the writing connection and every thread's reading one; a transaction
+        still open is rolled back (its callers raise)."""
+        with self._lock:
+            self._end_group("the database was closed")
+            with self._arrivals:
+                self._closed = True
+                for reader in self._readers:
+                    reader.close()
+                self._readers.clear()
             self.connection.close()

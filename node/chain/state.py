@@ -185,8 +185,6 @@ class ChainState:
         self.path = Path(path)
         self.start_block = start_block
         self._database = Database(path)
-        self._lock = self._database.lock
-        self._db = self._database.connection
         identity = {
             "schema": str(SCHEMA_VERSION),
             "chain_id": str(chain_id),
@@ -474,9 +472,9 @@ def import_legacy_files(data_dir: str | Path, state: ChainState) -> list[str]:
                 "file away to start from the chain, or set chain.* to what it was"
             )
     imported = []
-    with state._lock:
+    with state._database.exclusive() as connection:
         for index, (path, _) in enumerate(databases):
-            state._db.execute(f"ATTACH DATABASE ? AS legacy{index}", (str(path),))
+            connection.execute(f"ATTACH DATABASE ? AS legacy{index}", (str(path),))
         try:
             with state._tx() as db:
                 for index, (path, reader) in enumerate(databases):
@@ -503,7 +501,7 @@ def import_legacy_files(data_dir: str | Path, state: ChainState) -> list[str]:
                     imported.append(LEGACY_RECORDS_DIR)
         finally:
             for index in range(len(databases)):
-                state._db.execute(f"DETACH DATABASE legacy{index}")
+                connection.execute(f"DETACH DATABASE legacy{index}")
     for path, _ in databases:
         for suffix in ("", "-wal", "-shm"):
             part = path.with_name(path.name + suffix)

@@ -16,7 +16,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attest.digests import sha256_hex
@@ -191,7 +191,6 @@ class JobStore:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._database = Database(self.data_dir / "jobs.sqlite3", rows_by_name=True)
         self.blobs = BlobStore(self.data_dir / "blobs", self._database)
-        self._lock = self._database.lock
         self._db = self._database.connection
         self._migrate()
         self._db.executescript(_SCHEMA)
@@ -252,24 +251,18 @@ class JobStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (job_id, seq, module_digest, json.dumps(list(input_digests)), QUEUED, now, now),
             )
-        job = self.get(job_id)
-        assert job is not None
-        return job
+            return _job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     def get(self, job_id: str) -> StoredJob | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return None if row is None else _job(row)
+        rows = self._database.rows("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        return _job(rows[0]) if rows else None
 
     def jobs(self) -> list[StoredJob]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM jobs ORDER BY seq").fetchall()
-        return [_job(r) for r in rows]
+        return [_job(r) for r in self._database.rows("SELECT * FROM jobs ORDER BY seq")]
 
     def counts(self) -> dict[str, int]:
         """Jobs per state (every state present, zero when none)."""
-        with self._lock:
-            rows = self._db.execute("SELECT state, count FROM job_counts").fetchall()
+        rows = self._database.rows("SELECT state, count FROM job_counts")
         counts = dict.fromkeys(STATES, 0)
         counts.update({r[0]: r[1] for r in rows})
         return counts
@@ -279,16 +272,7 @@ class JobStore:
         not synced to disk: if a power loss undoes it the job is queued, and a running job
         is put back in the queue at start anyway."""
         with self._transaction(durable=False) as db:
-            row = db.execute(
-                "SELECT id FROM jobs WHERE state = ? ORDER BY seq LIMIT 1", (QUEUED,)
-            ).fetchone()
-            if row is None:
-                return None
-            db.execute(
-                "UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?",
-                (RUNNING, time.time(), row["id"]),
-            )
-        return self.get(row["id"])
+            return _claim_in(db)
 
     def finish(
         self,
@@ -297,16 +281,23 @@ class JobStore:
         statement_digest: str,
         envelope_digest: str,
         new_blobs: Sequence[bytes] = (),
-    ) -> None:
+        *,
+        claim_next: bool = False,
+    ) -> StoredJob | None:
         """Marks a running job done. `statement_digest` names the deterministic execution (the
         same on every honest node and every redo); `envelope_digest` is the blob of the signed
         DSSE envelope. The output and envelope blobs are either stored already or among
         `new_blobs`, which are stored in the same transaction (one commit a job, and no
-        outputs without their job's record)."""
-        self._set(
-            job_id, DONE, new_blobs, output_digests=json.dumps(list(output_digests)),
-            statement_digest=statement_digest, envelope_digest=envelope_digest, error=None,
-        )  # fmt: skip
+        outputs without their job's record). With `claim_next`, the same transaction also
+        claims the next queued job (see `claim_next`) and returns it: a busy worker's one
+        commit a job."""
+        with self._transaction() as db:
+            self.blobs.put_in(db, new_blobs)
+            _set_in(
+                db, job_id, DONE, output_digests=json.dumps(list(output_digests)),
+                statement_digest=statement_digest, envelope_digest=envelope_digest, error=None,
+            )  # fmt: skip
+            return _claim_in(db) if claim_next else None
 
     def fail(self, job_id: str, error: str) -> None:
         """Marks a running job failed with `error`."""
@@ -331,17 +322,31 @@ class JobStore:
         """Puts a running job back in the queue (shutdown before it finished)."""
         self._set(job_id, QUEUED)
 
-    def _set(self, job_id: str, state: str, new_blobs: Sequence[bytes] = (), **columns: str | None) -> None:
-        assignments = "".join(f", {name} = ?" for name in columns)
+    def _set(self, job_id: str, state: str, **columns: str | None) -> None:
         with self._transaction() as db:
-            if new_blobs:
-                self.blobs.put_in(db, new_blobs)
-            cursor = db.execute(
-                f"UPDATE jobs SET state = ?, updated_at = ?{assignments} WHERE id = ? AND state = ?",
-                (state, time.time(), *columns.values(), job_id, RUNNING),
-            )
-            if cursor.rowcount != 1:
-                raise ValueError(f"job {job_id}: not running")
+            _set_in(db, job_id, state, **columns)
+
+
+def _set_in(db: sqlite3.Connection, job_id: str, state: str, **columns: str | None) -> None:
+    """Moves a running job to `state` with `columns`, in the caller's transaction `db`;
+    ValueError when it is not running."""
+    assignments = "".join(f", {name} = ?" for name in columns)
+    cursor = db.execute(
+        f"UPDATE jobs SET state = ?, updated_at = ?{assignments} WHERE id = ? AND state = ?",
+        (state, time.time(), *columns.values(), job_id, RUNNING),
+    )
+    if cursor.rowcount != 1:
+        raise ValueError(f"job {job_id}: not running")
+
+
+def _claim_in(db: sqlite3.Connection) -> StoredJob | None:
+    """The oldest queued job, moved to `running` in the caller's transaction `db`."""
+    row = db.execute("SELECT * FROM jobs WHERE state = ? ORDER BY seq LIMIT 1", (QUEUED,)).fetchone()
+    if row is None:
+        return None
+    now = time.time()
+    db.execute("UPDATE jobs SET state = ?, updated_at = ? WHERE id = ?", (RUNNING, now, row["id"]))
+    return replace(_job(row), state=RUNNING, updated_at=now)
 
 
 def _job(row: sqlite3.Row) -> StoredJob:

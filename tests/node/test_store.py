@@ -66,25 +66,6 @@ def test_wal_mode(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_a_commit_that_opts_out_of_the_sync_leaves_every_other_commit_synced(tmp_path: Path) -> None:
-    from node.sqlite import Database
-
-    database = Database(tmp_path / "t.sqlite3")
-    database.connection.execute("CREATE TABLE t (x)")
-    full, normal = 2, 1  # PRAGMA synchronous values
-    modes = []
-    with database.transaction(durable=False) as db:
-        db.execute("INSERT INTO t VALUES (1)")
-        modes.append(db.execute("PRAGMA synchronous").fetchone()[0])
-    with pytest.raises(RuntimeError), database.transaction(durable=False) as db:
-        raise RuntimeError("rolled back")
-    with database.transaction() as db:
-        modes.append(db.execute("PRAGMA synchronous").fetchone()[0])
-    assert modes == [normal, full]
-    assert database.rows("SELECT x FROM t") == [(1,)]
-    assert database.rows("PRAGMA synchronous") == [(full,)]  # restored after the rollback too
-
-
 def test_job_lifecycle(tmp_path: Path) -> None:
     store = JobStore(tmp_path)
     module = store.blobs.put(b"module")
@@ -105,6 +86,27 @@ def test_job_lifecycle(tmp_path: Path) -> None:
     store.fail(second.id, "boom")
     assert store.get(second.id).error == "boom"  # type: ignore[union-attr]
     assert store.claim_next() is None
+
+
+def test_a_finish_claims_the_next_job_in_its_own_commit(tmp_path: Path) -> None:
+    store = JobStore(tmp_path)
+    module = store.blobs.put(b"module")
+    first, second, third = (store.add_job(module, []) for _ in range(3))
+    assert store.claim_next().id == first.id  # type: ignore[union-attr]
+    statements: list[str] = []
+    store._database.connection.set_trace_callback(statements.append)
+    following = store.finish(first.id, [], "ab" * 32, "cd" * 32, claim_next=True)
+    assert statements.count("COMMIT") == 1
+    assert following is not None and following.id == second.id and following.state == RUNNING
+    assert store.get(second.id) == following
+    assert store.get(first.id).state == DONE  # type: ignore[union-attr]
+    # A finish that fails claims nothing: the next job stays queued.
+    with pytest.raises(ValueError, match="not running"):
+        store.finish(first.id, [], "ab" * 32, "cd" * 32, claim_next=True)
+    assert store.get(third.id).state == QUEUED  # type: ignore[union-attr]
+    assert store.finish(second.id, [], "ab" * 32, "cd" * 32, claim_next=True).id == third.id  # type: ignore[union-attr]
+    assert store.finish(third.id, [], "ab" * 32, "cd" * 32, claim_next=True) is None  # the queue is empty
+    assert store.counts() == {QUEUED: 0, RUNNING: 0, DONE: 3, FAILED: 0}
 
 
 def test_unknown_blob_refused_and_nothing_stored(tmp_path: Path) -> None:
