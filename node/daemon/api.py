@@ -100,10 +100,11 @@ def _refusal(refused: Refused) -> HTTPException:
     return HTTPException(status_code=refused.status, detail=str(refused), headers=headers or None)
 
 
-def _admitted(request: Request) -> Token | None:
+async def _admitted(request: Request) -> Token | None:
     """The request's token, admitted by the app's gate (or the request refused). As a route
     dependency it is solved before the body is read, so an unauthenticated request gets its
-    401 whatever it carries."""
+    401 whatever it carries. Async: it runs on the event loop (a token lookup is one indexed
+    read), where a plain function would cost each request a hop to a worker thread."""
     try:
         return request.app.state.gate.admit(request.headers.get("authorization"))
     except Refused as refused:
@@ -174,7 +175,7 @@ def create_app(
         return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
 
     app.include_router(blob_routes(store, limits_bytes, gate))
-    app.include_router(job_routes(store, limits, metrics, pool, gate, known))
+    app.include_router(job_routes(store, limits, pool, gate, known))
     app.include_router(chain_routes(store, chain))
     app.include_router(node_routes(store, signer, metrics, pool, chain))
     return app
@@ -221,7 +222,7 @@ def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:
     return router
 
 
-def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPool | None, gate: Gate, known: KnownModules) -> APIRouter:
+def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: Gate, known: KnownModules) -> APIRouter:
     """`POST /v1/jobs`, `GET /v1/jobs/{id}` and its trace: local jobs, checked before queued."""
     router = APIRouter()
 
@@ -266,7 +267,6 @@ def job_routes(store: JobStore, limits: Limits, metrics: Metrics, pool: WorkerPo
         # Only now is anything stored: the job with its module and inline inputs, at once.
         inline = inputs if body.input_data else []
         job = store.add_job(program.source_hash, [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
-        metrics.update_jobs(store)
         if pool is not None:
             pool.notify()
         return job.to_dict()

@@ -75,6 +75,7 @@ class Metrics:
         )  # fmt: skip
 
     def update_jobs(self, store: JobStore) -> None:
+        """Sets the per-state job gauge from the store (when the metrics are scraped)."""
         for state, count in store.counts().items():
             self.jobs.labels(state=state).set(count)
 
@@ -153,35 +154,54 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        requeued = []
-        for job_id in list(self._current.values()):
-            try:
-                self.store.requeue(job_id)
-                requeued.append(job_id)
-            except ValueError:
-                pass  # it finished between the join and here
+        requeued = [job_id for job_id in list(self._current.values()) if self._requeue(job_id)]
         self.executions.close()
         return requeued
 
     def _loop(self, index: int) -> None:
+        job: StoredJob | None = None
         while not self._stopping.is_set():
-            job = self.store.claim_next()
             if job is None:
-                with self._wake:
-                    self._wake.wait(self.poll_seconds)
-                continue
+                job = self._claim(index)
+                if job is None:
+                    with self._wake:
+                        self._wake.wait(self.poll_seconds)
+                    continue
             self._current[index] = job.id
             try:
-                self.run_job(job)
+                job = self.run_job(job, claim_next=True)
+            except Exception:  # the store failing as the outcome is recorded
+                log.exception("job %s: its outcome could not be stored (it is queued again at restart)", job.id)
+                job = None
             finally:
                 self._current.pop(index, None)
+        if job is not None:  # claimed with the last job's finish as the pool stopped, not run
+            self._requeue(job.id)
 
-    def run_job(self, job: StoredJob) -> None:
-        """Runs one claimed job to `done` or `failed` (never leaves it running unless the
-        process dies, in which case the next start requeues it)."""
-        started = time.perf_counter()
+    def _claim(self, index: int) -> StoredJob | None:
         try:
-            self._execute(job)
+            return self.store.claim_next()
+        except Exception:  # the store failing (disk full, I/O error) must not end the worker
+            log.exception("worker %d: could not take the next job; trying again", index)
+            self._stopping.wait(self.poll_seconds)
+            return None
+
+    def _requeue(self, job_id: str) -> bool:
+        try:
+            self.store.requeue(job_id)
+        except ValueError:
+            return False  # it is no longer running
+        return True
+
+    def run_job(self, job: StoredJob, *, claim_next: bool = False) -> StoredJob | None:
+        """Runs one claimed job to `done` or `failed` (never leaves it running unless the
+        process dies, in which case the next start requeues it). With `claim_next` (and the
+        pool not stopping), a job that is done is recorded in one transaction with the claim
+        of the next queued job, which is returned (None otherwise)."""
+        started = time.perf_counter()
+        following = None
+        try:
+            following = self._execute(job, claim_next=claim_next and not self._stopping.is_set())
             outcome = "done"
         except ExecutionDied as error:
             outcome = self._after_death(job, str(error))
@@ -193,8 +213,8 @@ class WorkerPool:
             outcome = "failed"
             self._fail(job, f"internal error: {type(error).__name__}: {error}")
         self.metrics.finished.labels(outcome=outcome).inc()
-        self.metrics.update_jobs(self.store)
         log.info("job %s %s in %.3f s", job.id, outcome, time.perf_counter() - started)
+        return following
 
     def _after_death(self, job: StoredJob, message: str) -> str:
         """A job whose execution process died: queued once more, failed the second time."""
@@ -211,13 +231,14 @@ class WorkerPool:
         except ValueError:
             log.warning("job %s: no longer running (requeued at shutdown)", job.id)
 
-    def _execute(self, job: StoredJob) -> None:
+    def _execute(self, job: StoredJob, *, claim_next: bool) -> StoredJob | None:
         result = self.execute_bound(
             job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None, store_blobs=False
         )
-        self.store.finish(
-            job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest, result.unstored
-        )
+        return self.store.finish(
+            job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest, result.unstored,
+            claim_next=claim_next,
+        )  # fmt: skip
 
     def execute_bound(
         self,

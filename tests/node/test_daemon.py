@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
-from node.daemon.store import DONE, FAILED, QUEUED, JobStore
+from node.daemon.store import DONE, FAILED, QUEUED, RUNNING, JobStore
 from node.protocol import INLINE_INPUT_BYTES, statement_digest
 from node.sdk import Client, JobFailed, RequestRefused
 from node.tensors import npy_bytes
@@ -227,7 +228,8 @@ def test_service_endpoints(node: NodeServer, client: Client) -> None:
     ready = httpx.get(f"{node.url}/readyz").json()
     assert ready["ok"] and ready["key"] == node.pool.key_id
     metrics = httpx.get(f"{node.url}/metrics").text
-    assert 'vxla_jobs{state="done"}' in metrics
+    # The per-state gauge is read from the store when scraped.
+    assert f'vxla_jobs{{state="done"}} {float(node.store.counts()[DONE])}' in metrics
     assert "vxla_execution_seconds_count" in metrics
     assert 'vxla_compile_cache_total{outcome="hit"}' in metrics
     paths = httpx.get(f"{node.url}/openapi.json").json()["paths"]
@@ -336,3 +338,39 @@ def test_stop_leaves_no_job_running(tmp_path: Path) -> None:
         assert len(digests) == 1
     finally:
         server.stop()
+
+
+def test_a_failing_store_does_not_end_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store failing (an I/O error, a full disk: injected here) as a worker takes a job or
+    records its outcome is logged, and the worker goes on with the next job; the job whose
+    outcome was lost stays running until the next start requeues it."""
+    server = start_node(tmp_path)
+    store = server.store
+    failures = {"claim_next": 1, "finish": 1, "fail": 1}
+
+    def failing(name: str) -> Any:
+        real = getattr(store, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if failures[name]:
+                failures[name] -= 1
+                raise sqlite3.OperationalError(f"disk I/O error (injected into {name})")
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in failures:
+        monkeypatch.setattr(store, name, failing(name))
+    try:
+        with Client(server.url) as sdk:
+            lost = sdk.submit(MLP.module_text, MLP.inputs())
+            # The first claim failed and the finish and the fail of the first job too.
+            deadline = time.monotonic() + 60
+            while failures != {"claim_next": 0, "finish": 0, "fail": 0}:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert sdk.submit(MLP.module_text, MLP.inputs()).wait(timeout=60).state == DONE
+            assert store.get(lost.id).state == RUNNING  # type: ignore[union-attr]
+    finally:
+        server.stop()
+    assert JobStore(tmp_path).get(lost.id).state == QUEUED  # type: ignore[union-attr]
