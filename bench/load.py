@@ -1,9 +1,16 @@
 """Load test of one node: starts `vxla node run` as a child process on a free loopback port
-(temporary data directory and encrypted key), submits many small distinct jobs from a pool
-of SDK clients, waits for all of them and checks that none is lost; prints jobs per second
-and submit-to-done latency percentiles.
+(temporary data directory and encrypted key), submits many small distinct jobs from
+`--concurrency` client threads, waits for all of them and checks that none is lost; prints
+jobs per second, submit-to-done latency percentiles and where the CPU time went.
 
-    python bench/load.py [--jobs 200] [--concurrency 8] [--workers 1] [--json]
+    python bench/load.py [--jobs 200] [--concurrency 8] [--workers 1] [--sdk-client] [--json]
+
+The load generator shares the host's cores with the node it measures, so it costs as little
+as it can: the measured jobs are the SDK's own requests (`node.sdk.inline_job_request`),
+encoded before the measured window and posted on keep-alive connections. `--sdk-client`
+submits them through `Client.submit` instead, which encodes each job as it is sent (a few
+milliseconds of the load generator's CPU a job, taken from the node). Results are checked
+through the SDK either way.
 
 A job is lost when it is missing, not `done`, shares a trace digest with another job (two
 distinct jobs never have the same deterministic trace), or its outputs do not match the
@@ -16,18 +23,27 @@ inflate it. Throughput is jobs / (last job done - first submission started). Bef
 a warm-up that is not counted runs one job of each fixture per worker: the measured jobs
 find the execution processes started and their executables compiled, the node's steady
 state.
+
+Where the time goes: the CPU seconds of the node, of its execution processes and of the
+load generator over the measured window, per job, and the share of the host's cores left
+idle (`cpu` in the report).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import http.client
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,10 +56,12 @@ sys.path.insert(0, str(REPO))
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
+import psutil  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey  # noqa: E402
 
 from attest import init_key_files, load_private_key  # noqa: E402
-from node.sdk import Client  # noqa: E402
+from node.sdk import Client, inline_job_request  # noqa: E402
+from node.tensors import npy_bytes  # noqa: E402
 from node.tracing.verify import verify_trace  # noqa: E402
 from tests.fixture_data import Fixture  # noqa: E402
 
@@ -129,12 +147,19 @@ def new_node(directory: Path, *, workers: int = 1, limits: str = "") -> NodeProc
     return NodeProcess(directory, config, public_key)
 
 
+@functools.cache
+def base_inputs(fixture: Fixture) -> tuple[np.ndarray, ...]:
+    """The fixture's inputs, read from disk once (the load generator must cost the machine
+    as little as it can: it shares the cores with the node it measures)."""
+    return tuple(fixture.inputs())
+
+
 def varied_inputs(fixture: Fixture, seed: int) -> list[np.ndarray]:
     """The fixture's inputs with their values replaced from `seed` (same dtypes and shapes),
     so every job is a distinct computation with its own trace digest."""
     rng = np.random.default_rng(seed)
     arrays = []
-    for base in fixture.inputs():
+    for base in base_inputs(fixture):
         if np.issubdtype(base.dtype, np.integer):
             info = np.iinfo(base.dtype)
             arrays.append(
@@ -143,6 +168,45 @@ def varied_inputs(fixture: Fixture, seed: int) -> list[np.ndarray]:
         else:
             arrays.append((base + rng.normal(0.0, 0.1, size=base.shape)).astype(base.dtype))
     return arrays
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU seconds so far of the node, its execution processes and this load generator,
+    and the host's idle seconds (all cores), at one moment."""
+
+    node: float
+    execution: dict[int, float]
+    load_generator: float
+    host_idle: float
+    at: float
+
+    @classmethod
+    def take(cls, node_pid: int) -> CpuSample:
+        node = psutil.Process(node_pid)
+        execution = {}
+        for child in node.children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # one that ended meanwhile
+                execution[child.pid] = _busy(child.cpu_times())
+        idle = psutil.cpu_times().idle
+        return cls(_busy(node.cpu_times()), execution, _busy(psutil.Process().cpu_times()), idle, time.monotonic())
+
+    def since(self, earlier: CpuSample, jobs: int) -> dict[str, float]:
+        """Milliseconds of CPU a job by process between the two samples, and the share of
+        the host's cores left idle."""
+        execution = sum(v - earlier.execution.get(pid, 0.0) for pid, v in self.execution.items())
+        cores = psutil.cpu_count() or 1
+        per_job = 1000 / max(jobs, 1)
+        return {
+            "node_ms_per_job": (self.node - earlier.node) * per_job,
+            "execution_processes_ms_per_job": execution * per_job,
+            "load_generator_ms_per_job": (self.load_generator - earlier.load_generator) * per_job,
+            "host_idle_share": (self.host_idle - earlier.host_idle) / max(cores * (self.at - earlier.at), 1e-9),
+        }
+
+
+def _busy(times: Any) -> float:
+    return float(times.user + times.system)
 
 
 @dataclass(frozen=True)
@@ -168,18 +232,40 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 def run_load(
     node: NodeProcess, jobs: int, concurrency: int, *, seed: int = 0, verify_sample: int = 4,
-    timeout: float = 600.0, workers: int = 1,
+    timeout: float = 600.0, workers: int = 1, lean: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Submits `jobs` jobs to the running `node` from `concurrency` threads, waits for all,
-    checks them and returns the report (see the module docstring)."""
+    checks them and returns the report (see the module docstring). `lean`: the measured jobs
+    are posted as request bodies encoded beforehand (False: through `Client.submit`)."""
     fixtures = {name: Fixture(name) for name in FIXTURES}
+    modules = {name: fixture.module_text for name, fixture in fixtures.items()}
     plan = [Planned(i, FIXTURES[i % len(FIXTURES)], seed * 1_000_003 + i) for i in range(jobs)]
     clients = [Client(node.url, trusted_keys=[node.public_key]) for _ in range(concurrency)]
 
     def submit(planned: Planned) -> str:
         client = clients[planned.index % concurrency]
         fixture = fixtures[planned.fixture]
-        return client.submit(fixture.module_text, varied_inputs(fixture, planned.seed)).id
+        return client.submit(modules[planned.fixture], varied_inputs(fixture, planned.seed)).id
+
+    def request_body(planned: Planned) -> bytes:
+        inputs = [npy_bytes(a) for a in varied_inputs(fixtures[planned.fixture], planned.seed)]
+        return json.dumps(inline_job_request(modules[planned.fixture], inputs)).encode()
+
+    connections = threading.local()
+
+    def post(body: bytes) -> str:
+        """POST /v1/jobs on this thread's keep-alive connection: the SDK's request, encoded
+        before the measured window (see the module docstring)."""
+        connection = getattr(connections, "http", None)
+        if connection is None:
+            connection = connections.http = http.client.HTTPConnection(address.hostname, address.port, timeout=timeout)
+            opened.append(connection)
+        connection.request("POST", "/v1/jobs", body, {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        answer = response.read()
+        if response.status != 201:
+            raise RuntimeError(f"POST /v1/jobs answered {response.status}: {answer[:500]!r}")
+        return str(json.loads(answer)["id"])
 
     # Warm-up, not counted: one job of each fixture per worker, so the measured jobs find
     # the execution processes started and the executables compiled (small jobs with cache
@@ -189,10 +275,15 @@ def run_load(
     with ThreadPoolExecutor(concurrency) as pool:
         for job in list(pool.map(lambda p: clients[p.index % concurrency].job(submit(p)), warm_plan)):
             job.wait(timeout=timeout, poll_seconds=0.05)
+    address = urllib.parse.urlsplit(node.url)
+    opened: list[http.client.HTTPConnection] = []
+    bodies = [request_body(planned) for planned in plan] if lean else []
+    assert node.process is not None
+    cpu_before = CpuSample.take(node.process.pid)
     started = time.time()
     try:
         with ThreadPoolExecutor(concurrency) as pool:
-            ids = list(pool.map(submit, plan))
+            ids = list(pool.map(post, bodies) if lean else pool.map(submit, plan))
         submitted = time.time()
         # Wait on the node's counts (one request per poll) rather than polling every job.
         deadline = time.monotonic() + timeout
@@ -201,6 +292,7 @@ def run_load(
             if counts["done"] + counts["failed"] >= jobs + len(warm_plan) or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
+        cpu = CpuSample.take(node.process.pid).since(cpu_before, jobs)
         with ThreadPoolExecutor(concurrency) as pool:
             infos = list(pool.map(lambda i: clients[0].job(i).info, ids))
         problems: list[str] = []
@@ -247,6 +339,8 @@ def run_load(
     finally:
         for client in clients:
             client.close()
+        for connection in opened:
+            connection.close()
     finished = max(
         (info["updated_at"] for info in infos if info["state"] == "done"), default=time.time()
     )
@@ -268,6 +362,9 @@ def run_load(
         "wall_seconds": wall,
         "jobs_per_second": len(done_ids) / wall,
         "latency_seconds": percentiles(latencies),
+        # Where the time went in the measured window (psutil; the host's cores are shared by
+        # the node, its execution processes and this load generator).
+        "cpu": cpu,
     }
 
 
@@ -289,6 +386,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds to wait for all jobs (default 600)"
     )
+    parser.add_argument(
+        "--sdk-client", action="store_true",
+        help="submit the measured jobs through Client.submit (encoding each job as it is sent) "
+        "instead of posting request bodies encoded beforehand",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.concurrency < 1 or args.workers < 1:
@@ -300,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = run_load(
                 node, args.jobs, args.concurrency, seed=args.seed,
                 verify_sample=args.verify_sample, timeout=args.timeout, workers=args.workers,
+                lean=not args.sdk_client,
             )  # fmt: skip
         finally:
             report_exit = node.stop()
@@ -320,6 +423,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             "submit-to-done latency: "
             + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in latency.items())
+        )
+        cpu = report["cpu"]
+        print(
+            f"CPU a job: node {cpu['node_ms_per_job']:.2f} ms, execution processes "
+            f"{cpu['execution_processes_ms_per_job']:.2f} ms, load generator "
+            f"{cpu['load_generator_ms_per_job']:.2f} ms; host cores idle {cpu['host_idle_share']:.0%}"
         )
         for problem in report["problems"]:
             print(f"  problem: {problem}")

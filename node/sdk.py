@@ -86,6 +86,13 @@ def _tensor_bytes(tensor: TensorLike) -> bytes:
     return Path(tensor).read_bytes()
 
 
+def inline_job_request(module_text: str, input_npy: Sequence[bytes], redundancy: int = 1) -> dict[str, Any]:
+    """The body of a `POST /v1/jobs` that carries the module and the inputs themselves (each
+    input's .npy bytes, in base64), as `Client.submit` sends a small job."""
+    encoded = [base64.b64encode(data).decode("ascii") for data in input_npy]
+    return {"module": module_text, "input_data": encoded, "redundancy": redundancy}
+
+
 def _as_array(tensor: TensorLike) -> np.ndarray:
     if isinstance(tensor, np.ndarray | np.generic):
         return np.asarray(tensor)
@@ -292,8 +299,7 @@ class Client:
         if self.chain is None and sum(map(len, data)) <= INLINE_INPUT_BYTES:
             # Small inputs travel in the job request: one request, and nothing is stored
             # unless the job is taken.
-            encoded = [base64.b64encode(d).decode("ascii") for d in data]
-            info = self._json("POST", "/v1/jobs", json={"module": text, "input_data": encoded, "redundancy": redundancy})
+            info = self._json("POST", "/v1/jobs", json=inline_job_request(text, data, redundancy))
             return Job(self, info["id"], info)
         digests = [self.put_blob(d) for d in data]
         if self.chain is not None:

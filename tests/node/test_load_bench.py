@@ -9,13 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_load_bench_loses_no_job() -> None:
+@pytest.mark.parametrize("client", ["lean", "sdk"])
+def test_load_bench_loses_no_job(client: str) -> None:
     result = subprocess.run(
         [sys.executable, str(REPO / "bench" / "load.py"), "--jobs", "6", "--concurrency", "3",
-         "--verify-sample", "2", "--timeout", "120", "--json"],
+         "--verify-sample", "2", "--timeout", "120", "--json", *(["--sdk-client"] if client == "sdk" else [])],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -28,6 +31,11 @@ def test_load_bench_loses_no_job() -> None:
     assert set(report["latency_seconds"]) == {"p50", "p90", "p99", "max"}
     latency = report["latency_seconds"]
     assert 0 <= latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
+    # Where the time went: CPU a job by process (the node ran the jobs, so it spent some).
+    cpu = report["cpu"]
+    assert set(cpu) == {"node_ms_per_job", "execution_processes_ms_per_job", "load_generator_ms_per_job", "host_idle_share"}
+    assert cpu["node_ms_per_job"] > 0 and cpu["execution_processes_ms_per_job"] > 0
+    assert 0 <= cpu["host_idle_share"] <= 1
 
 
 def test_load_bench_help() -> None:
@@ -36,5 +44,5 @@ def test_load_bench_help() -> None:
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0
-    for option in ("--jobs", "--concurrency", "--json"):
+    for option in ("--jobs", "--concurrency", "--json", "--sdk-client"):
         assert option in result.stdout
