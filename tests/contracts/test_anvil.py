@@ -173,7 +173,8 @@ def test_a_transaction_behind_a_nonce_gap_is_cancelled_and_the_gap_filled(anvil:
     assert time.monotonic() - started < 10, "cancelled after the stuck wait, not the receipt timeout"
 
     # Both nonces now hold no-ops (empty transfers to the sender itself); the transfer never ran.
-    assert _count(anvil, sender, "latest") == mined + 2
+    # The client sends the no-ops without waiting for them: anvil mines them a moment later.
+    _wait_for(lambda: _count(anvil, sender, "latest") == mined + 2, "both no-ops mined")
     assert _rpc(anvil, "txpool_status") == {"pending": "0x0", "queued": "0x0"}
     sent = []
     for number in range(1, anvil.eth.block_number + 1):
