@@ -3,6 +3,7 @@ files."""
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import zipfile
@@ -38,17 +39,27 @@ def load_npy(path: str | Path) -> np.ndarray:
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
-    """The .npy encoding of `array`; ml_dtypes' int4 and uint4 (what JAX hands out) as the
-    int8 and uint8 holding their values, the form nodes take s4 and u4 in."""
+    """The .npy encoding of `array`, byte for byte what `np.save` writes; ml_dtypes' int4 and
+    uint4 (what JAX hands out) as the int8 and uint8 holding their values, the form nodes take
+    s4 and u4 in."""
     if array.dtype.name in ("int4", "uint4"):
         array = array.astype(np.int8 if array.dtype.name == "int4" else np.uint8)
-    buffer = io.BytesIO()
-    np.save(buffer, np.require(array, requirements="C"), allow_pickle=False)
-    return buffer.getvalue()
+    array = np.require(array, requirements="C")
+    try:
+        if array.dtype.hasobject:
+            raise ValueError("object arrays: np.save refuses them without pickle")
+        header = _npy_header(array.dtype, array.shape)
+    except ValueError:  # a header over format 1.0's size: np.save picks the format (or refuses)
+        buffer = io.BytesIO()
+        np.save(buffer, array, allow_pickle=False)
+        return buffer.getvalue()
+    return header + array.tobytes()
 
 
+@functools.lru_cache(maxsize=1024)
 def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
-    """The header `np.save` writes (format 1.0) before a C-order array of `dtype` and `shape`."""
+    """The header `np.save` writes (format 1.0) before a C-order array of `dtype` and `shape`
+    (kept: a node writes and reads the same few forms for every job)."""
     buffer = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         buffer, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
