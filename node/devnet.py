@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -80,18 +81,18 @@ def _spawn(argv: list[str], log_path: Path) -> tuple[subprocess.Popen[bytes], Pr
     return proc, ProcessInfo(proc.pid, argv)
 
 
-def _clear_previous(node_dir: Path) -> None:
-    """A node directory left by an earlier devnet (its chain is gone) is removed; anything
-    else in the way is an error, never deleted."""
-    import shutil
+def _check_node_directories(directory: Path, nodes: int) -> None:
+    """Before anything starts: a node directory left by an earlier devnet (its chain is gone)
+    may be replaced; anything else in the way is an error, and nothing is written or deleted."""
+    for index in range(nodes):
+        node_dir = directory / f"node{index}"
+        if node_dir.exists() and not _is_devnet_node_directory(node_dir):
+            raise DevnetError(f"{node_dir} exists and is not a devnet node directory; choose another --dir")
 
-    if not node_dir.exists():
-        return
+
+def _is_devnet_node_directory(node_dir: Path) -> bool:
     config = node_dir / "node.toml"
-    if config.is_file() and config.read_text(encoding="utf-8").startswith("# devnet node "):
-        shutil.rmtree(node_dir)
-        return
-    raise DevnetError(f"{node_dir} exists and is not a devnet node directory; choose another --dir")
+    return config.is_file() and config.read_text(encoding="utf-8").startswith("# devnet node ")
 
 
 def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, account: str, fault: str) -> str:
@@ -135,6 +136,7 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
     if not ANVIL.is_file():
         raise DevnetError(f"{ANVIL.relative_to(ROOT)} missing: run `make contracts` (npm ci in contracts/)")
     directory = directory.resolve()
+    _check_node_directories(directory, nodes)
     if (directory / STATE_FILE).is_file():
         previous = DevnetState.load(directory)
         if any(is_ours(p) for p in [previous.anvil] + [n.process for n in previous.nodes]):
@@ -168,7 +170,8 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
         procs = []
         for index, account in enumerate(accounts):
             node_dir = directory / f"node{index}"
-            _clear_previous(node_dir)
+            if node_dir.exists():  # an earlier devnet's (checked above)
+                shutil.rmtree(node_dir)
             keys = init_key_files(node_dir / "keys")
             node_port = free_port()
             url = f"http://127.0.0.1:{node_port}"

@@ -140,7 +140,8 @@ def test_devnet_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["devnet", "up", "--nodes", "1", "--dir", str(directory)]) == 2
     assert "not a devnet node directory" in capsys.readouterr().err
     assert (directory / "node0" / "precious.txt").read_text() == "keep"
-    assert not (directory / "state.json").exists()
+    # Refused before anvil starts: no state, no log, nothing else written.
+    assert sorted(str(p.relative_to(directory)) for p in directory.rglob("*")) == ["node0", "node0/precious.txt"]
 
 
 def _chain_job(program: str, inputs: str) -> ChainJob:
