@@ -63,6 +63,8 @@ def running_anvil(log: Path | None = None) -> Iterator[tuple[Web3, int]]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 @pytest.fixture

@@ -68,6 +68,8 @@ def node_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     yield url, process
     process.kill()
     process.wait()
+    assert process.stderr is not None
+    process.stderr.close()
 
 
 def test_submit_wait_json(node_process: tuple[str, subprocess.Popen], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -130,3 +132,4 @@ def test_sigterm_stops_cleanly(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+        process.stderr.close()
