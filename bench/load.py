@@ -251,7 +251,9 @@ def run_load(
         inputs = [npy_bytes(a) for a in varied_inputs(fixtures[planned.fixture], planned.seed)]
         return json.dumps(inline_job_request(modules[planned.fixture], inputs)).encode()
 
+    address = urllib.parse.urlsplit(node.url)
     connections = threading.local()
+    opened: list[http.client.HTTPConnection] = []
 
     def post(body: bytes) -> str:
         """POST /v1/jobs on this thread's keep-alive connection: the SDK's request, encoded
@@ -275,8 +277,6 @@ def run_load(
     with ThreadPoolExecutor(concurrency) as pool:
         for job in list(pool.map(lambda p: clients[p.index % concurrency].job(submit(p)), warm_plan)):
             job.wait(timeout=timeout, poll_seconds=0.05)
-    address = urllib.parse.urlsplit(node.url)
-    opened: list[http.client.HTTPConnection] = []
     bodies = [request_body(planned) for planned in plan] if lean else []
     assert node.process is not None
     cpu_before = CpuSample.take(node.process.pid)

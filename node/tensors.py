@@ -3,6 +3,7 @@ files."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import math
@@ -45,15 +46,12 @@ def npy_bytes(array: np.ndarray) -> bytes:
     if array.dtype.name in ("int4", "uint4"):
         array = array.astype(np.int8 if array.dtype.name == "int4" else np.uint8)
     array = np.require(array, requirements="C")
-    try:
-        if array.dtype.hasobject:
-            raise ValueError("object arrays: np.save refuses them without pickle")
-        header = _npy_header(array.dtype, array.shape)
-    except ValueError:  # a header over format 1.0's size: np.save picks the format (or refuses)
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
-        return buffer.getvalue()
-    return header + array.tobytes()
+    if not array.dtype.hasobject:  # object arrays: np.save refuses them below (no pickle)
+        with contextlib.suppress(ValueError):  # a header over format 1.0's size: np.save's choice
+            return _npy_header(array.dtype, array.shape) + array.tobytes()
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
 
 
 @functools.lru_cache(maxsize=1024)

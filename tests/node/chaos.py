@@ -505,24 +505,27 @@ def _node_records(node: ChaosNode) -> dict[int, tuple[str, bytes | None, bytes |
     return {int(r[0]): (str(r[1]), r[2], r[3], bytes(r[4])) for r in rows}
 
 
-def _job_of(d: Deployment, tx: Any) -> int | None:
-    """The job a market transaction is about (None for another call)."""
+def _market_call(d: Deployment, tx: Any) -> tuple[str, dict[str, Any]] | None:
+    """The market function a transaction calls and its arguments (None for another call)."""
     try:
-        _, args = d.market.contract.decode_function_input(bytes(tx["input"]))
+        fn, args = d.market.contract.decode_function_input(bytes(tx["input"]))
     except ValueError:
         return None
-    job_id = args.get("jobId")
+    return fn.fn_name, dict(args)
+
+
+def _job_of(d: Deployment, tx: Any) -> int | None:
+    """The job a market transaction is about (None for another call)."""
+    call = _market_call(d, tx)
+    job_id = None if call is None else call[1].get("jobId")
     return None if job_id is None else int(job_id)
 
 
 def _describe(d: Deployment, tx: Any) -> str:
     """'node 0x.. claimSlot(7)', from a transaction's input."""
-    try:
-        fn, args = d.market.contract.decode_function_input(bytes(tx["input"]))
-        call = f"{fn.fn_name}({', '.join(str(v) for v in args.values())[:60]})"
-    except ValueError:
-        call = "a call"
-    return f"{tx['from']} {call}"
+    call = _market_call(d, tx)
+    text = "a call" if call is None else f"{call[0]}({', '.join(str(v) for v in call[1].values())[:60]})"
+    return f"{tx['from']} {text}"
 
 
 def _check(
