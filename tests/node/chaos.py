@@ -268,33 +268,44 @@ class Chain:
         """Replaces the last `depth` blocks (see the module docstring); returns the node
         transactions it dropped."""
         with self.lock:
-            head = self.w3.eth.block_number
-            fork_time = int(self.w3.eth.get_block(head - depth)["timestamp"])
-            head_time = int(self.w3.eth.get_block(head)["timestamp"])
-            old, timely = [], 0
-            for number in range(head - depth + 1, head + 1):
-                block = self.w3.eth.get_block(number, full_transactions=True)
-                old += block["transactions"]
-                if int(block["timestamp"]) <= fork_time + CARRY_TIME_S:
-                    timely = len(old)
-            # anvil mines the new blocks at the fork point's time: a transaction that needed
-            # a later time (one after a time jump) would revert there, as no chain would
-            # have it, so the cut comes before the first such.
-            cut = self.rng.randint(0, timely)
-            carried = old[:cut] + [tx for tx in old[cut:] if tx["from"] not in self.node_accounts]
-            dropped = [tx for tx in old[cut:] if tx["from"] in self.node_accounts]
-            requests = [
-                [{"from": tx["from"], "to": tx["to"], "input": "0x" + bytes(tx["input"]).hex(),
-                  "value": hex(tx["value"]), "gas": hex(tx["gas"])}, 0]
-                for tx in carried
-            ]  # fmt: skip
-            answer = self.w3.provider.make_request("anvil_reorg", [depth, requests])
-            if "error" in answer:
-                raise RuntimeError(f"anvil_reorg: {answer['error']}")
-            # Chain time does not go back with a reorg: the next block is at the old head's.
-            self.w3.provider.make_request("evm_setNextBlockTimestamp", [head_time])
-            self.w3.provider.make_request("evm_mine", [])
-            return dropped
+            # Node transactions wait in the pool meanwhile: one mined between reading the head
+            # and the reorg would shift the replaced blocks by one under the list read here
+            # (a kept block's transactions replayed a second time, the new one dropped).
+            self.w3.provider.make_request("evm_setAutomine", [False])
+            try:
+                return self._reorg(depth)
+            finally:
+                self.w3.provider.make_request("evm_setAutomine", [True])
+
+    def _reorg(self, depth: int) -> list[Any]:
+        """`reorg` with the nodes' transactions held in the pool."""
+        head = self.w3.eth.block_number
+        fork_time = int(self.w3.eth.get_block(head - depth)["timestamp"])
+        head_time = int(self.w3.eth.get_block(head)["timestamp"])
+        old, timely = [], 0
+        for number in range(head - depth + 1, head + 1):
+            block = self.w3.eth.get_block(number, full_transactions=True)
+            old += block["transactions"]
+            if int(block["timestamp"]) <= fork_time + CARRY_TIME_S:
+                timely = len(old)
+        # anvil mines the new blocks at the fork point's time: a transaction that needed
+        # a later time (one after a time jump) would revert there, as no chain would
+        # have it, so the cut comes before the first such.
+        cut = self.rng.randint(0, timely)
+        carried = old[:cut] + [tx for tx in old[cut:] if tx["from"] not in self.node_accounts]
+        dropped = [tx for tx in old[cut:] if tx["from"] in self.node_accounts]
+        requests = [
+            [{"from": tx["from"], "to": tx["to"], "input": "0x" + bytes(tx["input"]).hex(),
+              "value": hex(tx["value"]), "gas": hex(tx["gas"])}, 0]
+            for tx in carried
+        ]  # fmt: skip
+        answer = self.w3.provider.make_request("anvil_reorg", [depth, requests])
+        if "error" in answer:
+            raise RuntimeError(f"anvil_reorg: {answer['error']}")
+        # Chain time does not go back with a reorg: the next block is at the old head's.
+        self.w3.provider.make_request("evm_setNextBlockTimestamp", [head_time])
+        self.w3.provider.make_request("evm_mine", [])
+        return dropped
 
     def jump(self, seconds: int) -> None:
         """Chain time `seconds` forward, in a new block."""
