@@ -111,6 +111,13 @@ class CompilerConfig:
     # code when not given; a recorded config whose id the code does not reproduce is refused.
     pipeline: str = "default"
     pipeline_id: str = ""
+    # Tests only: the plan's entry calls a seeded random delay (spins or yields) at every
+    # barrier arrival and step boundary (compiler/codegen/native_plan.py), so a race between
+    # workers shows on a quiet machine too; no result bit may change. Off, it emits nothing
+    # and is left out of as_dict (the digest, the cache key and the bytes are those of a
+    # compiler without it); on, it is part of the config's identity, cannot be set from a
+    # config file, and no trace is signed of such a build (node/tracing/statement.py).
+    schedule_perturbation: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -171,6 +178,10 @@ class CompilerConfig:
         """This config with another pass pipeline (its id recomputed)."""
         return replace(self, pipeline=name, pipeline_id="")
 
+    def with_schedule_perturbation(self, on: bool = True) -> CompilerConfig:
+        """This config with the test-only schedule perturbation on (or off)."""
+        return replace(self, schedule_perturbation=on)
+
     def with_target(self, cpu: str | None = None, features: str | None = None) -> CompilerConfig:
         """This config for another CPU (its triple follows from the name) or feature string;
         ConfigError for an unknown CPU or a bad feature string."""
@@ -180,7 +191,10 @@ class CompilerConfig:
         return config
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not self.schedule_perturbation:
+            del data["schedule_perturbation"]  # off: the identity of a compiler without it
+        return data
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of this config (a cache and identity key)."""

@@ -21,7 +21,7 @@ from compiler.codegen import (
 )
 from compiler.codegen.lower import Emitter, lower_module
 from compiler.codegen.objfile import undefined_symbols
-from compiler.codegen.plan import Plan
+from compiler.codegen.plan import Plan, finest_split
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
 from compiler.hlo import load_module
@@ -60,6 +60,8 @@ def generate(program: Program, config: CompilerConfig, observer: PassObserver | 
     the canonical text of the optimized module followed by its buffer assignment."""
     optimized = optimize(program, config, observer)
     lowering, plan = lower_module(optimized, config, EMITTERS)
+    if config.schedule_perturbation:
+        plan.steps = finest_split(plan.steps)
     assignment = buffer_assignment.assign(plan, lowering.in_place)
     plan = buffer_assignment.apply(plan, assignment)
     plan.no_reuse_bytes = assignment.no_reuse_bytes

@@ -20,6 +20,14 @@ CLOCK_MONOTONIC time in ns, checked before every step and every loop iteration t
 clock function whose address the runtime puts there), the while-loop iteration limit, and,
 when the run stops early, where it stopped (`Status` is the return value). Everything here
 is the same for every target but for the floating-point environment the entry sets once.
+
+Schedule perturbation (CompilerConfig.schedule_perturbation, for tests): every worker calls
+`vxla.perturb` before each barrier arrival and before its share of each step, which waits a
+seeded random time (nothing, a short or long spin, or a few yields of the processor) drawn
+from a generator of its own, seeded by Control.PERTURB_SEED, its thread index and the first
+step of the call. The delays reorder the workers as a loaded machine would, so a step whose
+shares depend on each other shows it on a quiet one; they change no value. Off, none of this
+is emitted.
 """
 
 from __future__ import annotations
@@ -58,9 +66,19 @@ class Control(IntEnum):
     STOPPED_LOOP = 22  # the innermost while loop around it (its site), or -1
     STOPPED_ITERATION = 23  # that loop's iteration, or -1
     SOLO_STATUS = 24  # how worker 0 left a solo stretch (a Status), read by all after it
+    PERTURB_SEED = 25  # the seed of a perturbed schedule's delays (read by perturbed builds only)
 
 
-CONTROL_WORDS = 25
+CONTROL_WORDS = 26
+# A perturbed schedule's delays: an LCG step per draw (Knuth's MMIX constants), its high bits
+# deciding. Of 8 draws, 4 wait not at all, 2 spin up to 2^10 rounds, 1 up to 2^16 rounds
+# (tens of microseconds: longer than many steps' shares) and 1 yields the processor 1 to 4
+# times (which lets another worker run where threads outnumber cores).
+PERTURB_MULTIPLIER = 6364136223846793005
+PERTURB_INCREMENT = 1442695040888963407
+PERTURB_SHORT_SPIN_BITS = 10
+PERTURB_LONG_SPIN_BITS = 16
+PERTURB_MAX_YIELDS = 4
 
 
 class Status(IntEnum):
@@ -164,6 +182,26 @@ class _EntryEmitter:
         # The slots of a kernel call, sized for the kernel step with the most buffers.
         self.slot_count = 1
         self.slot_array = self._slots.alloca(PTR, size=I64(1), name="kernel_slots")
+        self.perturb_state = self._perturb_state() if kernels.config.schedule_perturbation else None
+
+    def _perturb_state(self) -> ir.Value:
+        """This worker's delay generator (a stack slot), seeded once per call."""
+        b = self._slots
+        state = b.alloca(I64, name="perturb_state")
+        seed = b.load(b.gep(self.control, [I64(Control.PERTURB_SEED)], source_etype=I64), typ=I64)
+        mixed = b.xor(seed, b.mul(b.add(self.thread, I64(1)), I64(0x9E3779B97F4A7C15)))
+        b.store(b.xor(mixed, b.mul(self.first, I64(0xBF58476D1CE4E5B9))), state)
+        return state
+
+    def perturb(self) -> None:
+        """A seeded random delay here (perturbed builds only)."""
+        if self.perturb_state is not None:
+            self.builder.call(_perturb_function(self.kernels.module), [self.perturb_state, self.control])
+
+    def barrier(self, threads: ir.Value) -> ir.Value:
+        """vxla.sync (the barrier and stop decision), after a perturbed build's delay."""
+        self.perturb()
+        return self.builder.call(self.sync, [self.control, threads])
 
     def emit(self) -> ir.Function:
         b = self.builder
@@ -200,7 +238,7 @@ class _EntryEmitter:
         once every worker has finished the step before; then every worker meets at a barrier
         and leaves if worker 0 stopped."""
         b = self.builder
-        b.call(self.sync, [self.control, self.threads])  # a barrier; the steps' checks decide on stops
+        self.barrier(self.threads)  # the steps' checks decide on stops
         solo = b.append_basic_block("alone")
         after = b.append_basic_block("alone.done")
         b.cbranch(b.icmp_signed("==", self.thread, I64(0)), solo, after)
@@ -216,7 +254,7 @@ class _EntryEmitter:
             b.branch(after)
         self.solo_exit = None
         b.position_at_end(after)
-        b.call(self.sync, [self.control, self.threads])  # a barrier; the next step decides on stops
+        self.barrier(self.threads)  # the next step decides on stops
         status = b.load(self.word(Control.SOLO_STATUS), typ=I64)
         with b.if_then(b.icmp_signed("!=", status, I64(Status.DONE)), likely=False):
             b.ret(b.trunc(status, I32))
@@ -252,7 +290,7 @@ class _EntryEmitter:
         """The barrier before a step, and the stop decision it returns: on a stop, worker 0
         records where and every worker returns."""
         b = self.builder
-        decision = b.call(self.sync, [self.control, self.share_of])
+        decision = self.barrier(self.share_of)
         with b.if_then(b.icmp_signed("!=", decision, I64(0)), likely=False):
             self.record(I64(site))
             self.stop(Status.DEADLINE)
@@ -274,6 +312,7 @@ class _EntryEmitter:
         if step.extent <= 0:
             return
         body = self.kernels.module.globals[step.kernel]
+        self.perturb()
         arguments = [body, self.kernel_slots(step.buffers), I64(step.extent), I64(max(step.grain, 1)), self.thread, self.share_of]
         self.builder.call(self.launch, arguments)
 
@@ -461,6 +500,44 @@ def _sync_function(module: ir.Module) -> ir.Function:
             yield_function = b.load(word(Control.YIELD_FUNCTION), typ=PTR)
             call_pointer(b, yield_function, ir.FunctionType(I32, []), [])
     b.unreachable()
+    return function
+
+
+def _perturb_function(module: ir.Module) -> ir.Function:
+    """void vxla.perturb(ptr state, ptr control): one draw of the worker's generator at
+    `state`, and the delay it decides (see PERTURB_MULTIPLIER). A spin round is an atomic
+    load, which LLVM keeps."""
+    name = "vxla.perturb"
+    if name in module.globals:
+        return module.globals[name]
+    function = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    function.attributes.add("noinline")
+    state, control = function.args
+    b = ir.IRBuilder(function.append_basic_block("entry"))
+    drawn = b.add(b.mul(b.load(state, typ=I64), I64(PERTURB_MULTIPLIER)), I64(PERTURB_INCREMENT))
+    b.store(drawn, state)
+    bits = b.lshr(drawn, I64(32))
+    kind = b.and_(bits, I64(7))
+    amount = b.lshr(bits, I64(3))
+    seed_word = b.gep(control, [I64(Control.PERTURB_SEED)], source_etype=I64)
+    with b.if_then(b.icmp_unsigned("<", kind, I64(4))):
+        b.ret_void()
+
+    def spin(bits: int) -> None:
+        with counted_loop(b, I64(0), b.and_(amount, I64((1 << bits) - 1)), 1, "spin"):
+            b.load_atomic(seed_word, "monotonic", 8, typ=I64)
+        b.ret_void()
+
+    with b.if_then(b.icmp_unsigned("<", kind, I64(6))):
+        spin(PERTURB_SHORT_SPIN_BITS)
+    with b.if_then(b.icmp_unsigned("==", kind, I64(6))):
+        spin(PERTURB_LONG_SPIN_BITS)
+    yield_function = b.load(b.gep(control, [I64(Control.YIELD_FUNCTION)], source_etype=I64), typ=PTR)
+    with counted_loop(b, I64(0), b.add(b.urem(amount, I64(PERTURB_MAX_YIELDS)), I64(1)), 1, "yield"):
+        call_pointer(b, yield_function, ir.FunctionType(I32, []), [])
+    b.ret_void()
     return function
 
 

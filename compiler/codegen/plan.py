@@ -9,7 +9,7 @@ compile cache can store it beside the object bytes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
 BufferKind = Literal["arena", "input", "constant"]
@@ -103,6 +103,22 @@ def walk(steps) -> Iterator[Step]:
         elif isinstance(step, ConditionalStep):
             for branch in step.branches:
                 yield from walk(branch)
+
+
+def finest_split(steps) -> list[Step]:
+    """The steps with every kernel's grain 1, so that any two of its work items may run on
+    different workers: the plan of a perturbed schedule (CompilerConfig.schedule_perturbation),
+    which tests that no work item depends on another of its step."""
+    split: list[Step] = []
+    for step in steps:
+        if isinstance(step, KernelStep):
+            step = replace(step, grain=1)
+        elif isinstance(step, WhileStep):
+            step = replace(step, condition=tuple(finest_split(step.condition)), body=tuple(finest_split(step.body)))
+        elif isinstance(step, ConditionalStep):
+            step = replace(step, branches=tuple(tuple(finest_split(branch)) for branch in step.branches))
+        split.append(step)
+    return split
 
 
 def touched(step: Step) -> list[int]:

@@ -168,9 +168,12 @@ class Executable:
         threads: int | None = None,
         max_while_iterations: int | None = None,
         deadline: float | None = None,
+        schedule_seed: int = 0,
     ) -> list[np.ndarray]:
         """Runs the module on `arrays` (one per entry parameter); returns the flattened outputs.
-        `deadline` (a `time.monotonic()` value): raise DeadlineExceeded once past it."""
+        `deadline` (a `time.monotonic()` value): raise DeadlineExceeded once past it.
+        `schedule_seed`: the seed of the workers' delays in a build with the (test-only)
+        schedule perturbation; it changes the order workers meet, never a result."""
         self.load()
         parameters = self._parameter_shapes
         if len(arrays) != len(parameters):
@@ -182,7 +185,7 @@ class Executable:
                 inputs[index] = bind_argument(parameters[index], array, index)
         memory = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline)
+            state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
             self._execute(state, 0, self._step_count)
             return [state.array(b) for b in self.plan.outputs]
         finally:
@@ -196,12 +199,13 @@ class Executable:
         max_while_iterations: int | None = None,
         fault: Fault | None = None,
         deadline: float | None = None,
+        schedule_seed: int = 0,
     ) -> TracedRun:
         """Runs the module like `run` and takes the digest of every traced instruction's
         output (plan.trace_points) as soon as it is computed, before a later step can reuse
         its memory (the entry runs the stretch of steps up to each trace point, then the
         digests are taken); `fault` corrupts one instruction's output on purpose; `deadline`
-        as in `run`."""
+        and `schedule_seed` as in `run`."""
         points: dict[int, list[P.TracePoint]] = {}
         for point in self.plan.trace_points:
             points.setdefault(point.after_step, []).append(point)
@@ -212,7 +216,7 @@ class Executable:
         records: list[tuple[str, str, str]] = []
         memory = self._acquire_arena()
         try:
-            state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline)
+            state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
             self._record(state, points.get(0, []), fault, records)
             completed = 0
             for stop in sorted({*(after for after in points if after > 0), self._step_count}):
@@ -327,9 +331,19 @@ class Executable:
         memory: tuple[np.ndarray, ctypes.Array, ctypes.Array],
         max_while_iterations: int | None,
         deadline: float | None,
+        schedule_seed: int = 0,
     ) -> RunState:
+        if schedule_seed and not self.config.schedule_perturbation:
+            raise ArgumentError("schedule_seed perturbs a build compiled with schedule_perturbation only")
         arena, table, control = memory
         outputs = self._direct_outputs()
+        if self.config.schedule_perturbation:
+            # Memory a run reads before it writes would hold the last run's (right) values:
+            # a perturbed run starts from a seeded poison instead, so such a read shows.
+            poison = (schedule_seed * 0x9E3779B1 >> 8) & 0xFF
+            arena.fill(poison)
+            for array in outputs.values():
+                array.reshape(-1).view(np.uint8).fill(poison)
         for buffer_id, input_index in self._input_slots:
             table[buffer_id] = _address(inputs[input_index])
         for buffer_id, array in outputs.items():
@@ -339,6 +353,7 @@ class Executable:
         control[N.Control.SOLO_STATUS] = N.Status.DONE
         control[N.Control.DEADLINE_NS] = N.NO_DEADLINE if deadline is None else min(int(deadline * 1e9), N.NO_DEADLINE)
         control[N.Control.WHILE_LIMIT] = N.NO_LIMIT if max_while_iterations is None else max(0, max_while_iterations)
+        control[N.Control.PERTURB_SEED] = ctypes.c_int64(schedule_seed & (2**64 - 1)).value
         return RunState(self, inputs, arena, table, control, pool, outputs)
 
 

@@ -148,6 +148,9 @@ def build_statement(
     more than running a memory-bound model.
     """
     config = executable.config
+    if config.schedule_perturbation:
+        # A test build: its identity is not a compiler's any verifier would rebuild.
+        raise ValueError("no statement is made of a schedule-perturbed build (a test setting)")
     outputs = run.outputs if isinstance(run, TracedRun) else list(run)
     op_trace = None
     if op_level:

@@ -113,6 +113,17 @@ def test_the_optimization_level_is_recorded_and_rebuilt() -> None:
     assert recorded_config(identity) == config
 
 
+def test_no_statement_is_made_of_a_schedule_perturbed_build() -> None:
+    """The test-only perturbed schedule (tests/codegen/test_contention.py) gives the right
+    bits, but its compiler identity is no verifier's: nothing of it is signed."""
+    program = load_program(MLP.module_text)
+    executable = compile_program(program, load_config().with_schedule_perturbation(), cache_dir=False)
+    outputs = executable.run(*MLP.inputs(), threads=2, schedule_seed=5)
+    with pytest.raises(ValueError, match="schedule-perturbed"):
+        build_statement(program, executable, MLP.inputs(), outputs, job_id="j", chain_id=None,
+                        contract=None, key_id=key_id(KEY), threads=2, timings_ns={}, op_level=False)  # fmt: skip
+
+
 def test_the_recorded_config_is_rebuilt_exactly() -> None:
     config = load_config()
     assert recorded_config(compiler_identity(config)) == config
