@@ -30,6 +30,8 @@ from compiler.numerics.dtypes import DType
 from compiler.numerics.order import accumulation_type
 
 # Called at the end of a gemm work item: (kernel, accumulation buffer, flat begin, flat end).
+# The range holds only elements the item itself has just finished (a piece of one row when
+# the items split the columns), so the epilogue must compute exactly that range.
 Epilogue = Callable[[Kernel, int, ir.Value, ir.Value], None]
 
 
@@ -226,8 +228,10 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     register block keeps rows x PW chains in vector registers. C is laid out as the dot's
     result (batch, lhs free, rhs free dimensions, row-major), or as `result_dims` say (the same
     elements in the same order). An `epilogue` (a kOutput
-    fusion) runs at the end of each work item over the flat range of C (whole rows) the item
-    has just finished, while it is in cache; the chains themselves do not change."""
+    fusion) runs at the end of each work item over the elements of C the item has just
+    finished, while they are in cache: its whole rows, or with several column items each row's
+    columns of the item, one flat range per row. It never sees an element of another item,
+    which another worker may be accumulating at that moment. The chains do not change."""
     output = lowering.new_buffer(ArrayShape.of(acc_type, result_dims or instruction.array_shape.dims))
     if batch * m * n == 0:
         return output

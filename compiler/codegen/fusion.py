@@ -17,6 +17,7 @@ so only the operand that owns an element is computed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -390,50 +391,92 @@ def loop_mode(computation: Computation, results: list[Instruction], width: int, 
 
 
 def emit_element_loop(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], begin: ir.Value, end: ir.Value, mode: LoopMode) -> None:
-    """The loop computing every result at each flat output index in [begin, end) and storing
-    it (all results computed before any is stored): W lanes at a time plus a scalar tail on
-    the flat path; per row, W lanes along the last dimension plus a scalar tail on the row
-    path (begin and end must then be multiples of the row length); one element at a time
-    otherwise."""
+    """The loop computing every result at each flat output index in [begin, end), and only
+    there, and storing it (all results computed before any is stored): W lanes at a time plus
+    a scalar tail on the flat path; on the row path, the range's part of each row it meets,
+    W lanes along the last dimension plus a scalar tail; one element at a time otherwise.
+
+    Any range is allowed in every mode. A kernel's work items may share rows (a gemm item
+    owns some columns of its rows), and an element computed outside the range would read
+    values another worker may still be writing."""
+    if mode == "row":
+        length = results[0].array_shape.dims[-1]
+        b = emitter.kernel.builder
+        first_row = b.udiv(begin, I64(length))
+        stop_row = b.udiv(b.add(end, I64(length - 1)), I64(length))
+
+        def columns(row_start: ir.Value) -> tuple[ir.Value, ir.Value]:
+            # All of the row but in the range's first and last rows.
+            row_stop = b.add(row_start, I64(length))
+            first = b.select(b.icmp_unsigned(">", begin, row_start), begin, row_start)
+            stop = b.select(b.icmp_unsigned("<", end, row_stop), end, row_stop)
+            return b.sub(first, row_start), b.sub(stop, row_start)
+
+        _emit_row_path(emitter, results, bases, first_row, stop_row, columns)
+        return
     kernel = emitter.kernel
     b = kernel.builder
     shape = results[0].array_shape
     width = vector_width(kernel.config)
 
-    def store(index: Index, flat: ir.Value) -> None:
-        values = [emitter.value(r, index) for r in results]
-        for value, base, r in zip(values, bases, results, strict=True):
-            kernel.store(value, base, r.array_shape.dtype, flat)
-
     def body(flat: ir.Value, lanes: int) -> None:
         emitter.reset()
         # The scalar path unravels the output index once, before any branch.
         multi = unravel(b, flat, shape.dims) if mode == "scalar" else None
-        store(emitter.new_index(shape.dims, flat, multi, lanes), flat)
+        _store(emitter, results, bases, emitter.new_index(shape.dims, flat, multi, lanes), flat)
 
     if mode == "flat":
-        span = b.sub(end, begin)
-        vector_end = b.add(begin, b.mul(b.udiv(span, I64(width)), I64(width)))
+        vector_end = _vector_stop(b, begin, end, width)
         with kernel.loop(begin, vector_end, width, "v") as index:
             body(index, width)
         with kernel.loop(vector_end, end, 1, "s") as index:
             body(index, 1)
-    elif mode == "row":
-        length = shape.dims[-1]
-        vector_length = length - length % width
-        with kernel.loop(b.udiv(begin, I64(length)), b.udiv(end, I64(length)), 1, "row") as row:
-            outer = unravel(b, row, shape.dims[:-1])
-            row_start = b.mul(row, I64(length))
-            for start, stop, lanes_now in ((0, vector_length, width), (vector_length, length, 1)):
-                if start == stop:
-                    continue
-                with kernel.loop(I64(start), I64(stop), lanes_now, "j" if lanes_now > 1 else "t") as j:
-                    emitter.reset()
-                    flat = b.add(row_start, j)
-                    store(emitter.new_index(shape.dims, flat, [*outer, j], lanes_now, row=lanes_now > 1), flat)
     else:
         with kernel.loop(begin, end, 1, "i") as index:
             body(index, 1)
+
+
+def emit_row_loop(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], first_row: ir.Value, stop_row: ir.Value) -> None:
+    """emit_element_loop's row path over whole rows [first_row, stop_row) of the results
+    (rows along their last dimension): the column bounds are constants."""
+    length = results[0].array_shape.dims[-1]
+    _emit_row_path(emitter, results, bases, first_row, stop_row, lambda row_start: (I64(0), I64(length)))
+
+
+def _emit_row_path(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], first_row: ir.Value, stop_row: ir.Value,
+                   columns: Callable[[ir.Value], tuple[ir.Value, ir.Value]]) -> None:  # fmt: skip
+    """Rows [first_row, stop_row), in each the columns [first, stop) that columns(row's flat
+    start) gives: W lanes along the last dimension, then a scalar tail."""
+    kernel = emitter.kernel
+    b = kernel.builder
+    shape = results[0].array_shape
+    width = vector_width(kernel.config)
+    with kernel.loop(first_row, stop_row, 1, "row") as row:
+        outer = unravel(b, row, shape.dims[:-1])
+        row_start = b.mul(row, I64(shape.dims[-1]))
+        first, stop = columns(row_start)
+        vector_stop = _vector_stop(b, first, stop, width)
+        for start, finish, lanes in ((first, vector_stop, width), (vector_stop, stop, 1)):
+            if isinstance(start, ir.Constant) and isinstance(finish, ir.Constant) and start.constant == finish.constant:
+                continue
+            with kernel.loop(start, finish, lanes, "j" if lanes > 1 else "t") as j:
+                emitter.reset()
+                flat = b.add(row_start, j)
+                _store(emitter, results, bases, emitter.new_index(shape.dims, flat, [*outer, j], lanes, row=lanes > 1), flat)
+
+
+def _store(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], index: Index, flat: ir.Value) -> None:
+    """Every result at `index`, all computed before any is stored at `flat`."""
+    values = [emitter.value(r, index) for r in results]
+    for value, base, r in zip(values, bases, results, strict=True):
+        emitter.kernel.store(value, base, r.array_shape.dtype, flat)
+
+
+def _vector_stop(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, width: int) -> ir.Value:
+    """The end of the whole W-lane vectors from `begin` towards `end`."""
+    if isinstance(begin, ir.Constant) and isinstance(end, ir.Constant):
+        return I64(begin.constant + (end.constant - begin.constant) // width * width)
+    return b.add(begin, b.mul(b.udiv(b.sub(end, begin), I64(width)), I64(width)))
 
 
 def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
@@ -460,9 +503,10 @@ def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: lis
         emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
         emitter.preload_scalars()
         bases = [kernel.buffer(output) for output in outputs]  # type: ignore[arg-type]
-        b = kernel.builder
-        begin, end = (kernel.begin, kernel.end) if row == 1 else (b.mul(kernel.begin, I64(row)), b.mul(kernel.end, I64(row)))
-        emit_element_loop(emitter, results, bases, begin, end, mode)
+        if mode == "row":
+            emit_row_loop(emitter, results, bases, kernel.begin, kernel.end)
+        else:
+            emit_element_loop(emitter, results, bases, kernel.begin, kernel.end, mode)
     grain = {"flat": 16384, "row": 8192, "scalar": 4096}[mode]
     steps.append(P.KernelStep(kernel.name, count // row, grain=max(1, grain // row), instruction=instruction.name))
     if len(results) == 1:
@@ -554,12 +598,7 @@ def emit_output_fusion(lowering: Lowering, instruction: Instruction, operands: l
     if dot is root or dot.array_shape.dims != root.array_shape.dims or not read_at_own_position(computation, dot):
         return None
     output = lowering.new_buffer(root.array_shape)
-    # Each gemm work item is whole rows of the result, so the row path applies too.
     mode = loop_mode(computation, [root], vector_width(lowering.config), opaque=dot)
-    rhs = dot.operands[1].array_shape
-    rhs_free = rhs.rank - len(dot.attrs.get("rhs_batch_dims", ())) - len(dot.attrs.get("rhs_contracting_dims", ()))  # type: ignore[arg-type]
-    if mode == "row" and rhs_free == 0:
-        mode = "scalar"  # the result's last dimension is the lhs's: a work item is not whole rows
 
     def epilogue(kernel: Kernel, accumulated: int, begin: ir.Value, end: ir.Value) -> None:
         emitter = FusionEmitter(kernel, lowering, computation, operands)  # type: ignore[arg-type]
