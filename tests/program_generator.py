@@ -52,8 +52,21 @@ REDUCERS = {
     "integer": [("add", "0"), ("multiply", "1"), ("maximum", None), ("minimum", None), ("xor", "0")],
     "pred": [("and", "true"), ("or", "false")],
 }
-MAX_ELEMENTS = 192
-SIZES = (0, 1, 1, 2, 2, 3, 3, 4, 5, 7, 8)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes an array's dimensions are drawn from, and the most elements it may have."""
+
+    choices: tuple[int, ...]
+    max_elements: int
+
+
+# Small arrays, sizes 0 and 1 among them: the reference evaluator checks every module.
+SMALL = Sizes((0, 1, 1, 2, 2, 3, 3, 4, 5, 7, 8), 192)
+# Arrays large enough that kernels split their work among threads (tools/contention_campaign.py),
+# with sizes that end vectors, panels and blocks in partial ones.
+LARGE = Sizes((1, 2, 3, 5, 8, 13, 16, 31, 64, 100, 128, 257), 1 << 17)
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,7 @@ class ModuleBuilder:
     parameters: list[Value] = field(default_factory=list)
     values: list[Value] = field(default_factory=list)
     computations: dict[str, str] = field(default_factory=dict)
+    sizes: Sizes = SMALL
     _count: int = 0
 
     def fresh(self, prefix: str) -> str:
@@ -153,10 +167,10 @@ class ModuleBuilder:
 Draw = Callable
 
 
-def _dims(draw: Draw, rank: int | None = None) -> tuple[int, ...]:
+def _dims(draw: Draw, b: ModuleBuilder, rank: int | None = None) -> tuple[int, ...]:
     rank = draw(st.integers(0, 5)) if rank is None else rank
-    dims = tuple(draw(st.sampled_from(SIZES)) for _ in range(rank))
-    while math.prod(dims) > MAX_ELEMENTS:
+    dims = tuple(draw(st.sampled_from(b.sizes.choices)) for _ in range(rank))
+    while math.prod(dims) > b.sizes.max_elements:
         dims = tuple(max(d // 2, 1) for d in dims)
     return dims
 
@@ -252,13 +266,13 @@ def broadcast(draw: Draw, b: ModuleBuilder) -> Value | None:
     v = _pick(draw, b, lambda v: v.dims and len(v.dims) < 5 or not v.dims)
     if v is None:
         return None
-    extra = _dims(draw, draw(st.integers(1, 5 - len(v.dims))))
+    extra = _dims(draw, b, draw(st.integers(1, 5 - len(v.dims))))
     rank = len(v.dims) + len(extra)
     kept = sorted(draw(st.permutations(range(rank)))[: len(v.dims)])
     dims = list(extra)
     for position, size in zip(kept, v.dims, strict=True):
         dims.insert(position, size)
-    if math.prod(dims) > MAX_ELEMENTS * 2:
+    if math.prod(dims) > b.sizes.max_elements * 2:
         return None
     return b.add(v.dtype, tuple(dims), f"broadcast({v.name}), dimensions={{{','.join(map(str, kept))}}}")
 
@@ -320,7 +334,7 @@ def concatenate(draw: Draw, b: ModuleBuilder) -> Value | None:
     operands = [v, *draw(st.lists(st.sampled_from(others), min_size=1, max_size=2))]
     dims = list(v.dims)
     dims[axis] = sum(w.dims[axis] for w in operands)
-    if math.prod(dims) > MAX_ELEMENTS * 2:
+    if math.prod(dims) > b.sizes.max_elements * 2:
         return None
     return b.add(v.dtype, tuple(dims), f"concatenate({', '.join(w.name for w in operands)}), dimensions={{{axis}}}")
 
@@ -338,7 +352,7 @@ def pad(draw: Draw, b: ModuleBuilder) -> Value | None:
         high = draw(st.integers(-min(stretched + low, 2), 2)) if stretched + low > 0 else draw(st.integers(max(-(stretched + low), 0), 2))
         parts.append(f"{low}_{high}" + (f"_{interior}" if interior else ""))
         dims.append(stretched + low + high)
-    if min(dims) < 0 or math.prod(dims) > MAX_ELEMENTS * 2:
+    if min(dims) < 0 or math.prod(dims) > b.sizes.max_elements * 2:
         return None
     return b.add(v.dtype, tuple(dims), f"pad({v.name}, {padding.name}), padding={'x'.join(parts)}")
 
@@ -352,7 +366,7 @@ def _pad_value(draw: Draw, dtype: str) -> float | int | str:
 
 
 def iota(draw: Draw, b: ModuleBuilder) -> Value | None:
-    dims = _dims(draw, draw(st.integers(1, 4)))
+    dims = _dims(draw, b, draw(st.integers(1, 4)))
     dtype = draw(st.sampled_from(NUMERIC))
     return b.add(dtype, dims, f"iota(), iota_dimension={draw(st.integers(0, len(dims) - 1))}")
 
@@ -402,7 +416,7 @@ def dot(draw: Draw, b: ModuleBuilder) -> Value | None:
     rank = len(v.dims)
     batch = draw(st.integers(0, rank - 1))
     contracting = draw(st.integers(batch, rank - 1))
-    free = draw(st.sampled_from(SIZES[1:]))
+    free = draw(st.sampled_from(b.sizes.choices[1:]))
     rhs_dims = (*v.dims[:batch], v.dims[contracting], free)
     rhs = b.parameter(v.dtype, rhs_dims)
     lhs_free = [d for i, d in enumerate(v.dims) if i >= batch and i != contracting]
@@ -530,11 +544,12 @@ _WEIGHTED = tuple(op for op, weight in OPS for _ in range(weight))
 
 
 @st.composite
-def programs(draw: Draw, min_instructions: int = 20, max_instructions: int = 40) -> str:
-    """The HLO text of a random valid module of at least `min_instructions` instructions."""
-    b = ModuleBuilder()
+def programs(draw: Draw, min_instructions: int = 20, max_instructions: int = 40, sizes: Sizes = SMALL) -> str:
+    """The HLO text of a random valid module of at least `min_instructions` instructions,
+    its arrays of `sizes`."""
+    b = ModuleBuilder(sizes=sizes)
     for _ in range(draw(st.integers(1, 3))):
-        b.parameter(draw(st.sampled_from(DTYPES)), _dims(draw))
+        b.parameter(draw(st.sampled_from(DTYPES)), _dims(draw, b))
     target = draw(st.integers(min_instructions, max_instructions))
     attempts = 0
     while b.instruction_count() < target and attempts < 4 * max_instructions:

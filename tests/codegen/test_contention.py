@@ -9,8 +9,8 @@ each run compared bit for bit with the 1-thread run, for about a minute (VXLA_CO
 Both builds run: the pinned one, and the schedule-perturbed one (seeded delays at every
 barrier and step, every kernel split as finely as it goes, poisoned memory), which shows a
 race on a quiet machine too: every JAX-exported fixture runs on it as well, and the last test
-shows it catches the race of issue #32 (a gemm epilogue whose work items wrote each other's
-columns) when that is put back.
+shows it catches the epilogue race the row path once had (gemm work items that computed each
+other's columns) when that is put back.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def test_every_fixture_gives_its_bits_on_a_perturbed_build(name: str) -> None:
 
 
 def _row_loop_of_whole_rows(emit):
-    """emit_element_loop as it was before issue #32's fix: on the row path it computed the
+    """emit_element_loop as it once was: on the row path it computed the
     whole rows its range ends in, where a gemm work item owns only some of their columns."""
 
     def emit_whole_rows(emitter, results, bases, begin, end, mode):
@@ -133,7 +133,7 @@ def _row_loop_of_whole_rows(emit):
 
 
 def test_a_perturbed_build_catches_work_items_that_share_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The race of issue #32 put back: the perturbed build shows it on a machine at rest
+    """The epilogue race put back: the perturbed build shows it on a machine at rest
     (this test starts no busy processes), within a few seeded runs."""
     monkeypatch.setattr(fusion, "emit_element_loop", _row_loop_of_whole_rows(fusion.emit_element_loop))
     path = next(p for p in MODULES if p.stem == "epilogue_row")
