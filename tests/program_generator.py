@@ -5,13 +5,15 @@
 compares and selects, conversions and bitcasts, the index-mapping ops (broadcast, reshape,
 transpose, reverse, slice, concatenate, pad, iota), reduces and reduce-windows, dots and
 convolutions, dynamic slices and updates, sorts, while loops and conditionals, over shapes of
-rank 0 to 5 with sizes 0 and 1 among them. Its inputs mix NaN, infinities, -0, subnormals and
+rank 0 to 5 with sizes 0 and 1 among them, and dense layers (a dot with a bias and activation
+epilogue). Its inputs mix NaN, infinities, -0, subnormals and
 the extreme integers into random values. Hypothesis shrinks a failing module to a small one.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -152,6 +154,11 @@ class ModuleBuilder:
                 f"  ROOT r = pred[] compare(x, y), direction={direction}{order}\n}}\n"
             )
         return name
+
+    def used(self, value: Value) -> bool:
+        """Whether an instruction of the entry takes `value` as an operand."""
+        pattern = re.compile(rf"[(, ]{re.escape(value.name)}[,)]")
+        return any(pattern.search(line.split("=", 1)[1]) for line in self.lines)
 
     def instruction_count(self) -> int:
         return len(self.lines)
@@ -430,6 +437,25 @@ def dot(draw: Draw, b: ModuleBuilder) -> Value | None:
     )
 
 
+def dense(draw: Draw, b: ModuleBuilder) -> Value | None:
+    """A dense layer as JAX emits it: a dot, a bias broadcast along the last dimension and
+    an activation, which the passes make one output fusion (the epilogue runs inside the
+    gemm's work items)."""
+    v = _pick(draw, b, lambda v: 1 <= len(v.dims) <= 3 and v.dims[-1] > 0 and v.dtype in ("f32", "f64"))
+    if v is None or draw(st.booleans()):
+        v = b.parameter(draw(st.sampled_from(("f32", "f64"))), _dims(draw, b, draw(st.integers(1, 3))), keep=False)
+    free = draw(st.sampled_from(b.sizes.choices[1:]))
+    dims = (*v.dims[:-1], free)
+    if math.prod(dims) > b.sizes.max_elements * 2 or v.dims[-1] * free > b.sizes.max_elements * 2:
+        return None
+    weights = b.parameter(v.dtype, (v.dims[-1], free), keep=False)
+    bias = b.parameter(v.dtype, (free,), keep=False)
+    product = b.add(v.dtype, dims, f"dot({v.name}, {weights.name}), lhs_contracting_dims={{{len(v.dims) - 1}}}, rhs_contracting_dims={{0}}", keep=False)
+    spread = b.add(v.dtype, dims, f"broadcast({bias.name}), dimensions={{{len(dims) - 1}}}", keep=False)
+    biased = b.add(v.dtype, dims, f"add({product.name}, {spread.name})", keep=False)
+    return b.add(v.dtype, dims, f"{draw(st.sampled_from(['tanh', 'logistic', 'erf', 'exponential-minus-one']))}({biased.name})")
+
+
 def convolution(draw: Draw, b: ModuleBuilder) -> Value | None:
     dtype = draw(st.sampled_from(("f32", "f64", "bf16")))
     spatial = draw(st.integers(1, 2))
@@ -533,6 +559,7 @@ OPS: tuple[tuple[Callable[[Draw, ModuleBuilder], Value | None], int], ...] = (
     (reduce, 3),
     (reduce_window, 1),
     (dot, 2),
+    (dense, 1),
     (convolution, 1),
     (dynamic_slice, 1),
     (dynamic_update_slice, 1),
@@ -544,9 +571,11 @@ _WEIGHTED = tuple(op for op, weight in OPS for _ in range(weight))
 
 
 @st.composite
-def programs(draw: Draw, min_instructions: int = 20, max_instructions: int = 40, sizes: Sizes = SMALL) -> str:
+def programs(draw: Draw, min_instructions: int = 20, max_instructions: int = 40, sizes: Sizes = SMALL, every_sink: bool = False) -> str:
     """The HLO text of a random valid module of at least `min_instructions` instructions,
-    its arrays of `sizes`."""
+    its arrays of `sizes`. Its results are the last value computed and up to two others;
+    with `every_sink`, also every computed value no other instruction uses, so that nothing
+    drawn is dead code."""
     b = ModuleBuilder(sizes=sizes)
     for _ in range(draw(st.integers(1, 3))):
         b.parameter(draw(st.sampled_from(DTYPES)), _dims(draw, b))
@@ -557,6 +586,8 @@ def programs(draw: Draw, min_instructions: int = 20, max_instructions: int = 40,
         draw(st.sampled_from(_WEIGHTED))(draw, b)
     computed = [v for v in b.values if v not in b.parameters] or b.values
     results = [computed[-1], *draw(st.lists(st.sampled_from(computed), max_size=2, unique=True))]
+    if every_sink:
+        results += [v for v in computed if not b.used(v)]
     return b.text(list(dict.fromkeys(results)))
 
 
