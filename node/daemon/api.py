@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -32,45 +33,12 @@ from node.chain.errors import ContractRevert
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
+from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import KnownModules, check_inputs, check_module
 from node.daemon.store import DONE, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, is_digest
-
-
-class _BodyLimit:
-    """ASGI middleware bounding request bodies: one whose declared Content-Length is over
-    `limit` is answered 413 before it is read; a chunked body declares no length, so bytes
-    are also counted as they arrive, and past `limit` the read fails with a 413 that the
-    app's HTTPException handler answers. (Plain ASGI: Starlette's BaseHTTPMiddleware costs
-    more per request than a small job's whole handling.)"""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = next((value for name, value in scope["headers"] if name == b"content-length"), b"")
-        if declared.isdigit() and int(declared) > self.limit:
-            detail = f"body of {declared.decode()} bytes is over the limit ({self.limit} bytes)"
-            await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
-            return
-        seen = 0
-
-        async def counted() -> Any:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise HTTPException(413, f"body is over the limit ({self.limit} bytes)")
-            return message
-
-        await self.app(scope, counted, send)
 
 
 class JobRequest(BaseModel):
@@ -92,23 +60,14 @@ def _problem(status: int, message: str) -> HTTPException:
 
 
 def _refusal(refused: Refused) -> HTTPException:
-    """The answer to a request its credentials do not allow (RFC 6750's challenge on a 401,
-    the wait on a 429)."""
-    headers = {"WWW-Authenticate": 'Bearer realm="vxla"'} if refused.status == 401 else {}
-    if refused.retry_after_s is not None:
-        headers["Retry-After"] = str(max(1, round(refused.retry_after_s + 0.5)))
-    return HTTPException(status_code=refused.status, detail=str(refused), headers=headers or None)
+    """The answer to a request its credentials do not allow."""
+    return HTTPException(status_code=refused.status, detail=str(refused), headers=refusal_headers(refused) or None)
 
 
-async def _admitted(request: Request) -> Token | None:
-    """The request's token, admitted by the app's gate (or the request refused). As a route
-    dependency it is solved before the body is read, so an unauthenticated request gets its
-    401 whatever it carries. Async: it runs on the event loop (a token lookup is one indexed
-    read), where a plain function would cost each request a hop to a worker thread."""
-    try:
-        return request.app.state.gate.admit(request.headers.get("authorization"))
-    except Refused as refused:
-        raise _refusal(refused) from None
+def _admitted(request: Request) -> Token | None:
+    """The request's token, as the intake admitted it before the body was read
+    (node/daemon/intake.py): an unauthenticated request never reaches a route."""
+    return admitted_token(request.scope.get("state", {}))
 
 
 AdmittedToken = Annotated[Token | None, Depends(_admitted)]
@@ -162,23 +121,39 @@ def create_app(
     gate = gate or Gate(required=False, tokens=None)
     metrics = pool.metrics if pool is not None else Metrics()
     known = pool.known_modules if pool is not None else KnownModules()
-    # A blob is a module or a tensor: the larger of the two limits bounds an upload.
-    limits_bytes = max(limits.max_module_bytes, limits.max_tensor_bytes)
+    limits_bytes = blob_limit(limits)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
-    app.state.gate = gate
-    # A JSON job carries the module text and maybe small inputs in base64, so its body may be
-    # a little over the blob limit.
-    app.add_middleware(_BodyLimit, limit=limits_bytes + 65536 + 4 * INLINE_INPUT_BYTES // 3)
+    app.add_middleware(Intake, gate=gate, routes=intake_routes(limits))
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
         return JSONResponse({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
+
+    @app.exception_handler(BodyTooLarge)
+    async def _too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=413)
 
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, pool, gate, known))
     app.include_router(chain_routes(store, chain))
     app.include_router(node_routes(store, signer, metrics, pool, chain))
     return app
+
+
+def blob_limit(limits: Limits) -> int:
+    """The most bytes a blob may have: it is a module or a tensor."""
+    return max(limits.max_module_bytes, limits.max_tensor_bytes)
+
+
+def intake_routes(limits: Limits) -> list[IntakeRoute]:
+    """The routes that store or compute, each with its body limit: what the intake checks
+    before a body is read. A JSON job carries the module text (escaped: up to twice its
+    bytes) and maybe small inputs in base64."""
+    job_body = 2 * limits.max_module_bytes + 65536 + 4 * INLINE_INPUT_BYTES // 3
+    return [
+        IntakeRoute("POST", re.compile(r"/v1/jobs"), job_body, json_body=True, jobs=1),
+        IntakeRoute("PUT", re.compile(r"/v1/blobs/[^/]*"), blob_limit(limits)),
+    ]
 
 
 def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:

@@ -140,16 +140,20 @@ class TokenStore:
             row = db.execute("SELECT * FROM tokens WHERE name = ?", (name,)).fetchone()
             if row is None:
                 raise Refused(401, f"token {name!r} was removed")
-            record = _token(row)
-            if jobs and record.max_jobs and record.jobs + jobs > record.max_jobs:
-                raise Refused(403, f"token {name!r} has used its quota of {record.max_jobs} jobs")
-            if nbytes and record.max_bytes and record.bytes + nbytes > record.max_bytes:
-                raise Refused(
-                    403,
-                    f"token {name!r}: {nbytes} more bytes would pass its quota of {record.max_bytes} "
-                    f"({record.bytes} used)",
-                )
+            over = over_quota(_token(row), jobs, nbytes)
+            if over is not None:
+                raise over
             db.execute("UPDATE tokens SET jobs = jobs + ?, bytes = bytes + ? WHERE name = ?", (jobs, nbytes, name))
+
+
+def over_quota(record: Token, jobs: int, nbytes: int) -> Refused | None:
+    """The refusal (403) when `jobs` more jobs or `nbytes` more bytes would pass one of the
+    token's quotas, as `record` counts them; None when both fit."""
+    if jobs and record.max_jobs and record.jobs + jobs > record.max_jobs:
+        return Refused(403, f"token {record.name!r} has used its quota of {record.max_jobs} jobs")
+    if nbytes and record.max_bytes and record.bytes + nbytes > record.max_bytes:
+        return Refused(403, f"token {record.name!r}: {nbytes} more bytes would pass its quota of {record.max_bytes} ({record.bytes} used)")
+    return None
 
 
 def _token(row: sqlite3.Row) -> Token:
@@ -203,6 +207,14 @@ class Gate:
             raise Refused(401, "unknown token (it may have been removed)")
         self.limiter.take(record.name, record.rate_per_minute)
         return record
+
+    def may_use(self, token: Token | None, *, jobs: int = 0, nbytes: int = 0) -> None:
+        """Raises Refused (403) when `jobs` more jobs or `nbytes` more bytes would pass one of
+        the admitted token's quotas, as its record read by `admit` says; charges nothing
+        (`charge` does, checking again in its transaction)."""
+        over = over_quota(token, jobs, nbytes) if token is not None else None
+        if over is not None:
+            raise over
 
     def charge(self, token: Token | None, *, jobs: int = 0, nbytes: int = 0) -> None:
         """Counts what an admitted request uses against its token's quotas (403 past one)."""

@@ -22,6 +22,7 @@ from attest.keys import generate_private_key
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
+from node.daemon.api import intake_routes
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
 from node.daemon.store import DONE, FAILED, QUEUED, RUNNING, JobStore
@@ -124,6 +125,10 @@ BAD_HLO = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] 
 HUGE = "HloModule m\nENTRY e {\n  c = f32[] constant(1)\n  ROOT b = f32[100000,100000] broadcast(c), dimensions={}\n}\n"
 
 
+def _job_body_limit() -> int:
+    return next(route.body_limit for route in intake_routes(LIMITS) if route.path.pattern == "/v1/jobs")
+
+
 @pytest.mark.parametrize(
     ("case", "status", "named"),
     [
@@ -136,7 +141,7 @@ HUGE = "HloModule m\nENTRY e {\n  c = f32[] constant(1)\n  ROOT b = f32[100000,1
         ("not a digest", 400, "inputs[0]"),
         ("over max_flops", 422, "limits.max_flops"),
         ("module over max_module_bytes", 413, "limits.max_module_bytes"),
-        ("body over the limit", 413, "over the limit"),
+        ("body over the limit", 413, "over this route's limit"),
         ("redundancy", 422, "redundancy 3"),
         ("input_data not base64", 400, "input_data[1]: not base64"),
         ("input_data and inputs", 400, "not both"),
@@ -162,8 +167,8 @@ def test_bad_jobs_refused_store_unchanged(node: NodeServer, case: str, status: i
         "not a digest": {"module": MLP.module_text, "inputs": ["../../etc/passwd", *digests[1:]]},
         "over max_flops": {"module": HUGE, "inputs": []},
         "module over max_module_bytes": {"module": MLP.module_text + " " * LIMITS.max_module_bytes, "inputs": digests},
-        # Past what a job body may carry: the blob limit, the module's JSON and inline inputs.
-        "body over the limit": {"module": MLP.module_text + " " * (LIMITS.max_module_bytes + 65536 + 2 * INLINE_INPUT_BYTES), "inputs": digests},
+        # Past what a job body may carry: the module's JSON and inline inputs.
+        "body over the limit": {"module": MLP.module_text + " " * _job_body_limit(), "inputs": digests},
         "redundancy": {"module": MLP.module_text, "inputs": digests, "redundancy": 3},
         "input_data not base64": {"module": MLP.module_text, "input_data": [inline[0], "not base64!", *inline[2:]]},
         "input_data and inputs": {"module": MLP.module_text, "inputs": digests, "input_data": inline},

@@ -37,11 +37,11 @@ def write_config(directory: Path, key_file: Path, extra: str = "") -> Path:
     return config
 
 
-def start_node(directory: Path) -> tuple[str, subprocess.Popen]:
-    """`vxla node run` in a child process (encrypted key, passphrase from the environment);
-    returns its URL, read from its log, and the process."""
+def start_node(directory: Path, extra: str = "") -> tuple[str, subprocess.Popen]:
+    """`vxla node run` in a child process (encrypted key, passphrase from the environment,
+    `extra` TOML after the [node] table); returns its URL, read from its log, and the process."""
     keys = init_key_files(directory / "keys", passphrase=b"secret")
-    config = write_config(directory, keys.private_path)
+    config = write_config(directory, keys.private_path, extra)
     env = {**os.environ, "VXLA_KEY_PASSPHRASE": "secret"}
     process = subprocess.Popen(
         [sys.executable, "-m", "node.cli", "node", "run", "--config", str(config)],
