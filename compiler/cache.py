@@ -1,12 +1,18 @@
 """The persistent compile cache: object bytes and plans keyed by everything that can change
 them (the program's hlo_hash, the whole CompilerConfig and the compiler's own source).
 
-A hit re-checks the stored bytes against their recorded binary_hash, so a corrupted or
-tampered entry is never run; entries are written to a temporary file and renamed.
+Nothing read from it is trusted as read. An entry is two files: the object bytes, and a
+record of the key, the plan, graph_hash and binary_hash, stored after the SHA-256 of its own
+bytes. A hit checks the record against its SHA-256 and its key, and the object against the
+record's binary_hash: the plan decides what the node reads back as outputs and signs, so a
+flipped bit in it (bit rot, an edit) must not run under the object's good hashes. A damaged
+entry is counted (`damaged`) and rebuilt, never used. Files are written to a temporary file
+and renamed.
 
 Beside the entries, a source index records the hlo_hash this compiler found for the exact
 bytes of a source it verified, so `compiler.compile` finds a cached executable without parsing
-the module again.
+the module again; a record holds the hlo_hash and a digest binding it to its source, checked
+the same way (a wrong hlo_hash would be recorded in every trace of that source).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from compiler.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
 from compiler.config import CompilerConfig
 
-CACHE_FORMAT = 2  # 2: a plan's buffers are lists of their fields
+CACHE_FORMAT = 3  # 3: records carry the SHA-256 of their bytes
 _SOURCE_ROOT = Path(__file__).resolve().parent
 
 
@@ -61,51 +67,89 @@ def _is_digest(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
+def _sealed(content: bytes) -> bytes:
+    """`content` after the hex SHA-256 of its bytes and a newline."""
+    return sha256_hex(content).encode() + b"\n" + content
+
+
+def _unsealed(data: bytes) -> bytes | None:
+    """The content of a sealed record, or None when its digest does not match it."""
+    digest, newline, content = data[:64], data[64:65], data[65:]
+    if newline != b"\n" or sha256_hex(content).encode() != digest:
+        return None
+    return content
+
+
 class CompileCache:
-    """A directory of entries: <key>.o (object bytes) and <key>.json (plan and hashes), and of
-    the source index: <source key>.hlo (the hlo_hash of a verified source)."""
+    """A directory of entries: <key>.o (object bytes) and <key>.json (the sealed record of
+    the key, plan and hashes), and of the source index: <source key>.hlo (the sealed record of
+    a verified source's hlo_hash)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.hits = 0
         self.misses = 0
+        self.damaged = 0  # entries and records found damaged (and not used)
 
     def get(self, key: str) -> Entry | None:
+        """The entry stored under `key`; None when there is none or it is damaged."""
         meta_path, object_path = self.directory / f"{key}.json", self.directory / f"{key}.o"
         try:
-            meta = json.loads(meta_path.read_text())
+            record = meta_path.read_bytes()
             object_bytes = object_path.read_bytes()
-        except (OSError, ValueError):
+        except OSError:
             self.misses += 1
             return None
-        if sha256_hex(object_bytes) != meta.get("binary_hash"):
+        entry = _entry_of(key, record, object_bytes)
+        if entry is None:
+            self.damaged += 1
             self.misses += 1
             return None
         self.hits += 1
-        return Entry(object_bytes, Plan.from_json(meta["plan"]), meta["graph_hash"], meta["binary_hash"])
+        return entry
 
     def put(self, key: str, entry: Entry) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        meta = {"binary_hash": entry.binary_hash, "graph_hash": entry.graph_hash, "plan": entry.plan.to_json()}
+        record = {"key": key, "binary_hash": entry.binary_hash, "graph_hash": entry.graph_hash, "plan": entry.plan.to_json()}
         write_bytes_atomic(self.directory / f"{key}.o", entry.object_bytes)
-        write_bytes_atomic(self.directory / f"{key}.json", json.dumps(meta).encode())
-
+        write_bytes_atomic(self.directory / f"{key}.json", _sealed(json.dumps(record).encode()))
 
     def recall_hlo_hash(self, source_hash: str) -> str | None:
         """The hlo_hash this compiler found for the source with `source_hash`, if it verified
-        that source before (None otherwise, or when the record is unreadable)."""
+        that source before (None otherwise, or when the record is unreadable or damaged)."""
+        key = source_key(source_hash)
         try:
-            recorded = (self.directory / f"{source_key(source_hash)}.hlo").read_text()
-        except (OSError, ValueError):
+            data = (self.directory / f"{key}.hlo").read_bytes()
+        except OSError:
             return None
-        return recorded if _is_digest(recorded) else None
+        content = _unsealed(data)
+        recorded = content.decode("ascii", "replace").partition(" ") if content is not None else ("", "", "")
+        if recorded[0] != key or not _is_digest(recorded[2]):
+            self.damaged += 1
+            return None
+        return recorded[2]
 
     def remember_hlo_hash(self, source_hash: str, hlo_hash: str) -> None:
         """Records a verified source's hlo_hash in the source index."""
-        path = self.directory / f"{source_key(source_hash)}.hlo"
+        key = source_key(source_hash)
         if self.recall_hlo_hash(source_hash) != hlo_hash:
             self.directory.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(path, hlo_hash.encode())
+            write_bytes_atomic(self.directory / f"{key}.hlo", _sealed(f"{key} {hlo_hash}".encode()))
+
+
+def _entry_of(key: str, record: bytes, object_bytes: bytes) -> Entry | None:
+    """The entry a sealed record and object bytes make, or None when either is damaged: the
+    record's digest, its key, and the object's binary_hash must all match."""
+    content = _unsealed(record)
+    if content is None:
+        return None
+    try:
+        meta = json.loads(content)
+        if meta["key"] != key or sha256_hex(object_bytes) != meta["binary_hash"]:
+            return None
+        return Entry(object_bytes, Plan.from_json(meta["plan"]), meta["graph_hash"], meta["binary_hash"])
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
 
 
 def default_directory() -> Path:

@@ -3,6 +3,8 @@ before is found without parsing it again."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import compiler
@@ -37,6 +39,40 @@ def test_hit_returns_the_same_executable_and_tampering_is_detected(tmp_path) -> 
     assert third.hashes == first.hashes  # recompiled, not loaded from the bad entry
 
 
+def test_a_damaged_plan_is_never_run(tmp_path) -> None:
+    """The stored plan changed on disk (bit rot in its outputs list, here), the object and its
+    hashes intact: the entry is damaged, rebuilt, and the run gives the right outputs. The
+    plan decides what is read back as outputs, and so what a node signs."""
+    fixture = Fixture("mlp_softmax")
+    program = load_program(fixture.module_text)
+    config = load_config()
+    first = compile_program(program, config, cache_dir=tmp_path)
+    expected = [o.tobytes() for o in first.run(*fixture.inputs())]
+    key = cache_key(program.hlo_hash, config)
+    path = tmp_path / f"{key}.json"
+    intact = path.read_bytes()
+    outputs = json.loads(intact[65:])["plan"]["outputs"]
+    assert f'"outputs": {json.dumps(outputs)}'.encode() in intact
+    for damaged in (
+        intact.replace(f'"outputs": {json.dumps(outputs)}'.encode(), f'"outputs": {json.dumps(outputs[::-1] + [0])}'.encode()),
+        intact[:-1],  # cut short
+        intact[:10] + bytes([intact[10] ^ 1]) + intact[11:],  # the seal itself
+    ):
+        path.write_bytes(damaged)
+        cache = CompileCache(tmp_path)
+        assert cache.get(key) is None and cache.damaged == 1
+        again = compile_program(program, config, cache_dir=tmp_path)
+        assert again.hashes == first.hashes
+        assert [o.tobytes() for o in again.run(*fixture.inputs())] == expected
+        assert path.read_bytes() == intact  # rebuilt
+    # An entry's files under another key (entries swapped) are not that key's entry.
+    other = cache_key("0" * 64, config)
+    (tmp_path / f"{other}.json").write_bytes(intact)
+    (tmp_path / f"{other}.o").write_bytes((tmp_path / f"{key}.o").read_bytes())
+    cache = CompileCache(tmp_path)
+    assert cache.get(other) is None and cache.damaged == 1
+
+
 def test_key_depends_on_the_whole_config() -> None:
     config = load_config()
     keys = {cache_key("a" * 64, config), cache_key("b" * 64, config), cache_key("a" * 64, config.with_target(cpu="x86-64-v4"))}
@@ -66,9 +102,16 @@ def test_an_unreadable_source_record_means_parsing_again(tmp_path, monkeypatch) 
     first = compiler.compile(fixture.module_text, cache_dir=tmp_path)
     source_hash = load_program(fixture.module_text).source_hash
     record = tmp_path / f"{source_key(source_hash)}.hlo"
-    assert record.read_text() == first.hashes["hlo_hash"]
+    intact = record.read_bytes()
+    assert intact.endswith(first.hashes["hlo_hash"].encode())
     record.write_text("not a digest")
     assert CompileCache(tmp_path).recall_hlo_hash(source_hash) is None
+    # One flipped digit of the recorded hlo_hash (still a digest): damaged, not believed.
+    flipped = bytearray(intact)
+    flipped[-1] = ord("0") if flipped[-1] != ord("0") else ord("1")
+    record.write_bytes(bytes(flipped))
+    cache = CompileCache(tmp_path)
+    assert cache.recall_hlo_hash(source_hash) is None and cache.damaged == 1
     parsed: list[bytes] = []
     real = driver.load_program
 
@@ -79,7 +122,7 @@ def test_an_unreadable_source_record_means_parsing_again(tmp_path, monkeypatch) 
     monkeypatch.setattr(driver, "load_program", counting)
     second = compiler.compile(fixture.module_text, cache_dir=tmp_path)
     assert len(parsed) == 1 and second.hashes == first.hashes
-    assert record.read_text() == first.hashes["hlo_hash"]  # recorded again
+    assert record.read_bytes() == intact  # recorded again
 
 
 def test_text_that_fails_to_parse_is_never_recorded(tmp_path) -> None:
