@@ -57,6 +57,7 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     import logging
 
     from node.chain.state import ChainStateError
+    from node.daemon.confinement import forget_secrets, make_undumpable
     from node.daemon.server import NodeServer
 
     config = _node_config(args.config)
@@ -68,6 +69,10 @@ def cmd_node_run(args: argparse.Namespace) -> int:
         signing_key = load_private_key(config.key_file, config.key_passphrase)
     except KeyFileError as exc:
         raise UsageError(f"node.key_file {exc} (create one with vxla keys init)") from None
+    # The config holds the secrets now: no execution process inherits them, and none can read
+    # them (or the key) out of this process (node/daemon/confinement.py).
+    forget_secrets()
+    make_undumpable()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         server = NodeServer(config, signing_key)

@@ -373,8 +373,11 @@ def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, poo
 
     @router.get("/readyz")
     def readyz() -> JSONResponse:
-        """Ready to take jobs: the store answers and the signing key is loaded."""
+        """Ready to take jobs: the store answers and the signing key is loaded; also what
+        confines the execution processes (node/daemon/confinement.py)."""
         checks: dict[str, Any] = {"key": signer_id, "workers": pool is not None}
+        if pool is not None and pool.executions.confinement is not None:
+            checks["execution"] = pool.executions.confinement  # what confines the execution processes
         try:
             checks["jobs"] = store.counts()
             ok = True

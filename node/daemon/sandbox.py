@@ -19,6 +19,10 @@ program; after a death or a kill the next job starts a fresh one.
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement, and only then signs. A child running a hostile program can make
   its job fail, not make the node sign something else.
+- Reach: once it has imported what it runs, the child confines itself
+  (node/daemon/confinement.py: another user or no capabilities, Landlock) and says what holds
+  in its first answer; it reaches its compile cache through a directory the daemon opened
+  for it, never by a path it would need rights on the way to.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import multiprocessing
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +47,7 @@ from attest import Statement
 from compiler.config import CompilerConfig
 from compiler.runtime.executable import Fault
 from node.daemon.config import Limits
+from node.daemon.confinement import Confinement, confine, execution_user, hand_over
 from node.daemon.job_checks import KnownModules, prepare_job
 from node.errors import JobRejected
 from node.tensors import recorded_array
@@ -99,21 +105,57 @@ class ExecutionKilled(JobRejected):
     """The daemon killed the execution process: the job ran past its wall-time limit."""
 
 
-class ExecutionProcess:
-    """One child process and the pipe to it."""
+class OpenDirectory:
+    """A directory the daemon opened, handed to a child as a file descriptor when pickled for
+    it (the way multiprocessing hands over a pipe): a confined child may have no right to
+    reach the directory by its path."""
 
-    def __init__(self, compiler_config: CompilerConfig, cache_dir: Path, memory_limit: int) -> None:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+
+        return OpenDirectory._received, (reduction.DupFd(self.fd),)
+
+    @staticmethod
+    def _received(duplicate) -> OpenDirectory:
+        return OpenDirectory(duplicate.detach())
+
+    @property
+    def path(self) -> str:
+        """A path to the directory through its descriptor, in this process."""
+        return f"/proc/self/fd/{self.fd}"
+
+
+class ExecutionProcess:
+    """One child process and the pipe to it; `confinement` is what the child said holds."""
+
+    def __init__(self, compiler_config: CompilerConfig, cache_dir: Path, memory_limit: int, user: tuple[int, int] | None = None) -> None:
         context = multiprocessing.get_context("spawn")
         self._connection, child_end = context.Pipe()
+        cache = _open_directory(cache_dir)
         self.process = context.Process(
-            target=serve, args=(child_end, compiler_config, str(cache_dir), memory_limit), name="vxla-execution", daemon=True
+            target=serve, args=(child_end, compiler_config, cache, memory_limit, user), name="vxla-execution", daemon=True
         )
-        self.process.start()
-        child_end.close()
+        try:
+            self.process.start()
+        finally:
+            child_end.close()
+            if isinstance(cache, OpenDirectory):
+                os.close(cache.fd)
         # Ready before any job is sent, so starting never counts against a job's wall time.
-        if not self._connection.poll(START_TIMEOUT_S) or self._connection.recv_bytes(16) != b"ready":
+        ready = None
+        try:
+            if self._connection.poll(START_TIMEOUT_S):
+                ready = json.loads(self._connection.recv_bytes(1 << 16))
+        except (EOFError, OSError, ValueError):
+            ready = None
+        if not isinstance(ready, dict) or ready.get("ready") is not True:
             self.kill()
-            raise ExecutionDied(f"execution: the execution process did not start ({self._death_reason() or 'no answer'})", 500)
+            said = ready.get("error") if isinstance(ready, dict) else None
+            raise ExecutionDied(f"execution: the execution process did not start ({said or self._death_reason() or 'no answer'})", 500)
+        self.confinement: dict = ready.get("confinement") or {}
 
     def execute(self, request: ExecutionRequest) -> ExecutionAnswer:
         """Runs one job; ExecutionKilled past the wall limit, ExecutionDied if the child dies,
@@ -212,6 +254,9 @@ class ExecutionProcesses:
         self.compiler_config = compiler_config
         self.cache_dir = cache_dir
         self.memory_limit = memory_limit
+        self.user = execution_user()
+        hand_over(cache_dir, self.user)
+        self.confinement: dict | None = None  # what the last process started said holds
         self._idle: list[ExecutionProcess] = []
         self._free = threading.Semaphore(count)
         self._lock = threading.Condition()
@@ -234,7 +279,7 @@ class ExecutionProcesses:
                     self._lock.wait()
                 process = self._idle.pop() if self._idle else None
             if process is None or not process.alive:
-                process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
+                process = self._new_process()
                 with self._lock:
                     self._all.append(process)
             try:
@@ -252,7 +297,7 @@ class ExecutionProcesses:
         with self._lock:
             self._starting += 1
         try:
-            process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit)
+            process = self._new_process()
             with self._lock:
                 self._all.append(process)
                 self._idle.append(process)
@@ -260,6 +305,13 @@ class ExecutionProcesses:
             with self._lock:
                 self._starting -= 1
                 self._lock.notify_all()
+
+    def _new_process(self) -> ExecutionProcess:
+        process = ExecutionProcess(self.compiler_config, self.cache_dir, self.memory_limit, self.user)
+        if self.confinement is None:
+            log.info("%s", Confinement.from_dict(process.confinement).describe())
+        self.confinement = process.confinement
+        return process
 
     def pids(self) -> list[int]:
         """The process ids of the execution processes alive now (tests, operators)."""
@@ -289,16 +341,36 @@ def _exit_with_the_daemon(daemon_pid: int) -> None:
     os._exit(1)
 
 
-def serve(connection: Connection, compiler_config: CompilerConfig, cache_dir: str, memory_limit: int) -> None:
-    """The child's loop: one request at a time, answered in bytes (see the module docstring)."""
+def _open_directory(directory: Path) -> OpenDirectory | str:
+    """The compile cache as the child gets it: an open directory on Linux, else its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if not sys.platform.startswith("linux"):
+        return str(directory)
+    return OpenDirectory(os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+
+
+def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDirectory | str, memory_limit: int, user: tuple[int, int] | None = None) -> None:
+    """The child's loop: one request at a time, answered in bytes (see the module docstring).
+    Its first answer says it is ready and what confines it, or why it could not start."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when its children stop
     threading.Thread(target=_exit_with_the_daemon, args=(os.getppid(),), name="vxla-daemon-watch", daemon=True).start()
     _cap_address_space(memory_limit)
-    import compiler.driver  # noqa: F401  (loaded before "ready": the first job does not wait for it)
+    # Everything a job needs is loaded, and what it reads once is read, before the process
+    # confines itself (and before "ready": the first job does not wait for it).
+    import compiler.driver  # noqa: F401
+    from node.tracing.statement import host_record, vxla_version
 
+    host_record()
+    vxla_version()
+    try:
+        confinement = confine(cache.fd if isinstance(cache, OpenDirectory) else None, user)
+    except OSError as error:
+        connection.send_bytes(json.dumps({"ready": False, "error": f"cannot confine the execution process: {error}"}).encode())
+        return
+    cache_dir = cache.path if isinstance(cache, OpenDirectory) else cache
     executables: OrderedDict[str, object] = OrderedDict()
     known = KnownModules()
-    connection.send_bytes(b"ready")
+    connection.send_bytes(json.dumps({"ready": True, "confinement": confinement.to_dict()}).encode())
     while True:
         try:
             request: ExecutionRequest = connection.recv()
