@@ -74,9 +74,35 @@ def read_npy(data: bytes, dtype: np.dtype | None = None, shape: tuple[int, ...] 
         if data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(shape):
             return np.frombuffer(data, dtype, offset=len(header)).reshape(shape).copy()
     try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
+        declared_type, declared_shape, fortran, offset = _npy_layout(data)
     except (ValueError, OSError, EOFError) as error:
         raise ValueError(f"not a readable .npy file ({error})") from None
+    # The header's shape is checked against the bytes that follow before anything is
+    # allocated for it: 16 bytes declaring 10^10 elements are refused, not 40 GB asked for.
+    size = declared_type.itemsize * math.prod(declared_shape)
+    if len(data) - offset != size:
+        raise ValueError(
+            f"not a readable .npy file (its header declares {declared_type.name}{list(declared_shape)}, "
+            f"{size} bytes, and {len(data) - offset} bytes follow)"
+        )
+    array = np.frombuffer(data, declared_type, math.prod(declared_shape), offset)
+    return array.reshape(declared_shape, order="F" if fortran else "C").copy(order="K")
+
+
+def _npy_layout(data: bytes) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+    """The element type, shape, Fortran order and data offset an .npy header declares
+    (format 1.0 or 2.0); ValueError for anything else, pickled objects among them."""
+    stream = io.BytesIO(data)
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f"format version {version[0]}.{version[1]} (1.0 and 2.0 are read)")
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects (never unpickled)")
+    return dtype, tuple(shape), bool(fortran), stream.tell()
 
 
 def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:

@@ -5,6 +5,8 @@ node keeps serving; concurrent duplicates store one blob and run every job."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +85,26 @@ def test_malformed_bodies_refused(node: NodeServer, case: str, body: bytes, name
     assert named in detail_text(response), (case, response.text)
     assert snapshot(node) == before
     assert httpx.get(f"{node.url}/healthz").status_code == 200
+
+
+def test_an_npy_header_declaring_more_than_its_bytes_is_a_400(node: NodeServer) -> None:
+    """16 bytes of data under a header declaring 10^10 float32 elements, as a stored input and
+    inline: refused naming the mismatch, with nothing allocated for the declared shape (it
+    was a 500, a MemoryError)."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (100_000, 100_000)})
+    liar = header.getvalue() + bytes(16)
+    inputs = [npy_bytes(a) for a in MLP.inputs()]
+    digests = [upload(node, data) for data in (liar, *inputs[1:])]
+    before = snapshot(node)
+    for body in (
+        {"module": MLP.module_text, "inputs": digests},
+        {"module": MLP.module_text, "input_data": [base64.b64encode(d).decode() for d in (liar, *inputs[1:])]},
+    ):
+        response = httpx.post(f"{node.url}/v1/jobs", json=body, timeout=30)
+        assert response.status_code == 400, response.text
+        assert "declares float32[100000, 100000]" in response.json()["detail"] and "16 bytes follow" in response.json()["detail"]
+    assert snapshot(node) == before
 
 
 def test_huge_array_of_one_known_digest_reads_no_input(node: NodeServer, monkeypatch: pytest.MonkeyPatch) -> None:
