@@ -38,8 +38,13 @@ _WHITESPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.DOTALL)
 
 _DEBUG_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
-# Deeper nesting than this is rejected rather than risking the interpreter's recursion limit.
+# Deeper nesting than these is rejected rather than risking the interpreter's recursion limit
+# (the parser recurses once a level): tuple shapes, and instructions written in place of an
+# operand of another (`add(f32[] negate(x), y)`).
 MAX_TUPLE_DEPTH = 64
+MAX_OPERAND_DEPTH = 64
+# The most dimensions an array may have (numpy's own limit).
+MAX_RANK = 64
 
 
 @dataclass
@@ -60,6 +65,7 @@ class Parser:
         # Instructions written inside another's operand list (`add(s32[] parameter(0), ...)`),
         # in the order they are met; the computation takes them before their user.
         self._nested: list[_PendingInstruction] = []
+        self._operand_depth = 0  # how many operand lists the parser is inside now
 
     # --- positions and errors -------------------------------------------------------------
     def location(self, offset: int | None = None) -> SourceLocation:
@@ -175,6 +181,8 @@ class Parser:
                 if dim < 0:
                     raise self.error(f"negative dimension size {dim}")
                 dims.append(dim)
+                if len(dims) > MAX_RANK:
+                    raise self.unsupported(f"arrays of more than {MAX_RANK} dimensions are not supported", start)
                 if self.accept("]"):
                     break
                 self.expect(",")
@@ -359,9 +367,15 @@ class Parser:
             nested = _OMITTED_SHAPE.match(self.text, self.pos)
             if nested and nested.group(1) in KNOWN:
                 # An instruction written in place of an operand: named by where it starts.
+                if self._operand_depth >= MAX_OPERAND_DEPTH:
+                    raise self.unsupported(f"instructions nested in operands deeper than {MAX_OPERAND_DEPTH}", operand_start)
                 self.pos = operand_start
                 name = f"operand.{self.location(operand_start).line}.{self.location(operand_start).column}"
-                self._nested.append(self._instruction_body(name, operand_start))
+                self._operand_depth += 1
+                try:
+                    self._nested.append(self._instruction_body(name, operand_start))
+                finally:
+                    self._operand_depth -= 1
                 names.append((name, offset))
             else:
                 names.append((self.name(), offset))

@@ -119,3 +119,31 @@ def test_moderately_nested_tuples_work() -> None:
     lines.append("}")
     module = load_module("\n".join(lines) + "\n")
     assert module.entry.root.name == f"t{depth}"
+
+
+@pytest.mark.parametrize("depth", [66, 50_000, 1_100_000])
+def test_deeply_nested_operands_are_a_located_error_not_a_crash(depth: int) -> None:
+    """Instructions written in place of operands, `depth` levels (the root's own included; up
+    to the 1.1 million a 16 MiB module holds): a located refusal, whatever the recursion limit."""
+    inner = "p"
+    for _ in range(min(depth, 70)):
+        inner = f"f32[] negate({inner})"
+    # Deeper texts repeat the opening only: the parser refuses at level 65, before it would
+    # need the rest.
+    text = "HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = " + "f32[] negate(" * (depth - 70) + inner + ")" * (depth - 70) + "\n}\n"
+    with pytest.raises(HloError, match=r"line 4, column \d+: instructions nested in operands deeper than 64"):
+        load_module(text)
+
+
+def test_nested_operands_up_to_the_limit_parse() -> None:
+    inner = "p"
+    for _ in range(65):  # the root and 64 levels inside it
+        inner = f"f32[] negate({inner})"
+    module = load_module("HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT r = " + inner + "\n}\n")
+    assert len(module.entry.instructions) == 66
+
+
+def test_arrays_past_64_dimensions_are_refused_with_their_place() -> None:
+    dims = ",".join(["1"] * 65)
+    with pytest.raises(HloError, match="line 3, column 12: arrays of more than 64 dimensions"):
+        load_module(f"HloModule m\nENTRY e {{\n  ROOT c = f32[{dims}] parameter(0)\n}}\n")
