@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compiler.hlo.errors import HloError, HloParseError, HloUnsupportedError, HloVerifyError
 from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.hlo.parser import parse_module
+from compiler.hlo.parser import parse_module, parse_shape
 from compiler.hlo.printer import canonical_text
 from compiler.hlo.verifier import verify_module
 
@@ -27,5 +27,6 @@ __all__ = [
     "canonical_text",
     "load_module",
     "parse_module",
+    "parse_shape",
     "verify_module",
 ]

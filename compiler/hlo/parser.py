@@ -568,3 +568,13 @@ def _infer_omitted_shapes(computation: Computation) -> None:
 def parse_module(text: str) -> Module:
     """Parses HLO text into a Module (not yet verified: see compiler.hlo.verifier)."""
     return Parser(text).module()
+
+
+def parse_shape(text: str) -> Shape:
+    """Parses one shape written as HLO text writes it (`f32[2,3]{1,0}`, `(f32[], s32[4])`)."""
+    parser = Parser(text)
+    shape = parser.shape()
+    parser.skip()
+    if not parser.at_end():
+        raise parser.error(f"expected the end of the shape, found {parser.describe_here()}")
+    return shape

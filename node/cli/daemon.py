@@ -80,8 +80,10 @@ def cmd_node_run(args: argparse.Namespace) -> int:
         raise UsageError(f"node.host/node.port {config.host}:{config.port}: cannot listen ({exc.strerror or exc})") from None
     except ChainStateError as exc:
         raise UsageError(f"node.data_dir {config.data_dir}: {exc}") from None
-    print(f"vxla node {key_id(signing_key)[:16]} serving {server.url} (data {config.data_dir})", file=sys.stderr)
-    requeued = server.run()
+    def serving() -> None:
+        print(f"vxla node {key_id(signing_key)[:16]} serving {server.url} (data {config.data_dir})", file=sys.stderr, flush=True)
+
+    requeued = server.run(on_serving=serving)
     print(f"vxla node stopped; {len(requeued)} running job(s) requeued", file=sys.stderr)
     return EXIT_OK
 

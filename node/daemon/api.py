@@ -34,7 +34,7 @@ from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
-from node.daemon.job_checks import KnownModules, check_inputs, check_module
+from node.daemon.job_checks import ModuleSummary, check_inputs
 from node.daemon.store import DONE, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
@@ -105,6 +105,13 @@ def _blob(store: JobStore, digest: str, what: str) -> bytes:
         raise _problem(400, f"{what}: {error}") from None
 
 
+def _checked_module(pool: WorkerPool | None, module_bytes: bytes) -> ModuleSummary:
+    """The module's summary from the pool's checker processes (the daemon parses no module)."""
+    if pool is None:
+        raise JobRejected("this node runs no workers: it takes no jobs", 503)
+    return pool.check_module(module_bytes)
+
+
 def create_app(
     store: JobStore,
     limits: Limits,
@@ -115,12 +122,11 @@ def create_app(
 ) -> FastAPI:
     """The API over `store`, refusing jobs over `limits`; `signer` is the public key the node
     signs its traces with.
-    `pool` is woken when a job is queued (None: no workers, jobs stay queued). `chain`: the
+    `pool` checks modules and is woken when a job is queued (None: no workers, jobs are refused). `chain`: the
     node's chain role, which adds the `/v1/chain/...` endpoints. `gate`: who may post jobs
     and upload blobs (None: anyone who reaches the API)."""
     gate = gate or Gate(required=False, tokens=None)
     metrics = pool.metrics if pool is not None else Metrics()
-    known = pool.known_modules if pool is not None else KnownModules()
     limits_bytes = blob_limit(limits)
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
     app.add_middleware(Intake, gate=gate, routes=intake_routes(limits))
@@ -134,7 +140,7 @@ def create_app(
         return JSONResponse({"detail": str(error)}, status_code=413)
 
     app.include_router(blob_routes(store, limits_bytes, gate))
-    app.include_router(job_routes(store, limits, pool, gate, known))
+    app.include_router(job_routes(store, limits, pool, gate))
     app.include_router(chain_routes(store, chain))
     app.include_router(node_routes(store, signer, metrics, pool, chain))
     return app
@@ -197,7 +203,7 @@ def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:
     return router
 
 
-def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: Gate, known: KnownModules) -> APIRouter:
+def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: Gate) -> APIRouter:
     """`POST /v1/jobs`, `GET /v1/jobs/{id}` and its trace: local jobs, checked before queued."""
     router = APIRouter()
 
@@ -220,10 +226,10 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
         # small body listing one large stored blob N times would otherwise make the node
         # load and decode N copies of it.
         try:
-            program = check_module(module_bytes, limits, known)
+            module = _checked_module(pool, module_bytes)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
-        parameters = len(program.parameter_shapes)
+        parameters = len(module.parameter_shapes)
         if body.inputs and body.input_data:
             raise _problem(400, "give the inputs as digests (inputs) or as bytes (input_data), not both")
         given = len(body.input_data or body.inputs)
@@ -234,14 +240,14 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
         else:
             inputs = [_blob(store, d, f"inputs[{i}]") for i, d in enumerate(body.inputs)]
         try:
-            check_inputs(program, inputs, limits)
+            check_inputs(module.parameter_shapes, inputs, limits)
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
         uploaded = (len(module_bytes) if body.module is not None else 0) + (sum(map(len, inputs)) if body.input_data else 0)
         _charge(gate, token, jobs=1, nbytes=uploaded)
         # Only now is anything stored: the job with its module and inline inputs, at once.
         inline = inputs if body.input_data else []
-        job = store.add_job(program.source_hash, [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
+        job = store.add_job(module.source_hash, [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
         if pool is not None:
             pool.notify()
         return job.to_dict()

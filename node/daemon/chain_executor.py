@@ -40,7 +40,7 @@ from attest.digests import sha256_hex
 from node.chain import NodeRegistry, fetch_events
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
-from node.daemon.job_checks import check_module, prepare_job
+from node.daemon.job_checks import check_inputs
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
@@ -217,7 +217,7 @@ class ChainExecutor:
         not one is JobRejected."""
         module_digest, manifest_digest = job.program_digest.hex(), job.inputs_digest.hex()
         module = self.fetcher.ensure(module_digest)
-        parameters = len(check_module(module, self.pool.limits, self.pool.known_modules).parameter_shapes)
+        parameters = len(self.pool.check_module(module).parameter_shapes)
         manifest = self.fetcher.ensure(manifest_digest)  # BlobError (a ValueError) stays transient
         try:
             input_digests = parse_manifest(manifest)
@@ -264,7 +264,8 @@ class ChainExecutor:
     def _check(self, job: ChainJob) -> None:
         module_digest, input_digests = self._digests(job)
         blobs = self.store.blobs
-        prepare_job(blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.pool.limits, self.pool.known_modules)
+        module = self.pool.check_module(blobs.get(module_digest))
+        check_inputs(module.parameter_shapes, [blobs.get(d) for d in input_digests], self.pool.limits)
         self.pool.check_bound(module_digest, input_digests)
 
     def _run(self, job: ChainJob) -> ExecutedChainJob:

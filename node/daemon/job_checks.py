@@ -2,7 +2,10 @@
 estimate, each input's size and decoding, and the inputs against the module's parameters.
 
 The HTTP API, the worker pool and the execution process call the same functions, so a job
-the API accepted is never refused later for a different reason.
+the API accepted is never refused later for a different reason. The daemon never parses a
+module itself: a checker process does (`check_module` there), and the daemon keeps the
+`ModuleSummary` it answers, which is all it needs of the module to check inputs and store
+the job.
 """
 
 from __future__ import annotations
@@ -10,18 +13,22 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from attest.digests import sha256_hex
-from compiler.hlo import HloError
+from compiler.errors import ArgumentError
+from compiler.hlo import HloError, parse_shape
 from compiler.hlo.cost import estimate_flops
 from compiler.hlo.shape import ArrayShape, Shape
-from compiler.program import Program, load_program
+from compiler.program import Program, bind_arguments, load_program
 from node.daemon.config import Limits
 from node.errors import JobRejected
 from node.tensors import read_npy
-from node.tracing.statement import TraceInputError, checked_inputs
+
+T = TypeVar("T")
 
 
 def decode_npy(data: bytes, what: str, shape: Shape | None = None) -> np.ndarray:
@@ -35,14 +42,26 @@ def decode_npy(data: bytes, what: str, shape: Shape | None = None) -> np.ndarray
         raise JobRejected(f"{what}: {error}") from None
 
 
-def check_module(module_bytes: bytes, limits: Limits, known: KnownModules | None = None) -> Program:
-    """The parsed, verified module; JobRejected (400 with line:col, 413, 422) otherwise.
-    With `known`, a module whose bytes passed before is not parsed again."""
+def check_module_size(module_bytes: bytes, limits: Limits) -> None:
+    """JobRejected (413) for a module over limits.max_module_bytes: checked where the bytes
+    are, before they go anywhere to be parsed."""
     if len(module_bytes) > limits.max_module_bytes:
         raise JobRejected(
             f"module: {len(module_bytes)} bytes, over limits.max_module_bytes ({limits.max_module_bytes})",
             413,
         )
+
+
+def check_module(module_bytes: bytes, limits: Limits, known: KnownModules[tuple[Program, int]] | None = None) -> Program:
+    """The parsed, verified module; JobRejected (400 with line:col, 413, 422) otherwise.
+    With `known`, a module whose bytes passed before is not parsed again. Runs where the
+    module may be parsed: an execution or checker process, never the daemon."""
+    return checked_module(module_bytes, limits, known)[0]
+
+
+def checked_module(module_bytes: bytes, limits: Limits, known: KnownModules[tuple[Program, int]] | None = None) -> tuple[Program, int]:
+    """`check_module`'s program and its work estimate."""
+    check_module_size(module_bytes, limits)
     remembered = known.recall(module_bytes) if known is not None else None
     if remembered is None:
         try:
@@ -51,44 +70,69 @@ def check_module(module_bytes: bytes, limits: Limits, known: KnownModules | None
             raise JobRejected(f"module: {error}") from None
         remembered = program, estimate_flops(program.module)
         if known is not None:
-            known.remember(*remembered)
-    program, flops = remembered
+            known.remember(module_bytes, remembered)
+    check_flops(remembered[1], limits)
+    return remembered
+
+
+def check_flops(flops: int, limits: Limits) -> None:
     if flops > limits.max_flops:
         raise JobRejected(f"module: estimated {flops} operations, over limits.max_flops ({limits.max_flops})", 422)
-    return program
 
 
-class KnownModules:
-    """The programs of the modules parsed last, by the SHA-256 of their bytes, with their
-    work estimates: a node sees the same module in every job of a model, and parsing equal
-    bytes gives the same program (which nothing changes: the compiler optimizes a copy).
-    Bounded in entries and in source bytes (a parsed module takes up to about 16 times its
-    text: 8 MiB of text is some 130 MB held); safe to share between threads."""
+@dataclass(frozen=True)
+class ModuleSummary:
+    """What the daemon keeps of a module a checker process parsed: its identity, its
+    parameters and its work estimate."""
+
+    source_hash: str
+    hlo_hash: str
+    parameter_shapes: tuple[Shape, ...]
+    flops: int
+
+    @staticmethod
+    def of(program: Program, flops: int) -> ModuleSummary:
+        return ModuleSummary(program.source_hash, program.hlo_hash, tuple(program.parameter_shapes), flops)
+
+    def to_json(self) -> dict:
+        return {"source_hash": self.source_hash, "hlo_hash": self.hlo_hash, "parameters": [str(s) for s in self.parameter_shapes], "flops": self.flops}
+
+    @staticmethod
+    def from_json(data: dict) -> ModuleSummary:
+        shapes = tuple(parse_shape(text) for text in data["parameters"])
+        return ModuleSummary(str(data["source_hash"]), str(data["hlo_hash"]), shapes, int(data["flops"]))
+
+
+class KnownModules(Generic[T]):
+    """What was found of the modules checked last (a process's parsed programs, the daemon's
+    summaries), by the SHA-256 of their bytes: a node sees the same module in every job of a
+    model, and checking equal bytes gives the same answer (nothing changes a program: the
+    compiler optimizes a copy). Bounded in entries and in source bytes (a parsed module takes
+    up to about 16 times its text: 8 MiB of text is some 130 MB held); safe to share between
+    threads."""
 
     def __init__(self, entries: int = 32, source_bytes: int = 8 << 20) -> None:
         self.entries = entries
         self.source_bytes = source_bytes
-        self._programs: OrderedDict[str, tuple[Program, int]] = OrderedDict()
+        self._found: OrderedDict[str, tuple[T, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def recall(self, module_bytes: bytes) -> tuple[Program, int] | None:
+    def recall(self, module_bytes: bytes) -> T | None:
         key = sha256_hex(module_bytes)
         with self._lock:
-            found = self._programs.get(key)
-            if found is not None:
-                self._programs.move_to_end(key)
-            return found
+            found = self._found.get(key)
+            if found is None:
+                return None
+            self._found.move_to_end(key)
+            return found[0]
 
-    def remember(self, program: Program, flops: int) -> None:
-        if len(program.source) > self.source_bytes:
+    def remember(self, module_bytes: bytes, found: T) -> None:
+        if len(module_bytes) > self.source_bytes:
             return
         with self._lock:
-            self._programs[program.source_hash] = (program, flops)
-            while len(self._programs) > self.entries or self._held_bytes() > self.source_bytes:
-                self._programs.popitem(last=False)
-
-    def _held_bytes(self) -> int:
-        return sum(len(program.source) for program, _ in self._programs.values())
+            self._found[sha256_hex(module_bytes)] = (found, len(module_bytes))
+            while len(self._found) > self.entries or sum(size for _, size in self._found.values()) > self.source_bytes:
+                self._found.popitem(last=False)
 
 
 def prepare_job(
@@ -97,13 +141,12 @@ def prepare_job(
     """Everything checked before a job is stored or run: the module (`check_module`), then
     its inputs (`check_inputs`). Raises JobRejected naming the problem."""
     program = check_module(module_bytes, limits, known)
-    return program, check_inputs(program, input_bytes, limits)
+    return program, check_inputs(program.parameter_shapes, input_bytes, limits)
 
 
-def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits) -> list[np.ndarray]:
-    """Each input's size and decoding, and the inputs' count, dtypes and shapes against the
-    checked `program`'s parameters; the arrays, or JobRejected naming the problem."""
-    parameters = program.parameter_shapes
+def check_inputs(parameters: Sequence[Shape], input_bytes: Sequence[bytes], limits: Limits) -> list[np.ndarray]:
+    """Each input's size and decoding, and the inputs' count, dtypes and shapes against a
+    checked module's parameters; the arrays, or JobRejected naming the problem."""
     arrays = []
     for index, data in enumerate(input_bytes):
         if len(data) > limits.max_tensor_bytes:
@@ -113,6 +156,6 @@ def check_inputs(program: Program, input_bytes: Sequence[bytes], limits: Limits)
             )
         arrays.append(decode_npy(data, f"input {index}", parameters[index] if index < len(parameters) else None))
     try:
-        return checked_inputs(program, arrays)
-    except TraceInputError as error:
+        return bind_arguments(parameters, arrays)
+    except ArgumentError as error:
         raise JobRejected(str(error)) from None

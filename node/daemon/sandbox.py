@@ -27,6 +27,7 @@ program; after a death or a kill the next job starts a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -48,7 +49,7 @@ from compiler.config import CompilerConfig
 from compiler.runtime.executable import Fault
 from node.daemon.config import Limits
 from node.daemon.confinement import Confinement, confine, execution_user, hand_over
-from node.daemon.job_checks import KnownModules, prepare_job
+from node.daemon.job_checks import KnownModules, ModuleSummary, checked_module, prepare_job
 from node.errors import JobRejected
 from node.tensors import recorded_array
 
@@ -83,6 +84,15 @@ class ExecutionRequest:
     # False: compile (cached) and check the plan's memory, without running: what a chain
     # job must pass before the node stakes a claim on it.
     run: bool = True
+
+
+@dataclass(frozen=True)
+class ModuleCheckRequest:
+    """One module for a checker process to parse, verify and estimate (`job_checks.
+    check_module`): the daemon never parses a module itself."""
+
+    module: bytes
+    limits: Limits
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,16 @@ class ExecutionProcess:
         if header.get("checked") is not True:
             raise self._lost(ValueError("no check answer"))
 
-    def _ask(self, request: ExecutionRequest) -> dict:
+    def check_module(self, request: ModuleCheckRequest) -> ModuleSummary:
+        """The summary of a module the child parsed and verified; JobRejected as it refused
+        the module, ExecutionKilled past the wall limit, ExecutionDied if it died."""
+        header = self._ask(request)
+        try:
+            return ModuleSummary.from_json(header["summary"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise self._lost(error) from None
+
+    def _ask(self, request: ExecutionRequest | ModuleCheckRequest) -> dict:
         """Sends the request and reads the answer's header, raising what the child refused."""
         try:
             self._connection.send(request)
@@ -254,6 +273,7 @@ class ExecutionProcesses:
         self.compiler_config = compiler_config
         self.cache_dir = cache_dir
         self.memory_limit = memory_limit
+        self.count = count
         self.user = execution_user()
         hand_over(cache_dir, self.user)
         self.confinement: dict | None = None  # what the last process started said holds
@@ -271,8 +291,19 @@ class ExecutionProcesses:
         """Compiles `request` and checks its memory, without running (ExecutionProcess.check)."""
         self._in_a_process(lambda process: process.check(request))
 
-    def _in_a_process(self, work: Callable[[ExecutionProcess], T]) -> T:
-        with self._free:
+    def check_module(self, request: ModuleCheckRequest, wait_s: float) -> ModuleSummary:
+        """Parses and checks a module in an idle process (ExecutionProcess.check_module),
+        waiting at most `wait_s` seconds for one: past that, JobRejected 503 (every process is
+        busy checking other modules)."""
+        if not self._free.acquire(timeout=wait_s):
+            raise JobRejected(f"module: the node is checking other modules (all {self.count} checker processes busy for {wait_s:.0f} s); try again", 503)
+        try:
+            return self._in_a_process(lambda process: process.check_module(request), acquired=True)
+        finally:
+            self._free.release()
+
+    def _in_a_process(self, work: Callable[[ExecutionProcess], T], acquired: bool = False) -> T:
+        with contextlib.nullcontext() if acquired else self._free:
             with self._lock:
                 # A process being started is as good as idle: wait for it, do not start another.
                 while not self._idle and self._starting:
@@ -373,9 +404,12 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     connection.send_bytes(json.dumps({"ready": True, "confinement": confinement.to_dict()}).encode())
     while True:
         try:
-            request: ExecutionRequest = connection.recv()
+            request: ExecutionRequest | ModuleCheckRequest = connection.recv()
         except (EOFError, OSError):
             return  # the daemon is gone
+        if isinstance(request, ModuleCheckRequest):
+            connection.send_bytes(json.dumps(_check_module(request, known)).encode())
+            continue
         try:
             program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
             answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
@@ -397,6 +431,18 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
         connection.send_bytes(statement)
         for data in outputs:
             connection.send_bytes(data)
+
+
+def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:
+    """The answer to a module check: the module's summary, or why it is refused."""
+    try:
+        return {"ok": True, "summary": ModuleSummary.of(*checked_module(request.module, request.limits, known)).to_json()}
+    except JobRejected as error:
+        return {"ok": False, "error": str(error), "status": error.status}
+    except MemoryError:
+        return {"ok": False, "error": "module: checking it needs more memory than a checker process may use", "status": 413}
+    except RecursionError:
+        return {"ok": False, "error": "module: nested too deeply to check", "status": 400}
 
 
 def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict] | None:

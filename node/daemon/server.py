@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
@@ -194,11 +195,14 @@ class NodeServer:
     def url(self) -> str:
         return f"http://{self.config.host}:{self.port}"
 
-    def run(self) -> list[str]:
+    def run(self, on_serving: Callable[[], None] | None = None) -> list[str]:
         """Serves until SIGINT/SIGTERM (uvicorn handles both in the main thread), then stops
-        the workers and closes the store. Returns the job ids requeued at shutdown."""
+        the workers and closes the store. `on_serving` is called once the node takes
+        requests. Returns the job ids requeued at shutdown."""
         self.pool.start()
         self._start_chain()
+        if on_serving is not None:
+            on_serving()
         previous = {}
         if threading.current_thread() is threading.main_thread():
             # uvicorn handles SIGINT/SIGTERM while serving, then restores the handlers it found

@@ -29,13 +29,26 @@ from compiler.runtime.executable import Fault
 from compiler.runtime.host import this_host
 from compiler.runtime.threads import machine_threads
 from node.daemon.config import Limits
-from node.daemon.job_checks import KnownModules, check_module, decode_npy, prepare_job
-from node.daemon.sandbox import ExecutionDied, ExecutionKilled, ExecutionProcesses, ExecutionRequest
+from node.daemon.job_checks import KnownModules, ModuleSummary, check_flops, check_module_size
+from node.daemon.sandbox import (
+    ExecutionDied,
+    ExecutionKilled,
+    ExecutionProcesses,
+    ExecutionRequest,
+    ModuleCheckRequest,
+)
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
 from node.protocol import statement_digest
 
 log = logging.getLogger("vxla.node")
+
+# Checker processes: how many parse modules at once, how long a request waits for one (then
+# 503), and the memory one may use past its start, per byte of the largest module allowed (a
+# parsed module takes up to about 16 times its text, and parsing more while it runs).
+MODULE_CHECKERS = 2
+MODULE_CHECK_WAIT_S = 30.0
+MODULE_CHECK_MEMORY_PER_BYTE = 48
 
 
 @dataclass
@@ -111,8 +124,9 @@ class WorkerPool:
         # (nor claim chain jobs) it could only fail.
         this_host().check(self.compiler_config)
         self.metrics = metrics or Metrics()
-        # Modules checked before, shared by the API and the chain executor of this node.
-        self.known_modules = KnownModules()
+        # What the checker processes found of the modules checked before, shared by the API
+        # and the chain executor of this node (summaries: small, so many are kept).
+        self.known_modules: KnownModules[ModuleSummary] = KnownModules(entries=1024, source_bytes=1 << 40)
         self.poll_seconds = poll_seconds
         self._wake = threading.Condition()
         self._stopping = threading.Event()
@@ -121,21 +135,41 @@ class WorkerPool:
         # One execution process per job that may run at once: the local workers' and the
         # chain executor's (which runs as many).
         self.executions = ExecutionProcesses(self.compiler_config, store.data_dir / "compile-cache", limits.max_job_memory_bytes, 2 * workers)
+        # The processes that parse and check modules for the API and the chain executor: the
+        # daemon never parses one (a large or hostile module costs a checker's time and
+        # memory, bounded, not the daemon's).
+        self.checkers = ExecutionProcesses(
+            self.compiler_config, store.data_dir / "compile-cache", MODULE_CHECK_MEMORY_PER_BYTE * limits.max_module_bytes, MODULE_CHECKERS
+        )
+
+    def check_module(self, module_bytes: bytes) -> ModuleSummary:
+        """A module's summary (identity, parameters, work), from a checker process or from
+        an earlier check of the same bytes; JobRejected naming why it is refused (503 while
+        every checker is busy for MODULE_CHECK_WAIT_S)."""
+        check_module_size(module_bytes, self.limits)
+        summary = self.known_modules.recall(module_bytes)
+        if summary is None:
+            summary = self.checkers.check_module(ModuleCheckRequest(module_bytes, self.limits), MODULE_CHECK_WAIT_S)
+            self.known_modules.remember(module_bytes, summary)
+        check_flops(summary.flops, self.limits)
+        return summary
 
     def start(self) -> None:
-        """Starts the worker threads, and one execution process per worker in the background
-        (so that the first jobs of each worker do not wait for a process to import the
-        compiler)."""
+        """Starts a checker process (before it returns: the node then takes requests), the
+        worker threads, and one execution process per worker in the background (so that the
+        first jobs of each worker do not wait for a process to import the compiler)."""
+        # One checker process before the node takes requests: a job is checked as it is posted.
+        self._start_execution(self.checkers)
         for index in range(self.workers):
-            threading.Thread(target=self._start_execution, name=f"vxla-execution-start-{index}", daemon=True).start()
+            threading.Thread(target=self._start_execution, args=(self.executions,), name=f"vxla-execution-start-{index}", daemon=True).start()
         for index in range(self.workers):
             thread = threading.Thread(target=self._loop, args=(index,), name=f"vxla-worker-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
-    def _start_execution(self) -> None:
+    def _start_execution(self, processes: ExecutionProcesses) -> None:
         try:
-            self.executions.start()
+            processes.start()
         except JobRejected as error:  # the first job starts one again and fails with the reason
             log.error("%s", error)
 
@@ -156,6 +190,7 @@ class WorkerPool:
             thread.join(max(0.0, deadline - time.monotonic()))
         requeued = [job_id for job_id in list(self._current.values()) if self._requeue(job_id)]
         self.executions.close()
+        self.checkers.close()
         return requeued
 
     def _loop(self, index: int) -> None:
@@ -312,7 +347,4 @@ __all__ = [
     "JobRejected",
     "Metrics",
     "WorkerPool",
-    "check_module",
-    "decode_npy",
-    "prepare_job",
 ]
