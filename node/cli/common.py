@@ -44,6 +44,11 @@ EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
 
 
+# vxla verify: every check it could make passed, but it did not re-execute (no module or no
+# inputs given), so the trace's result is not verified.
+EXIT_NOT_RE_EXECUTED = 3
+
+
 class UsageError(NodeError):
     """Bad input from the user: reported on stderr, exit status 2."""
 

@@ -16,6 +16,7 @@ from attest import (
 from compiler.runtime.threads import machine_threads
 from node.cli.common import (
     EXIT_DIFFERENT,
+    EXIT_NOT_RE_EXECUTED,
     EXIT_OK,
     UsageError,
     chain_id_arg,
@@ -56,10 +57,18 @@ def _print_report(report: VerifyReport, trace_path: str) -> None:
         print(f"{'-':<6} {'not checked':<14} {item}")
     if report.first_divergence is not None:
         print(f"first divergence: {report.first_divergence.line()}")
-    if report.ok:
-        print("result: verified")
-    else:
-        print("result: DIFFERENT: " + ", ".join(c.name for c in report.failed) + " failed")
+    print(f"result: {_result(report)}")
+
+
+def _result(report: VerifyReport) -> str:
+    """The report's conclusion in words: verified only when the result was re-executed."""
+    if not report.ok:
+        return "DIFFERENT: " + ", ".join(c.name for c in report.failed) + " failed"
+    if report.verified:
+        return "verified"
+    if any(c.name == "binary_hash" for c in report.checks):
+        return "compilation verified, not re-executed: the outputs are not checked (give --inputs)"
+    return "signatures valid, not re-executed: the program and outputs are not checked (give --module and --inputs)"
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -75,7 +84,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError("--inputs needs --module MODULE.hlo (inputs are checked by re-executing it)")
     module_source = read_program(args.module).source if args.module else None
     try:
-        inputs = [load_npy(path) for path in args.inputs] if args.module else None
+        inputs = [load_npy(path) for path in args.inputs] if args.inputs else None
     except TensorFileError as exc:
         raise UsageError(str(exc)) from None
     trusted = _trusted_keys(args)
@@ -88,10 +97,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except TraceInputError as exc:
         raise UsageError(f"{args.trace}: {exc}" if str(exc).startswith("not a signed trace") else str(exc)) from None
     if args.json:
-        print(json.dumps({"trace": args.trace, **report.to_dict()}, indent=2))
+        print(json.dumps({"trace": args.trace, **report.to_dict(), "result": _result(report)}, indent=2))
     else:
         _print_report(report, args.trace)
-    return EXIT_OK if report.ok else EXIT_DIFFERENT
+    if not report.ok:
+        return EXIT_DIFFERENT
+    return EXIT_OK if report.verified else EXIT_NOT_RE_EXECUTED
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -106,8 +117,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "graph_hash and binary_hash. With --inputs too: the input digests, a re-execution and "
         "the output digests; when the trace has op-level data, the first instruction whose "
         "digest differs is printed (with its Merkle inclusion proofs checked).",
-        epilog="Exit status: 0 every check passed, 1 something differs (the failed checks are "
-        "named), 2 bad input (unreadable or malformed trace, missing files, no trusted keys).",
+        epilog="Exit status: 0 verified (every check passed, the result re-executed), 1 something "
+        "differs (the failed checks are named), 2 bad input (unreadable or malformed trace, missing "
+        "files, no trusted keys), 3 every check made passed but the result was not re-executed "
+        "(no --module, or no --inputs for a module that takes some): the trace is not verified.",
     )
     verify.add_argument("trace", metavar="TRACE.json", help="the signed trace (DSSE envelope JSON) from vxla run --trace")
     verify.add_argument("--module", metavar="MODULE.hlo", help="the HLO module the trace claims to run; recompiled and checked")
@@ -118,5 +131,5 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--contract", type=contract_arg, metavar="0x...", help="require this contract address")
     verify.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads for the re-execution (results do not depend on it; default: this machine's %(default)s cores)")
     verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the pinned default, else the best target this host runs); the trace's own target is always compiled and its hashes checked")
-    verify.add_argument("--json", action="store_true", help="print one JSON object: ok, checks [{name, ok, message}], not_checked, first_divergence")
+    verify.add_argument("--json", action="store_true", help="print one JSON object: ok, verified, re_executed, result, checks [{name, ok, message}], not_checked, first_divergence")
     verify.set_defaults(handler=cmd_verify)

@@ -99,11 +99,19 @@ class VerifyReport:
     statement: Statement | None = None
     first_divergence: FirstDivergence | None = None
     divergence: Divergence | None = None
+    re_executed: bool = False  # the module ran on the trace's inputs and its outputs were compared
 
     @property
     def ok(self) -> bool:
         """True when every check passed (and at least one ran)."""
         return bool(self.checks) and all(c.ok for c in self.checks)
+
+    @property
+    def verified(self) -> bool:
+        """True when every check passed and the result itself was checked by re-executing:
+        only then does the trace's result hold. `ok` without it says what was checked (the
+        signatures, maybe the compilation) passed, and nothing about the outputs."""
+        return self.ok and self.re_executed
 
     @property
     def failed(self) -> list[Check]:
@@ -117,6 +125,8 @@ class VerifyReport:
         predicate = None if self.statement is None else self.statement.predicate
         return {
             "ok": self.ok,
+            "verified": self.verified,
+            "re_executed": self.re_executed,
             "job_id": None if predicate is None else predicate.job_id,
             "chain_id": None if predicate is None else predicate.chain_id,
             "contract": None if predicate is None else predicate.contract,
@@ -409,6 +419,7 @@ def _reexecute(
         report.add("execution", False, f"re-execution failed: {error}")
         return
     elapsed = time.perf_counter_ns() - started
+    report.re_executed = True
     # The re-execution's own statement, bound to the same job, so first_divergence compares
     # exactly what two honest nodes must agree on. It is never signed.
     mine = build_statement(

@@ -273,6 +273,30 @@ def test_a_changed_field_signed_by_the_trusted_key_fails_re_execution(
     assert fragment in failed[check]
 
 
+def test_without_re_execution_a_trace_is_not_called_verified(honest_trace: Path, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trusted key signed outputs that are wrong: without the module, verify checks the
+    signatures only and says so, with exit 3 (it used to print "verified" and exit 0); with
+    the module but no inputs it checks the compilation and says the outputs are not checked;
+    with both it finds the outputs differ."""
+    forged = _resigned(honest_trace, _set("deterministic.outputs.1.digest", OTHER_HASH), keys.private, tmp_path / "t.json")
+    status, report = _verify(capsys, forged, keys, fixture=None)
+    assert status == 3 and report["ok"] and not report["verified"] and not report["re_executed"]
+    assert report["result"].startswith("signatures valid, not re-executed")
+    capsys.readouterr()
+    assert main(["verify", str(forged), "--trusted-key", str(keys.public)]) == 3
+    out = capsys.readouterr().out
+    assert "result: signatures valid, not re-executed" in out and "result: verified" not in out
+    status, report = _verify(capsys, forged, keys, "--module", _module(MLP), fixture=None)
+    assert status == 3 and not report["verified"], report
+    assert {c["name"] for c in report["checks"]} >= {"hlo_hash", "graph_hash", "binary_hash"}
+    assert report["result"].startswith("compilation verified, not re-executed")
+    assert any("give the inputs" in item for item in report["not_checked"])
+    status, report = _verify(capsys, forged, keys)
+    assert status == 1 and "outputs" in _failed(report) and not report["verified"]
+    status, report = _verify(capsys, honest_trace, keys)
+    assert status == 0 and report["verified"] and report["re_executed"] and report["result"] == "verified"
+
+
 def test_job_binding_is_checked(honest_trace: Path, keys: Keys, capsys: pytest.CaptureFixture[str]) -> None:
     binding = ["--job-id", "job-7", "--chain-id", str(CHAIN_ID), "--contract", CONTRACT.lower()]
     status, report = _verify(capsys, honest_trace, keys, *binding)
@@ -352,7 +376,9 @@ def test_an_encrypted_key_signs_with_its_passphrase(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("VXLA_KEY_PASSPHRASE", "correct horse")
     assert main(base) == 0
     capsys.readouterr()
-    assert main(["verify", str(trace), "--trusted-key", str(tmp_path / "k" / "node.pub")]) == 0
+    # The signature holds; with nothing re-executed that is all verify says (exit 3).
+    assert main(["verify", str(trace), "--trusted-key", str(tmp_path / "k" / "node.pub")]) == 3
+    assert "result: signatures valid, not re-executed" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------------------
