@@ -17,12 +17,15 @@ inside a transaction reads through the writing connection and sees its own chang
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from node.errors import NodeError
 
 # The most callers one commit serves: bounds how long the first of them waits for it.
 MAX_GROUP = 64
@@ -38,15 +41,61 @@ class _Group:
     error: str | None = None  # why the group's changes were not committed
 
 
+class StorageError(NodeError):
+    """The node's storage failed: the disk is full, read-only, damaged, or an I/O error. The
+    message names the file and the reason; `status` is what the API answers (507 when the
+    storage is full, 503 otherwise: the node cannot take the request now)."""
+
+    def __init__(self, message: str, status: int = 503) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# SQLite's primary result codes (the low byte of an extended one).
+_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 11, 13, 14, 26
+
+
+def storage_error(error: BaseException, where: str) -> StorageError:
+    """The StorageError an OS or SQLite error at `where` (a file or directory) means."""
+    code = getattr(error, "errno", None)
+    sqlite_code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == errno.ENOSPC or sqlite_code == _SQLITE_FULL:
+        return StorageError(f"{where}: the node's storage is full ({error})", 507)
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM) or sqlite_code in (_SQLITE_READONLY, _SQLITE_CANTOPEN):
+        return StorageError(f"{where}: the node's storage cannot be written ({error}; is it read-only, or not there?)")
+    if sqlite_code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return StorageError(f"{where}: the database is damaged ({error}); restore it from a backup or move it away")
+    return StorageError(f"{where}: the node's storage failed ({type(error).__name__}: {error})")
+
+
+@contextmanager
+def storage(where: str) -> Iterator[None]:
+    """Turns what a storage operation at `where` raises from the OS or SQLite into a
+    StorageError naming it (constraint violations and misuse pass through: they are bugs or
+    the caller's to handle)."""
+    try:
+        yield
+    except (sqlite3.IntegrityError, sqlite3.ProgrammingError):
+        raise
+    except (sqlite3.DatabaseError, OSError) as error:
+        raise storage_error(error, where) from error
+
+
 class Database:
-    """One SQLite file, safe to share between threads."""
+    """One SQLite file, safe to share between threads. Opening it checks it (SQLite's
+    quick_check): a damaged database is a StorageError, not a node that answers 500s."""
 
     def __init__(self, path: str | Path, *, rows_by_name: bool = False) -> None:
         self.path = str(path)
         self._rows_by_name = rows_by_name
-        self.connection = self._connect()
-        self.connection.execute("PRAGMA journal_mode=WAL")
-        self.connection.execute("PRAGMA synchronous=FULL")
+        with storage(self.path):
+            self.connection = self._connect()
+            self.connection.execute("PRAGMA journal_mode=WAL")
+            self.connection.execute("PRAGMA synchronous=FULL")
+            problems = [row[0] for row in self.connection.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            self.connection.close()
+            raise StorageError(f"{self.path}: the database is damaged (SQLite's check: {problems[0]}); restore it from a backup or move it away")
         self._lock = threading.RLock()  # the writing connection
         self._arrivals = threading.Lock()
         self._waiting = 0  # callers of `transaction` waiting for the lock

@@ -59,6 +59,7 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     from node.chain.state import ChainStateError
     from node.daemon.confinement import forget_secrets, make_undumpable
     from node.daemon.server import NodeServer
+    from node.sqlite import StorageError
 
     config = _node_config(args.config)
     try:
@@ -76,10 +77,10 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         server = NodeServer(config, signing_key)
+    except (ChainStateError, StorageError) as exc:
+        raise UsageError(f"node.data_dir {config.data_dir}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"node.host/node.port {config.host}:{config.port}: cannot listen ({exc.strerror or exc})") from None
-    except ChainStateError as exc:
-        raise UsageError(f"node.data_dir {config.data_dir}: {exc}") from None
     def serving() -> None:
         print(f"vxla node {key_id(signing_key)[:16]} serving {server.url} (data {config.data_dir})", file=sys.stderr, flush=True)
 
@@ -90,12 +91,15 @@ def cmd_node_run(args: argparse.Namespace) -> int:
 
 def _token_store(args: argparse.Namespace):  # -> node.daemon.auth.TokenStore (imported lazily)
     from node.daemon.auth import TokenStore
+    from node.sqlite import StorageError
 
     config = _node_config(args.config)
     try:
         return TokenStore(config.data_dir)
     except OSError as exc:
         raise UsageError(f"node.data_dir {config.data_dir}: {exc.strerror or exc}") from None
+    except StorageError as exc:
+        raise UsageError(f"node.data_dir {config.data_dir}: {exc}") from None
 
 
 def cmd_tokens_add(args: argparse.Namespace) -> int:

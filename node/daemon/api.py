@@ -35,10 +35,11 @@ from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import ModuleSummary, check_inputs
-from node.daemon.store import DONE, BlobError, JobStore
+from node.daemon.store import DONE, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, is_digest
+from node.sqlite import StorageError
 
 
 class JobRequest(BaseModel):
@@ -101,6 +102,8 @@ def _blob(store: JobStore, digest: str, what: str) -> bytes:
         raise _problem(400, f"{what}: {digest!r} is not a lower-case hex SHA-256")
     try:
         return store.blobs.get(digest)
+    except BlobDamaged as error:
+        raise _problem(503, f"{what}: {error}") from None
     except BlobError as error:
         raise _problem(400, f"{what}: {error}") from None
 
@@ -138,6 +141,11 @@ def create_app(
     @app.exception_handler(BodyTooLarge)
     async def _too_large(request: Request, error: BodyTooLarge) -> JSONResponse:
         return JSONResponse({"detail": str(error)}, status_code=413)
+
+    @app.exception_handler(StorageError)
+    async def _storage_failed(request: Request, error: StorageError) -> JSONResponse:
+        # The node's trouble, said as such: 507 full, 503 otherwise (retry later).
+        return JSONResponse({"detail": str(error)}, status_code=error.status, headers={"Retry-After": "30"})
 
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, pool, gate))
@@ -198,8 +206,8 @@ def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:
             raise _problem(404, f"blob {digest}: unknown")
         try:
             return Response(store.blobs.get(digest), media_type="application/octet-stream")
-        except BlobError as error:
-            raise _problem(500, str(error)) from None
+        except BlobError as error:  # damaged (it was there a moment ago): the node's trouble
+            raise _problem(503, str(error)) from None
     return router
 
 
@@ -379,13 +387,15 @@ def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, poo
 
     @router.get("/readyz")
     def readyz() -> JSONResponse:
-        """Ready to take jobs: the store answers and the signing key is loaded; also what
+        """Ready to take jobs: the store answers and takes a write, and the signing key is
+        loaded; also what
         confines the execution processes (node/daemon/confinement.py)."""
         checks: dict[str, Any] = {"key": signer_id, "workers": pool is not None}
         if pool is not None and pool.executions.confinement is not None:
             checks["execution"] = pool.executions.confinement  # what confines the execution processes
         try:
             checks["jobs"] = store.counts()
+            store.check_writable()
             ok = True
         except Exception as error:  # any store failure means not ready, with the reason
             checks["store"] = str(error)

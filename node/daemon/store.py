@@ -11,19 +11,22 @@ dying on it.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from attest.digests import sha256_hex
 from compiler.atomic_files import remove_temporaries, write_bytes_atomic
 from node.errors import NodeError
 from node.protocol import is_digest
-from node.sqlite import Database
+from node.sqlite import Database, storage
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 STATES = (QUEUED, RUNNING, DONE, FAILED)
@@ -64,6 +67,24 @@ class BlobError(NodeError, ValueError):
     """A blob that is missing, or whose bytes no longer hash to its digest."""
 
 
+class BlobDamaged(BlobError):
+    """A blob whose stored bytes no longer hash to its digest: the node's fault, repaired
+    when the blob is stored again."""
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _stored(method: Method) -> Method:
+    """A store operation whose OS and SQLite failures are StorageErrors naming the store's
+    directory and the reason (full, read-only, damaged), never raw exceptions."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with storage(str(self.directory if isinstance(self, BlobStore) else self.data_dir)):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -134,6 +155,7 @@ class BlobStore:
         """Stores `data` durably (a reader never sees a partial blob); returns its digest."""
         return self.put_all([data])[0]
 
+    @_stored
     def put_all(self, blobs: Sequence[bytes]) -> list[str]:
         """Stores each of `blobs` durably, the small ones in one transaction; their digests."""
         with self._database.transaction() as db:
@@ -149,12 +171,24 @@ class BlobStore:
                 rows.append((digest, data))
                 continue
             path = self.path(digest)
-            if not path.exists():
+            if not self._intact(path, digest):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_bytes_atomic(path, data)
-        db.executemany("INSERT OR IGNORE INTO blobs (digest, data) VALUES (?, ?)", rows)
+        # REPLACE: a row whose bytes were damaged is repaired by storing its blob again.
+        db.executemany("INSERT OR REPLACE INTO blobs (digest, data) VALUES (?, ?)", rows)
         return digests
 
+    @staticmethod
+    def _intact(path: Path, digest: str) -> bool:
+        """Whether the file of a large blob exists and still hashes to its digest (a damaged
+        one is written again when its blob is stored again)."""
+        try:
+            with path.open("rb") as handle:
+                return hashlib.file_digest(handle, "sha256").hexdigest() == digest
+        except FileNotFoundError:
+            return False
+
+    @_stored
     def has(self, digest: str) -> bool:
         if not is_digest(digest):
             return False
@@ -162,6 +196,7 @@ class BlobStore:
             return True
         return self.path(digest).is_file()
 
+    @_stored
     def get(self, digest: str) -> bytes:
         """The bytes of `digest`, re-hashed: corrupted bytes are an error, never served."""
         path = self.path(digest)  # refuses what is not a digest
@@ -174,9 +209,10 @@ class BlobStore:
             except FileNotFoundError:
                 raise BlobError(f"blob {digest}: unknown") from None
         if sha256_hex(data) != digest:
-            raise BlobError(f"blob {digest}: stored bytes do not match the digest")
+            raise BlobDamaged(f"blob {digest}: this node's stored copy is damaged (its bytes no longer match the digest); storing the blob again repairs it")
         return data
 
+    @_stored
     def count(self) -> int:
         (rows,) = self._database.rows("SELECT COUNT(*) FROM blobs")[0]
         return rows + sum(1 for p in self.directory.glob("??/*") if is_digest(p.name))
@@ -187,15 +223,29 @@ class JobStore:
     guarded by a lock (SQLite serializes writers anyway)."""
 
     def __init__(self, data_dir: str | Path) -> None:
+        """Opens (or creates) the store in `data_dir`; StorageError naming the problem when
+        it cannot be written or is damaged."""
         self.data_dir = Path(data_dir)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._database = Database(self.data_dir / "jobs.sqlite3", rows_by_name=True)
-        self.blobs = BlobStore(self.data_dir / "blobs", self._database)
-        self._db = self._database.connection
-        self._migrate()
-        self._db.executescript(_SCHEMA)
-        self._recount()
-        self.requeued = self._requeue_running()
+        with storage(str(self.data_dir)):
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._database = Database(self.data_dir / "jobs.sqlite3", rows_by_name=True)
+            try:
+                self.blobs = BlobStore(self.data_dir / "blobs", self._database)
+                self._db = self._database.connection
+                self._migrate()
+                self._db.executescript(_SCHEMA)
+                self._recount()
+                self.requeued = self._requeue_running()
+            except BaseException:
+                self._database.close()
+                raise
+
+    @_stored
+    def check_writable(self) -> None:
+        """Writes, syncs and removes a small file beside the database: StorageError when the
+        store could not take a write now (a full or read-only disk). /readyz asks this."""
+        write_bytes_atomic(self.data_dir / ".write-check", bytes(4096))
+        (self.data_dir / ".write-check").unlink()
 
     def _migrate(self) -> None:
         """Brings a store made by an earlier vxla to this schema: the job column trace_digest
@@ -232,6 +282,7 @@ class JobStore:
             )
         return ids
 
+    @_stored
     def add_job(self, module_digest: str, input_digests: Sequence[str], new_blobs: Sequence[bytes] = ()) -> StoredJob:
         """A new queued job. Its blobs must be stored already or be among `new_blobs`, which
         are stored with the job in one transaction: both, or neither."""
@@ -253,13 +304,16 @@ class JobStore:
             )
             return _job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
+    @_stored
     def get(self, job_id: str) -> StoredJob | None:
         rows = self._database.rows("SELECT * FROM jobs WHERE id = ?", (job_id,))
         return _job(rows[0]) if rows else None
 
+    @_stored
     def jobs(self) -> list[StoredJob]:
         return [_job(r) for r in self._database.rows("SELECT * FROM jobs ORDER BY seq")]
 
+    @_stored
     def counts(self) -> dict[str, int]:
         """Jobs per state (every state present, zero when none)."""
         rows = self._database.rows("SELECT state, count FROM job_counts")
@@ -267,6 +321,7 @@ class JobStore:
         counts.update({r[0]: r[1] for r in rows})
         return counts
 
+    @_stored
     def claim_next(self) -> StoredJob | None:
         """The oldest queued job, now `running`; None when the queue is empty. The claim is
         not synced to disk: if a power loss undoes it the job is queued, and a running job
@@ -274,6 +329,7 @@ class JobStore:
         with self._transaction(durable=False) as db:
             return _claim_in(db)
 
+    @_stored
     def finish(
         self,
         job_id: str,
@@ -299,10 +355,12 @@ class JobStore:
             )  # fmt: skip
             return _claim_in(db) if claim_next else None
 
+    @_stored
     def fail(self, job_id: str, error: str) -> None:
         """Marks a running job failed with `error`."""
         self._set(job_id, FAILED, error=error)
 
+    @_stored
     def record_death(self, job_id: str, error: str) -> bool:
         """A running job whose execution process died: queued once more the first time (the
         death may have had another cause), failed with `error` the second. Returns whether
@@ -318,6 +376,7 @@ class JobStore:
             )
         return again
 
+    @_stored
     def requeue(self, job_id: str) -> None:
         """Puts a running job back in the queue (shutdown before it finished)."""
         self._set(job_id, QUEUED)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -40,12 +41,18 @@ from node.daemon.sandbox import (
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
 from node.protocol import statement_digest
+from node.sqlite import StorageError
 
 log = logging.getLogger("vxla.node")
+R = TypeVar("R")
 
 # Checker processes: how many parse modules at once, how long a request waits for one (then
 # 503), and the memory one may use past its start, per byte of the largest module allowed (a
 # parsed module takes up to about 16 times its text, and parsing more while it runs).
+# A job's outcome the store fails to record is tried this many times, the waits between
+# doubling from the first (0.5 + 1 + 2 + 4 s), before the job goes back to the queue.
+RECORD_TRIES = 5
+RECORD_FIRST_WAIT_S = 0.5
 MODULE_CHECKERS = 2
 MODULE_CHECK_WAIT_S = 30.0
 MODULE_CHECK_MEMORY_PER_BYTE = 48
@@ -132,6 +139,7 @@ class WorkerPool:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._current: dict[int, str] = {}
+        self._stranded: set[str] = set()  # running jobs the store refused to put back (under _wake)
         # One execution process per job that may run at once: the local workers' and the
         # chain executor's (which runs as many).
         self.executions = ExecutionProcesses(self.compiler_config, store.data_dir / "compile-cache", limits.max_job_memory_bytes, 2 * workers)
@@ -196,6 +204,7 @@ class WorkerPool:
     def _loop(self, index: int) -> None:
         job: StoredJob | None = None
         while not self._stopping.is_set():
+            self._requeue_stranded()
             if job is None:
                 job = self._claim(index)
                 if job is None:
@@ -205,8 +214,9 @@ class WorkerPool:
             self._current[index] = job.id
             try:
                 job = self.run_job(job, claim_next=True)
-            except Exception:  # the store failing as the outcome is recorded
-                log.exception("job %s: its outcome could not be stored (it is queued again at restart)", job.id)
+            except Exception:  # the store failing as the outcome is recorded, after retries
+                log.exception("job %s: its outcome could not be stored; it goes back to the queue", job.id)
+                self._put_back(job.id)
                 job = None
             finally:
                 self._current.pop(index, None)
@@ -228,6 +238,42 @@ class WorkerPool:
             return False  # it is no longer running
         return True
 
+    def _recorded(self, write: Callable[[], R], what: str) -> R:
+        """`write()` (a change of a job's state), tried again while the store fails (a full
+        disk may free up): RECORD_TRIES tries over some 15 s; the last StorageError is raised."""
+        wait = RECORD_FIRST_WAIT_S
+        for attempt in range(RECORD_TRIES):
+            try:
+                return write()
+            except StorageError as error:
+                if attempt == RECORD_TRIES - 1 or self._stopping.is_set():
+                    raise
+                log.warning("%s: the store failed (%s); trying again in %.1f s", what, error, wait)
+                self._stopping.wait(wait)
+                wait *= 2
+        raise AssertionError("unreachable")
+
+    def _put_back(self, job_id: str) -> None:
+        """A running job whose outcome could not be stored goes back to the queue (it is
+        redone, to the same digests); while the store refuses even that, it is kept here and
+        tried again before every claim, so it is never left running until a restart."""
+        try:
+            self._recorded(lambda: self._requeue(job_id), f"job {job_id}")
+        except StorageError:
+            with self._wake:
+                self._stranded.add(job_id)
+
+    def _requeue_stranded(self) -> None:
+        with self._wake:
+            stranded, self._stranded = sorted(self._stranded), set()
+        for job_id in stranded:
+            try:
+                self._requeue(job_id)
+                log.info("job %s: queued again now the store takes writes", job_id)
+            except StorageError:
+                with self._wake:
+                    self._stranded.add(job_id)
+
     def run_job(self, job: StoredJob, *, claim_next: bool = False) -> StoredJob | None:
         """Runs one claimed job to `done` or `failed` (never leaves it running unless the
         process dies, in which case the next start requeues it). With `claim_next` (and the
@@ -238,6 +284,8 @@ class WorkerPool:
         try:
             following = self._execute(job, claim_next=claim_next and not self._stopping.is_set())
             outcome = "done"
+        except StorageError:
+            raise  # the outcome could not be stored: the caller puts the job back in the queue
         except ExecutionDied as error:
             outcome = self._after_death(job, str(error))
         except (JobRejected, ExecutionError) as error:
@@ -254,7 +302,7 @@ class WorkerPool:
     def _after_death(self, job: StoredJob, message: str) -> str:
         """A job whose execution process died: queued once more, failed the second time."""
         try:
-            again = self.store.record_death(job.id, f"{message}, for the second time: not run again")
+            again = self._recorded(lambda: self.store.record_death(job.id, f"{message}, for the second time: not run again"), f"job {job.id}")
         except ValueError:
             return "requeued"  # a stop requeued it already
         log.warning("job %s: %s; %s", job.id, message, "queued once more" if again else "failed for good")
@@ -262,7 +310,7 @@ class WorkerPool:
 
     def _fail(self, job: StoredJob, message: str) -> None:
         try:
-            self.store.fail(job.id, message)
+            self._recorded(lambda: self.store.fail(job.id, message), f"job {job.id}")
         except ValueError:
             log.warning("job %s: no longer running (requeued at shutdown)", job.id)
 
@@ -270,9 +318,12 @@ class WorkerPool:
         result = self.execute_bound(
             job.module_digest, list(job.input_digests), job_id=job.id, chain_id=None, contract=None, store_blobs=False
         )
-        return self.store.finish(
-            job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest, result.unstored,
-            claim_next=claim_next,
+        return self._recorded(
+            lambda: self.store.finish(
+                job.id, result.output_digests, statement_digest(result.statement), result.envelope_digest, result.unstored,
+                claim_next=claim_next,
+            ),
+            f"job {job.id}",
         )  # fmt: skip
 
     def execute_bound(

@@ -25,7 +25,7 @@ from compiler.program import load_program
 from node.daemon.api import intake_routes
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
-from node.daemon.store import DONE, FAILED, QUEUED, RUNNING, JobStore
+from node.daemon.store import DONE, FAILED, QUEUED, JobStore
 from node.protocol import INLINE_INPUT_BYTES, statement_digest
 from node.sdk import Client, JobFailed, RequestRefused
 from node.tensors import npy_bytes
@@ -347,8 +347,9 @@ def test_stop_leaves_no_job_running(tmp_path: Path) -> None:
 
 def test_a_failing_store_does_not_end_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The store failing (an I/O error, a full disk: injected here) as a worker takes a job or
-    records its outcome is logged, and the worker goes on with the next job; the job whose
-    outcome was lost stays running until the next start requeues it."""
+    records its outcome is logged, and the worker goes on with the next job; a job whose
+    outcome could not be recorded (its finish, then its failure, refused) goes back to the
+    queue and is done once the store takes writes again: never left running."""
     server = start_node(tmp_path)
     store = server.store
     failures = {"claim_next": 1, "finish": 1, "fail": 1}
@@ -375,7 +376,7 @@ def test_a_failing_store_does_not_end_a_worker(tmp_path: Path, monkeypatch: pyte
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             assert sdk.submit(MLP.module_text, MLP.inputs()).wait(timeout=60).state == DONE
-            assert store.get(lost.id).state == RUNNING  # type: ignore[union-attr]
+            assert lost.wait(timeout=60).state == DONE
     finally:
         server.stop()
-    assert JobStore(tmp_path).get(lost.id).state == QUEUED  # type: ignore[union-attr]
+    assert JobStore(tmp_path).get(lost.id).state == DONE  # type: ignore[union-attr]
