@@ -132,9 +132,10 @@ class NodeProcess:
         return self.process.returncode
 
 
-def new_node(directory: Path, *, workers: int = 1, limits: str = "") -> NodeProcess:
+def new_node(directory: Path, *, workers: int = 1, limits: str = "", auth: bool = False) -> NodeProcess:
     """A node config under `directory` (loopback, port 0: the OS picks a free port), with a
-    new passphrase-encrypted key; `limits` is extra TOML for a [limits] table."""
+    new passphrase-encrypted key; `limits` is extra TOML for a [limits] table; `auth`: the
+    node requires tokens (`[auth] required`)."""
     directory.mkdir(parents=True, exist_ok=True)
     keys = init_key_files(directory / "keys", passphrase=PASSPHRASE.encode())
     config = directory / "node.toml"
@@ -142,6 +143,7 @@ def new_node(directory: Path, *, workers: int = 1, limits: str = "") -> NodeProc
         f'[node]\nhost = "127.0.0.1"\nport = 0\ndata_dir = "{directory / "data"}"\n'
         f'key_file = "{keys.private_path}"\nworkers = {workers}\n'
         + (f"\n[limits]\n{limits}\n" if limits else "")
+        + ("\n[auth]\nrequired = true\n" if auth else "")
     )
     public_key = load_private_key(keys.private_path, PASSPHRASE.encode()).public_key()
     return NodeProcess(directory, config, public_key)
