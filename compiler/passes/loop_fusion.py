@@ -9,6 +9,9 @@ not the computation's root, otherwise it starts a group of its own. Only a group
 users outside the group, so a group can never reach itself through an outside instruction: no
 cycles.
 
+A group holds chains of at most MAX_GROUP_DEPTH ops; a deeper producer starts a group of its
+own.
+
 Cheap producers are duplicated instead: a scalar constant, an iota, or a broadcast of a scalar
 used by several groups is copied into every group that reads it. Recomputing a value is
 bit-exact under the numerics contract (docs/numerics.md), because every op's result is a pure
@@ -36,6 +39,13 @@ from compiler.hlo.editing import (
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import is_duplicable, is_fusible
+
+# The longest chain of ops one group holds. The backend generates a fused element by
+# recursing through the chain (compiler/codegen/fusion.py, a few Python frames an op), so a
+# group stays far below the interpreter's recursion limit; a longer chain (an unrolled loop
+# of elementwise steps) is cut into several fusions, with the same bits (each op's result is
+# a function of its operands' bits alone).
+MAX_GROUP_DEPTH = 64
 
 # Attributes of the control-flow ops whose computations run as steps of the plan.
 _STEP_COMPUTATIONS = ("condition", "body", "true_computation", "false_computation", "branch_computations")
@@ -92,24 +102,28 @@ def group_instructions(computation: Computation) -> list[list[Instruction]]:
     order = computation.post_order()
     user_map = users(computation)
     group_of: dict[int, int] = {}
+    depth_of: dict[int, int] = {}  # ops between an instruction and its group's root
     members: list[list[Instruction]] = []
     for instruction in reversed(order):
         if not is_fusible(instruction):
             continue
         its_users = user_map.get(id(instruction), [])
         user_groups = {group_of.get(id(u), -1) for u in its_users}
+        depth = 1 + max((depth_of.get(id(u), 0) for u in its_users), default=0)
         joins = (
             its_users
             and instruction is not computation.root
             and len(user_groups) == 1
             and -1 not in user_groups
+            and depth < MAX_GROUP_DEPTH
         )
         if joins:
             group = user_groups.pop()
         else:
-            group = len(members)
+            group, depth = len(members), 0
             members.append([])
         group_of[id(instruction)] = group
+        depth_of[id(instruction)] = depth
         members[group].append(instruction)
     groups = []
     for group in members:
@@ -164,7 +178,7 @@ class LoopFusion(SimplePass):
     """Fuses elementwise and index-mapping chains into kLoop fusions (module docstring)."""
 
     name = "loop-fusion"
-    version = 1
+    version = 2  # 2: groups hold chains of at most MAX_GROUP_DEPTH ops
 
     def run(self, module: Module) -> bool:
         names = NameAllocator(module)

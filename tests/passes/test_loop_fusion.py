@@ -190,3 +190,22 @@ ENTRY e {
     module = load_module(text)
     assert not LoopFusion().run(module)
     assert canonical_text(module) == canonical_text(load_module(text))
+
+
+def test_a_long_chain_is_cut_into_fusions_the_backend_can_generate() -> None:
+    """An elementwise chain of 3000 ops (an unrolled loop, say) becomes fusions of at most
+    MAX_GROUP_DEPTH ops each, with the reference's bits; the backend compiles and runs it
+    (one fusion of 3000 ops overflowed the recursion of its element generator)."""
+    import compiler
+    from compiler.passes.loop_fusion import MAX_GROUP_DEPTH
+
+    length = 3000
+    lines = ["  p0 = f32[64] parameter(0)"] + [f"  p{i} = f32[64] {'negate' if i % 2 else 'abs'}(p{i - 1})" for i in range(1, length)]
+    lines[-1] = lines[-1].replace("  p", "  ROOT p", 1)
+    text = "HloModule chain\nENTRY e {\n" + "\n".join(lines) + "\n}\n"
+    x = np.linspace(-2, 2, 64, dtype=np.float32)
+    module = assert_same_bits(text, x)
+    sizes = [len(group) for group in fusions(module.entry)]
+    assert sum(sizes) == length - 1 and max(sizes) <= MAX_GROUP_DEPTH and len(sizes) >= (length - 1) // MAX_GROUP_DEPTH
+    got = compiler.compile(text, cache_dir=False).run(x)[0]
+    assert got.tobytes() == evaluate(load_module(text), [x])[0].tobytes()
