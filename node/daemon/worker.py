@@ -163,11 +163,11 @@ class WorkerPool:
         return summary
 
     def start(self) -> None:
-        """Starts a checker process (before it returns: the node then takes requests), the
-        worker threads, and one execution process per worker in the background (so that the
-        first jobs of each worker do not wait for a process to import the compiler)."""
-        # One checker process before the node takes requests: a job is checked as it is posted.
-        self._start_execution(self.checkers)
+        """Starts the worker threads, and in the background a checker process and one
+        execution process per worker (so that the first jobs do not wait for a process to
+        import the compiler)."""
+        # A checker process too: the first job posted waits for it only if it is still starting.
+        threading.Thread(target=self._start_execution, args=(self.checkers,), name="vxla-checker-start", daemon=True).start()
         for index in range(self.workers):
             threading.Thread(target=self._start_execution, args=(self.executions,), name=f"vxla-execution-start-{index}", daemon=True).start()
         for index in range(self.workers):

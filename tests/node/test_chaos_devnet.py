@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.node.chaos import FAULTS, ChaosPlan, run_campaign
+from tests.node.chaos import FAULTS, REORG_RACES, ChaosPlan, run_campaign
 
 
 def test_every_job_settles_no_honest_slash_no_transaction_twice_and_nodes_match_the_chain(tmp_path: Path) -> None:
@@ -20,4 +20,6 @@ def test_every_job_settles_no_honest_slash_no_transaction_twice_and_nodes_match_
     assert all(report.injected[name] >= 1 for name in FAULTS), report.injected
     assert len(report.jobs) == plan.jobs and report.finalized == report.accepted == plan.jobs
     assert report.slashed == 0
-    assert set(report.lost_races) <= {"AllSlotsClaimed", "JobFinalized"}, report.lost_races
+    # Lost races between honest nodes; a step a reorg made early is one too, and the harness
+    # excused each only where a reorg dropped a transaction of that job (problems is empty).
+    assert set(report.lost_races) <= {"AllSlotsClaimed", "JobFinalized", *REORG_RACES}, report.lost_races

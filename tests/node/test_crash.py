@@ -206,7 +206,11 @@ def test_sigkill_during_a_burst_of_submissions(tmp_path: Path) -> None:
         threads = [threading.Thread(target=submitter) for _ in range(4)]
         for thread in threads:
             thread.start()
-        time.sleep(rng.uniform(0.5, 1.5))
+        # Killed a moment into the burst: once the node (its checker process up) takes jobs.
+        deadline = time.monotonic() + 60
+        while not acked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.2, 1.0))
         state = kill_and_check(node)
         for thread in threads:
             thread.join(30)
