@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup test lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance
+.PHONY: setup test lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance gpu-bundle test-gpu
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -77,6 +77,19 @@ $(JAX_STAMP): pyproject.toml tests/jax/requirements.txt
 
 test-jax: $(JAX_STAMP) $(NPM_STAMP)
 	VXLA_JAX_TESTS=1 $(JAX_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/jax
+
+# The GPU device check (tools/gpu_check.py): the bundle (cubins, plans, inputs, reference
+# digests) is made on any machine; `test-gpu` runs it on this machine's NVIDIA GPU. A GPU
+# machine without the compiler's dependencies runs only the second half, with python3,
+# numpy and cuda-bindings: `python3 tools/gpu_check.py run .gpu-bundle`.
+GPU_BUNDLE := .gpu-bundle
+GPU_TARGET ?= nvptx-sm90
+
+gpu-bundle: setup
+	$(BIN)/python tools/gpu_check.py bundle $(GPU_BUNDLE) --target $(GPU_TARGET)
+
+test-gpu: gpu-bundle
+	$(BIN)/python tools/gpu_check.py run $(GPU_BUNDLE)
 
 # XLA's own test modules against XLA:CPU, the reference and the backend (tools/xla_conformance.py),
 # e.g. `make conformance XLA=../xla CONFORMANCE_ARGS="--json report.json"`.

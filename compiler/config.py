@@ -25,22 +25,46 @@ PINNED_CONFIG_NAME = "pinned.toml"
 
 X86_64_TRIPLE = "x86_64-unknown-linux-gnu"
 AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+# Architectures whose code runs on a GPU through a driver (compiler/codegen/backend.py): the
+# plan's kernels become grid kernels, and the bytes hashed are the device's code object.
+GPU_ARCHES = frozenset({"nvptx64"})
+# The PTX ISA version of the assembly LLVM writes for NVIDIA targets (7.8: the first with
+# sm_90), and the nvJitLink release that turns it into a cubin: another nvJitLink may emit
+# other machine code from the same PTX, so it is part of a GPU config's identity and a
+# different one is refused (compiler/codegen/nvptx.py), as another LLVM would be.
+PTX_ISA = "ptx78"
+NVJITLINK_VERSION = "13.5"
 
 
 @dataclass(frozen=True)
 class TargetCpu:
-    """A CPU name a target may pin: its triple, the LLVM features its code may use (every one
-    must be on a host before that code runs there) and its vector register width."""
+    """A target the compiler may pin, a CPU or a GPU architecture: its triple, the LLVM
+    features its code may use (every one must be on a host before that code runs there) and
+    its vector register width. A GPU target also names LLVM's processor (`llvm_cpu`) and the
+    features always passed to LLVM (`llvm_features`: the PTX ISA version its assembly is
+    written in), both part of the compiler's identity through the target's name."""
 
     name: str
     triple: str
     features: frozenset[str]
     vector_bits: int
     description: str
+    llvm_cpu: str = ""
+    llvm_features: str = ""
 
     @property
     def arch(self) -> str:
         return self.triple.split("-", 1)[0]
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.arch in GPU_ARCHES
+
+    @property
+    def processor(self) -> str:
+        """The CPU (processor) name LLVM is given."""
+        return self.llvm_cpu or self.name
 
 
 # The feature sets are LLVM's definitions of these CPUs (the x86-64 psABI levels; Arm's
@@ -65,6 +89,10 @@ TARGET_CPUS: dict[str, TargetCpu] = {
         TargetCpu("x86-64-v4", X86_64_TRIPLE, _X86_64_V4, 512, "AVX-512"),
         TargetCpu("neoverse-n1", AARCH64_TRIPLE, _NEOVERSE_N1, 128, "Armv8.2 with NEON (Graviton2, Ampere Altra)"),
         TargetCpu("neoverse-v1", AARCH64_TRIPLE, _NEOVERSE_V1, 128, "Armv8.4 with SVE (Graviton3); SVE code gives the same bits at every vector length"),
+        # GPU features are the compute capability the device must report exactly: a cubin
+        # holds machine code for one architecture. Vector width 32: one f32 lane per thread.
+        TargetCpu("nvptx-sm90", NVPTX_TRIPLE, frozenset({"sm_90"}), 32, "NVIDIA Hopper (H100, H200), compute capability 9.0", "sm_90", f"+{PTX_ISA}"),
+        TargetCpu("nvptx-sm80", NVPTX_TRIPLE, frozenset({"sm_80"}), 32, "NVIDIA Ampere (A100), compute capability 8.0", "sm_80", f"+{PTX_ISA}"),
     )
 }
 # Feature names a `features` string may add or remove, by architecture.
@@ -73,6 +101,7 @@ _KNOWN_FEATURES = {
                             "avx512bitalg", "avx512vpopcntdq", "avxvnni", "gfni", "vaes", "vpclmulqdq", "adx",
                             "aes", "pclmul", "sha", "prfchw", "fma4", "xop", "sse4a", "tbm"},
     "aarch64": _NEOVERSE_V1 | {"sve2", "sme", "mte", "pauth", "bti", "sb", "sm4", "lse2", "ssbs", "dit"},
+    "nvptx64": frozenset(),  # a GPU target's code is fixed by its name: no feature may change it
 }  # fmt: skip
 
 
@@ -118,8 +147,21 @@ class CompilerConfig:
     # compiler without it); on, it is part of the config's identity, cannot be set from a
     # config file, and no trace is signed of such a build (node/tracing/statement.py).
     schedule_perturbation: bool = False
+    # GPU targets only (left out of as_dict for CPU ones): the nvJitLink release that makes
+    # the cubin, derived from the code when not given; a recorded other one is refused.
+    nvjitlink_version: str = ""
 
     def __post_init__(self) -> None:
+        if self.cpu in TARGET_CPUS and TARGET_CPUS[self.cpu].is_gpu:
+            if not self.nvjitlink_version:
+                object.__setattr__(self, "nvjitlink_version", NVJITLINK_VERSION)
+            elif self.nvjitlink_version != NVJITLINK_VERSION:
+                raise ConfigError(
+                    f"this compiler links GPU code with nvJitLink {NVJITLINK_VERSION}, not the recorded "
+                    f"{self.nvjitlink_version}: a different vxla version made it"
+                )
+        elif self.nvjitlink_version:
+            raise ConfigError(f"nvjitlink_version {self.nvjitlink_version!r} is for GPU targets only, not {self.cpu}")
         try:
             expected = pipeline_named(self.pipeline).pipeline_id
         except KeyError as exc:
@@ -138,8 +180,13 @@ class CompilerConfig:
 
     @property
     def arch(self) -> str:
-        """The triple's architecture: x86_64 or aarch64."""
+        """The triple's architecture: x86_64, aarch64 or nvptx64."""
         return self.triple.split("-", 1)[0]
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether the code runs on a GPU (grid kernels, a driver, a device code object)."""
+        return self.arch in GPU_ARCHES
 
     @property
     def required_features(self) -> frozenset[str]:
@@ -155,7 +202,7 @@ class CompilerConfig:
         FMA3, else the backend emulates fma exactly, since LLVM would call libm's fma)."""
         if any(name == "fma" and not enable for enable, name in feature_flags(self.features)):
             return False
-        return self.arch == "aarch64" or "fma" in self.required_features
+        return self.arch in ("aarch64", "nvptx64") or "fma" in self.required_features
 
     @property
     def vector_bits(self) -> int:
@@ -171,7 +218,8 @@ class CompilerConfig:
     @property
     def vector_registers(self) -> int:
         """How many vector registers the code may use: 32 on AArch64 and with AVX-512, else 16
-        (register blocking sizes its tiles to them; results never depend on it)."""
+        (register blocking sizes its tiles to them; results never depend on it). A GPU thread
+        has scalar registers only: 16 keeps a work item's accumulators few."""
         return 32 if self.arch == "aarch64" or self.vector_bits >= 512 else 16
 
     def with_pipeline(self, name: str) -> CompilerConfig:
@@ -186,7 +234,9 @@ class CompilerConfig:
         """This config for another CPU (its triple follows from the name) or feature string;
         ConfigError for an unknown CPU or a bad feature string."""
         cpu = cpu if cpu is not None else self.cpu
-        config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features if features is not None else self.features)
+        gpu = target_cpu(cpu).is_gpu
+        features = features if features is not None else ("" if gpu or self.is_gpu else self.features)
+        config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features, nvjitlink_version=NVJITLINK_VERSION if gpu else "")
         validate_target(config)
         return config
 
@@ -194,6 +244,8 @@ class CompilerConfig:
         data = asdict(self)
         if not self.schedule_perturbation:
             del data["schedule_perturbation"]  # off: the identity of a compiler without it
+        if not self.nvjitlink_version:
+            del data["nvjitlink_version"]  # a CPU target: the identity it had before GPU targets
         return data
 
     def digest(self) -> str:

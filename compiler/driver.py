@@ -13,12 +13,13 @@ from compiler.codegen import (
     data_movement,
     dot_conv,
     elementwise,
+    grid,
     linalg,
-    native_plan,
     random_bits,
     reductions,
     sort_gather_scatter,
 )
+from compiler.codegen.backend import Backend, backend_for
 from compiler.codegen.lower import Emitter, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan, finest_split
@@ -30,7 +31,9 @@ from compiler.hlo.printer import canonical_text
 from compiler.passes.base import PassObserver
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import Program, load_program
+from compiler.runtime import emulated_grid
 from compiler.runtime.executable import Executable
+from compiler.runtime.loader import load_object
 
 # The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
 # emit that family's opcodes (parameters are bound by the lowering itself).
@@ -55,9 +58,11 @@ def optimize(program: Program, config: CompilerConfig, observer: PassObserver | 
     return pipeline_named(config.pipeline).run(module, observer)
 
 
-def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None) -> tuple[str, Plan, str]:
+def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None, backend: Backend | None = None) -> tuple[str, Plan, str]:
     """LLVM IR text, the plan and the optimized graph's text for a program. The graph text is
-    the canonical text of the optimized module followed by its buffer assignment."""
+    the canonical text of the optimized module followed by its buffer assignment. `backend`:
+    what runs the kernels, by default the config's target's (compiler/codegen/backend.py)."""
+    backend = backend or backend_for(config)
     optimized = optimize(program, config, observer)
     lowering, plan = lower_module(optimized, config, EMITTERS)
     if config.schedule_perturbation:
@@ -66,7 +71,7 @@ def generate(program: Program, config: CompilerConfig, observer: PassObserver | 
     plan = buffer_assignment.apply(plan, assignment)
     plan.no_reuse_bytes = assignment.no_reuse_bytes
     graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
-    native_plan.emit_entry(lowering.kernels, plan)
+    backend.emit_entry(lowering.kernels, plan)
     return lowering.kernels.ir_text(), plan, graph_text
 
 
@@ -85,10 +90,7 @@ def compile_program(
     entry = cache.get(key) if cache is not None else None
     if entry is None:
         ir_text, plan, graph_text = generate(program, config)
-        object_bytes = compile_ir(ir_text, config)
-        missing = undefined_symbols(object_bytes)
-        if missing:
-            raise RuntimeError(f"compiled object references symbols it does not define: {', '.join(missing)}")
+        object_bytes = backend_for(config).emit_binary(ir_text, config)
         entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), sha256_hex(object_bytes))
         if cache is not None:
             cache.put(key, entry)
@@ -110,3 +112,21 @@ def compile(source: str | bytes, *, target: str | None = None, config: CompilerC
     hlo_hash = cache.recall_hlo_hash(sha256_hex(data)) if cache is not None else None
     program = Program.recalled(data, hlo_hash) if hlo_hash is not None else load_program(data)
     return compile_program(program, config, threads=threads, cache_dir=cache_dir)
+
+
+def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: int | None = None) -> Executable:
+    """An executable of `program` for GPU target `config` whose grid runs on this host's CPU
+    (compiler/runtime/emulated_grid.py; `block_size`: see EmulatedDevice): for tests of the
+    grid logic without a GPU. It names the GPU target but runs host code, so its binary_hash
+    is the host object's, and no statement is ever made of it."""
+    if not config.is_gpu:
+        raise ValueError(f"{config.cpu} is not a GPU target")
+    ir_text, plan, graph_text = generate(program, config, backend=Backend("emulated-grid", lambda k, p: grid.emit_grid(k, p, grid.HostGrid()), compile_ir, undefined_symbols))
+    host = emulated_grid.host_config()
+    object_bytes = compile_ir(ir_text, host)
+    missing = undefined_symbols(object_bytes)
+    if missing:
+        raise RuntimeError(f"emulated grid object references symbols it does not define: {', '.join(missing)}")
+    hashes = {"hlo_hash": program.hlo_hash, "graph_hash": text_digest(graph_text), "binary_hash": sha256_hex(object_bytes)}
+    device = emulated_grid.EmulatedDevice(load_object(object_bytes, host), block_size)
+    return Executable(program, config, plan, object_bytes, hashes, threads=1, device=device, emulated=True)

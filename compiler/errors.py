@@ -19,5 +19,10 @@ class ExecutionError(CompilerError):
     loop past its trip-count limit, a deadline passed, code this host cannot execute."""
 
 
+class TargetNotRunnable(ExecutionError):
+    """Code for a target this host cannot execute (a CPU without a feature the code may use, no
+    GPU or driver for a GPU target); the message names what is missing."""
+
+
 class ArgumentError(ExecutionError, ValueError):
     """Arguments that do not match the entry parameters (count, element type or shape)."""

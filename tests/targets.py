@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.codegen.objfile import undefined_symbols
+from compiler.codegen.backend import backend_for
 from compiler.config import TARGET_CPUS, CompilerConfig, load_config
 from compiler.driver import compile_program
 from compiler.hlo import load_module
@@ -28,6 +28,10 @@ _NAMED = tuple(name for name in os.environ.get("VXLA_TEST_TARGETS", "").split(",
 if any(name not in TARGET_CPUS for name in _NAMED):
     raise ValueError(f"VXLA_TEST_TARGETS names unknown CPUs: {_NAMED}; known: {', '.join(TARGET_CPUS)}")
 ALL = _NAMED or tuple(TARGET_CPUS)
+# The CPU targets: what tests of CPU code (objects, the native entry, assembly) sweep; the GPU
+# targets' code is a cubin (tests/codegen/test_gpu_grid.py).
+CPUS = tuple(name for name in ALL if not TARGET_CPUS[name].is_gpu)
+GPUS = tuple(name for name in ALL if TARGET_CPUS[name].is_gpu)
 # The x86-64 levels; the property tests sweep these and the AArch64 CPUs.
 X86 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "x86_64")
 AARCH64 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "aarch64")
@@ -72,7 +76,7 @@ def check_without_running(text: str, cpu: str) -> Executable:
     the golden manifest of every fixture on every target (test_fixtures_backend)."""
     executable = compile_program(load_program(text), config(cpu), cache_dir=False)
     assert executable.object_bytes, cpu
-    assert undefined_symbols(executable.object_bytes) == [], cpu
+    assert backend_for(executable.config).unresolved_symbols(executable.object_bytes) == [], cpu
     try:
         executable.load()
     except TargetNotRunnable:

@@ -1,7 +1,7 @@
 """Writes tests/fixtures/golden_hashes.json: every fixture's hlo_hash, the digests of the
 reference evaluator's outputs on its inputs (the bits every target must give) and, for every
-pinned target CPU, its graph_hash and binary_hash, with the pipeline_id and LLVM version they
-were made with. Compiling only (no run of machine code), so every target is recorded on any
+pinned target (the GPU ones' binary_hash is their cubin's), its graph_hash and binary_hash,
+with the pipeline_id, LLVM version and nvJitLink release they were made with. Compiling only (no run of machine code), so every target is recorded on any
 host.
 
 tests/codegen/test_fixtures_backend.py holds each compile against this manifest: a change of
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from attest.digests import tensor_digest  # noqa: E402
-from compiler.config import TARGET_CPUS, load_config  # noqa: E402
+from compiler.config import NVJITLINK_VERSION, TARGET_CPUS, load_config  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
 from compiler.reference import evaluate  # noqa: E402
@@ -51,6 +51,7 @@ def manifest() -> dict:
         "pipeline_id": pinned.pipeline_id,
         "llvm_version": pinned.llvm_version,
         "llvmlite_version": pinned.llvmlite_version,
+        "nvjitlink_version": NVJITLINK_VERSION,
         "fixtures": fixtures,
     }
 

@@ -189,14 +189,22 @@ class Kernel:
         return self.builder.gep(base, [index], source_etype=element)
 
     def load(self, base: ir.Value, dtype: DType, index: ir.Value, width: int = 1) -> ir.Value:
-        """Loads `width` consecutive elements starting at `index` (unaligned)."""
+        """Loads `width` consecutive elements starting at `index` (see `alignment`)."""
         element = storage_type(dtype)
         pointer = self.element_pointer(base, element, index)
-        return self.builder.load(pointer, typ=vector_of(element, width), align=1)
+        return self.builder.load(pointer, typ=vector_of(element, width), align=self.alignment(dtype))
 
     def store(self, value: ir.Value, base: ir.Value, dtype: DType, index: ir.Value) -> None:
         pointer = self.element_pointer(base, storage_type(dtype), index)
-        self.builder.store(value, pointer, align=1)
+        self.builder.store(value, pointer, align=self.alignment(dtype))
+
+    def alignment(self, dtype: DType) -> int:
+        """The alignment a load or store of `dtype` elements may assume. Every buffer starts
+        aligned (plan.BUFFER_ALIGNMENT) and elements sit at multiples of their size, but CPU
+        vector loads start at any element, so CPU targets assume nothing (x86 and AArch64
+        load unaligned at full speed). A GPU thread loads scalars, and NVPTX splits a load it
+        may not assume aligned into single bytes."""
+        return dtype.storage_bits // 8 if self.config.is_gpu else 1
 
     @contextmanager
     def loop(self, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i") -> Iterator[ir.Value]:

@@ -96,35 +96,6 @@ def sites(steps: list[P.Step]) -> list[P.Step]:
     return list(P.walk(steps))
 
 
-def staging_bytes(plan: P.Plan) -> int:
-    """Arena space the entry needs past the plan's buffers to stage the copies that would
-    otherwise overwrite a source before reading it (a loop whose state swaps)."""
-    largest = 0
-    for step in P.walk(plan.steps):
-        copy = P.CopyStep(step.body_results, step.state) if isinstance(step, P.WhileStep) else step
-        if isinstance(copy, P.CopyStep) and _needs_staging(plan, copy):
-            largest = max(largest, sum(P.aligned_size(plan.buffers[s].nbytes) for s in copy.sources))
-    return largest
-
-
-def _needs_staging(plan: P.Plan, step: P.CopyStep) -> bool:
-    def extent(buffer_id: int) -> tuple[str, int, int]:
-        buffer = plan.buffers[buffer_id]
-        if buffer.kind == "arena":
-            return ("arena", buffer.offset, buffer.offset + buffer.nbytes)
-        return (f"{buffer.kind}{buffer_id}", 0, buffer.nbytes)
-
-    for index, target in enumerate(step.targets):
-        space, start, stop = extent(target)
-        for other, source in enumerate(step.sources):
-            if other == index:
-                continue
-            source_space, source_start, source_stop = extent(source)
-            if source_space == space and start < source_stop and source_start < stop:
-                return True
-    return False
-
-
 def runs_alone(step: P.Step) -> bool:
     """Whether every part of `step` runs on one worker for any thread count: a kernel whose
     extent is below twice its grain (threads.partition gives it one range), a copy, or a loop
@@ -136,17 +107,6 @@ def runs_alone(step: P.Step) -> bool:
     if isinstance(step, P.WhileStep):
         return all(runs_alone(s) for s in (*step.condition, *step.body))
     return all(runs_alone(s) for branch in step.branches for s in branch)
-
-
-def _same_memory(plan: P.Plan, first: int, second: int, direct_outputs: set[int]) -> bool:
-    """Whether two buffers are one range of memory (a copy between them moves nothing): the
-    same buffer, or arena buffers at the same place that no run points elsewhere."""
-    if first == second:
-        return True
-    if first in direct_outputs or second in direct_outputs:
-        return False
-    a, b = plan.buffers[first], plan.buffers[second]
-    return a.kind == b.kind == "arena" and a.offset == b.offset and a.nbytes == b.nbytes
 
 
 @dataclass
@@ -331,11 +291,11 @@ class _EntryEmitter:
         the staging area when a target overlaps another pair's source)."""
         b = self.builder
         plan = self.plan
-        pairs = [(s, t) for s, t in zip(sources, targets, strict=True) if not _same_memory(plan, s, t, self.direct_outputs)]
+        pairs = [(s, t) for s, t in zip(sources, targets, strict=True) if not P.same_memory(plan, s, t, self.direct_outputs)]
         if not pairs:
             return
         with b.if_then(b.icmp_signed("==", self.thread, I64(0))):
-            if _needs_staging(plan, P.CopyStep(tuple(sources), tuple(targets))):
+            if P.needs_staging(plan, P.CopyStep(tuple(sources), tuple(targets))):
                 arena = None
                 offset = self.staging_offset
                 staged = []
@@ -586,7 +546,7 @@ def _copy_function(module: ir.Module) -> ir.Function:
 def emit_entry(kernels: KernelModule, plan: P.Plan) -> None:
     """Adds the plan's entry point to the module and the arena space its copies stage
     through to the plan."""
-    staging = staging_bytes(plan)
+    staging = P.staging_bytes(plan)
     offset = P.aligned_size(plan.arena_bytes)
     if staging:
         plan.arena_bytes = offset + staging

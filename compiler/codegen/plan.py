@@ -153,6 +153,70 @@ def direct_outputs(plan: Plan) -> list[int]:
     return [buffer_id for buffer_id, count in counts.items() if count == 1 and plan.buffers[buffer_id].kind == "arena"]
 
 
+# --- how a GPU target's runtime launches a plan's kernels (compiler/codegen/grid.py) --------
+
+# Threads per block of every launch. Results never depend on it; 128 threads keep four warps
+# per block, so small steps still spread over the SMs.
+GRID_BLOCK_SIZE = 128
+
+
+def grid_symbol(kernel: str) -> str:
+    """The exported grid entry of `kernel`: `void (ptr slots, i64 extent)`."""
+    return f"vxla_grid_{kernel}"
+
+
+def grid_blocks(extent: int) -> int:
+    """Blocks of GRID_BLOCK_SIZE threads that cover `extent` work items."""
+    return (extent + GRID_BLOCK_SIZE - 1) // GRID_BLOCK_SIZE
+
+
+def staging_offset(plan: Plan) -> int:
+    """Where in the arena copies stage: the last staging_bytes(plan) bytes."""
+    return plan.arena_bytes - staging_bytes(plan)
+
+
+# --- copies that overwrite their own sources (both runtimes stage them) ---------------------
+
+def staging_bytes(plan: Plan) -> int:
+    """Arena space the entry needs past the plan's buffers to stage the copies that would
+    otherwise overwrite a source before reading it (a loop whose state swaps)."""
+    largest = 0
+    for step in walk(plan.steps):
+        copy = CopyStep(step.body_results, step.state) if isinstance(step, WhileStep) else step
+        if isinstance(copy, CopyStep) and needs_staging(plan, copy):
+            largest = max(largest, sum(aligned_size(plan.buffers[s].nbytes) for s in copy.sources))
+    return largest
+
+
+def needs_staging(plan: Plan, step: CopyStep) -> bool:
+    def extent(buffer_id: int) -> tuple[str, int, int]:
+        buffer = plan.buffers[buffer_id]
+        if buffer.kind == "arena":
+            return ("arena", buffer.offset, buffer.offset + buffer.nbytes)
+        return (f"{buffer.kind}{buffer_id}", 0, buffer.nbytes)
+
+    for index, target in enumerate(step.targets):
+        space, start, stop = extent(target)
+        for other, source in enumerate(step.sources):
+            if other == index:
+                continue
+            source_space, source_start, source_stop = extent(source)
+            if source_space == space and start < source_stop and source_start < stop:
+                return True
+    return False
+
+
+def same_memory(plan: Plan, first: int, second: int, direct_outputs: set[int]) -> bool:
+    """Whether two buffers are one range of memory (a copy between them moves nothing): the
+    same buffer, or arena buffers at the same place that no run points elsewhere."""
+    if first == second:
+        return True
+    if first in direct_outputs or second in direct_outputs:
+        return False
+    a, b = plan.buffers[first], plan.buffers[second]
+    return a.kind == b.kind == "arena" and a.offset == b.offset and a.nbytes == b.nbytes
+
+
 @dataclass(frozen=True)
 class TracePoint:
     """An entry instruction whose value is final once `after_step` top-level steps have run

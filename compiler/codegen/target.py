@@ -24,7 +24,9 @@ def target_machine(config: CompilerConfig) -> llvm.TargetMachine:
         target = llvm.Target.from_triple(config.triple)
     except RuntimeError as exc:
         raise ConfigError(f"this LLVM has no target for triple {config.triple!r}: {exc}") from None
-    return target.create_target_machine(cpu=config.cpu, features=config.features, opt=config.opt_level, reloc="pic", codemodel="default")
+    pinned = config.target_cpu
+    features = ",".join(part for part in (pinned.llvm_features, config.features) if part)
+    return target.create_target_machine(cpu=pinned.processor, features=features, opt=config.opt_level, reloc="pic", codemodel="default")
 
 
 def run_llvm_pipeline(module: llvm.ModuleRef, config: CompilerConfig) -> None:

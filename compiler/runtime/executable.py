@@ -25,17 +25,14 @@ from compiler.errors import ArgumentError, ExecutionError
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.dtypes import from_name
 from compiler.program import Program, bind_argument, bind_arguments
+from compiler.runtime.cuda_device import open_device
+from compiler.runtime.grid_runner import Device, DeviceMemory, GridRun, allocate_memory
 from compiler.runtime.loader import LoadedObject, load_object
+from compiler.runtime.stops import deadline_error, while_limit_error
 from compiler.runtime.threads import RunThreads, machine_threads
 
 # i32 vxla_run(ptr table, ptr control, i64 thread, i64 threads, i64 first, i64 last)
 ENTRY_SIGNATURE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-
-
-class DeadlineExceeded(ExecutionError):
-    """A run passed its deadline. Runs are stopped between steps (a kernel, a copy) and at
-    every while-loop iteration, never inside a kernel, so one step's work bounds how late the
-    stop can come."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +109,13 @@ class Executable:
     _free_arenas: list[tuple[np.ndarray, ctypes.Array, ctypes.Array]] = field(default_factory=list, repr=False)
     _pools: dict[int, RunThreads] = field(default_factory=dict, repr=False)
     _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
+    # GPU targets: the device the plan's grid runs on (opened on first use, or given: the
+    # host emulation of tests, compiler/runtime/emulated_grid.py), and the device memory of
+    # its runs, one run at a time (a recorded CUDA graph names that memory).
+    device: Device | None = field(default=None, repr=False)
+    emulated: bool = False  # the grid runs on the host: a test build, never signed
+    _grid_memory: DeviceMemory | None = field(default=None, repr=False)
+    _grid_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.threads = self.threads or machine_threads()
@@ -139,24 +143,40 @@ class Executable:
         included)."""
         return [step.kernel for step in N.sites(self.plan.steps) if isinstance(step, P.KernelStep)]
 
-    def load(self) -> LoadedObject:
-        """The object mapped into this process, loaded on first use, and only after the host
-        is found to have every feature the target may use (TargetNotRunnable otherwise, before
-        a byte of it runs). An executable for any target can be built and hashed anywhere."""
+    def load(self) -> LoadedObject | Device:
+        """The object mapped into this process (a GPU target: the device with its cubin
+        loaded), loaded on first use, and only after the host is found to have every feature
+        the target may use (TargetNotRunnable otherwise, before a byte of it runs). An
+        executable for any target can be built and hashed anywhere."""
+        if self.config.is_gpu:
+            return self.grid_device()
         with self._lock:
             if self._loaded is None:
                 self._loaded = load_object(self.object_bytes, self.config)
             return self._loaded
 
+    def grid_device(self) -> Device:
+        """A GPU target's device: GPU 0 with the cubin loaded (TargetNotRunnable naming the
+        missing driver, GPU or compute capability)."""
+        with self._lock:
+            if self.device is None:
+                self.device = open_device(self.config, self.object_bytes)
+            return self.device
+
     def entry(self) -> Callable:
         """The object's native entry (compiler/codegen/native_plan.py), as a ctypes function."""
         if self._entry is None:
-            self._entry = ENTRY_SIGNATURE(self.load().address(N.ENTRY_SYMBOL))
+            self._entry = ENTRY_SIGNATURE(self._cpu_object().address(N.ENTRY_SYMBOL))
         return self._entry
+
+    def _cpu_object(self) -> LoadedObject:
+        loaded = self.load()
+        assert isinstance(loaded, LoadedObject), "a CPU target's object"
+        return loaded
 
     def constant_address(self, symbol: str) -> int:
         if symbol not in self._constants:
-            address = self.load().engine.get_global_value_address(symbol)
+            address = self._cpu_object().engine.get_global_value_address(symbol)
             if not address:
                 raise RuntimeError(f"object has no constant {symbol!r}")
             self._constants[symbol] = address
@@ -183,6 +203,8 @@ class Executable:
             # The common case without a call: an ndarray of exactly the parameter's type.
             if not (type(array) is np.ndarray and array.dtype == expected[0] and array.shape == expected[1] and array.flags.c_contiguous):
                 inputs[index] = bind_argument(parameters[index], array, index)
+        if self.config.is_gpu:
+            return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed).outputs
         memory = self._acquire_arena()
         try:
             state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
@@ -213,6 +235,8 @@ class Executable:
             self._check_fault(fault)
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
+        if self.config.is_gpu:
+            return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault)
         records: list[tuple[str, str, str]] = []
         memory = self._acquire_arena()
         try:
@@ -227,6 +251,53 @@ class Executable:
         finally:
             with self._lock:
                 self._free_arenas.append(memory)
+
+    def _run_grid(
+        self,
+        inputs: list[np.ndarray],
+        max_while_iterations: int | None,
+        deadline: float | None,
+        schedule_seed: int,
+        points: dict[int, list[P.TracePoint]] | None = None,
+        fault: Fault | None = None,
+    ) -> TracedRun:
+        """A GPU target's run (compiler/runtime/grid_runner.py): the inputs uploaded, the
+        steps driven from here, the outputs (and with `points`, each traced instruction's
+        digest, taken as soon as it is computed) read back."""
+        if schedule_seed:
+            raise ArgumentError("schedule_seed perturbs a build compiled with schedule_perturbation only")
+        device = self.grid_device()
+        with self._grid_lock:
+            if self._grid_memory is None:
+                self._grid_memory = allocate_memory(device, self.plan)
+            memory = self._grid_memory
+            for buffer_id, input_index in self._input_slots:
+                device.upload(memory.inputs[buffer_id], np.ascontiguousarray(inputs[input_index]).reshape(-1).view(np.uint8))
+            run = GridRun(device, self.plan, memory, max_while_iterations, deadline)
+            records: list[tuple[str, str, str]] = []
+            completed = 0
+            stops = sorted({*(after for after in points if after > 0), self._step_count}) if points is not None else [self._step_count]
+            if points is not None:
+                self._record_grid(run, points.get(0, []), fault, records)
+            for stop in stops:
+                run.execute(completed, stop)
+                completed = stop
+                if points is not None:
+                    self._record_grid(run, points.get(completed, []), fault, records)
+            outputs = []
+            for buffer_id in self.plan.outputs:
+                buffer = self.plan.buffers[buffer_id]
+                outputs.append(run.read(buffer_id).view(from_name(buffer.dtype).numpy).reshape(buffer.dims))
+            return TracedRun(outputs, records)
+
+    def _record_grid(self, run: GridRun, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]]) -> None:
+        for point in points:
+            if fault is not None and point.name == fault.instruction:
+                data = run.read(point.buffers[0])
+                data[fault.bit // 8] ^= 1 << (fault.bit % 8)
+                run.write(point.buffers[0], data)
+            digests = [self._digester(b).of_memory(run.read(b)) for b in point.buffers]
+            records.append((point.name, point.opcode, digests[0] if len(digests) == 1 else tuple_digest(digests)))
 
     def _execute(self, state: RunState, first: int, last: int) -> None:
         """Runs the top-level steps [first, last) on every worker; raises where the entry
@@ -249,13 +320,8 @@ class Executable:
         loop_site = int(words[N.Control.STOPPED_LOOP])
         loop = sites[loop_site] if loop_site >= 0 else None
         if status == N.Status.WHILE_LIMIT:
-            limit = int(words[N.Control.WHILE_LIMIT])
-            return ExecutionError(f"while loop %{site.instruction} ran past the limit of {limit} iterations")  # type: ignore[union-attr]
-        where = "a buffer copy" if isinstance(site, P.CopyStep) else f"%{site.instruction}"
-        message = f"run stopped past its deadline, before {where}"
-        if loop is not None:
-            message += f", in iteration {int(words[N.Control.STOPPED_ITERATION])} of while loop %{loop.instruction}"  # type: ignore[union-attr]
-        return DeadlineExceeded(message)
+            return while_limit_error(site, int(words[N.Control.WHILE_LIMIT]))  # type: ignore[arg-type]
+        return deadline_error(site, loop, int(words[N.Control.STOPPED_ITERATION]))  # type: ignore[arg-type]
 
     def _check_fault(self, fault: Fault) -> None:
         point = next((p for p in self.plan.trace_points if p.name == fault.instruction), None)

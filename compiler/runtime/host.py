@@ -19,7 +19,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from compiler.config import TARGET_CPUS, CompilerConfig
-from compiler.errors import ExecutionError
+from compiler.errors import TargetNotRunnable
 
 # Restricts what this host is taken to have (comma-separated LLVM feature names to treat as
 # absent), e.g. to keep a node off AVX-512. It can only remove features, never add them.
@@ -37,10 +37,6 @@ _HWCAP_BITS = {
     "pauth": [30, 31],
 }  # fmt: skip
 _HWCAP2_BITS = {"sve2": [1], "i8mm": [13], "bf16": [14], "rand": [16], "bti": [17], "mte": [18]}
-
-
-class TargetNotRunnable(ExecutionError):
-    """Code for a target this host cannot execute; the message names the missing features."""
 
 
 @dataclass(frozen=True)

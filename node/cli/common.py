@@ -19,11 +19,12 @@ from attest import (
     normalize_contract,
 )
 from attest.digests import tensor_digest
-from compiler.config import CompilerConfig, ConfigError, load_config, validate_target
+from compiler.config import TARGET_CPUS, CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program
 from compiler.hlo import HloError
 from compiler.numerics.dtypes import from_numpy
 from compiler.program import Program, load_program
+from compiler.runtime.cuda_device import probe as probe_gpu
 from compiler.runtime.executable import Executable
 from compiler.runtime.host import TargetNotRunnable, this_host
 from node.errors import NodeError
@@ -124,7 +125,10 @@ def require_runnable(config: CompilerConfig) -> None:
     """UsageError (exit 2) naming the missing features unless this host can run `config`'s
     code; nothing is compiled or run first."""
     try:
-        this_host().check(config)
+        if config.is_gpu:
+            probe_gpu(config)
+        else:
+            this_host().check(config)
     except TargetNotRunnable as exc:
         raise UsageError(str(exc)) from None
 
@@ -202,5 +206,11 @@ def non_negative_int(text: str) -> int:
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", metavar="CPU", help="pinned CPU name: x86-64-v2, x86-64-v3, x86-64-v4, neoverse-n1 (NEON) or neoverse-v1 (SVE); the triple follows (default: configs/compiler.toml). Any target compiles on any host; it runs only where the host has its features")
+    names = "; ".join(f"{name} ({cpu.description})" for name, cpu in TARGET_CPUS.items())
+    parser.add_argument(
+        "--target",
+        metavar="TARGET",
+        help=f"pinned target: {names}. The triple follows (default: configs/compiler.toml). Any target compiles on any host; "
+        "it runs only where the host has its features (a GPU target: an NVIDIA GPU of its compute capability and the NVIDIA driver)",
+    )
     parser.add_argument("--config", metavar="TOML", help="compiler configuration file (default: configs/compiler.toml)")

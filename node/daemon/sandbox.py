@@ -448,8 +448,8 @@ def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:
 def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict] | None:
     from compiler.driver import compile_program
     from compiler.errors import ExecutionError
-    from compiler.runtime.executable import DeadlineExceeded
     from compiler.runtime.host import TargetNotRunnable
+    from compiler.runtime.stops import DeadlineExceeded
     from node.tensors import npy_bytes
     from node.tracing.statement import build_statement, tensor_records
 

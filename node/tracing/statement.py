@@ -151,6 +151,9 @@ def build_statement(
     if config.schedule_perturbation:
         # A test build: its identity is not a compiler's any verifier would rebuild.
         raise ValueError("no statement is made of a schedule-perturbed build (a test setting)")
+    if executable.emulated:
+        # Host code standing in for a GPU target's cubin: its binary_hash is not the target's.
+        raise ValueError("no statement is made of an emulated GPU grid (a test build)")
     outputs = run.outputs if isinstance(run, TracedRun) else list(run)
     op_trace = None
     if op_level:

@@ -12,7 +12,7 @@ from attest.digests import tensor_digest
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
-from compiler.runtime.executable import DeadlineExceeded
+from compiler.runtime.stops import DeadlineExceeded
 from tests.fixture_data import Fixture
 
 FORI = Fixture("fori_loop")

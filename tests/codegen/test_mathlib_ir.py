@@ -25,7 +25,7 @@ from compiler.config import CompilerConfig
 from compiler.numerics import mathlib
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.runtime.loader import LoadedObject, load_object
-from tests.targets import ALL as ALL_TARGETS
+from tests.targets import CPUS as ALL_TARGETS
 from tests.targets import DEFAULT, RUNNABLE, config
 from tools import mathlib_accuracy as acc
 

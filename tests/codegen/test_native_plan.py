@@ -13,16 +13,17 @@ import pytest
 from llvmlite import ir
 
 from compiler.codegen import native_plan as N
+from compiler.codegen import plan as P
 from compiler.codegen.kernel import KERNEL_TYPE
 from compiler.codegen.llvm_ir import I64, PTR
 from compiler.codegen.target import compile_ir
 from compiler.config import load_config
-from compiler.driver import compile_program
+from compiler.driver import compile_emulated_grid, compile_program
 from compiler.errors import ExecutionError
 from compiler.program import load_program
 from compiler.reference import evaluate
-from compiler.runtime.executable import DeadlineExceeded
 from compiler.runtime.loader import LoadedObject, load_object
+from compiler.runtime.stops import DeadlineExceeded
 from compiler.runtime.threads import partition
 from tests.targets import DEFAULT, run_everywhere
 
@@ -90,7 +91,12 @@ def test_a_loop_whose_state_swaps_keeps_the_reference_bits() -> None:
 
 def test_the_swap_is_staged_through_the_arena() -> None:
     executable = compile_program(load_program(SWAP_LOOP), load_config(), cache_dir=False)
-    assert N.staging_bytes(executable.plan) > 0
+    assert P.staging_bytes(executable.plan) > 0
+    # The GPU runtime stages the same copies (its grid emulated on the host).
+    gpu = compile_emulated_grid(load_program(SWAP_LOOP), load_config().with_target(cpu="nvptx-sm90"))
+    assert P.staging_bytes(gpu.plan) > 0
+    for got, want in zip(gpu.run(*_arrays()), evaluate(load_program(SWAP_LOOP).module, _arrays()), strict=True):
+        assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("selector", [0, 1, 7, -3])

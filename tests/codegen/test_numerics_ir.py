@@ -32,7 +32,7 @@ from compiler.numerics import floats
 from compiler.numerics.dtypes import ALL_DTYPES, BF16, F16, F32, F64, PRED, S64, DType
 from compiler.reference.elementwise import float_maximum, float_minimum
 from compiler.runtime.loader import load_object
-from tests.targets import ALL as ALL_TARGETS
+from tests.targets import CPUS as ALL_TARGETS
 from tests.targets import HOST
 from tests.targets import config as target_config
 

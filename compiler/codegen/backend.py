@@ -1,0 +1,66 @@
+"""The seam between target-free and target-specific code generation.
+
+Everything up to the kernels is the same for every target: the passes, the lowering of each
+op family into kernels `void kernel(ptr slots, i64 begin, i64 end)` over work items, the
+plan, the buffer assignment. A backend adds what runs the kernels and makes the bytes that
+are hashed and run:
+- CPU targets (x86-64, AArch64): the native entry that runs the plan's steps on worker
+  threads (native_plan.py), compiled to an ELF object that must reference no symbol;
+- NVIDIA GPUs (nvptx64): a grid entry per kernel (grid.py, nvptx.py), compiled to PTX that
+  must pass the contract's checks, linked to a cubin by the pinned nvJitLink.
+A new target (AMD's amdgcn) is one more Backend: its GridTarget and its code-object linker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compiler.codegen import grid, native_plan, nvptx
+from compiler.codegen.kernel import KernelModule
+from compiler.codegen.objfile import undefined_symbols
+from compiler.codegen.plan import Plan
+from compiler.codegen.target import compile_ir
+from compiler.config import CompilerConfig
+from compiler.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How a target's plan runs and what its bytes are."""
+
+    name: str
+    # Adds to the module what runs the plan's kernels (it may reserve arena space in the plan).
+    emit_entry: Callable[[KernelModule, Plan], None]
+    # The bytes to hash and run, made from the module's IR text.
+    emit_binary: Callable[[str, CompilerConfig], bytes]
+    # The symbols those bytes reference and nothing defines (every binary's must be none).
+    unresolved_symbols: Callable[[bytes], list[str]]
+
+
+def _cpu_binary(ir_text: str, config: CompilerConfig) -> bytes:
+    object_bytes = compile_ir(ir_text, config)
+    missing = CPU.unresolved_symbols(object_bytes)
+    if missing:
+        raise RuntimeError(f"compiled object references symbols it does not define: {', '.join(missing)}")
+    return object_bytes
+
+
+def _nvptx_binary(ir_text: str, config: CompilerConfig) -> bytes:
+    cubin = nvptx.cubin_of(nvptx.ptx_of(ir_text, config), config)
+    missing = NVPTX.unresolved_symbols(cubin)
+    if missing:
+        raise RuntimeError(f"cubin references symbols it does not define: {', '.join(missing)}")
+    return cubin
+
+
+CPU = Backend("cpu", native_plan.emit_entry, _cpu_binary, undefined_symbols)
+NVPTX = Backend("nvptx", lambda kernels, plan: grid.emit_grid(kernels, plan, nvptx.NvptxGrid()), _nvptx_binary, nvptx.unresolved_symbols)
+_BY_ARCH = {"x86_64": CPU, "aarch64": CPU, "nvptx64": NVPTX}
+
+
+def backend_for(config: CompilerConfig) -> Backend:
+    """The backend of the config's architecture."""
+    if config.is_gpu and config.schedule_perturbation:
+        raise ConfigError("schedule perturbation is a test setting of the CPU targets' worker threads; a GPU target has none")
+    return _BY_ARCH[config.arch]
