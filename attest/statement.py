@@ -12,7 +12,8 @@ JSON layout (every hash is 64 lower-case hex characters)::
          "program": {"source_hash", "hlo_hash"},
          "compiler": {"vxla_version", "numerics_contract", "pipeline_id", "passes": [str],
                       "target": {"triple", "cpu", "features"},
-                      "llvmlite_version", "llvm_version", "opt_level"},
+                      "llvmlite_version", "llvm_version", "opt_level",
+                      "nvjitlink_version" (GPU targets only)},
          "graph_hash", "binary_hash",
          "inputs":  [{"name", "dtype", "shape": [int], "digest"}],
          "outputs": [{"name", "dtype", "shape": [int], "digest"}],
@@ -136,10 +137,10 @@ def load_json(data: bytes | str, what: str) -> Any:
 # Field checks (each names the full path of the field it checks)
 
 
-def _obj(value: Any, path: str, required: Sequence[str]) -> Mapping[str, Any]:
+def _obj(value: Any, path: str, required: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise StatementError(path, f"expected an object, got {_kind(value)}")
-    unknown = sorted(set(value) - set(required))
+    unknown = sorted(set(value) - set(required) - set(optional))
     if unknown:
         raise StatementError(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
     for name in required:
@@ -294,9 +295,11 @@ class CompilerIdentity:
     llvmlite_version: str
     llvm_version: str
     opt_level: int
+    # GPU targets only: the nvJitLink release that linked the cubin (absent for CPU targets).
+    nvjitlink_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "vxla_version": self.vxla_version,
             "numerics_contract": self.numerics_contract,
             "pipeline_id": self.pipeline_id,
@@ -306,6 +309,9 @@ class CompilerIdentity:
             "llvm_version": self.llvm_version,
             "opt_level": self.opt_level,
         }
+        if self.nvjitlink_version:
+            data["nvjitlink_version"] = self.nvjitlink_version
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "compiler") -> CompilerIdentity:
@@ -319,7 +325,7 @@ class CompilerIdentity:
             "llvm_version",
             "opt_level",
         )
-        obj = _obj(data, path, names)
+        obj = _obj(data, path, names, optional=("nvjitlink_version",))
         passes = _list(obj["passes"], f"{path}.passes")
         return cls(
             vxla_version=_str(obj["vxla_version"], f"{path}.vxla_version"),
@@ -330,6 +336,7 @@ class CompilerIdentity:
             llvmlite_version=_str(obj["llvmlite_version"], f"{path}.llvmlite_version"),
             llvm_version=_str(obj["llvm_version"], f"{path}.llvm_version"),
             opt_level=_int(obj["opt_level"], f"{path}.opt_level", 0),
+            nvjitlink_version=_str(obj["nvjitlink_version"], f"{path}.nvjitlink_version") if "nvjitlink_version" in obj else "",
         )
 
 
@@ -546,29 +553,58 @@ class RunMetadata:
 
 
 @dataclass(frozen=True)
+class GpuRecord:
+    """The GPU a run of a GPU target used: its name, compute capability ("9.0"), number of
+    streaming multiprocessors and the CUDA driver's version ("13.0")."""
+
+    name: str
+    compute_capability: str
+    sm_count: int
+    driver_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "compute_capability": self.compute_capability, "sm_count": self.sm_count, "driver_version": self.driver_version}
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = "run.host.gpu") -> GpuRecord:
+        obj = _obj(data, path, ("name", "compute_capability", "sm_count", "driver_version"))
+        return cls(
+            name=_str(obj["name"], f"{path}.name"),
+            compute_capability=_str(obj["compute_capability"], f"{path}.compute_capability"),
+            sm_count=_int(obj["sm_count"], f"{path}.sm_count", 1),
+            driver_version=_str(obj["driver_version"], f"{path}.driver_version"),
+        )
+
+
+@dataclass(frozen=True)
 class HostRecord:
     """The machine a run happened on, for the record when a result is disputed: its
     architecture, CPU model, the CPU features that decide which targets it runs, the
-    operating system and the vxla version. The compared part names the target instead."""
+    operating system and the vxla version, and for a GPU target's run the GPU. The compared
+    part names the target instead."""
 
     arch: str
     cpu_model: str
     features: tuple[str, ...]
     os: str
     vxla_version: str
+    gpu: GpuRecord | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "arch": self.arch,
             "cpu_model": self.cpu_model,
             "features": list(self.features),
             "os": self.os,
             "vxla_version": self.vxla_version,
         }
+        if self.gpu is not None:
+            data["gpu"] = self.gpu.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "run.host") -> HostRecord:
-        obj = _obj(data, path, ("arch", "cpu_model", "features", "os", "vxla_version"))
+        obj = _obj(data, path, ("arch", "cpu_model", "features", "os", "vxla_version"), optional=("gpu",))
         features = obj["features"]
         if not isinstance(features, list):
             raise StatementError(f"{path}.features", f"expected a list, got {_kind(features)}")
@@ -578,6 +614,7 @@ class HostRecord:
             features=tuple(_str(f, f"{path}.features[{i}]") for i, f in enumerate(features)),
             os=_str(obj["os"], f"{path}.os"),
             vxla_version=_str(obj["vxla_version"], f"{path}.vxla_version"),
+            gpu=GpuRecord.from_dict(obj["gpu"], f"{path}.gpu") if "gpu" in obj else None,
         )
 
 

@@ -6,6 +6,7 @@ function, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import platform
@@ -18,6 +19,7 @@ import attest
 from attest import (
     CompilerIdentity,
     Execution,
+    GpuRecord,
     HostRecord,
     OpTrace,
     Predicate,
@@ -70,6 +72,15 @@ def host_record() -> HostRecord:
     )
 
 
+def _host_with_gpu(executable: Executable) -> HostRecord:
+    """This machine's record, with the GPU a GPU target's run used (signed run metadata)."""
+    info = getattr(executable.device, "info", None) if executable.config.is_gpu else None
+    if info is None:
+        return host_record()
+    gpu = GpuRecord(name=info.name, compute_capability=info.compute_capability, sm_count=info.sm_count, driver_version=info.driver_version)
+    return dataclasses.replace(host_record(), gpu=gpu)
+
+
 def numerics_contract_name(contract_version: int) -> str:
     """The numerics contract as a trace names it."""
     return f"numerics.v{contract_version}"
@@ -90,6 +101,7 @@ def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
         llvmlite_version=config.llvmlite_version,
         llvm_version=config.llvm_version,
         opt_level=config.opt_level,
+        nvjitlink_version=config.nvjitlink_version,
     )
 
 
@@ -179,6 +191,6 @@ def build_statement(
             outputs=tensor_records(outputs, "out"),
             op_trace=op_trace,
         ),
-        run=RunMetadata(threads=threads, timings_ns=dict(timings_ns), host=host_record()),
+        run=RunMetadata(threads=threads, timings_ns=dict(timings_ns), host=_host_with_gpu(executable)),
     )
     return Statement.build(predicate)

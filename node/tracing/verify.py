@@ -235,6 +235,7 @@ def recorded_config(identity: CompilerIdentity) -> CompilerConfig:
         opt_level=identity.opt_level,
         pipeline=pipeline,
         pipeline_id=identity.pipeline_id,
+        nvjitlink_version=identity.nvjitlink_version,
     )
     validate_target(config)
     return config
@@ -448,10 +449,12 @@ def _reexecute(
     # Anything else the comparison found (compiler identity fields other than the version,
     # already checked above, would land here if the two ever disagreed). Executed on another
     # target, the machine code, its buffer plan and the target naturally differ; the
-    # recorded ones were checked by compiling for the recorded target.
+    # recorded ones were checked by compiling for the recorded target. So does the compiler
+    # identity's target part (the target, and a GPU target's nvJitLink release): every other
+    # field of it was checked against this vxla by recorded_config.
     checked: tuple[str, ...] = ("outputs", "op_trace", "compiler.vxla_version")
     if executable.config.cpu != recorded.compiler.target.cpu or executable.config.features != recorded.compiler.target.features:
-        checked += ("compiler.target", "graph_hash", "binary_hash")
+        checked += ("compiler", "graph_hash", "binary_hash")
     rest = [
         d.path
         for d in divergence.differences

@@ -251,3 +251,20 @@ def test_normalize_contract() -> None:
     assert normalize_contract(checksummed) == CONTRACT
     with pytest.raises(StatementError, match="contract"):
         normalize_contract("5fbdb2315678afecb367f032d93f642f64180aa3")
+
+
+def test_a_gpu_run_records_the_gpu_and_the_cubin_linker() -> None:
+    """A GPU target's statement: nvjitlink_version in the compiler identity and the GPU in the
+    run's host record, both optional (a CPU target's statement has neither) and strict."""
+    data = statement_dict()
+    assert "nvjitlink_version" not in data["predicate"]["deterministic"]["compiler"]
+    data["predicate"]["deterministic"]["compiler"]["nvjitlink_version"] = "13.5"
+    host = {"arch": "x86_64", "cpu_model": "AMD EPYC", "features": ["avx2"], "os": "Linux", "vxla_version": "0.1.0"}
+    data["predicate"]["run"]["host"] = {**host, "gpu": {"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "driver_version": "13.0"}}
+    parsed = parse_statement(canonical_json(data))
+    assert parsed.predicate.deterministic.compiler.nvjitlink_version == "13.5"
+    assert parsed.predicate.run.host.gpu.sm_count == 132
+    assert parsed.to_dict() == data
+    data["predicate"]["run"]["host"]["gpu"]["clock"] = 1980
+    with pytest.raises(StatementError, match=r"predicate\.run\.host\.gpu\.clock: unknown field"):
+        parse_statement(canonical_json(data))

@@ -154,3 +154,35 @@ def test_a_worker_pool_refuses_a_target_the_host_cannot_run(tmp_path, monkeypatc
     monkeypatch.setenv(HOST_MASK_ENV, "avx2")
     with pytest.raises(TargetNotRunnable, match="avx2"):
         WorkerPool(store, generate_private_key(), Limits(), compiler_config=load_config().with_target(cpu="x86-64-v3"))
+
+
+def test_a_gpu_trace_verifies_on_a_cpu_host(capsys, tmp_path, keys) -> None:
+    """A GPU node's trace: the nvptx-sm90 cubin's hashes and nvJitLink's release in its
+    identity, the GPU in its signed run metadata, and outputs and op-level digests from the
+    GPU build's grid (here its host emulation, the same bits a GPU gives: tools/gpu_check.py).
+    `vxla verify` compiles the cubin, checks its hashes and re-executes on this host's CPU."""
+    from attest import GpuRecord, key_id, load_private_key, sign_statement
+    from compiler.config import NVJITLINK_VERSION, load_config
+    from compiler.driver import compile_emulated_grid, compile_program
+    from compiler.program import load_program
+    from compiler.runtime.cuda_device import GpuInfo
+    from node.tracing.statement import build_statement
+
+    program = load_program(MLP.module_text)
+    gpu_config = load_config().with_target(cpu="nvptx-sm90")
+    cubin = compile_program(program, gpu_config, cache_dir=False)
+    cubin.device = type("H200", (), {"info": GpuInfo("NVIDIA H200", "9.0", 132, "13.0")})()
+    run = compile_emulated_grid(program, gpu_config).run_traced(*MLP.inputs())
+    signer = load_private_key(keys / "node.key")
+    statement = build_statement(program, cubin, MLP.inputs(), run, job_id="gpu-job", chain_id=None, contract=None, key_id=key_id(signer), threads=1, timings_ns={}, op_level=True)
+    trace = tmp_path / "gpu.json"
+    trace.write_text(sign_statement(statement, signer).to_json())
+    predicate = json.loads(Envelope.from_json(trace.read_text()).payload)["predicate"]
+    assert predicate["deterministic"]["compiler"]["target"]["cpu"] == "nvptx-sm90"
+    assert predicate["deterministic"]["compiler"]["nvjitlink_version"] == NVJITLINK_VERSION
+    assert GpuRecord.from_dict(predicate["run"]["host"]["gpu"]) == GpuRecord("NVIDIA H200", "9.0", 132, "13.0")
+    code, report = _verify(trace, keys, capsys)
+    checks = _checks(report)
+    assert code == 0 and report["verified"], json.dumps(report["checks"])
+    assert checks["target"]["message"].startswith("executed on x86-64-") and "nvptx-sm90 was compiled and its binary_hash checked" in checks["target"]["message"]
+    assert checks["binary_hash"]["ok"] and checks["outputs"]["ok"] and "instruction digests match" in checks["op_trace"]["message"]
