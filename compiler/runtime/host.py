@@ -20,6 +20,7 @@ import llvmlite.binding as llvm
 
 from compiler.config import TARGET_CPUS, CompilerConfig
 from compiler.errors import TargetNotRunnable
+from compiler.runtime.cuda_device import probe
 
 # Restricts what this host is taken to have (comma-separated LLVM feature names to treat as
 # absent), e.g. to keep a node off AVX-512. It can only remove features, never add them.
@@ -70,6 +71,15 @@ class Host:
             f"target {config.cpu} ({config.triple}) cannot run here: it {reason} "
             f"(this host: {self.arch}, {self.cpu_model}){hint}. Compiling and hashing for {config.cpu} work on any host."
         )
+
+
+def check_runnable(config: CompilerConfig) -> None:
+    """TargetNotRunnable, naming what is missing, unless this machine can run `config`'s code:
+    a CPU target's features on this host, or a GPU target's GPU and driver (cuda_device.py)."""
+    if config.is_gpu:
+        probe(config)
+    else:
+        this_host().check(config)
 
 
 def runnable_cpus(host: Host) -> list[str]:

@@ -24,9 +24,8 @@ from compiler.driver import compile_program
 from compiler.hlo import HloError
 from compiler.numerics.dtypes import from_numpy
 from compiler.program import Program, load_program
-from compiler.runtime.cuda_device import probe as probe_gpu
 from compiler.runtime.executable import Executable
-from compiler.runtime.host import TargetNotRunnable, this_host
+from compiler.runtime.host import TargetNotRunnable, check_runnable
 from node.errors import NodeError
 from node.jax_programs import (
     JAX_EXTRA,
@@ -125,10 +124,7 @@ def require_runnable(config: CompilerConfig) -> None:
     """UsageError (exit 2) naming the missing features unless this host can run `config`'s
     code; nothing is compiled or run first."""
     try:
-        if config.is_gpu:
-            probe_gpu(config)
-        else:
-            this_host().check(config)
+        check_runnable(config)
     except TargetNotRunnable as exc:
         raise UsageError(str(exc)) from None
 

@@ -16,7 +16,7 @@ from attest import (
     load_private_key,
 )
 from compiler.config import ConfigError, load_config
-from compiler.runtime.host import TargetNotRunnable, this_host
+from compiler.runtime.host import TargetNotRunnable
 from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase, non_negative_int
 
 
@@ -59,11 +59,12 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     from node.chain.state import ChainStateError
     from node.daemon.confinement import forget_secrets, make_undumpable
     from node.daemon.server import NodeServer
+    from node.daemon.worker import check_node_target
     from node.sqlite import StorageError
 
     config = _node_config(args.config)
     try:
-        this_host().check(load_config())
+        check_node_target(load_config())
     except (TargetNotRunnable, ConfigError) as exc:
         raise UsageError(f"configs/compiler.toml [target]: {exc}") from None
     try:

@@ -25,7 +25,7 @@ from attest import Statement, key_id, sign_statement
 from attest.digests import sha256_hex
 from compiler.config import CompilerConfig
 from compiler.config import load_config as load_compiler_config
-from compiler.errors import ExecutionError
+from compiler.errors import ExecutionError, TargetNotRunnable
 from compiler.runtime.executable import Fault
 from compiler.runtime.host import this_host
 from compiler.runtime.threads import machine_threads
@@ -100,6 +100,19 @@ class Metrics:
             self.jobs.labels(state=state).set(count)
 
 
+def check_node_target(config: CompilerConfig) -> None:
+    """TargetNotRunnable, naming what is missing, unless a node can run jobs of `config`'s
+    target: a CPU target this host runs. A node's jobs run in confined execution processes
+    (confinement.py) that cannot reach a GPU driver, so a GPU target is refused (vxla run
+    runs one on a GPU host)."""
+    if config.is_gpu:
+        raise TargetNotRunnable(
+            f"target {config.cpu}: a node does not run its jobs on a GPU yet (its confined execution processes "
+            f"cannot reach the GPU driver); pin a CPU target (vxla run --target {config.cpu} runs on a GPU host)"
+        )
+    this_host().check(config)
+
+
 class WorkerPool:
     """`workers` threads taking queued jobs from `store`, one job at a time each."""
 
@@ -129,7 +142,7 @@ class WorkerPool:
         self.compiler_config = compiler_config or load_compiler_config()
         # Fail closed at start: a node that cannot run its pinned target must not take jobs
         # (nor claim chain jobs) it could only fail.
-        this_host().check(self.compiler_config)
+        check_node_target(self.compiler_config)
         self.metrics = metrics or Metrics()
         # What the checker processes found of the modules checked before, shared by the API
         # and the chain executor of this node (summaries: small, so many are kept).

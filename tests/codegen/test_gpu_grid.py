@@ -53,6 +53,7 @@ def _has_gpu(target: str) -> bool:
 # The GPU targets' IR differs only in the architecture LLVM and nvJitLink are given, so the
 # grid logic is emulated for one of them.
 EMULATED = "nvptx-sm90"
+LARGE_FIXTURES = ("remat_transformer_train_step", "dropout_train_step", "cnn_maxpool_train_step", "topk_sampling", "large_constant", "map_reduce_variants")
 # Whether this host could run EMULATED's cubin (never in CI: the refusal is what is tested).
 HAS_GPU = _has_gpu(EMULATED)
 
@@ -130,7 +131,9 @@ def test_every_fixture_on_the_emulated_grid(name: str) -> None:
     fixture = Fixture(name)
     expected = reference_outputs(fixture)
     assert [tensor_digest(o) for o in expected] == golden()["fixtures"][name]["output_digests"]
-    for block_size in (None, 7):
+    # Block size 7 on the smaller fixtures (the op family cases cover it too): the large ones
+    # are the same kernels as the others, at more items.
+    for block_size in (None, 7) if name not in LARGE_FIXTURES else (None,):
         executable = compile_emulated_grid(load_program(fixture.module_text), config(EMULATED), block_size)
         assert executable.hashes["graph_hash"] == golden()["fixtures"][name]["targets"][EMULATED]["graph_hash"]
         assert_identical(executable.run(*fixture.inputs()), expected, f"{name} emulated grid, block size {block_size or GRID_BLOCK_SIZE}")

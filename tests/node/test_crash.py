@@ -35,9 +35,9 @@ from tests.fixture_data import Fixture
 from tests.node.bench_load import bench
 
 SEED = 20261130
-# Trip count of the long job's runtime-bounded loop: seconds of execution (20 to 70 ns an
+# Trip count of the long job's runtime-bounded loop: 1 to 3.5 s of execution (20 to 70 ns an
 # iteration, by host), so a kill drawn in its first 0.6 s lands mid-execution.
-LONG_TRIPS = 100_000_000
+LONG_TRIPS = 50_000_000
 FORI = Fixture("fori_loop")
 MLP = Fixture("mlp_softmax")
 

@@ -186,3 +186,18 @@ def test_a_gpu_trace_verifies_on_a_cpu_host(capsys, tmp_path, keys) -> None:
     assert code == 0 and report["verified"], json.dumps(report["checks"])
     assert checks["target"]["message"].startswith("executed on x86-64-") and "nvptx-sm90 was compiled and its binary_hash checked" in checks["target"]["message"]
     assert checks["binary_hash"]["ok"] and checks["outputs"]["ok"] and "instruction digests match" in checks["op_trace"]["message"]
+
+
+def test_a_node_pinned_to_a_gpu_target_does_not_start(capsys, monkeypatch, tmp_path) -> None:
+    """A node's jobs run in confined processes that cannot reach a GPU driver: a GPU target is
+    refused at start, naming why, before anything is stored."""
+    import node.cli.daemon
+    from compiler.config import load_config
+
+    monkeypatch.setattr(node.cli.daemon, "load_config", lambda: load_config().with_target(cpu="nvptx-sm90"))
+    config = tmp_path / "node.toml"
+    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\nkey_file = "{tmp_path / "missing.key"}"\nport = 0\n')
+    assert main(["node", "run", "--config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert "target nvptx-sm90: a node does not run its jobs on a GPU yet" in error
+    assert not (tmp_path / "data").exists()
