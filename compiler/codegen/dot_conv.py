@@ -188,6 +188,11 @@ class GemmBlocking:
         depth = min(depth, max(k, 1))
         panels = max(1, -(-n // (vectors * lanes)))
         row_blocks = max(1, -(-m // rows))
+        if config.is_gpu:
+            # A GPU runs a work item per thread: every register block is an item, so a gemm
+            # has as many threads as blocks of rows x panel outputs (each output still one
+            # chain in k order).
+            return GemmBlocking(rows, vectors, lanes, depth, rows, row_blocks if m else 0, 1, panels)
         blocks_in_l2 = max(1, L2_BLOCK_BYTES // (depth * element_bytes) // rows)
         row_items = -(-row_blocks // blocks_in_l2)
         wanted = max(1, -(-ITEMS_PER_BATCH // max(batch, 1)))

@@ -135,3 +135,13 @@ ENTRY e {{
     executable = compile_program(load_program(text), load_config(), cache_dir=False)
     names = [s.kernel for s in executable.plan.steps if s.kind == "kernel"]
     assert any("pack_columns" in name for name in names) and not any("rearrange" in name for name in names), names
+
+
+def test_a_gpu_gemm_has_a_work_item_per_register_block() -> None:
+    """On a GPU a work item is a thread: every rows x panel block of outputs is one (the CPU's
+    items are as few as keep its cores busy). The bits are the emulated grid's tests'."""
+    gpu = load_config().with_target(cpu="nvptx-sm90")
+    blocking = GemmBlocking.of(gpu, F32, 3, 37, 65, 29)
+    assert (blocking.rows, blocking.panel) == (6, 2)
+    assert (blocking.item_rows, blocking.row_items, blocking.item_panels, blocking.column_items) == (6, 7, 1, 15)
+    assert GemmBlocking.of(gpu, F32, 1, 4096, 4096, 4096).items_per_batch == 683 * 2048
