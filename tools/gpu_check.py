@@ -80,13 +80,26 @@ def bundle(directory: Path, target: str) -> int:
 
 
 def _bundle_math(directory: Path, config) -> dict:
-    """A cubin with one grid kernel per binary32 function: thread i of a launch at `start`
-    writes f(bits(start + i)), canonical NaN, into out[i]."""
+    """A cubin with one grid kernel per binary32 function (math_kernels)."""
+    from compiler.codegen import nvptx
+    from compiler.numerics.mathlib.f32_exceptions import F32_REFERENCE_DIGESTS
+
+    kernels = math_kernels(config, nvptx.NvptxGrid())
+    cubin = nvptx.cubin_of(nvptx.ptx_of(kernels.ir_text(), config), config)
+    (directory / "math.cubin").write_bytes(cubin)
+    return {"cubin": "math.cubin", "functions": dict(F32_REFERENCE_DIGESTS)}
+
+
+def math_kernels(config, grid_target):
+    """A module with a grid entry MATH_SYMBOL per binary32 function of the reference digests:
+    thread i of a launch with (out, start) writes f(bits(start + i)), canonical NaN, to
+    out[i]. The entries are `grid_target`'s, as every GPU kernel of vxla (the host emulation's
+    in tests)."""
     from llvmlite import ir
 
-    from compiler.codegen import nvptx
+    from compiler.codegen.grid import GRID_BODY_TYPE, work_item
     from compiler.codegen.kernel import KernelModule
-    from compiler.codegen.llvm_ir import FLOAT, I32, I64, PTR, VOID
+    from compiler.codegen.llvm_ir import FLOAT, I32
     from compiler.codegen.mathlib_ir import math_function
     from compiler.numerics.mathlib.f32_exceptions import F32_REFERENCE_DIGESTS
 
@@ -94,30 +107,24 @@ def _bundle_math(directory: Path, config) -> dict:
     module = kernels.module
     for name in F32_REFERENCE_DIGESTS:
         function = math_function(module, name, "f32", 1, config)
-        body = ir.Function(module, ir.FunctionType(VOID, [PTR, I64, I64, I64, I64]), f"vxla.math_body.{name}")
+        body = ir.Function(module, GRID_BODY_TYPE, f"vxla.math_body.{name}")
         body.linkage = "internal"
         out, start, block, block_size, thread = body.args
         b = ir.IRBuilder(body.append_basic_block("entry"))
-        item = b.add(b.mul(block, block_size), thread)
+        item = work_item(b, block, block_size, thread)
         x = b.bitcast(b.trunc(b.add(start, item), I32), FLOAT)
         b.store(b.call(function, [x]), b.gep(out, [item], source_etype=FLOAT), align=4)
         b.ret_void()
-        # The grid entry reads the indices as every GPU kernel of vxla does (its extent
-        # argument carries the chunk's start).
-        nvptx.NvptxGrid().define_entry(kernels, MATH_SYMBOL.format(name=name), body)
-    cubin = nvptx.cubin_of(nvptx.ptx_of(kernels.ir_text(), config), config)
-    (directory / "math.cubin").write_bytes(cubin)
-    return {"cubin": "math.cubin", "functions": dict(F32_REFERENCE_DIGESTS)}
+        grid_target.define_entry(kernels, MATH_SYMBOL.format(name=name), body)
+    return kernels
 
 
 # --- run (the GPU machine: numpy and cuda-bindings) -------------------------------------------
 
 
-def run(directory: Path, skip_math: bool, repeat: int) -> int:
-    from compiler.codegen.plan import Plan
+def run(directory: Path, skip_math: bool, repeat: int, graphs: bool = True) -> int:
     from compiler.errors import TargetNotRunnable
     from compiler.runtime.cuda_device import open_cuda
-    from compiler.runtime.grid_runner import GridRun, allocate_memory
 
     manifest = json.loads((directory / "manifest.json").read_text())
     processor, target = manifest["processor"], manifest["target"]
@@ -131,27 +138,15 @@ def run(directory: Path, skip_math: bool, repeat: int) -> int:
     print(f"GPU          {info.name}, compute capability {info.compute_capability}, {info.sm_count} SMs, driver {info.driver_version}")
     print(f"bundle       {target}, nvJitLink {manifest['nvjitlink_version']}, {len(manifest['cases'])} cases")
     for case in manifest["cases"]:
-        stem = directory / "cases" / case["name"]
-        device = open_cuda(processor, target, stem.with_suffix(".cubin").read_bytes())
-        plan = Plan.from_json(json.loads(stem.with_suffix(".plan.json").read_text()))
-        inputs = np.load(stem.with_suffix(".inputs.npz"))
-        memory = allocate_memory(device, plan)
-        by_index = {b.input_index: b.id for b in plan.buffers if b.kind == "input"}
-        for index, key in enumerate(sorted(inputs.files, key=lambda k: int(k.split("_")[1]))):
-            device.upload(memory.inputs[by_index[index]], inputs[key])
-        seconds = []
-        for attempt in range(repeat):
-            began = time.perf_counter()
-            GridRun(device, plan, memory).execute(0, len(plan.steps))
-            seconds.append(time.perf_counter() - began)
-            got = [hashlib.sha256(GridRun(device, plan, memory).read(b).tobytes()).hexdigest() for b in plan.outputs]
-            if got != case["outputs"]:
-                bad = [i for i, (g, e) in enumerate(zip(got, case["outputs"], strict=True)) if g != e]
-                differing.append(f"{case['name']} (run {attempt + 1}: outputs {bad})")
-                break
-        memory.release(device)
-        timings.append((case["name"], min(seconds)))
-        print(f"  {case['name']:<40} {'ok' if not differing or not differing[-1].startswith(case['name']) else 'DIFFERS'}  best {min(seconds) * 1e3:8.3f} ms of {len(seconds)}")
+        try:
+            problem, seconds, graph_error = _run_case(directory, case, processor, target, repeat, graphs)
+        except Exception as exc:  # report every case: the first run on a new GPU finds what it finds
+            problem, seconds, graph_error = f"{type(exc).__name__}: {exc}", [], ""
+        if problem:
+            differing.append(f"{case['name']}: {problem}")
+        best = f"best {min(seconds) * 1e3:9.3f} ms of {len(seconds)}" if seconds else ""
+        print(f"  {case['name']:<40} {'DIFFERS' if problem else 'ok':<8} {best}{'  (no CUDA graph: ' + graph_error + ')' if graph_error else ''}", flush=True)
+        timings.append((case["name"], min(seconds) if seconds else float("nan")))
     math_bad = [] if skip_math else _run_math(probe_device, manifest["math"])
     print(f"cases        {len(manifest['cases']) - len(differing)} of {len(manifest['cases'])} bit-identical to the reference")
     if not skip_math:
@@ -161,19 +156,61 @@ def run(directory: Path, skip_math: bool, repeat: int) -> int:
     return 1 if differing or math_bad else 0
 
 
+def _run_case(directory: Path, case: dict, processor: str, target: str, repeat: int, graphs: bool) -> tuple[str, list[float], str]:
+    """(what differs or failed, or "", each run's seconds, why CUDA graphs were off): the
+    case run `repeat` times on its cubin, every output's SHA-256 compared each time."""
+    from compiler.codegen.plan import Plan
+    from compiler.runtime.cuda_device import open_cuda
+    from compiler.runtime.grid_runner import GridRun, allocate_memory
+
+    stem = directory / "cases" / case["name"]
+    device = open_cuda(processor, target, stem.with_suffix(".cubin").read_bytes())
+    device.use_graphs = graphs
+    plan = Plan.from_json(json.loads(stem.with_suffix(".plan.json").read_text()))
+    inputs = np.load(stem.with_suffix(".inputs.npz"))
+    memory = allocate_memory(device, plan)
+    by_index = {b.input_index: b.id for b in plan.buffers if b.kind == "input"}
+    for index, key in enumerate(sorted(inputs.files, key=lambda k: int(k.split("_")[1]))):
+        device.upload(memory.inputs[by_index[index]], inputs[key])
+    seconds: list[float] = []
+    problem = ""
+    for attempt in range(repeat):
+        began = time.perf_counter()
+        run = GridRun(device, plan, memory)
+        run.execute(0, len(plan.steps))
+        seconds.append(time.perf_counter() - began)
+        got = [hashlib.sha256(run.read(b).tobytes()).hexdigest() for b in plan.outputs]
+        if got != case["outputs"]:
+            bad = [i for i, (g, e) in enumerate(zip(got, case["outputs"], strict=True)) if g != e]
+            problem = f"run {attempt + 1}: outputs {bad} differ from the reference"
+            break
+    memory.release(device)
+    return problem, seconds, device.graph_error
+
+
 def _run_math(device, math: dict) -> list[str]:
+    """Each function over all 2**32 inputs, in chunks of 2**24 whose SHA-256s (taken on
+    threads while the GPU computes the next chunk: hashlib releases the GIL) combine as the
+    reference digests do."""
+    from concurrent.futures import ThreadPoolExecutor
+
     bad = []
     out = device.allocate(CHUNK * 4)
-    for name, reference in math["functions"].items():
-        began = time.perf_counter()
-        digests = []
-        for start in range(0, TOTAL, CHUNK):
-            device.launch(MATH_SYMBOL.format(name=name), CHUNK // 256, 256, out, start)
-            digests.append(hashlib.sha256(device.download(out, CHUNK * 4).tobytes()).digest())
-        got = hashlib.sha256(b"".join(digests)).hexdigest()
-        print(f"  {name:<10} {'ok' if got == reference else 'DIFFERS'} {got[:16]} ({time.perf_counter() - began:.1f} s)")
-        if got != reference:
-            bad.append(f"math {name}: digest {got[:16]}, reference {reference[:16]}")
+    with ThreadPoolExecutor(max_workers=8) as hashers:
+        for name, reference in math["functions"].items():
+            began = time.perf_counter()
+            try:
+                pending = []
+                for start in range(0, TOTAL, CHUNK):
+                    device.launch(MATH_SYMBOL.format(name=name), CHUNK // 256, 256, out, start)
+                    chunk = device.download(out, CHUNK * 4)
+                    pending.append(hashers.submit(lambda data: hashlib.sha256(data).digest(), chunk))
+                got = hashlib.sha256(b"".join(f.result() for f in pending)).hexdigest()
+            except Exception as exc:  # a failing function is reported, the others still run
+                got = f"{type(exc).__name__}: {exc}"
+            print(f"  {name:<10} {'ok' if got == reference else 'DIFFERS'} {got[:16]} ({time.perf_counter() - began:.1f} s)", flush=True)
+            if got != reference:
+                bad.append(f"math {name}: digest {got[:64]}, reference {reference[:16]}")
     device.free(out)
     return bad
 
@@ -188,10 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("directory", type=Path)
     check.add_argument("--skip-math", action="store_true", help="leave out the 2^32-input math functions")
     check.add_argument("--repeat", type=int, default=3, help="runs per case (the first records the CUDA graph; default 3)")
+    check.add_argument("--no-graphs", action="store_true", help="launch every kernel directly (no CUDA graphs)")
     args = parser.parse_args(argv)
     if args.command == "bundle":
         return bundle(args.directory, args.target)
-    return run(args.directory, args.skip_math, max(1, args.repeat))
+    return run(args.directory, args.skip_math, max(1, args.repeat), graphs=not args.no_graphs)
 
 
 if __name__ == "__main__":

@@ -130,9 +130,13 @@ class CudaDevice:
         self._activate()
         self._cubin = cubin  # the driver reads the image during the load only; kept for clarity
         self._module = _check(driver, driver.cuModuleLoadData(cubin), "cuModuleLoadData (the cubin)")
-        self._stream = _check(driver, driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+        self._stream = _check(driver, driver.cuStreamCreate(int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
         self._functions: dict[str, object] = {}
         self._graphs: dict[object, object] = {}
+        # Whether stretches are recorded as CUDA graphs (replay); direct launches give the same
+        # bits, so a driver that refuses a capture costs speed, never a result.
+        self.use_graphs = True
+        self.graph_error = ""
 
     def _activate(self) -> None:
         _check(self._driver, self._driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
@@ -180,13 +184,28 @@ class CudaDevice:
         graph the first time and launched as one graph after: a stretch of many small
         kernels costs one launch. Valid while the memory it names stays allocated."""
         driver = self._driver
+        if not self.use_graphs:
+            issue()
+            return
         executable = self._graphs.get(key)
         if executable is None:
-            mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-            _check(driver, driver.cuStreamBeginCapture(self._stream, mode), "cuStreamBeginCapture")
             try:
+                executable = self._record(issue)
+            except DeviceError as exc:
+                # Nothing of the capture ran: issue the same work directly from now on.
+                self.use_graphs, self.graph_error = False, str(exc)
+                self.synchronize()
                 issue()
-            finally:
-                graph = _check(driver, driver.cuStreamEndCapture(self._stream), "cuStreamEndCapture")
-            executable = self._graphs[key] = _check(driver, driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                return
+            self._graphs[key] = executable
         _check(driver, driver.cuGraphLaunch(executable, self._stream), "cuGraphLaunch")
+
+    def _record(self, issue: Callable[[], None]):
+        driver = self._driver
+        mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        _check(driver, driver.cuStreamBeginCapture(self._stream, mode), "cuStreamBeginCapture")
+        try:
+            issue()
+        finally:
+            graph = _check(driver, driver.cuStreamEndCapture(self._stream), "cuStreamEndCapture")
+        return _check(driver, driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")

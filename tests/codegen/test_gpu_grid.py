@@ -234,3 +234,32 @@ def test_every_op_family_case_on_the_emulated_grid(case: str) -> None:
     for block_size in (None, 3):
         got = compile_emulated_grid(program, config(EMULATED), block_size).run(*inputs)
         assert_identical(got, expected, f"{case} emulated grid, block size {block_size or GRID_BLOCK_SIZE}")
+
+
+def test_the_device_checks_math_kernels_compute_the_reference_on_the_host_grid() -> None:
+    """tools/gpu_check.py's binary32 kernels (what the GPU runs over all 2**32 inputs), on the
+    host grid: a launch at `start` computes f(bits(start + i)) for each thread i, the
+    reference's bits, across positive and negative values, subnormals, infinities and NaNs."""
+    import ctypes
+
+    import numpy as np
+
+    from compiler.codegen.grid import HostGrid
+    from compiler.codegen.target import compile_ir
+    from compiler.numerics import mathlib
+    from compiler.runtime.emulated_grid import host_config
+    from compiler.runtime.loader import load_object
+    from tools import gpu_check
+
+    kernels = gpu_check.math_kernels(config(EMULATED), HostGrid())
+    host = host_config()
+    loaded = load_object(compile_ir(kernels.ir_text(), host), host)
+    count = 1 << 12
+    for name in ("exp", "sin", "cbrt"):
+        entry = loaded.function(gpu_check.MATH_SYMBOL.format(name=name), None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+        for start in (0x00000000, 0x3F7FF800, 0x7F7FF800, 0xFF7FF800, 0xFFFFF000):
+            out = np.empty(count, np.uint32)
+            entry(out.ctypes.data, start, count // 64, 64)
+            inputs = (np.arange(count, dtype=np.uint64) + start).astype(np.uint32)
+            expected = mathlib.unary(name, inputs.view(np.float32)).view(np.uint32)
+            assert np.array_equal(out, expected), (name, hex(start))
