@@ -4,7 +4,7 @@ row and scalar paths with column items, a matrix-vector epilogue, packed gemms,
 reductions in one and two kernels, reduce-window, select-and-scatter, gather, scatter and
 dynamic-update-slice, sort, a while loop and a conditional, convolutions, loop fusions on
 each path) run with more threads than cores while other processes keep every core busy,
-each run compared bit for bit with the 1-thread run, for some 24 seconds in all
+each run compared bit for bit with the 1-thread run, for some 16 seconds in all
 (VXLA_CONTENTION_SECONDS), on the pinned default target and the widest this host runs.
 
 Both builds run: the pinned one, and the schedule-perturbed one (seeded delays at every
@@ -43,7 +43,7 @@ from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
 from tests.targets import DEFAULT, RUNNABLE, config
 
 MODULES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "contention").glob("*.hlo"))
-SECONDS = float(os.environ.get("VXLA_CONTENTION_SECONDS", "24"))
+SECONDS = float(os.environ.get("VXLA_CONTENTION_SECONDS", "16"))
 # The pinned default target and the widest this host runs (their gemms block differently, so
 # their work splits differently).
 TARGETS = tuple(dict.fromkeys(t for t in (DEFAULT, RUNNABLE[-1] if RUNNABLE else DEFAULT)))
@@ -110,13 +110,14 @@ def test_the_modules_cover_every_way_a_plan_splits_work(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_every_fixture_gives_its_bits_on_a_perturbed_build(name: str) -> None:
-    """The JAX-exported fixtures, on a machine at rest: the perturbed build's runs with 2, 3
-    and 4 threads give the reference's digests (tools/golden_hashes.py records them)."""
+    """The JAX-exported fixtures, on a machine at rest: the perturbed build's runs with 2 and 3
+    threads (two schedule seeds each) give the reference's digests (tools/golden_hashes.py
+    records them)."""
     fixture = Fixture(name)
     expected = json.loads(GOLDEN_HASHES_PATH.read_text())["fixtures"][name]["output_digests"]
     perturbed = compile_program(load_program(fixture.module_text), config(DEFAULT).with_schedule_perturbation(), cache_dir=False)
     inputs = fixture.inputs()
-    for threads in (2, 3, 4):
+    for threads in (2, 3):
         for seed in (1, 2):
             outputs = perturbed.run(*inputs, threads=threads, schedule_seed=seed * 10 + threads)
             assert [tensor_digest(o) for o in outputs] == expected, f"{name}, {threads} threads, schedule seed {seed * 10 + threads}"
