@@ -114,6 +114,10 @@ def compile(source: str | bytes, *, target: str | None = None, config: CompilerC
     return compile_program(program, config, threads=threads, cache_dir=cache_dir)
 
 
+# A GPU target's kernels and grid bodies with host grid entries, compiled for a host CPU.
+HOST_GRID = Backend("host-grid", lambda kernels, plan: grid.emit_grid(kernels, plan, grid.HostGrid()), compile_ir, undefined_symbols)
+
+
 def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: int | None = None) -> Executable:
     """An executable of `program` for GPU target `config` whose grid runs on this host's CPU
     (compiler/runtime/emulated_grid.py; `block_size`: see EmulatedDevice): for tests of the
@@ -121,10 +125,10 @@ def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: 
     is the host object's, and no statement is ever made of it."""
     if not config.is_gpu:
         raise ValueError(f"{config.cpu} is not a GPU target")
-    ir_text, plan, graph_text = generate(program, config, backend=Backend("emulated-grid", lambda k, p: grid.emit_grid(k, p, grid.HostGrid()), compile_ir, undefined_symbols))
+    ir_text, plan, graph_text = generate(program, config, backend=HOST_GRID)
     host = emulated_grid.host_config()
-    object_bytes = compile_ir(ir_text, host)
-    missing = undefined_symbols(object_bytes)
+    object_bytes = HOST_GRID.emit_binary(ir_text, host)
+    missing = HOST_GRID.unresolved_symbols(object_bytes)
     if missing:
         raise RuntimeError(f"emulated grid object references symbols it does not define: {', '.join(missing)}")
     hashes = {"hlo_hash": program.hlo_hash, "graph_hash": text_digest(graph_text), "binary_hash": sha256_hex(object_bytes)}

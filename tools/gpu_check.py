@@ -128,7 +128,7 @@ def run(directory: Path, skip_math: bool, repeat: int, graphs: bool = True) -> i
 
     manifest = json.loads((directory / "manifest.json").read_text())
     processor, target = manifest["processor"], manifest["target"]
-    differing, timings = [], []
+    differing: list[str] = []
     try:
         probe_device = open_cuda(processor, target, (directory / "math.cubin").read_bytes())
     except TargetNotRunnable as exc:
@@ -146,7 +146,6 @@ def run(directory: Path, skip_math: bool, repeat: int, graphs: bool = True) -> i
             differing.append(f"{case['name']}: {problem}")
         best = f"best {min(seconds) * 1e3:9.3f} ms of {len(seconds)}" if seconds else ""
         print(f"  {case['name']:<40} {'DIFFERS' if problem else 'ok':<8} {best}{'  (no CUDA graph: ' + graph_error + ')' if graph_error else ''}", flush=True)
-        timings.append((case["name"], min(seconds) if seconds else float("nan")))
     math_bad = [] if skip_math else _run_math(probe_device, manifest["math"])
     print(f"cases        {len(manifest['cases']) - len(differing)} of {len(manifest['cases'])} bit-identical to the reference")
     if not skip_math:

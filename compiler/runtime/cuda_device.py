@@ -36,9 +36,6 @@ class GpuInfo:
     sm_count: int
     driver_version: str  # "13.0"
 
-    def as_dict(self) -> dict:
-        return {"name": self.name, "compute_capability": self.compute_capability, "sm_count": self.sm_count, "driver_version": self.driver_version}
-
 
 def _driver():
     try:
@@ -128,7 +125,6 @@ class CudaDevice:
         self.info = info
         self._context = _check(driver, driver.cuDevicePrimaryCtxRetain(device), "cuDevicePrimaryCtxRetain")
         self._activate()
-        self._cubin = cubin  # the driver reads the image during the load only; kept for clarity
         self._module = _check(driver, driver.cuModuleLoadData(cubin), "cuModuleLoadData (the cubin)")
         self._stream = _check(driver, driver.cuStreamCreate(int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
         self._functions: dict[str, object] = {}

@@ -66,6 +66,11 @@ def start_node(directory: Path, extra: str = "") -> tuple[str, subprocess.Popen]
 def node_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen]]:
     url, process = start_node(tmp_path_factory.mktemp("node"))
     yield url, process
+    stop_node(process)
+
+
+def stop_node(process: subprocess.Popen) -> None:
+    """Kills a node started by start_node and closes its stderr pipe."""
     process.kill()
     process.wait()
     assert process.stderr is not None

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from node.daemon.confinement import _readable_by_others, execution_user, landlock_abi
-from tests.node.test_daemon_cli import REPO, start_node
+from tests.node.test_daemon_cli import REPO, start_node, stop_node
 
 CHAIN_KEY = "0x" + "ab" * 32
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="confinement is Linux's (other systems: docs/threat-model.md)")
@@ -32,10 +32,7 @@ def node(tmp_path_factory: pytest.TempPathFactory, monkeypatch_module) -> Iterat
     monkeypatch_module.setenv("VXLA_CHAIN_PRIVATE_KEY", CHAIN_KEY)  # read, not used: no chain RPC is set
     url, process = start_node(tmp_path_factory.mktemp("confined"))
     yield url, process
-    process.kill()
-    process.wait()
-    assert process.stderr is not None
-    process.stderr.close()
+    stop_node(process)
 
 
 @pytest.fixture(scope="module")
