@@ -1,6 +1,7 @@
-"""XLA:CPU on HLO text (jaxlib), for the tools and benchmarks that compare vxla with it: the
-same module text both compilers get, compiled by XLA's own CPU pipeline. Needs JAX (the bench
-and tools venvs); vxla never imports it."""
+"""XLA on HLO text (jaxlib), for the tools and benchmarks that compare vxla with it: the same
+module text both compilers get, compiled by XLA's own pipeline for the CPU (XLA:CPU) or, in
+the GPU device check, for the GPU (XLA:GPU). Needs JAX (the bench and tools venvs, or the
+GPU machine's own); vxla never imports it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 @dataclass
 class XlaExecutable:
-    """A module compiled by XLA:CPU, with the device it runs on."""
+    """A module compiled by XLA, with the device it runs on."""
 
     executable: object
     device: object
@@ -35,13 +36,14 @@ class XlaExecutable:
         return results
 
 
-def compile_hlo_text(text: str) -> XlaExecutable:
-    """XLA:CPU's executable for HLO text (its parser, then its whole CPU pipeline)."""
+def compile_hlo_text(text: str, platform: str = "cpu") -> XlaExecutable:
+    """XLA's executable for HLO text (its parser, then its whole pipeline for `platform`:
+    "cpu", or "gpu" for XLA:GPU on the first GPU)."""
     import jax
     from jax._src.lib import _jax
     from jax._src.lib import xla_client as xc
 
-    device = jax.devices("cpu")[0]
+    device = jax.devices(platform)[0]
     module = xc.hlo.hlo_module_from_text(text)
     stablehlo = _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
     executable = device.client.compile_and_load(stablehlo, xc.DeviceList((device,)), xc.CompileOptions())

@@ -263,3 +263,41 @@ def test_the_device_checks_math_kernels_compute_the_reference_on_the_host_grid()
             inputs = (np.arange(count, dtype=np.uint64) + start).astype(np.uint32)
             expected = mathlib.unary(name, inputs.view(np.float32)).view(np.uint32)
             assert np.array_equal(out, expected), (name, hex(start))
+
+
+def test_the_benchmarks_generated_inputs_are_a_fixed_hash_of_the_position() -> None:
+    """The device check generates its benchmark inputs on both machines: each element is the
+    integer hash of its position and the input's seed (written out here in Python integers),
+    mapped to [-0.5, 0.5)."""
+    import numpy as np
+
+    from tools import gpu_check
+
+    def element(position: int, seed: int) -> float:
+        x = (position * 0x9E3779B1 + ((seed * 0x85EBCA77) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x ^= x >> 15
+        return float(np.uint32((x >> 9) | 0x3F800000).view(np.float32)) - 1.5
+
+    for seed in (0, 1, 2):
+        array = gpu_check.generated_input([3, 5000], seed)
+        assert array.shape == (3, 5000) and array.dtype == np.float32
+        flat = array.reshape(-1)
+        for position in (0, 1, 2, 4999, 14999):
+            assert flat[position] == element(position, seed), (seed, position)
+        assert flat.min() >= -0.5 and flat.max() < 0.5
+    assert not np.array_equal(gpu_check.generated_input([64], 0), gpu_check.generated_input([64], 1))
+
+
+@pytest.mark.parametrize("program", ["sgemm", "stream_mul_add"])
+def test_the_benchmark_programs_on_the_emulated_grid(program: str) -> None:
+    """The device check's benchmark programs (smaller, with partial blocks), on the GPU
+    build's emulated grid: the bits of the reference, as their digests from the CPU backend."""
+    from tools import gpu_check
+
+    spec = next(p for p in gpu_check.bench_programs(n=70, m=1000) if p["name"].startswith(program))
+    inputs = [gpu_check.generated_input(shape, seed) for seed, shape in enumerate(spec["shapes"])]
+    program_ = load_program(spec["text"])
+    expected = evaluate(program_.module, inputs)
+    assert_identical(compile_emulated_grid(program_, config(EMULATED), 3).run(*inputs), expected, spec["name"])
