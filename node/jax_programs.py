@@ -115,4 +115,5 @@ def hlo_text_of(data: bytes) -> str:
     except Exception as error:  # noqa: BLE001 - jaxlib reports MLIR errors as generic exceptions
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ProgramFormatError(f"StableHLO that jaxlib cannot convert: {first}") from None
-    return computation.as_hlo_text()
+    # Large constants printed in full: elided ones ({...}) could not be hashed or run.
+    return computation.as_hlo_text(print_large_constants=True)

@@ -86,6 +86,29 @@ def test_stablehlo_and_jax_export_files_run_as_the_hlo_they_convert_to(tmp_path:
         np.testing.assert_allclose(np.load(tmp_path / "out.npz")["out0"], expected, rtol=1e-4, atol=1e-5)
 
 
+def test_converted_programs_keep_their_large_constants(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Weights closed over (as a converted Llama's are) are constants in the program: `vxla
+    convert` prints them in full, so its output runs as it is and gives the original's bits."""
+    weights = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32)
+
+    def layer(inputs: jax.Array) -> jax.Array:
+        return jnp.tanh(inputs @ weights)
+
+    (tmp_path / "layer.mlir").write_text(jax.jit(layer).lower(x).as_text())
+    (tmp_path / "layer.bin").write_bytes(jax.export.export(jax.jit(layer))(x).serialize())
+    np.save(tmp_path / "x.npy", x)
+    for name in ("layer.mlir", "layer.bin"):
+        converted = tmp_path / f"{name}.hlo"
+        assert main(["convert", str(tmp_path / name), "-o", str(converted)]) == 0
+        assert "{...}" not in converted.read_text()
+        capsys.readouterr()
+        assert main(["run", str(converted), str(tmp_path / "x.npy"), "--out", str(tmp_path / "converted.npz")]) == 0
+        assert main(["run", str(tmp_path / name), str(tmp_path / "x.npy"), "--out", str(tmp_path / "original.npz")]) == 0
+        assert np.load(tmp_path / "converted.npz")["out0"].tobytes() == np.load(tmp_path / "original.npz")["out0"].tobytes()
+        np.testing.assert_allclose(np.load(tmp_path / "converted.npz")["out0"], np.asarray(jax.jit(layer)(x)), rtol=1e-4, atol=1e-5)
+
+
 def test_a_file_that_is_not_a_program_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "junk.bin").write_bytes(b"\xff\xfe\x00 not a program")
     assert main(["convert", str(tmp_path / "junk.bin")]) == 2
