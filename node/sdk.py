@@ -40,7 +40,7 @@ from web3 import HTTPProvider, Web3
 from attest import Statement
 from attest.digests import sha256_hex
 from attest.verify import TrustedKeys
-from node.chain import ChainClient, JobMarket, Sender
+from node.chain import ChainClient, ContractRevert, JobMarket, Sender
 from node.devnet_state import DevnetState
 from node.errors import NodeError
 from node.jax_programs import ExportedFunction, export_function
@@ -151,10 +151,36 @@ class Job:
             if self.state == "failed":
                 reason = "finalized without a majority" if self.on_chain else self.info.get("error")
                 raise JobFailed(f"job {self.id} failed: {reason}")
+            if self.on_chain and self._settle_if_over():
+                continue
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"job {self.id} still {self.state} after {timeout} s")
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)  # quick for small jobs, gentle for long ones
+
+    def _settle_if_over(self) -> bool:
+        """For an open chain job whose time is up, on the chain's clock: JobFailed when no node
+        committed before the commit deadline (nothing can finalize it with a result); past the
+        reveal deadline, the job finalized by this submitter (anyone may), True to look again.
+        False while the nodes still have time."""
+        info = self.info
+        if "chain_time" not in info or self.state != "open":
+            return False
+        now = int(info["chain_time"])
+        if now >= int(info["commit_deadline"]) and int(info["committed"]) == 0:
+            raise JobFailed(
+                f"job {self.id} expired: no node committed a result before its commit deadline "
+                f"({int(info['claimed'])} of {int(info['k'])} slots claimed; the chain's time is "
+                f"{now - int(info['commit_deadline'])} s past it)"
+            )
+        if now < int(info["reveal_deadline"]):
+            return False
+        submitter = self.client.chain
+        if submitter is None:
+            raise JobFailed(f"job {self.id}: its reveal deadline passed and it is not finalized yet; anyone may finalize it")
+        with contextlib.suppress(ContractRevert):  # finalized by someone else meanwhile: the next look shows it
+            submitter.market.finalize(submitter.account, int(self.id))
+        return True
 
     def trace(self) -> str:
         """The signed DSSE envelope (JSON text) of the done job."""
@@ -204,8 +230,9 @@ class ChainSubmitter:
     reveal_window_s: int = 60
 
     def post(self, program_digest: bytes, inputs_digest: bytes, k: int) -> int:
-        """Posts the job with deadlines from the chain's clock; returns its id."""
-        now = self.market.client.timestamp()
+        """Posts the job with deadlines from the chain's clock (the time its post runs at,
+        however long the chain sat idle); returns its id."""
+        now = self.market.client.next_block_time()
         commit = now + self.commit_window_s
         return self.market.post_job(
             self.account, program_digest, inputs_digest, k, commit, commit + self.reveal_window_s, self.reward_wei

@@ -132,6 +132,19 @@ class ChainClient:
         is at least this)."""
         return int(self.w3.eth.get_block("latest")["timestamp"])
 
+    def next_block_time(self) -> int:
+        """The earliest `block.timestamp` a transaction sent now can run at: the pending
+        block's time where the chain tells it (anvil and geth: their clock, with any time
+        moved on a dev chain), and never before the latest block's time + 1. A chain that
+        mines only on transactions (a devnet) can sit idle for minutes, and its latest block's
+        time alone is then that old: deadlines from it are already over."""
+        latest = self.timestamp()
+        try:
+            pending = int(self.w3.eth.get_block("pending")["timestamp"])
+        except (BlockNotFound, KeyError, TypeError, ValueError):  # a chain without a pending block
+            pending = 0
+        return max(latest + 1, pending)
+
     def pending_count(self, address: str) -> int:
         """Transactions of `address` sent but not yet mined (pending nonce minus mined
         nonce): a restarted watcher waits for these before deciding from chain state."""

@@ -61,10 +61,11 @@ class OnChainJob:
     accepted: bool
     result: bytes
 
-    def commit_phase_over(self, latest_timestamp: int) -> bool:
-        """Whether no commitment can land any more: every slot committed, or the latest
-        block is already at the commit deadline (the contract's own rule for reveals)."""
-        return self.committed >= self.k or latest_timestamp >= self.commit_deadline
+    def commit_phase_over(self, next_block_time: int) -> bool:
+        """Whether no commitment can land any more: every slot committed, or the next block
+        (ChainClient.next_block_time) is already at the commit deadline (the contract's own
+        rule for reveals)."""
+        return self.committed >= self.k or next_block_time >= self.commit_deadline
 
 
 @dataclass(frozen=True)

@@ -357,6 +357,9 @@ class ChainWatcher:
         return self.market.get_job(job_id, block=self._confirmed_block)
 
     def _set(self, job_id: int, state: JobState, **changes: Any) -> TrackedJob:
+        if state in (JobState.EXPIRED, JobState.SKIPPED) and changes.get("note"):
+            # Jobs this node will not run: an operator (and a submitter's node) sees why.
+            log.info("job %d %s: %s", job_id, state.value, changes["note"])
         return self.state.set_state(job_id, state, head=self._confirmed_block, **changes)
 
     def _finalized(self, job_id: int, job: OnChainJob) -> bool:
@@ -373,7 +376,7 @@ class ChainWatcher:
         """The chain holds no job under this id (a reorg dropped its post): the job waits
         for its post to come back, until its commit deadline, after which nobody could
         claim it anyway."""
-        if self.client.timestamp() + 1 >= rec.commit_deadline:
+        if self.client.next_block_time() >= rec.commit_deadline:
             return self._set(rec.job_id, JobState.EXPIRED, note="no longer on chain (dropped by a reorg)")
         return None
 
@@ -391,9 +394,9 @@ class ChainWatcher:
             # new log, read again after the rewind, replaces the record; until then, wait.
             return None
         slot = self._my_slot(job_id)
-        # Our next transaction lands in a later block, whose timestamp is at least one more
-        # than the latest: that is the time the contract's deadline checks will see.
-        now = self.client.timestamp() + 1
+        # Our next transaction lands in a later block: its time is what the contract's
+        # deadline checks will see (an idle devnet's latest block can be minutes old).
+        now = self.client.next_block_time()
         backward = _missing_on_chain(rec, slot)
         if backward is not None:
             state, note = backward

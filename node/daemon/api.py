@@ -312,6 +312,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
                 raise _problem(404, f"chain job {number}: unknown")
             job = role.market.get_job(number)
             slots = role.market.get_slots(number)
+            chain_time = role.client.next_block_time()
         record = role.executor.record(role.market.address, number)
         return {
             "job_id": number,
@@ -323,6 +324,9 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             "claimed": job.claimed,
             "committed": job.committed,
             "revealed": job.revealed,
+            "commit_deadline": job.commit_deadline,
+            "reveal_deadline": job.reveal_deadline,
+            "chain_time": chain_time,  # the time a transaction sent now runs at
             "slots": [
                 {
                     "node": slot.node,
@@ -347,7 +351,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             raise _problem(404, f"chain job {number}: not executed by this node")
         with _chain_reads():
             job = role.market.get_job(number)
-            over = job.commit_phase_over(role.client.timestamp())
+            over = job.commit_phase_over(role.client.next_block_time())
         if not over:
             raise _problem(
                 409,

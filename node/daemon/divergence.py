@@ -159,7 +159,7 @@ class DivergenceMonitor:
         # Nodes already in the stored report are not compared again (after a restart too).
         self._done.update((contract, job_id, d.node) for d in (previous.divergences if previous else []))
         job = self.market.get_job(job_id)
-        traces_served = job.commit_phase_over(self.market.client.timestamp())
+        traces_served = job.commit_phase_over(self.market.client.next_block_time())
         our_seal_result = bytes.fromhex(ours.result_digest)
         found = []
         pending = False

@@ -1,5 +1,6 @@
 """`vxla devnet up/status/down` with real processes: anvil and three `vxla node run` children
-take a redundancy-3 job posted through the SDK to finalization; `down` stops exactly the
+take a redundancy-3 job posted through the SDK to finalization, and one from `vxla submit
+--devnet` after the chain sat idle past the old failure point; `down` stops exactly the
 processes it started, and a state file naming a process that is not ours stops nothing."""
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         assert market.get_job(int(job.id)).result == expected
         assert {s.result_digest for s in market.get_slots(int(job.id))} == {expected}
 
-        # The same through `vxla submit --devnet`: a second chain job, followed to finalization.
+        # The same through `vxla submit --devnet`, after the chain sat idle for 5 minutes
+        # (anvil mines only on transactions; moving its clock without a block is that state):
+        # the deadlines come from the time the post runs at, not the 5-minute-old latest block.
+        client.w3.provider.make_request("evm_increaseTime", [300])
+        assert client.next_block_time() >= client.timestamp() + 300
         capsys.readouterr()
         argv = ["submit", "--node", state.nodes[1].url, str(fixture.directory / "module.hlo")]
         argv += [str(p) for p in fixture.input_paths()]

@@ -27,7 +27,7 @@ from node.cli import main
 from node.daemon.config import ChainConfig, NodeConfig
 from node.daemon.server import NodeServer
 from node.protocol import envelope_digest_of, result_digest_of
-from node.sdk import ChainSubmitter, Client
+from node.sdk import ChainSubmitter, Client, JobFailed
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.fixture_data import Fixture
 from tests.node.test_chain_state import legacy_layout
@@ -275,7 +275,8 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     the missing reveal). Node 0 executes before it claims (`run_before_claim`)."""
     servers = nodes_factory(run_first=(0,))
     client = Client(servers[0].url, chain=ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD))
-    job_id = int(client.submit(OVER_MEMORY, [np.float32(1.5)], redundancy=3).id)
+    refused = client.submit(OVER_MEMORY, [np.float32(1.5)], redundancy=3)
+    job_id = int(refused.id)
     deadline = time.monotonic() + 60
     for server in servers:
         assert server.chain is not None
@@ -286,6 +287,11 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     registry = devnet.deployment.registry
     assert devnet.deployment.market.get_job(job_id).claimed == 0
     assert [registry.get_node(account).locked for account in devnet.accounts] == [0, 0, 0]
+    # The submitter waiting on it hears, once the commit deadline is past on the chain's
+    # clock (moved without a block, as an idle devnet's is), that it expired: no endless "open".
+    devnet.client.w3.provider.make_request("evm_increaseTime", [61])
+    with pytest.raises(JobFailed, match=rf"job {job_id} expired: no node committed a result before its commit deadline \(0 of 3 slots claimed"):
+        refused.wait(timeout=30, poll_seconds=0.2)
     # The nodes go on: the next job runs on all three, node 0's before its claim.
     job = submit(devnet, servers[1])[1]
     job.wait(timeout=60, poll_seconds=0.2)
