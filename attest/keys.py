@@ -159,14 +159,27 @@ def load_private_key(
 
 
 def load_public_key(path: str | os.PathLike[str]) -> Ed25519PublicKey:
-    """Load an Ed25519 public key from a SubjectPublicKeyInfo PEM file."""
-    data = _read(path)
+    """Load an Ed25519 public key from a file: SubjectPublicKeyInfo PEM (what `vxla keys
+    init` writes), or the raw key in hex (what a node's `GET /v1/key` gives)."""
     try:
-        key = serialization.load_pem_public_key(data)
+        return parse_public_key(_read(path))
+    except KeyFileError as error:
+        raise KeyFileError(f"{path}: {error}") from None
+
+
+def parse_public_key(data: bytes | str) -> Ed25519PublicKey:
+    """An Ed25519 public key from SubjectPublicKeyInfo PEM, or from its 32 raw bytes in hex
+    (64 digits, `0x` allowed): the two forms vxla prints, each read back."""
+    text = data.decode("ascii", errors="replace") if isinstance(data, bytes) else data
+    stripped = text.strip().removeprefix("0x")
+    if len(stripped) == 64 and all(c in "0123456789abcdefABCDEF" for c in stripped):
+        return public_key_from_raw(bytes.fromhex(stripped))
+    try:
+        key = serialization.load_pem_public_key(text.encode("utf-8", errors="replace"))
     except (ValueError, UnsupportedAlgorithm) as error:
-        raise KeyFileError(f"{path}: not a valid PEM public key") from error
+        raise KeyFileError("not a public key: expected PEM (vxla keys init) or 64 hex digits (GET /v1/key)") from error
     if not isinstance(key, Ed25519PublicKey):
-        raise KeyFileError(f"{path}: not an Ed25519 public key ({type(key).__name__})")
+        raise KeyFileError(f"not an Ed25519 public key ({type(key).__name__})")
     return key
 
 

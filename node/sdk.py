@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,9 +36,10 @@ from typing import Any
 
 import httpx
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from web3 import HTTPProvider, Web3
 
-from attest import Statement
+from attest import KeyFileError, Statement, key_id, parse_public_key
 from attest.digests import sha256_hex
 from attest.verify import TrustedKeys
 from node.chain import ChainClient, ContractRevert, JobMarket, Sender
@@ -47,6 +49,7 @@ from node.jax_programs import ExportedFunction, export_function
 from node.protocol import INLINE_INPUT_BYTES, chain_digests, inputs_manifest, result_digest_of
 from node.tensors import npy_bytes, recorded_array
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
+from node.urls import node_url
 
 # Where `connect` and `vxla submit` find the bearer token of a node that requires one.
 TOKEN_ENV = "VXLA_TOKEN"
@@ -61,6 +64,11 @@ class RequestRefused(NodeError):
         super().__init__(f"node answered {status}: {detail}")
         self.status = status
         self.detail = detail
+
+
+class NodeUnreachable(NodeError):
+    """No answer from the node: refused connection, unknown host, timeout, broken transfer.
+    The message names the URL and the cause."""
 
 
 class JobFailed(NodeError):
@@ -196,6 +204,47 @@ class Job:
         arrays = self._checked_outputs()
         return self.function.unflatten(arrays) if self.function is not None else arrays
 
+    def verify(
+        self,
+        *,
+        execute: bool = True,
+        trusted_keys: TrustedKeys | None = None,
+        threads: int = 0,
+        execute_on: str | None = None,
+        timeout: float | None = 600.0,
+    ) -> VerifyReport:
+        """Verifies the job here, trusting nothing the node computed (waiting up to `timeout`
+        seconds for it to finish): the trace's signature, then the job's own module and
+        inputs (fetched by digest, each checked) recompiled against the trace's hashes and,
+        unless `execute=False`, re-executed on this machine with every output compared bit
+        for bit (`execute_on`, `threads`: see `Client.verify`). The signature is checked
+        against `trusted_keys`, else the client's, else the key the node serves (GET
+        /v1/key): that binds the trace to this node, and the re-execution is what shows the
+        result right. `report.ok` is False on any failed check; `report.verified` when it was
+        also re-executed."""
+        if self.state != "done":
+            self.wait(timeout=timeout)
+        trace = self.trace()
+        record = (self.info.get("local") or {}) if self.on_chain else self.info
+        if not record.get("module_digest"):
+            raise IntegrityError(f"job {self.id}: the node has no record of its module")
+        module = self.client.get_blob(str(record["module_digest"]))
+        inputs = None
+        if execute:
+            statement = Statement.from_json_bytes(parse_envelope(trace).payload)
+            recorded = statement.predicate.deterministic.inputs
+            digests = list(record.get("input_digests", []))
+            if len(digests) != len(recorded):
+                raise IntegrityError(f"job {self.id}: {len(digests)} input blobs, the trace records {len(recorded)}")
+            inputs = [recorded_array(self.client.get_blob(d), r) for d, r in zip(digests, recorded, strict=True)]
+        keys = trusted_keys if trusted_keys is not None else self.client.trusted_keys
+        if keys is None:
+            keys = [self.client.node_key()]
+        return verify_trace(
+            trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
+            threads=threads, execute_on=execute_on,
+        )  # fmt: skip
+
     def _checked_outputs(self) -> list[np.ndarray]:
         statement = Statement.from_json_bytes(parse_envelope(self.trace()).payload)
         records = statement.predicate.deterministic.outputs
@@ -272,7 +321,10 @@ class Client:
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        response = self._http.request(method, path, **kwargs)
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:  # the SDK's own error, with the URL, not httpx's
+            raise NodeUnreachable(f"cannot reach the node at {self.url} ({type(exc).__name__}: {exc})") from exc
         if response.status_code >= 400:
             try:
                 detail = str(response.json().get("detail"))
@@ -336,15 +388,29 @@ class Client:
             # The job is on chain and paid for: its id is the caller's even if the node
             # cannot tell its state just now (posting again would pay twice).
             job = Job(self, str(job_id), on_chain=True)
-            with contextlib.suppress(httpx.HTTPError, RequestRefused):
+            with contextlib.suppress(NodeUnreachable, RequestRefused):
                 job.refresh()
             return job
         info = self._json("POST", "/v1/jobs", json={"module": text, "inputs": digests, "redundancy": redundancy})
         return Job(self, info["id"], info)
 
-    def job(self, job_id: str) -> Job:
-        """A job by id (its current state fetched)."""
-        return Job(self, job_id).refresh()
+    def job(self, job_id: str | int) -> Job:
+        """A job by id, its current state fetched: a chain job's id is its number on the
+        JobMarket, a node's own job's the 32 hex digits the node gave it."""
+        text = str(job_id)
+        return Job(self, text, on_chain=is_chain_job_id(text)).refresh()
+
+    def node_key(self) -> Ed25519PublicKey:
+        """The public key the node signs its traces with (GET /v1/key), checked against the
+        key id it serves beside it."""
+        answer = self._json("GET", "/v1/key")
+        try:
+            key = parse_public_key(str(answer.get("public_key", "")))
+        except KeyFileError as exc:
+            raise IntegrityError(f"{self.url}: /v1/key: {exc}") from None
+        if key_id(key) != answer.get("key_id"):
+            raise IntegrityError(f"{self.url}: /v1/key: the key id is not the key's")
+        return key
 
     def verify(
         self,
@@ -368,15 +434,21 @@ class Client:
         )  # fmt: skip
 
 
+def is_chain_job_id(job_id: str) -> bool:
+    """Whether `job_id` names a chain job (its JobMarket number) rather than a node's own
+    job (32 hex digits, see node.daemon.store)."""
+    return job_id.isdigit() and len(job_id) < 32
+
+
 def connect(target: str | Path, *, trusted_keys: TrustedKeys | None = None, timeout: float = 60.0, token: str | None = None) -> Client:
-    """A client for `target`: a node's URL (`http://...`), or a devnet directory (`vxla
+    """A client for `target`: a node's URL (`http://...`, or `host:port`), or a devnet directory (`vxla
     devnet up`), whose first node it talks to and whose chain it posts jobs on (so
     `redundancy` above 1 works), with the devnet's submitter account. `token`: the node's
     bearer token, by default $VXLA_TOKEN (none when unset)."""
     token = token if token is not None else os.environ.get(TOKEN_ENV) or None
     text = str(target)
-    if text.startswith(("http://", "https://")):
-        return Client(text, trusted_keys=trusted_keys, timeout=timeout, token=token)
+    if "://" in text or re.fullmatch(r"[\w.-]+:\d+/?", text):  # a URL, or host:port
+        return Client(node_url(text), trusted_keys=trusted_keys, timeout=timeout, token=token)
     state = DevnetState.load(Path(target))
     if not state.nodes:
         raise NodeError(f"{target}: the devnet has no nodes")

@@ -65,6 +65,11 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return buffer.getvalue()
 
 
+def is_npy(data: bytes) -> bool:
+    """Whether `data` starts as an .npy file does (numpy's magic string)."""
+    return data.startswith(np.lib.format.MAGIC_PREFIX)
+
+
 def read_npy(data: bytes, dtype: np.dtype | None = None, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """The array in .npy `data` (never unpickled); ValueError if it is not one. Given the
     `dtype` and `shape` it should have, data that is exactly what `np.save` writes for them

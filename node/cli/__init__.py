@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from node.cli import chain, daemon, programs, traces
 from node.cli.common import EXIT_BAD_INPUT, UsageError
+from node.tracing.statement import vxla_version
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Verifiable, bit-reproducible execution of XLA HLO programs.",
         epilog="Exit status: 0 success, 1 verification failed or outputs differ, 2 bad input.",
     )
+    parser.add_argument("--version", action="version", version=f"vxla {vxla_version()}", help="print vxla's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 

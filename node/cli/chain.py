@@ -14,6 +14,7 @@ from node.cli.common import (
     EXIT_DIFFERENT,
     EXIT_OK,
     UsageError,
+    node_url_arg,
     output_records,
     positive_int,
     read_hlo_text,
@@ -22,9 +23,14 @@ from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    import httpx
-
-    from node.sdk import TOKEN_ENV, Client, IntegrityError, JobFailed, RequestRefused
+    from node.sdk import (
+        TOKEN_ENV,
+        Client,
+        IntegrityError,
+        JobFailed,
+        NodeUnreachable,
+        RequestRefused,
+    )
 
     module = read_hlo_text(args.module).decode("utf-8", errors="replace")  # StableHLO converted here, before anything is sent
     for path in args.inputs:
@@ -50,8 +56,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 save_npz_atomic(args.out, outputs)
     except RequestRefused as exc:
         raise UsageError(f"{args.node}: {exc.detail} (HTTP {exc.status})") from None
-    except httpx.HTTPError as exc:
-        raise UsageError(f"--node {args.node}: cannot reach the node ({exc})") from None
+    except NodeUnreachable as exc:
+        raise UsageError(f"--node {args.node}: {exc}") from None
     except JobFailed as exc:
         raise UsageError(str(exc)) from None
     except TimeoutError as exc:
@@ -173,7 +179,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     submit.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
     submit.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
-    submit.add_argument("--node", required=True, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
+    submit.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700 (or 127.0.0.1:8700)")
     submit.add_argument("--redundancy", type=positive_int, default=1, metavar="K", help="nodes that must run the job (above 1: post it on chain, with --devnet)")
     submit.add_argument("--devnet", metavar="DIR", help="post the job on the devnet in DIR (its market and submitter account); --wait follows it to finalization")
     submit.add_argument("--wait", action="store_true", help="wait until the job is done and print its outputs")

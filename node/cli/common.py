@@ -34,6 +34,8 @@ from node.jax_programs import (
     hlo_text_of,
     is_jax_program,
 )
+from node.tensors import is_npy
+from node.urls import node_url
 
 EXIT_OK = 0
 
@@ -65,6 +67,8 @@ def read_hlo_text(path: str) -> bytes:
         raise UsageError(f"{path}: is a directory") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if is_npy(data):
+        raise UsageError(f"{path}: an .npy array, not a program; give the module first, then its inputs")
     if not is_jax_program(data):
         return data
     try:
@@ -191,6 +195,14 @@ def _integer_from(text: str, least: int, what: str) -> int:
     if value < least:
         raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
     return value
+
+
+def node_url_arg(text: str) -> str:
+    """--node: a node's URL (`host:port` taken as http://host:port); exit 2 naming what is wrong."""
+    try:
+        return node_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_int(text: str) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -12,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from attest import (
     KeyFileError,
     load_public_key,
+    parse_public_key,
 )
 from compiler.runtime.threads import machine_threads
 from node.cli.common import (
@@ -22,6 +25,7 @@ from node.cli.common import (
     chain_id_arg,
     contract_arg,
     key_dir,
+    node_url_arg,
     positive_int,
     read_program,
 )
@@ -30,9 +34,26 @@ from node.tracing.statement import TraceInputError
 from node.tracing.verify import VerifyReport, verify_trace
 
 
+def _given_keys(args: argparse.Namespace) -> list[Ed25519PublicKey]:
+    """The --trusted-key keys: each a file (PEM, or the raw key in hex) or the hex itself."""
+    keys = []
+    for given in args.trusted_key:
+        hex_digits = given.strip().removeprefix("0x")
+        try:
+            if len(hex_digits) == 64 and not Path(given).exists():
+                keys.append(parse_public_key(hex_digits))
+            else:
+                keys.append(load_public_key(given))
+        except KeyFileError as exc:
+            raise UsageError(f"--trusted-key: {exc}") from None
+    return keys
+
+
 def _trusted_keys(args: argparse.Namespace) -> list[Ed25519PublicKey]:
-    """--trusted-key files, else every *.pub in the default key directory."""
-    paths = [Path(p) for p in args.trusted_key] if args.trusted_key else sorted(key_dir().glob("*.pub"))
+    """--trusted-key keys, else every *.pub in the default key directory."""
+    if args.trusted_key:
+        return _given_keys(args)
+    paths = sorted(key_dir().glob("*.pub"))
     if not paths:
         raise UsageError(f"no trusted keys: give --trusted-key PUB.pem, or put public keys (*.pub) in {key_dir()} (vxla keys init)")
     try:
@@ -72,6 +93,10 @@ def _result(report: VerifyReport) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.node or args.job:
+        return _verify_job(args)
+    if args.trace is None:
+        raise UsageError("give a trace (TRACE.json), or a node's job: --node URL --job ID")
     try:
         envelope_text = Path(args.trace).read_bytes()
     except FileNotFoundError:
@@ -105,6 +130,50 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.verified else EXIT_NOT_RE_EXECUTED
 
 
+def _verify_job(args: argparse.Namespace) -> int:
+    """vxla verify --node URL --job ID: the job's trace, module and inputs fetched from the
+    node (each checked against its digest) and verified here as a trace file would be."""
+    from node.sdk import (
+        TOKEN_ENV,
+        Client,
+        IntegrityError,
+        JobFailed,
+        NodeUnreachable,
+        RequestRefused,
+    )
+
+    if not (args.node and args.job):
+        raise UsageError("--node URL and --job ID go together")
+    if args.trace or args.module or args.inputs:
+        raise UsageError("--node/--job fetch the trace, module and inputs: give no TRACE.json, --module or --inputs")
+    trusted = _given_keys(args) or None  # None: the key the node serves
+    label = f"{args.node} job {args.job}"
+    with Client(args.node, token=os.environ.get(TOKEN_ENV) or None) as client:
+        try:
+            job = client.job(args.job)
+            if job.state != "done":
+                raise UsageError(f"{label} is {job.state}, not done: nothing to verify yet")
+            report = job.verify(execute=not args.no_execute, trusted_keys=trusted, threads=args.threads, execute_on=args.execute_on, timeout=0)
+        except RequestRefused as exc:
+            raise UsageError(f"{label}: {exc.detail} (HTTP {exc.status})") from None
+        except NodeUnreachable as exc:
+            raise UsageError(f"--node {args.node}: {exc}") from None
+        except (JobFailed, TraceInputError) as exc:
+            raise UsageError(f"{label}: {exc}") from None
+        except IntegrityError as exc:
+            print(f"vxla verify: {exc}", file=sys.stderr)
+            return EXIT_DIFFERENT
+    if args.json:
+        print(json.dumps({"node": args.node, "job": args.job, **report.to_dict(), "result": _result(report)}, indent=2))
+    else:
+        if trusted is None:
+            print(f"signature checked against the key {args.node} serves (GET /v1/key): it binds the trace to that node")
+        _print_report(report, label)
+    if not report.ok:
+        return EXIT_DIFFERENT
+    return EXIT_OK if report.verified else EXIT_NOT_RE_EXECUTED
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Adds this group's subcommands to the `vxla` parser."""
     verify = commands.add_parser(
@@ -122,10 +191,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "files, no trusted keys), 3 every check made passed but the result was not re-executed "
         "(no --module, or no --inputs for a module that takes some): the trace is not verified.",
     )
-    verify.add_argument("trace", metavar="TRACE.json", help="the signed trace (DSSE envelope JSON) from vxla run --trace")
+    verify.add_argument("trace", metavar="TRACE.json", nargs="?", help="the signed trace (DSSE envelope JSON) from vxla run --trace")
     verify.add_argument("--module", metavar="MODULE.hlo", help="the HLO module the trace claims to run; recompiled and checked")
     verify.add_argument("--inputs", metavar="IN.npy", nargs="+", default=[], help="the inputs, in parameter order; re-executed and checked (needs --module)")
-    verify.add_argument("--trusted-key", metavar="PUB.pem", action="append", default=[], help="a trusted public key (repeatable; default: every *.pub in $VXLA_HOME/keys or ~/.vxla/keys)")
+    verify.add_argument("--trusted-key", metavar="KEY", action="append", default=[], help="a trusted public key: a PEM file (vxla keys init), or the raw key in hex as GET /v1/key gives it, in a file or as is (repeatable; default: every *.pub in $VXLA_HOME/keys or ~/.vxla/keys; with --node, the key the node serves)")
+    job = verify.add_argument_group(
+        "a node's job",
+        "With --node and --job, the trace, the module and the inputs come from the node, each "
+        "checked against its digest, and the job is re-executed here: no files needed.",
+    )
+    job.add_argument("--node", type=node_url_arg, metavar="URL", help="the node that ran the job, e.g. http://127.0.0.1:8700")
+    job.add_argument("--job", metavar="ID", help="the job's id on that node (a chain job's number, or the node's own job id)")
+    job.add_argument("--no-execute", action="store_true", help="with --job: check signature and hashes only, without re-executing (exit 3)")
     verify.add_argument("--job-id", metavar="ID", help="require this job id")
     verify.add_argument("--chain-id", type=chain_id_arg, metavar="N", help="require this chain id")
     verify.add_argument("--contract", type=contract_arg, metavar="0x...", help="require this contract address")

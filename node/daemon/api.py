@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from attest import key_id
 from attest.digests import sha256_hex
-from attest.keys import raw_public_key
+from attest.keys import public_key_pem, raw_public_key
 from node.chain.errors import ContractRevert
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
@@ -376,13 +376,15 @@ def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, poo
     """`GET /v1/key`, `/healthz`, `/readyz` and `/metrics`: the node itself."""
     router = APIRouter()
     signer_id = key_id(signer)
+    signer_pem = public_key_pem(signer).decode("ascii")
 
     @router.get("/v1/key")
     def get_key() -> dict[str, str]:
-        """The public key this node signs traces with (raw Ed25519, hex) and its key id, the
-        SHA-256 of the raw key, which the node registers on chain: a peer checks one against
-        the other before it trusts a trace of this node."""
-        return {"key_id": signer_id, "public_key": raw_public_key(signer).hex()}
+        """The public key this node signs traces with (raw Ed25519 in hex, and the same key as
+        PEM, the form `vxla keys init` writes; `--trusted-key` reads either) and its key id,
+        the SHA-256 of the raw key, which the node registers on chain: a peer checks one
+        against the other before it trusts a trace of this node."""
+        return {"key_id": signer_id, "public_key": raw_public_key(signer).hex(), "public_key_pem": signer_pem}
 
     @router.get("/healthz")
     def healthz() -> dict[str, Any]:

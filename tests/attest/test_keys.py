@@ -16,7 +16,9 @@ from attest import (
     key_id,
     load_private_key,
     load_public_key,
+    parse_public_key,
     public_key_from_raw,
+    public_key_pem,
     raw_public_key,
 )
 from tests.attest.traces import node_key
@@ -78,7 +80,7 @@ def test_loading_bad_key_files_names_the_file(tmp_path: Path) -> None:
     garbage.write_bytes(b"not a key")
     with pytest.raises(KeyFileError, match="garbage.pem: not a valid PEM private key"):
         load_private_key(garbage)
-    with pytest.raises(KeyFileError, match="garbage.pem: not a valid PEM public key"):
+    with pytest.raises(KeyFileError, match=r"garbage.pem: not a public key: expected PEM \(vxla keys init\) or 64 hex digits"):
         load_public_key(garbage)
     ec_key = ec.generate_private_key(ec.SECP256R1())
     ec_private = tmp_path / "ec.key"
@@ -102,3 +104,18 @@ def test_loading_bad_key_files_names_the_file(tmp_path: Path) -> None:
     plain = init_key_files(tmp_path / "plain")
     with pytest.raises(KeyFileError, match="not encrypted"):
         load_private_key(plain.private_path, b"unneeded")
+
+
+def test_a_public_key_reads_back_from_either_form_vxla_prints(tmp_path: Path) -> None:
+    """PEM (vxla keys init) and the raw key in hex (a node's GET /v1/key), from a file or
+    as text, with or without 0x: the same key; 63 digits or a non-hex digit are refused."""
+    files = init_key_files(tmp_path)
+    key = load_public_key(files.public_path)
+    raw_hex = raw_public_key(key).hex()
+    for text in (raw_hex, f"0x{raw_hex}\n", raw_hex.upper(), public_key_pem(key).decode()):
+        assert key_id(parse_public_key(text)) == files.key_id
+        (tmp_path / "k.txt").write_text(text)
+        assert key_id(load_public_key(tmp_path / "k.txt")) == files.key_id
+    for bad in (raw_hex[:-1], raw_hex[:-1] + "g"):
+        with pytest.raises(KeyFileError, match="not a public key"):
+            parse_public_key(bad)

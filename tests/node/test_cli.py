@@ -119,6 +119,29 @@ def test_console_script_help_and_exit_status() -> None:
     assert result.returncode == 2
 
 
+def test_version_and_an_array_given_as_the_module(tmp_path, capsys) -> None:
+    from node.tracing.statement import vxla_version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"vxla {vxla_version()}"
+    inputs = [str(p) for p in Fixture("argmax").input_paths()]
+    for command in (["run"], ["inspect"], ["submit", "--node", "127.0.0.1:9"]):
+        assert main([*command, inputs[0], inputs[1]] if command[0] != "inspect" else [*command, inputs[0]]) == 2
+        assert "an .npy array, not a program; give the module first, then its inputs" in capsys.readouterr().err
+
+
+def test_node_urls_as_users_type_them(capsys) -> None:
+    from node.urls import node_url
+
+    assert node_url("127.0.0.1:8700") == "http://127.0.0.1:8700"
+    assert node_url(" https://node.example/ ") == "https://node.example"
+    for bad, why in [("ftp://x", "a node speaks http or https, not ftp"), ("http://", "names no host"), ("host:port", "the port is not a number")]:
+        with pytest.raises(ValueError, match=why):
+            node_url(bad)
+        assert main(["submit", "--node", bad, str(Fixture("argmax").directory / "module.hlo")]) == 2
+        assert why in capsys.readouterr().err
+
+
 def test_the_command_line_loads_no_chain_library_until_a_command_needs_it() -> None:
     # The compile/run/verify commands run where web3 is not installed (the AArch64 runtime
     # environment of make arm64 has only the runtime dependencies).

@@ -16,9 +16,9 @@ import httpx
 import numpy as np
 import pytest
 
-from attest import Statement
+from attest import Statement, key_id
 from attest.digests import sha256_hex
-from attest.keys import generate_private_key
+from attest.keys import generate_private_key, raw_public_key
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
@@ -89,6 +89,38 @@ def test_job_outputs_and_trace(client: Client, node: NodeServer, name: str) -> N
     assert report.statement is not None and report.statement.predicate.job_id == job.id
     assert job.info["statement_digest"] == statement_digest(report.statement)
     assert client.verify(envelope, fixture.module_text, inputs).ok
+    # A verifier with nothing but the node's URL and the job id: the key the node serves,
+    # the job's own module and inputs fetched by digest, re-executed here.
+    with Client(node.url) as stranger:
+        report = stranger.job(job.id).verify()
+    assert report.ok and report.verified and report.re_executed, [c.message for c in report.failed]
+
+
+def test_vxla_verify_a_nodes_job_by_url_and_id(client: Client, node: NodeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """`vxla verify --node URL --job ID`: 0 when re-executed and every check passed (a URL
+    without its scheme understood), 3 with --no-execute, 1 against another trusted key given
+    in hex as GET /v1/key gives it, 2 for a URL that cannot be a node's or a job not done."""
+    from node.cli import main
+
+    job = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    address = node.url.removeprefix("http://")
+    assert main(["verify", "--node", address, "--job", job.id]) == 0
+    out = capsys.readouterr().out
+    assert "against the key" in out and "verified" in out
+    assert main(["verify", "--node", node.url, "--job", job.id, "--no-execute"]) == 3
+    served = client.node_key()
+    assert key_id(served) == key_id(KEY.public_key())
+    other = raw_public_key(generate_private_key().public_key()).hex()
+    capsys.readouterr()
+    assert main(["verify", "--node", node.url, "--job", job.id, "--trusted-key", other]) == 1
+    assert main(["verify", "--node", node.url, "--job", job.id, "--trusted-key", raw_public_key(served).hex()]) == 0
+    capsys.readouterr()
+    assert main(["verify", "--node", "ftp://example.org", "--job", job.id]) == 2
+    assert "a node speaks http or https, not ftp" in capsys.readouterr().err
+    assert main(["verify", "--node", node.url, "--job", "0" * 32]) == 2
+    assert "unknown" in capsys.readouterr().err
+    assert main(["verify", "--job", job.id]) == 2
+    assert "--node URL and --job ID go together" in capsys.readouterr().err
 
 
 def test_same_job_same_statement_digest(client: Client) -> None:

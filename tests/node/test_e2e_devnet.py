@@ -134,6 +134,10 @@ def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward
         assert info["local"]["result_digest"] == expected.hex()
     outputs = job.outputs()
     assert [tensor_digest(o) for o in outputs] == [tensor_digest(o) for o in FIXTURE.xla_outputs()]
+    # Anyone with a node's URL and the chain job's number verifies it, re-executed here.
+    with Client(servers[1].url) as stranger:
+        report = stranger.job(job.id).verify()
+    assert report.ok and report.verified, [c.message for c in report.failed]
     # The reward is split among the three (paid as credits, withdrawn by the watchers).
     rewarded = _events(devnet, "Rewarded", int(job.id))
     assert len(rewarded) == 3 and sum(int(e.args["amount"]) for e in rewarded) == REWARD
@@ -147,8 +151,8 @@ def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward
             assert time.monotonic() < deadline, text
             time.sleep(0.2)
         assert 'vxla_verifications_total{outcome="agree"} 2.0' in text
-    key = Client(servers[0].url)._json("GET", "/v1/key")
-    assert key["key_id"] == devnet.deployment.registry.get_node(devnet.accounts[0]).key_id.hex()
+    key = Client(servers[0].url).node_key()
+    assert key_id(key) == devnet.deployment.registry.get_node(devnet.accounts[0]).key_id.hex()
     # Bad chain job ids: 400 for a non-number, 404 for a job never posted.
     http = Client(servers[1].url)._http
     assert http.get("/v1/chain/jobs/abc").status_code == 400

@@ -124,3 +124,15 @@ def test_failed_job_and_refusals() -> None:
     with pytest.raises(RequestRefused) as raised:
         client.get_blob("ab" * 32)
     assert raised.value.status == 404 and "unknown" in raised.value.detail
+
+
+def test_an_unreachable_node_is_the_sdks_own_error() -> None:
+    """No answer from a node is NodeUnreachable (a NodeError) naming the URL, not httpx's."""
+    from node.errors import NodeError
+    from node.sdk import NodeUnreachable, connect
+
+    client = connect("127.0.0.1:9")  # no scheme: http, as a user types it
+    assert client.url == "http://127.0.0.1:9"
+    with pytest.raises(NodeUnreachable, match=r"cannot reach the node at http://127.0.0.1:9 \(ConnectError") as raised:
+        client.job("0" * 32)
+    assert isinstance(raised.value, NodeError)
