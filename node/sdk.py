@@ -176,10 +176,12 @@ class Job:
             return False
         now = int(info["chain_time"])
         if now >= int(info["commit_deadline"]) and int(info["committed"]) == 0:
+            view = info.get("node") or {}
+            said = f"; the node: {view['state']}, {view['note']}" if view.get("note") else ""
             raise JobFailed(
                 f"job {self.id} expired: no node committed a result before its commit deadline "
                 f"({int(info['claimed'])} of {int(info['k'])} slots claimed; the chain's time is "
-                f"{now - int(info['commit_deadline'])} s past it)"
+                f"{now - int(info['commit_deadline'])} s past it{said})"
             )
         if now < int(info["reveal_deadline"]):
             return False
@@ -399,6 +401,26 @@ class Client:
         JobMarket, a node's own job's the 32 hex digits the node gave it."""
         text = str(job_id)
         return Job(self, text, on_chain=is_chain_job_id(text)).refresh()
+
+    def jobs(self, state: str | None = None, limit: int = 50, *, chain: bool = False) -> list[dict[str, Any]]:
+        """The node's jobs, newest first, as it records them (GET /v1/jobs): `state` filters,
+        `limit` caps the count (pages are followed). `chain=True`: the chain jobs the node has
+        seen instead, each with its state of it and why (GET /v1/chain/jobs)."""
+        path = "/v1/chain/jobs" if chain else "/v1/jobs"
+        found: list[dict[str, Any]] = []
+        before: str | int | None = None
+        while len(found) < limit:
+            params: dict[str, Any] = {"limit": min(limit - len(found), 1000)}
+            if state is not None:
+                params["state"] = state
+            if before is not None:
+                params["before"] = before
+            page = self._json("GET", path, params=params)
+            found.extend(page["jobs"])
+            before = page.get("next")
+            if before is None:
+                break
+        return found
 
     def node_key(self) -> Ed25519PublicKey:
         """The public key the node signs its traces with (GET /v1/key), checked against the

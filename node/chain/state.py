@@ -117,6 +117,16 @@ class TrackedJob:
     envelope_digest: bytes | None
     note: str
 
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (the API's chain job list): digests in hex."""
+        return {
+            "job_id": self.job_id, "state": self.state.value, "note": self.note, "submitter": self.submitter,
+            "program_digest": self.program_digest.hex(), "inputs_digest": self.inputs_digest.hex(),
+            "reward": str(self.reward), "k": self.k, "commit_deadline": self.commit_deadline,
+            "reveal_deadline": self.reveal_deadline, "posted_block": self.posted_block,
+            "result_digest": None if self.result_digest is None else self.result_digest.hex(),
+        }  # fmt: skip
+
     def terms(self) -> tuple[object, ...]:
         """What the JobPosted log said of the job: the same job has the same terms."""
         return (self.submitter, self.program_digest, self.inputs_digest, self.reward, self.k,
@@ -327,6 +337,18 @@ class ChainState:
         """Every job, by id."""
         rows = self._rows(f"SELECT {_COLUMNS} FROM jobs ORDER BY job_id")
         return [_record(r) for r in rows]
+
+    def recent_jobs(self, limit: int, state: JobState | None = None, before: int | None = None) -> list[TrackedJob]:
+        """Up to `limit` jobs, newest (highest id) first: only those in `state` when given,
+        only those below id `before` when given."""
+        query, params = f"SELECT {_COLUMNS} FROM jobs WHERE 1 = 1", []
+        if state is not None:
+            query += " AND state = ?"
+            params.append(state.value)
+        if before is not None:
+            query += " AND job_id < ?"
+            params.append(before)
+        return [_record(r) for r in self._rows(query + " ORDER BY job_id DESC LIMIT ?", (*params, limit))]
 
     def open_jobs(self) -> list[TrackedJob]:
         """Jobs not in a terminal state, by id."""

@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from node.cli import chain, daemon, programs, traces
+from node.cli import chain, daemon, jobs, programs, traces
 from node.cli.common import EXIT_BAD_INPUT, UsageError
 from node.tracing.statement import vxla_version
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
 
-    for group in (programs, traces, daemon, chain):
+    for group in (programs, traces, daemon, chain, jobs):
         group.add_commands(commands)
     return parser
 

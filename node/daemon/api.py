@@ -30,16 +30,19 @@ from attest import key_id
 from attest.digests import sha256_hex
 from attest.keys import public_key_pem, raw_public_key
 from node.chain.errors import ContractRevert
+from node.chain.state import JobState
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import ModuleSummary, check_inputs
-from node.daemon.store import DONE, BlobDamaged, BlobError, JobStore
+from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, is_digest
 from node.sqlite import StorageError
+
+MAX_PAGE = 1000  # the most jobs one list request returns
 
 
 class JobRequest(BaseModel):
@@ -260,6 +263,21 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
             pool.notify()
         return job.to_dict()
 
+    @router.get("/v1/jobs")
+    def list_jobs(state: str | None = None, limit: int = 50, before: str | None = None) -> dict[str, Any]:
+        """This node's jobs, newest first: `state` (queued, running, done, failed) filters,
+        `limit` (1 to 1000) caps the page, `before` (a job id, the page's `next`) continues
+        from there."""
+        if state is not None and state not in STATES:
+            raise _problem(400, f"state {state!r}: one of {', '.join(STATES)}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise _problem(400, f"limit {limit}: from 1 to {MAX_PAGE}")
+        if before is not None and store.get(before) is None:
+            raise _problem(400, f"before: job {before} unknown")
+        jobs = store.recent_jobs(limit + 1, state, before)
+        page = jobs[:limit]
+        return {"jobs": [job.to_dict() for job in page], "next": page[-1].id if len(jobs) > limit else None}
+
     @router.get("/v1/jobs/{job_id}")
     def get_job(job_id: str) -> dict[str, Any]:
         """The job's state, output blob digests, statement and envelope digests, and error."""
@@ -303,6 +321,23 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             raise _problem(400, f"chain job id {job_id!r} is not a number")
         return chain, int(job_id)
 
+    @router.get("/v1/chain/jobs")
+    def list_chain_jobs(state: str | None = None, limit: int = 50, before: int | None = None) -> dict[str, Any]:
+        """The chain jobs this node has seen, newest first, each with this node's state of it
+        (seen, claimed, executed, committed, revealed, done; skipped, expired or failed) and
+        why (`note`): `state` filters, `limit` (1 to 1000) caps the page, `before` (a job id,
+        the page's `next`) continues below it."""
+        if chain is None:
+            raise _problem(404, "this node follows no chain (chain.rpc_url is empty)")
+        names = [s.value for s in JobState]
+        if state is not None and state not in names:
+            raise _problem(400, f"state {state!r}: one of {', '.join(names)}")
+        if not 1 <= limit <= MAX_PAGE:
+            raise _problem(400, f"limit {limit}: from 1 to {MAX_PAGE}")
+        jobs = chain.executor.state.recent_jobs(limit + 1, None if state is None else JobState(state), before)
+        page = jobs[:limit]
+        return {"jobs": [job.to_dict() for job in page], "next": page[-1].job_id if len(jobs) > limit else None}
+
     @router.get("/v1/chain/jobs/{job_id}")
     def get_chain_job(job_id: str) -> dict[str, Any]:
         """A chain job: its on-chain state and, when this node executed it, its record."""
@@ -314,6 +349,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             slots = role.market.get_slots(number)
             chain_time = role.client.next_block_time()
         record = role.executor.record(role.market.address, number)
+        tracked = role.executor.state.job(number)  # this node's own view, with why
         return {
             "job_id": number,
             "contract": role.market.address,
@@ -338,6 +374,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
                 for slot in slots
             ],
             "local": None if record is None else record.to_dict(),
+            "node": None if tracked is None else {"state": tracked.state.value, "note": tracked.note},
         }
 
     @router.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)

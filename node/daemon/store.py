@@ -314,6 +314,20 @@ class JobStore:
         return [_job(r) for r in self._database.rows("SELECT * FROM jobs ORDER BY seq")]
 
     @_stored
+    def recent_jobs(self, limit: int, state: str | None = None, before: str | None = None) -> list[StoredJob]:
+        """Up to `limit` jobs, newest first: only those in `state` when given, and only those
+        queued before job `before` (the last of a previous page; [] if unknown)."""
+        query, params = "SELECT * FROM jobs WHERE 1 = 1", []
+        if state is not None:
+            query += " AND state = ?"
+            params.append(state)
+        if before is not None:
+            query += " AND seq < (SELECT seq FROM jobs WHERE id = ?)"
+            params.append(before)
+        rows = self._database.rows(query + " ORDER BY seq DESC LIMIT ?", (*params, limit))
+        return [_job(r) for r in rows]
+
+    @_stored
     def counts(self) -> dict[str, int]:
         """Jobs per state (every state present, zero when none)."""
         rows = self._database.rows("SELECT state, count FROM job_counts")

@@ -138,6 +138,36 @@ def test_tampered_trace_does_not_verify(client: Client) -> None:
     assert not report.ok and report.failed[0].name == "signatures"
 
 
+def test_the_job_list_pages_filters_and_refuses_bad_queries(client: Client, node: NodeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """GET /v1/jobs: newest first, filtered by state, paged with `next`; `vxla jobs` and `vxla
+    job` show state, timings and a failed job's error; bad queries are a 400 naming why."""
+    from node.cli import main
+
+    done = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    with pytest.raises(JobFailed):
+        client.submit(FORI.module_text, FORI.inputs()).wait(timeout=60)  # over the loop limit
+    everything = client.jobs(limit=1000)
+    assert everything == [j.to_dict() for j in reversed(node.store.jobs())]
+    failed = client.jobs("failed", limit=1000)
+    assert failed and all(j["state"] == "failed" for j in failed)
+    assert [j["id"] for j in failed] == [j["id"] for j in everything if j["state"] == "failed"]
+    first = httpx.get(f"{node.url}/v1/jobs", params={"limit": 1}).json()
+    second = httpx.get(f"{node.url}/v1/jobs", params={"limit": 1, "before": first["next"]}).json()
+    assert [j["id"] for j in first["jobs"] + second["jobs"]] == [j["id"] for j in everything[:2]]
+    for params, why in [({"state": "lost"}, "state 'lost': one of queued"), ({"limit": 0}, "limit 0: from 1 to 1000"), ({"before": "f" * 32}, "unknown")]:
+        answer = httpx.get(f"{node.url}/v1/jobs", params=params)
+        assert answer.status_code == 400 and why in answer.json()["detail"]
+    capsys.readouterr()
+    assert main(["jobs", "--node", node.url, "--state", "failed", "--limit", "1"]) == 0
+    listed = capsys.readouterr().out
+    assert failed[0]["id"] in listed and "past the limit of 2 iterations" in listed
+    assert main(["job", done.id, "--node", node.url]) == 0
+    shown = capsys.readouterr().out
+    assert f"job          {done.id}" in shown and "state        done" in shown and "took" in shown
+    assert main(["job", "0" * 32, "--node", node.url]) == 2
+    assert "unknown" in capsys.readouterr().err
+
+
 def _post(node: NodeServer, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(f"{node.url}/v1/jobs", json=body, timeout=30)
 

@@ -272,7 +272,7 @@ ENTRY main {
 """
 
 
-def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001
+def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(devnet: Devnet, nodes_factory, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
     """The memory a job needs is known once it is compiled: each node compiles a chain job in
     an execution process, without running it, before it claims a slot. A job over the limit
     is skipped with the reason, and no stake is locked on it (a claim would be slashed for
@@ -291,11 +291,18 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     registry = devnet.deployment.registry
     assert devnet.deployment.market.get_job(job_id).claimed == 0
     assert [registry.get_node(account).locked for account in devnet.accounts] == [0, 0, 0]
+    # The node says why to anyone who asks: in its chain job list and in `vxla job`.
+    listed = {job["job_id"]: job for job in client.jobs(chain=True)}
+    assert listed[job_id]["state"] == "skipped" and "refused: execution: needs" in listed[job_id]["note"]
+    assert main(["job", str(job_id), "--node", servers[0].url]) == 0
+    shown = capsys.readouterr().out
+    assert "phase        open" in shown and "this node    skipped: refused: execution: needs" in shown
     # The submitter waiting on it hears, once the commit deadline is past on the chain's
     # clock (moved without a block, as an idle devnet's is), that it expired: no endless "open".
     devnet.client.w3.provider.make_request("evm_increaseTime", [61])
-    with pytest.raises(JobFailed, match=rf"job {job_id} expired: no node committed a result before its commit deadline \(0 of 3 slots claimed"):
+    with pytest.raises(JobFailed, match=rf"job {job_id} expired: no node committed a result before its commit deadline \(0 of 3 slots claimed") as failed:
         refused.wait(timeout=30, poll_seconds=0.2)
+    assert "the node: skipped, refused: execution: needs" in str(failed.value)
     # The nodes go on: the next job runs on all three, node 0's before its claim.
     job = submit(devnet, servers[1])[1]
     job.wait(timeout=60, poll_seconds=0.2)

@@ -1,0 +1,155 @@
+"""`vxla jobs` and `vxla job`: what a node holds and why, for the submitter who sent it.
+
+A node's own jobs (GET /v1/jobs) show state, timings and the error of a failed one; chain
+jobs (GET /v1/chain/jobs) show the node's state of each and why (skipped, expired, refused),
+and `vxla job N` a chain job's phases: each slot's node, commitment and reveal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+from node.cli.common import EXIT_OK, UsageError, node_url_arg, positive_int
+
+
+def _client(args: argparse.Namespace):  # -> node.sdk.Client (imported lazily: web3)
+    from node.sdk import TOKEN_ENV, Client
+
+    return Client(args.node, token=os.environ.get(TOKEN_ENV) or None)
+
+
+def _asked(args: argparse.Namespace, call):  # noqa: ANN001, ANN202 - a call on the node
+    from node.sdk import NodeUnreachable, RequestRefused
+
+    try:
+        return call()
+    except RequestRefused as exc:
+        raise UsageError(f"{args.node}: {exc.detail} (HTTP {exc.status})") from None
+    except NodeUnreachable as exc:
+        raise UsageError(f"--node {args.node}: {exc}") from None
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        jobs = _asked(args, lambda: client.jobs(args.state, args.limit, chain=args.chain))
+    if args.json:
+        print(json.dumps({"node": args.node, "jobs": jobs}, indent=2))
+        return EXIT_OK
+    if not jobs:
+        which = f" {args.state}" if args.state else ""
+        print(f"{args.node}: no{which} {'chain ' if args.chain else ''}jobs")
+        return EXIT_OK
+    # One line per job, ids never cut (an id is what `vxla job` takes); the reason, when the
+    # node has one, on the next line whole.
+    now = time.time()
+    for job in jobs:
+        if args.chain:
+            print(f"{job['job_id']:<8} {job['state']:<10} k={job['k']}")
+            why = job["note"]
+        else:
+            took = f"  took {_age(job['updated_at'] - job['created_at'])}" if job["state"] in ("done", "failed") else ""
+            print(f"{job['id']}  {job['state']:<8} queued {_age(now - job['created_at'])} ago{took}")
+            why = job.get("error") or ""
+        if why:
+            print(f"    why: {why}")
+    return EXIT_OK
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    from node.sdk import is_chain_job_id
+
+    with _client(args) as client:
+        job = _asked(args, lambda: client.job(args.id))
+    info: dict[str, Any] = job.info
+    if args.json:
+        print(json.dumps({"node": args.node, "job": info}, indent=2))
+        return EXIT_OK
+    if is_chain_job_id(args.id):
+        _print_chain_job(info)
+    else:
+        _print_job(info)
+    return EXIT_OK
+
+
+def _print_job(info: dict[str, Any]) -> None:
+    print(f"job          {info['id']}")
+    print(f"state        {info['state']}")
+    if info.get("error"):
+        print(f"why          {info['error']}")
+    print(f"queued       {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(info['created_at']))}")
+    if info["state"] in ("done", "failed"):
+        print(f"took         {_age(info['updated_at'] - info['created_at'])}")
+    print(f"module       {info['module_digest']}")
+    for number, digest in enumerate(info.get("input_digests", [])):
+        print(f"in{number:<10} {digest}")
+    for number, digest in enumerate(info.get("output_digests", [])):
+        print(f"out{number:<9} {digest}")
+    if info.get("statement_digest"):
+        print(f"statement    {info['statement_digest']}")
+
+
+def _print_chain_job(info: dict[str, Any]) -> None:
+    now = int(info.get("chain_time", 0))
+
+    def deadline(at: int) -> str:
+        return f"in {at - now} s" if at > now else f"{now - at} s ago"
+
+    phase = info["phase"]
+    if phase == "finalized":
+        phase += ", accepted" if info.get("accepted") else ", no majority"
+    print(f"job          {info['job_id']} (chain, contract {info['contract']})")
+    print(f"phase        {phase}")
+    print(f"slots        {info['claimed']} claimed, {info['committed']} committed, {info['revealed']} revealed of {info['k']}")
+    print(f"commit until {deadline(int(info['commit_deadline']))}")
+    print(f"reveal until {deadline(int(info['reveal_deadline']))}")
+    if info.get("node"):
+        view = info["node"]
+        print(f"this node    {view['state']}{': ' + view['note'] if view['note'] else ''}")
+    if info.get("accepted"):
+        print(f"result       {info['result_digest']}")
+    for slot in info.get("slots", []):
+        steps = "revealed" if slot["revealed"] else "committed" if slot["committed"] else "claimed"
+        result = f" {slot['result_digest']}" if slot["revealed"] else ""
+        print(f"  {slot['node']} {steps}{result}")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Adds this group's subcommands to the `vxla` parser."""
+    jobs = commands.add_parser(
+        "jobs",
+        help="list a node's jobs: state, timings, and why one failed, expired or was skipped",
+        description="List a node's jobs, newest first: its own (state, when queued, how long "
+        "it took, the error of a failed one) or, with --chain, the chain jobs it has seen (its "
+        "state of each and why: skipped, expired, refused).",
+    )
+    jobs.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
+    jobs.add_argument("--state", metavar="STATE", help="only jobs in this state (queued, running, done, failed; with --chain: seen, claimed, executed, committed, revealed, done, skipped, expired, failed)")
+    jobs.add_argument("--limit", type=positive_int, default=20, metavar="N", help="at most N jobs (default: %(default)s)")
+    jobs.add_argument("--chain", action="store_true", help="the chain jobs the node has seen")
+    jobs.add_argument("--json", action="store_true", help="print one JSON object")
+    jobs.set_defaults(handler=cmd_jobs)
+
+    job = commands.add_parser(
+        "job",
+        help="show one job: state, timings, digests; a chain job's phases and each node's commitment",
+        description="Show one job of a node: a node's own job (32 hex digits: state, timings, "
+        "the error of a failed one, module, input and output digests) or a chain job (its "
+        "number: phase, deadlines on the chain's clock, this node's state of it and why, and "
+        "each slot's node, commitment and revealed result).",
+    )
+    job.add_argument("id", metavar="ID", help="the job's id")
+    job.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
+    job.add_argument("--json", action="store_true", help="print the node's JSON for it")
+    job.set_defaults(handler=cmd_job)
