@@ -20,7 +20,7 @@ from compiler.codegen import (
     sort_gather_scatter,
 )
 from compiler.codegen.backend import Backend, backend_for
-from compiler.codegen.lower import Emitter, lower_module
+from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan, finest_split
 from compiler.codegen.target import compile_ir
@@ -63,6 +63,20 @@ def generate(program: Program, config: CompilerConfig, observer: PassObserver | 
     the canonical text of the optimized module followed by its buffer assignment. `backend`:
     what runs the kernels, by default the config's target's (compiler/codegen/backend.py)."""
     backend = backend or backend_for(config)
+    optimized, lowering, plan = _lowered(program, config, observer)
+    graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
+    backend.emit_entry(lowering.kernels, plan)
+    return lowering.kernels.ir_text(), plan, graph_text
+
+
+def optimized_plan(program: Program, config: CompilerConfig) -> tuple[Module, Plan]:
+    """The optimized module and its plan with buffers assigned, as `generate` makes them
+    (no machine code): what a picture of the graph shows (node/graphs.py)."""
+    optimized, _, plan = _lowered(program, config, None)
+    return optimized, plan
+
+
+def _lowered(program: Program, config: CompilerConfig, observer: PassObserver | None) -> tuple[Module, Lowering, Plan]:
     optimized = optimize(program, config, observer)
     lowering, plan = lower_module(optimized, config, EMITTERS)
     if config.schedule_perturbation:
@@ -70,9 +84,7 @@ def generate(program: Program, config: CompilerConfig, observer: PassObserver | 
     assignment = buffer_assignment.assign(plan, lowering.in_place)
     plan = buffer_assignment.apply(plan, assignment)
     plan.no_reuse_bytes = assignment.no_reuse_bytes
-    graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
-    backend.emit_entry(lowering.kernels, plan)
-    return lowering.kernels.ir_text(), plan, graph_text
+    return optimized, lowering, plan
 
 
 def compile_program(

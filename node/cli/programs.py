@@ -14,8 +14,8 @@ from attest import (
     key_id,
     sign_statement,
 )
-from compiler.atomic_files import write_text_atomic
-from compiler.config import CompilerConfig
+from compiler.atomic_files import write_bytes_atomic, write_text_atomic
+from compiler.config import CompilerConfig, ConfigError
 from compiler.driver import generate
 from compiler.errors import ExecutionError
 from compiler.hlo import Module, canonical_text
@@ -78,6 +78,66 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     print(f"computations {report['computations']}")
     print("opcodes      " + ", ".join(f"{op} x{n}" for op, n in report["opcode_counts"].items()))
     return EXIT_OK
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from node.graphs import GraphvizMissing, graph_picture
+
+    if not (args.svg or args.dot):
+        raise UsageError("say where to write the picture: --svg OUT.svg and/or --dot OUT.dot")
+    program = read_program(args.module)
+    highlight, config = args.highlight, None
+    if args.traces:
+        if args.highlight:
+            raise UsageError("--highlight or --traces, not both: the traces name the instruction")
+        highlight, config, summary = _first_divergence(args.traces)
+        print(summary, file=sys.stderr)
+    config = config or compiler_config(args)
+    try:
+        picture = graph_picture(program, config, highlight)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.dot:
+        write_text_atomic(args.dot, picture.dot)
+        print(f"wrote {args.dot}")
+    if args.svg:
+        try:
+            write_bytes_atomic(args.svg, picture.svg())
+        except GraphvizMissing as exc:
+            raise UsageError(str(exc)) from None
+        print(f"wrote {args.svg}")
+    if picture.path:
+        print(f"path         {' -> '.join(picture.path)}")
+    return EXIT_OK
+
+
+def _first_divergence(paths: list[str]) -> tuple[str | None, CompilerConfig, str]:
+    """(the first instruction where two op-level traces differ, or None, the compiler
+    configuration the first records, a line saying what was found)."""
+    from attest import first_divergence
+    from attest.statement import Statement
+    from node.tracing.statement import TraceInputError
+    from node.tracing.verify import parse_envelope, recorded_config
+
+    statements = []
+    for path in paths:
+        try:
+            statements.append(Statement.from_json_bytes(parse_envelope(Path(path).read_bytes()).payload))
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+        except (TraceInputError, ValueError) as exc:
+            raise UsageError(f"{path}: {exc}") from None
+    try:
+        config = recorded_config(statements[0].predicate.deterministic.compiler)
+    except ConfigError as exc:
+        raise UsageError(f"{paths[0]}: {exc}") from None
+    divergence = first_divergence(*statements)
+    first = divergence.first_instruction
+    if first is None:
+        return None, config, f"the traces part at no instruction: {divergence.summary()}"
+    record = first.left if first.left is not None else first.right
+    assert record is not None
+    return record.name, config, f"first divergence: instruction {first.index} {record.name}"
 
 
 def _dump_directory(path: str) -> Path:
@@ -307,6 +367,24 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     traces.add_argument("--contract", type=contract_arg, metavar="0x...", help="contract address the trace is for (replay protection)")
     traces.add_argument("--fault", type=_fault, metavar="INSTRUCTION:BIT", help="for tests and demos only: flip bit BIT of the named instruction's output (a name from an op-level trace) right after it is computed, as a faulty node would")
     run.set_defaults(handler=cmd_run)
+
+    graph = commands.add_parser(
+        "graph",
+        help="draw the optimized graph: fusions, buffer reuse, a divergence",
+        description="Draw the graph the compiler runs, after its passes, with Graphviz: each "
+        "instruction named as op-level traces and divergence reports name it, fusions as dashed "
+        "boxes, values in the same place of the arena in the same colour (memory reused). With "
+        "--traces, two op-level traces of the module (e.g. two nodes' of one job): the first "
+        "instruction where they differ is highlighted with its path from a parameter, and the "
+        "graph is the one the first trace's compiler configuration makes.",
+    )
+    graph.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    graph.add_argument("--svg", metavar="OUT.svg", help="write the picture as SVG (needs Graphviz's dot)")
+    graph.add_argument("--dot", metavar="OUT.dot", help="write the Graphviz DOT text")
+    graph.add_argument("--highlight", metavar="NAME", help="highlight this instruction (its canonical name, e.g. fusion.5)")
+    graph.add_argument("--traces", nargs=2, metavar="TRACE.json", help="highlight the first instruction where these two op-level traces differ")
+    add_target_options(graph)
+    graph.set_defaults(handler=cmd_graph)
 
     convert = commands.add_parser(
         "convert",

@@ -1,0 +1,77 @@
+"""`vxla graph`: the optimized graph drawn with Graphviz, named as traces name instructions,
+fusions outlined, memory reuse coloured, and the first divergence of two traces highlighted
+with its path from a parameter."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from attest import init_key_files
+from compiler.config import load_config
+from compiler.driver import optimized_plan
+from compiler.hlo.printer import canonical_names
+from compiler.program import load_program
+from node.cli import main
+from node.graphs import graph_picture
+from tests.fixture_data import Fixture
+
+MLP = Fixture("mlp_softmax")
+MODULE = str(MLP.directory / "module.hlo")
+INPUTS = [str(p) for p in MLP.input_paths()]
+
+
+def test_the_picture_names_every_instruction_outlines_fusions_and_colours_reused_memory() -> None:
+    program = load_program(MLP.module_text)
+    module, plan = optimized_plan(program, load_config())
+    picture = graph_picture(program)
+    names = canonical_names(module.entry)
+    fusions = [names[id(i)] for i in module.entry.instructions if i.opcode == "fusion"]
+    assert fusions and all(f'subgraph "cluster_{name}" {{' in picture.dot for name in fusions)
+    for instruction in module.entry.instructions:
+        if instruction.opcode != "fusion":
+            assert re.search(rf'^\s*"?{re.escape(names[id(instruction)])}"? \[label=', picture.dot, re.M), names[id(instruction)]
+    # Values given the same place in the arena share a fill colour, and the labels say where.
+    places: dict[int, set[str]] = {}
+    for point in plan.trace_points:
+        for buffer_id in point.buffers:
+            if plan.buffers[buffer_id].kind == "arena":
+                places.setdefault(plan.buffers[buffer_id].offset, set()).add(point.name)
+    reused = [offset for offset, users in places.items() if len(users) > 1]
+    assert reused, "the fixture reuses memory"
+    assert picture.dot.count(f"@{reused[0]}") >= len(places[reused[0]])
+    assert picture.path == ()
+
+
+def test_vxla_graph_highlights_the_first_divergence_of_two_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    keys = init_key_files(tmp_path / "keys")
+    honest, faulty = tmp_path / "honest.json", tmp_path / "faulty.json"
+    program = load_program(MLP.module_text)
+    module, _ = optimized_plan(program, load_config())
+    names = canonical_names(module.entry)
+    target = next(names[id(i)] for i in module.entry.execution_order() if i.opcode == "fusion")
+    for trace, extra in ((honest, []), (faulty, ["--fault", f"{target}:3"])):
+        assert main(["run", MODULE, *INPUTS, "--trace", str(trace), "--key", str(keys.private_path), "--op-level", "--json", *extra]) == 0
+    capsys.readouterr()
+    dot = tmp_path / "graph.dot"
+    assert main(["graph", MODULE, "--traces", str(honest), str(faulty), "--dot", str(dot)]) == 0
+    captured = capsys.readouterr()
+    assert "first divergence: instruction" in captured.err and target in captured.err
+    assert f"path         parameter.0 -> {target}" in captured.out or f"-> {target}" in captured.out
+    text = dot.read_text()
+    assert re.search(rf'"cluster_{re.escape(target)}" \{{\s*color="#cc0000"', text), "the divergent fusion is red"
+    if shutil.which("dot"):
+        svg = tmp_path / "graph.svg"
+        assert main(["graph", MODULE, "--highlight", target, "--svg", str(svg)]) == 0
+        assert svg.read_bytes().lstrip().startswith(b"<?xml") and b"<svg" in svg.read_bytes()
+
+
+def test_vxla_graph_refuses_what_it_cannot_draw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["graph", MODULE]) == 2
+    assert "--svg OUT.svg and/or --dot OUT.dot" in capsys.readouterr().err
+    assert main(["graph", MODULE, "--highlight", "fusion.999", "--dot", str(tmp_path / "g.dot")]) == 2
+    assert "no instruction 'fusion.999' in the optimized graph; its instructions are named as in its canonical text: parameter.0" in capsys.readouterr().err
+    assert not (tmp_path / "g.dot").exists()
