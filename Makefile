@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup test lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance gpu-bundle test-gpu
+.PHONY: setup system-programs test lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance gpu-bundle test-gpu
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,17 @@ contracts: $(NPM_STAMP)
 lint: setup
 	$(BIN)/ruff check .
 
-test: setup lint $(NPM_STAMP)
+# The programs the tests drive besides Python's: Debian's Chromium (the web pages, in a real
+# browser: Playwright's own browser download needs a network) and Graphviz's dot (graph
+# pictures). Installed with apt-get where missing and possible; where not, the browser tests
+# say so (and fail when VXLA_REQUIRE_BROWSER is set, as in CI).
+system-programs:
+	@command -v chromium >/dev/null && command -v dot >/dev/null || \
+		{ apt-get install -y -q chromium graphviz >/dev/null 2>&1 || \
+		  { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -q chromium graphviz >/dev/null 2>&1; } || \
+		  echo "make: could not install chromium and graphviz (apt-get install chromium graphviz)"; }
+
+test: setup lint $(NPM_STAMP) system-programs
 	$(BIN)/python -m pytest -n 2 -q
 
 # AArch64 under QEMU user mode: an arm64 Debian root with python3.11, the runtime

@@ -154,21 +154,27 @@ class _Drawing:
         return look
 
     def _path_to(self, target: Instruction) -> list[str]:
-        """Canonical names from a parameter (or a constant) to `target` along operands: the
-        shortest such path, ties broken by operand order."""
+        """Canonical names from a parameter to `target` along operands: the shortest such
+        path, ties broken by operand order (from a constant or an iota when no parameter
+        leads there)."""
         previous: dict[int, Instruction | None] = {id(target): None}
         queue = deque([target])
-        start = target
+        start: Instruction | None = None
         while queue:
             instruction = queue.popleft()
-            if not instruction.operands:
+            if instruction.opcode == "parameter":
                 start = instruction
                 break
+            if not instruction.operands and start is None:
+                start = instruction  # a leaf that is no parameter: kept unless one is found
             for operand in instruction.operands:
                 if id(operand) not in previous:
                     previous[id(operand)] = instruction
                     queue.append(operand)
-        path, step = [], start
+        if start is None:
+            start = target
+        path: list[str] = []
+        step: Instruction | None = start
         while step is not None:
             path.append(self.names[id(step)])
             step = previous[id(step)]

@@ -205,6 +205,28 @@ def node_url_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def add_node_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, required: bool = True) -> None:
+    """--node URL, or --devnet DIR for the first node of a devnet (`vxla devnet up`)."""
+    which = parser.add_mutually_exclusive_group(required=required)
+    which.add_argument("--node", type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700 (or 127.0.0.1:8700)")
+    which.add_argument("--devnet", metavar="DIR", help="the first node of the devnet in DIR (vxla devnet up)")
+
+
+def chosen_node(args: argparse.Namespace) -> str:
+    """The URL --node gives, or the first node of the --devnet directory."""
+    if args.node:
+        return args.node
+    from node.devnet_state import DevnetError, DevnetState
+
+    try:
+        state = DevnetState.load(Path(args.devnet))
+    except DevnetError as exc:
+        raise UsageError(f"--devnet: {exc}") from None
+    if not state.nodes:
+        raise UsageError(f"--devnet {args.devnet}: the devnet has no nodes")
+    return state.nodes[0].url
+
+
 def positive_int(text: str) -> int:
     return _integer_from(text, 1, "a positive integer")
 

@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any
 
-from node.cli.common import EXIT_OK, UsageError, node_url_arg, positive_int
+from node.cli.common import EXIT_OK, UsageError, add_node_options, chosen_node, positive_int
 
 
 def _client(args: argparse.Namespace):  # -> node.sdk.Client (imported lazily: web3)
@@ -42,6 +42,7 @@ def _age(seconds: float) -> str:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
+    args.node = chosen_node(args)
     with _client(args) as client:
         jobs = _asked(args, lambda: client.jobs(args.state, args.limit, chain=args.chain))
     if args.json:
@@ -68,6 +69,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_job(args: argparse.Namespace) -> int:
+    args.node = chosen_node(args)
     from node.sdk import is_chain_job_id
 
     with _client(args) as client:
@@ -134,7 +136,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "it took, the error of a failed one) or, with --chain, the chain jobs it has seen (its "
         "state of each and why: skipped, expired, refused).",
     )
-    jobs.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
+    add_node_options(jobs)
     jobs.add_argument("--state", metavar="STATE", help="only jobs in this state (queued, running, done, failed; with --chain: seen, claimed, executed, committed, revealed, done, skipped, expired, failed)")
     jobs.add_argument("--limit", type=positive_int, default=20, metavar="N", help="at most N jobs (default: %(default)s)")
     jobs.add_argument("--chain", action="store_true", help="the chain jobs the node has seen")
@@ -150,6 +152,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "each slot's node, commitment and revealed result).",
     )
     job.add_argument("id", metavar="ID", help="the job's id")
-    job.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700")
+    add_node_options(job)
     job.add_argument("--json", action="store_true", help="print the node's JSON for it")
     job.set_defaults(handler=cmd_job)

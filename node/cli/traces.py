@@ -22,10 +22,11 @@ from node.cli.common import (
     EXIT_NOT_RE_EXECUTED,
     EXIT_OK,
     UsageError,
+    add_node_options,
     chain_id_arg,
+    chosen_node,
     contract_arg,
     key_dir,
-    node_url_arg,
     positive_int,
     read_program,
 )
@@ -93,7 +94,7 @@ def _result(report: VerifyReport) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if args.node or args.job:
+    if args.node or args.devnet or args.job:
         return _verify_job(args)
     if args.trace is None:
         raise UsageError("give a trace (TRACE.json), or a node's job: --node URL --job ID")
@@ -142,8 +143,9 @@ def _verify_job(args: argparse.Namespace) -> int:
         RequestRefused,
     )
 
-    if not (args.node and args.job):
-        raise UsageError("--node URL and --job ID go together")
+    if not ((args.node or args.devnet) and args.job):
+        raise UsageError("--node URL (or --devnet DIR) and --job ID go together")
+    args.node = chosen_node(args)
     if args.trace or args.module or args.inputs:
         raise UsageError("--node/--job fetch the trace, module and inputs: give no TRACE.json, --module or --inputs")
     trusted = _given_keys(args) or None  # None: the key the node serves
@@ -197,10 +199,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--trusted-key", metavar="KEY", action="append", default=[], help="a trusted public key: a PEM file (vxla keys init), or the raw key in hex as GET /v1/key gives it, in a file or as is (repeatable; default: every *.pub in $VXLA_HOME/keys or ~/.vxla/keys; with --node, the key the node serves)")
     job = verify.add_argument_group(
         "a node's job",
-        "With --node and --job, the trace, the module and the inputs come from the node, each "
+        "With --node (or --devnet) and --job, the trace, the module and the inputs come from the node, each "
         "checked against its digest, and the job is re-executed here: no files needed.",
     )
-    job.add_argument("--node", type=node_url_arg, metavar="URL", help="the node that ran the job, e.g. http://127.0.0.1:8700")
+    add_node_options(job, required=False)
     job.add_argument("--job", metavar="ID", help="the job's id on that node (a chain job's number, or the node's own job id)")
     job.add_argument("--no-execute", action="store_true", help="with --job: check signature and hashes only, without re-executing (exit 3)")
     verify.add_argument("--job-id", metavar="ID", help="require this job id")

@@ -36,6 +36,7 @@ from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import ModuleSummary, check_inputs
+from node.daemon.pages import pages_routes
 from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
@@ -134,7 +135,9 @@ def create_app(
     gate = gate or Gate(required=False, tokens=None)
     metrics = pool.metrics if pool is not None else Metrics()
     limits_bytes = blob_limit(limits)
-    app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs")
+    # The API's own docs page (node/daemon/pages.py) loads nothing from elsewhere, unlike
+    # FastAPI's Swagger UI and ReDoc pages, whose scripts come from a CDN.
+    app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs", docs_url=None, redoc_url=None)
     app.add_middleware(Intake, gate=gate, routes=intake_routes(limits))
 
     @app.exception_handler(HTTPException)
@@ -154,6 +157,7 @@ def create_app(
     app.include_router(job_routes(store, limits, pool, gate))
     app.include_router(chain_routes(store, chain))
     app.include_router(node_routes(store, signer, metrics, pool, chain))
+    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi))
     return app
 
 

@@ -120,7 +120,7 @@ def test_vxla_verify_a_nodes_job_by_url_and_id(client: Client, node: NodeServer,
     assert main(["verify", "--node", node.url, "--job", "0" * 32]) == 2
     assert "unknown" in capsys.readouterr().err
     assert main(["verify", "--job", job.id]) == 2
-    assert "--node URL and --job ID go together" in capsys.readouterr().err
+    assert "--node URL (or --devnet DIR) and --job ID go together" in capsys.readouterr().err
 
 
 def test_same_job_same_statement_digest(client: Client) -> None:
