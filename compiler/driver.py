@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
@@ -93,15 +94,24 @@ def compile_program(
     *,
     threads: int = 0,
     cache_dir: str | Path | None | bool = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Executable:
     """Compiles a verified program (or loads it from the compile cache). `threads`: the
-    executable's default worker threads (0: the machine's cores; results never depend on it)."""
+    executable's default worker threads (0: the machine's cores; results never depend on it).
+    `progress` hears each stage of a compilation (not of a cache hit) as it starts, in words."""
     config = config or load_config()
     cache = compile_cache.open_cache(cache_dir)
     key = compile_cache.cache_key(program.hlo_hash, config)
     entry = cache.get(key) if cache is not None else None
     if entry is None:
-        ir_text, plan, graph_text = generate(program, config)
+        tell = progress or (lambda stage: None)
+        tell(f"optimizing ({config.pipeline} pipeline)")
+
+        def observer(count: int, name: str, module: Module) -> None:
+            tell(f"optimizing: {name} ({count} pass runs so far)")
+
+        ir_text, plan, graph_text = generate(program, config, observer if progress else None)
+        tell(f"generating machine code for {config.cpu}")
         object_bytes = backend_for(config).emit_binary(ir_text, config)
         entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), sha256_hex(object_bytes))
         if cache is not None:

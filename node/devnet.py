@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,9 +122,14 @@ def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, accoun
     )
 
 
-def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, timeout: float = 90.0) -> DevnetState:
+def up(
+    directory: Path, nodes: int, *, faults: dict[int, str] | None = None, timeout: float = 90.0,
+    progress: Callable[[str], None] | None = None,
+) -> DevnetState:  # fmt: skip
     """Start anvil, deploy, and start `nodes` registered nodes (see the module docstring).
-    `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only)."""
+    `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only).
+    `progress` hears each step as it starts, in words."""
+    tell = progress or (lambda step: None)
     from attest import init_key_files
     from node.chain import ChainClient, deploy
 
@@ -146,6 +152,7 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
     started: list[ProcessInfo] = []
     try:
         port = free_port()
+        tell(f"starting anvil on 127.0.0.1:{port}")
         argv = [str(ANVIL), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"]
         anvil_proc, anvil_info = _spawn(argv, directory / "anvil.log")
         started.append(anvil_info)
@@ -160,6 +167,7 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
             time.sleep(0.1)
         client = ChainClient(w3)
         deployer, submitter, *accounts = client.accounts()[: 2 + nodes]
+        tell("deploying NodeRegistry and JobMarket")
         d = deploy(
             client, deployer, min_stake_wei=MIN_STAKE_WEI, unbonding_delay_s=UNBONDING_DELAY_S, slash_amount_wei=SLASH_WEI
         )
@@ -172,6 +180,7 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
             node_dir = directory / f"node{index}"
             if node_dir.exists():  # an earlier devnet's (checked above)
                 shutil.rmtree(node_dir)
+            tell(f"node{index}: keys, stake, start")
             keys = init_key_files(node_dir / "keys")
             node_port = free_port()
             url = f"http://127.0.0.1:{node_port}"
@@ -187,7 +196,8 @@ def up(directory: Path, nodes: int, *, faults: dict[int, str] | None = None, tim
                 NodeInfo(index, url, node_port, account, keys.key_id, str(node_dir), str(config), info, fault)
             )
         (directory / STATE_FILE).write_text(state.to_json(), encoding="utf-8")
-        for proc, log_path, url in procs:
+        for index, (proc, log_path, url) in enumerate(procs):
+            tell(f"waiting for node{index} to be ready ({url}/readyz)")
             _wait_http(f"{url}/readyz", proc, log_path, timeout)
         return state
     except BaseException:

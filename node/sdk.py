@@ -132,6 +132,15 @@ class Job:
             return phase
         return "done" if self.info.get("accepted") else "failed"
 
+    @property
+    def stage(self) -> str:
+        """The state in words, with a chain job's progress while it is open: how many of its
+        k slots are claimed, committed and revealed."""
+        info = self.info
+        if self.on_chain and self.state == "open" and "k" in info:
+            return f"open: {info['claimed']} claimed, {info['committed']} committed, {info['revealed']} revealed of {info['k']}"
+        return self.state
+
     def refresh(self) -> Job:
         """Fetches the job's current state from the node."""
         self.info = self.client._json("GET", self._path)
@@ -143,15 +152,16 @@ class Job:
         progress: Callable[[Job], None] | None = None,
         poll_seconds: float = 0.05,
     ) -> Job:
-        """Polls until the job is done; `progress` is called on every state change. Raises
-        JobFailed when it failed and TimeoutError after `timeout` seconds."""
+        """Polls until the job is done; `progress` is called on every change of its `stage`
+        (a chain job's claims, commitments and reveals included). Raises JobFailed when it
+        failed and TimeoutError after `timeout` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = None
         delay = poll_seconds
         while True:
             self.refresh()
-            if self.state != seen:
-                seen = self.state
+            if self.stage != seen:
+                seen = self.stage
                 if progress is not None:
                     progress(self)
             if self.state == "done":

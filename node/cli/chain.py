@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from node.cli.common import (
@@ -46,7 +47,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if args.wait:
             def progress(current) -> None:
                 if not args.json:
-                    print(f"job {current.id} {current.state}", file=sys.stderr)
+                    print(f"job {current.id} {current.stage}", file=sys.stderr, flush=True)
 
             job.wait(timeout=args.timeout, progress=progress)
             report["job"] = job.info
@@ -115,8 +116,13 @@ def _fault_spec(text: str) -> tuple[int, str]:
 def cmd_devnet_up(args: argparse.Namespace) -> int:
     from node.devnet import DevnetError, up
 
+    started = time.monotonic()
+
+    def progress(step: str) -> None:
+        print(f"[{time.monotonic() - started:4.1f} s] {step}", file=sys.stderr, flush=True)
+
     try:
-        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []))
+        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []), progress=progress)
     except DevnetError as exc:
         raise UsageError(str(exc)) from None
     if args.json:

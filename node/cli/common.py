@@ -5,8 +5,11 @@ configuration and target options, signing keys, chain identifiers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -135,10 +138,30 @@ def require_runnable(config: CompilerConfig) -> None:
 
 def compile_module(args: argparse.Namespace, program: Program, config: CompilerConfig | None = None) -> Executable:
     config = config or compiler_config(args)
-    try:
-        return compile_program(program, config, threads=getattr(args, "threads", 0))
-    except HloError as exc:
-        raise UsageError(f"{args.module}: {exc}") from None
+    with compile_progress(args.module) as progress:
+        try:
+            return compile_program(program, config, threads=getattr(args, "threads", 0), progress=progress)
+        except HloError as exc:
+            raise UsageError(f"{args.module}: {exc}") from None
+
+
+@contextlib.contextmanager
+def compile_progress(what: str) -> Iterator[Callable[[str], None] | None]:
+    """A compilation's stages as a spinner on stderr when it is a terminal (rich), silent
+    otherwise (scripts and pipes get only the results)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    started = time.monotonic()
+    with console.status(f"compiling {what}") as status:
+
+        def show(stage: str) -> None:
+            status.update(f"compiling {what}: {stage} ({time.monotonic() - started:.0f} s)")
+
+        yield show
 
 
 def key_dir() -> Path:

@@ -39,6 +39,21 @@ def test_hit_returns_the_same_executable_and_tampering_is_detected(tmp_path) -> 
     assert third.hashes == first.hashes  # recompiled, not loaded from the bad entry
 
 
+def test_a_compilation_tells_its_stages_and_a_cache_hit_none(tmp_path) -> None:
+    """`progress` hears the stages of a compilation in order (what `vxla compile` shows on a
+    terminal), and nothing when the cache has the module."""
+    program = load_program(Fixture("mlp_softmax").module_text)
+    config = load_config()
+    stages: list[str] = []
+    compile_program(program, config, cache_dir=tmp_path, progress=stages.append)
+    assert stages[0] == "optimizing (default pipeline)"
+    assert any(stage.startswith("optimizing: scheduling") for stage in stages)
+    assert stages[-1] == f"generating machine code for {config.cpu}"
+    again: list[str] = []
+    compile_program(program, config, cache_dir=tmp_path, progress=again.append)
+    assert again == []
+
+
 def test_a_damaged_plan_is_never_run(tmp_path) -> None:
     """The stored plan changed on disk (bit rot in its outputs list, here), the object and its
     hashes intact: the entry is damaged, rebuilt, and the run gives the right outputs. The

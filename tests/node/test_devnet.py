@@ -32,6 +32,9 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         assert main(["devnet", "up", "--nodes", "3", "--dir", str(directory), "--json"]) == 0
+        steps = capsys.readouterr().err  # each step as it starts, with the time so far
+        for step in ("] starting anvil on 127.0.0.1:", "] deploying NodeRegistry and JobMarket", "] node2: keys, stake, start", "] waiting for node2 to be ready"):
+            assert step in steps
         state = DevnetState.load(directory)
         assert len(state.nodes) == 3 and all(is_ours(n.process) for n in state.nodes) and is_ours(state.anvil)
         capsys.readouterr()
@@ -47,7 +50,9 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         market = JobMarket(client, state.job_market)
         sdk = Client(state.nodes[0].url, chain=ChainSubmitter(market, state.submitter))
         job = sdk.submit(fixture.module_text, fixture.inputs(), redundancy=3)
-        job.wait(timeout=60, poll_seconds=0.2)
+        stages: list[str] = []
+        job.wait(timeout=60, poll_seconds=0.2, progress=lambda current: stages.append(current.stage))
+        assert stages[-1] == "done" and all(s.startswith("open: ") and s.endswith(" of 3") for s in stages[:-1]), stages
         expected = result_digest_of([tensor_digest(o) for o in fixture.xla_outputs()])
         assert market.get_job(int(job.id)).result == expected
         assert {s.result_digest for s in market.get_slots(int(job.id))} == {expected}
