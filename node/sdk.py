@@ -39,8 +39,9 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from web3 import HTTPProvider, Web3
 
-from attest import KeyFileError, Statement, key_id, parse_public_key
+from attest import KeyFileError, Statement, key_id, parse_public_key, verify_signatures
 from attest.digests import sha256_hex
+from attest.errors import VerificationError
 from attest.verify import TrustedKeys
 from node.chain import ChainClient, ContractRevert, JobMarket, Sender
 from node.devnet_state import DevnetState
@@ -207,9 +208,10 @@ class Job:
         return self.client._request("GET", f"{self._path}/trace").text
 
     def outputs(self, timeout: float | None = 600.0) -> Any:
-        """The output arrays (waiting up to `timeout` seconds for the job to finish), each
-        checked twice: its bytes against the blob digest, and the array against the tensor
-        digest the trace records (so bfloat16 comes back typed). A list in the module's
+        """The output arrays (waiting up to `timeout` seconds for the job to finish), from a
+        trace whose signature verifies (Client.verification_keys), each checked twice: its
+        bytes against the blob digest, and the array against the tensor digest the trace
+        records (so bfloat16 comes back typed). `verify()` re-executes too. A list in the module's
         result order, or for a JAX function, the function's own output structure."""
         if self.state != "done":
             self.wait(timeout=timeout)
@@ -249,16 +251,19 @@ class Job:
             if len(digests) != len(recorded):
                 raise IntegrityError(f"job {self.id}: {len(digests)} input blobs, the trace records {len(recorded)}")
             inputs = [recorded_array(self.client.get_blob(d), r) for d, r in zip(digests, recorded, strict=True)]
-        keys = trusted_keys if trusted_keys is not None else self.client.trusted_keys
-        if keys is None:
-            keys = [self.client.node_key()]
+        keys = trusted_keys if trusted_keys is not None else self.client.verification_keys()
         return verify_trace(
             trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
             threads=threads, execute_on=execute_on,
         )  # fmt: skip
 
     def _checked_outputs(self) -> list[np.ndarray]:
-        statement = Statement.from_json_bytes(parse_envelope(self.trace()).payload)
+        envelope = self.trace()
+        try:
+            verify_signatures(envelope, self.client.verification_keys())
+        except VerificationError as exc:
+            raise IntegrityError(f"job {self.id}: the trace's signature does not verify ({exc})") from None
+        statement = Statement.from_json_bytes(parse_envelope(envelope).payload)
         records = statement.predicate.deterministic.outputs
         if self.on_chain:
             local = self.info.get("local") or {}
@@ -320,6 +325,7 @@ class Client:
         self.url = url.rstrip("/")
         self.chain = chain
         self.trusted_keys = trusted_keys
+        self._node_key: Ed25519PublicKey | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else None
         self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
 
@@ -431,6 +437,15 @@ class Client:
             if before is None:
                 break
         return found
+
+    def verification_keys(self) -> TrustedKeys:
+        """What traces from this node are checked against: the client's trusted keys, else
+        the key the node serves (asked once)."""
+        if self.trusted_keys is not None:
+            return self.trusted_keys
+        if self._node_key is None:
+            self._node_key = self.node_key()
+        return [self._node_key]
 
     def node_key(self) -> Ed25519PublicKey:
         """The public key the node signs its traces with (GET /v1/key), checked against the

@@ -14,7 +14,7 @@ import pytest
 
 from attest import key_id, sign_statement
 from attest.digests import sha256_hex
-from attest.keys import generate_private_key
+from attest.keys import generate_private_key, raw_public_key
 from compiler.driver import compile_program
 from compiler.program import load_program
 from node.protocol import INLINE_INPUT_BYTES
@@ -30,17 +30,17 @@ KEY = generate_private_key()
 class FakeNode:
     """Answers like a node that ran MLP: one done job, its outputs and its trace."""
 
-    def __init__(self, tamper_output: bool = False, fail: bool = False) -> None:
+    def __init__(self, tamper_output: bool = False, fail: bool = False, signer=KEY) -> None:  # noqa: ANN001
         program = load_program(MLP.module_text)
         executable = compile_program(program)
         inputs = MLP.inputs()
         run = executable.run_traced(*inputs)
         statement = build_statement(
             program, executable, inputs, run, job_id="j1", chain_id=None, contract=None,
-            key_id=key_id(KEY), threads=1, timings_ns={}, op_level=True,
+            key_id=key_id(signer), threads=1, timings_ns={}, op_level=True,
         )  # fmt: skip
         self.outputs = run.outputs
-        self.envelope = sign_statement(statement, KEY).to_json()
+        self.envelope = sign_statement(statement, signer).to_json()
         self.blobs = {sha256_hex(b): b for b in (npy_bytes(a) for a in run.outputs)}
         digests = list(self.blobs)
         if tamper_output:
@@ -57,6 +57,8 @@ class FakeNode:
             return httpx.Response(201, json={"digest": path.rsplit("/", 1)[1]})
         if request.method == "POST" and path == "/v1/jobs":
             return httpx.Response(201, json={**self.job, "state": "queued"})
+        if path == "/v1/key":  # the node's own key, whoever signed its traces
+            return httpx.Response(200, json={"key_id": key_id(KEY), "public_key": raw_public_key(KEY.public_key()).hex()})
         if path == "/v1/jobs/j1":
             return httpx.Response(200, json=self.job)
         if path == "/v1/jobs/j1/trace":
@@ -115,6 +117,19 @@ def test_wrong_bytes_are_refused() -> None:
     client = client_for(FakeNode(tamper_output=True))
     with pytest.raises(IntegrityError, match="another digest"):
         client.job("j1").outputs()
+
+
+def test_outputs_come_only_from_a_trace_whose_signature_verifies() -> None:
+    """Without trusted keys the node's served key is used (one request); a trace signed by
+    another key gives no outputs, with the trusted keys or the served one."""
+    node = FakeNode()
+    stranger = Client("http://node.invalid", transport=httpx.MockTransport(node))
+    assert len(stranger.job("j1").outputs()) == len(node.outputs)
+    assert [path for _, path, _ in node.requests].count("/v1/key") == 1
+    forged = FakeNode(signer=generate_private_key())
+    for client in (client_for(forged), Client("http://node.invalid", transport=httpx.MockTransport(forged))):
+        with pytest.raises(IntegrityError, match="the trace's signature does not verify"):
+            client.job("j1").outputs()
 
 
 def test_failed_job_and_refusals() -> None:
