@@ -11,8 +11,9 @@ machine may be offline, and a verifier's page must not call out).
 - `/docs`: the API's operations, from its OpenAPI schema (instead of a page whose scripts
   come from a CDN).
 
-Graphs are drawn by `vxla graph` in a child process (a module is never compiled in the
-daemon's own process, see node/daemon/worker.py) and kept for the pages that show them again.
+Graphs are drawn by `vxla graph` in a child process with its CPU time and memory capped (a
+module is never compiled in the daemon's own process, see node/daemon/worker.py), one at a
+time, and kept for the pages that show them again.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from node.protocol import is_digest
 from node.tracing.verify import parse_envelope
 
 PAGE_JOBS = 100  # jobs listed on the front page, newest first
-GRAPH_SECONDS = 120  # the most a graph may take to draw
+GRAPH_SECONDS = 120  # the most a graph may take to draw (wall clock, and CPU seconds)
+GRAPH_MEMORY_BYTES = 4 << 30  # the address space a drawing process may have
 GRAPHS_KEPT = 32
 
 STYLE = """
@@ -104,11 +106,16 @@ def pages_routes(store: JobStore, chain: ChainRole | None, signer_id: str, opena
     def chain_job_page(job_id: int) -> HTMLResponse:
         if chain is None:
             raise HTTPException(404, "this node follows no chain")
-        if not 1 <= job_id <= chain.market.job_count():
-            raise HTTPException(404, f"chain job {job_id}: unknown")
-        job = chain.market.get_job(job_id)
-        slots = chain.market.get_slots(job_id)
-        now = chain.client.next_block_time()
+        try:
+            if not 1 <= job_id <= chain.market.job_count():
+                raise HTTPException(404, f"chain job {job_id}: unknown")
+            job = chain.market.get_job(job_id)
+            slots = chain.market.get_slots(job_id)
+            now = chain.client.next_block_time()
+        except HTTPException:
+            raise
+        except Exception as exc:  # the RPC's trouble, said as such
+            raise HTTPException(503, f"this node cannot reach its chain RPC now ({type(exc).__name__}); try again") from exc
         tracked = chain.executor.state.job(job_id)
         record = chain.executor.record(chain.market.address, job_id)
         phase = _state(job.phase.name.lower())
@@ -162,6 +169,7 @@ class _Graphs:
         self._store = store
         self._kept: OrderedDict[tuple[str, str | None], tuple[bytes, tuple[str, ...]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._drawing = threading.Lock()
 
     def draw(self, module_digest: str, highlight: str | None) -> tuple[bytes, tuple[str, ...]]:
         """(SVG, the path to `highlight` from a parameter) of the module stored under
@@ -172,7 +180,8 @@ class _Graphs:
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
-        drawn = self._draw(self._store.blobs.get(module_digest), highlight)
+        with self._drawing:  # one drawing at a time: pages never take the node's cores
+            drawn = self._draw(self._store.blobs.get(module_digest), highlight)
         with self._lock:
             self._kept[key] = drawn
             while len(self._kept) > GRAPHS_KEPT:
@@ -183,7 +192,7 @@ class _Graphs:
         with tempfile.TemporaryDirectory(prefix="vxla-graph-") as directory:
             source, svg = Path(directory) / "module.hlo", Path(directory) / "graph.svg"
             source.write_bytes(module)
-            argv = [sys.executable, "-m", "node.cli", "graph", str(source), "--svg", str(svg)]
+            argv = [sys.executable, "-c", DRAW, str(source), "--svg", str(svg)]
             if highlight:
                 argv += ["--highlight", highlight]
             try:
@@ -196,6 +205,18 @@ class _Graphs:
                 raise HTTPException(status, f"cannot draw the graph: {reason}")
             path = next((line.split(None, 1)[1] for line in done.stdout.splitlines() if line.startswith("path ")), "")
             return svg.read_bytes(), tuple(p.strip() for p in path.split("->") if p.strip())
+
+
+# The drawing process caps its own CPU time and address space before it starts `vxla graph`,
+# so a module that compiles slowly or hugely costs the node a bounded share (set in the child
+# itself: a pre-exec hook is unsafe in the node's threaded process).
+DRAW = (
+    "import resource, sys\n"
+    f"resource.setrlimit(resource.RLIMIT_CPU, ({GRAPH_SECONDS}, {GRAPH_SECONDS}))\n"
+    f"resource.setrlimit(resource.RLIMIT_AS, ({GRAPH_MEMORY_BYTES}, {GRAPH_MEMORY_BYTES}))\n"
+    "from node.cli import main\n"
+    "sys.exit(main(['graph', *sys.argv[1:]]))\n"
+)
 
 
 def _divergence_section(divergence: Any, module_digest: str | None, graphs: _Graphs) -> str:  # noqa: ANN401 - a NodeDivergence
