@@ -142,7 +142,8 @@ golden: setup
 # and the model libraries of bench/requirements.txt; rebuilt only when one of those changes):
 # the real-model corpus (bench/corpus.py, exported once into .bench-corpus) against XLA:CPU
 # with 1 and 2 threads, sgemm against OpenBLAS and XLA:CPU, then the fixture models and the
-# kernels against numpy and jax.jit. Results as JSON in .bench-results/. BENCH_ARGS passes
+# kernels against numpy and jax.jit, and last the goals' table for this host (bench/goals.py).
+# Results as JSON in .bench-results/. BENCH_ARGS passes
 # options to bench/models.py, e.g. `make bench BENCH_ARGS="--models cnn"`.
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
@@ -166,6 +167,7 @@ bench: $(BENCH_CORPUS)/.exported
 	$(BENCH_VENV)/bin/python bench/gemm.py --json $(BENCH_RESULTS)/gemm.json
 	$(BENCH_VENV)/bin/python bench/models.py --json $(BENCH_RESULTS)/models.json $(BENCH_ARGS)
 	$(BENCH_VENV)/bin/python bench/backend_vs_numpy.py
+	$(BENCH_VENV)/bin/python bench/goals.py --results $(BENCH_RESULTS) --json $(BENCH_RESULTS)/goals.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -1,0 +1,176 @@
+"""The performance goals in one table, for the host this runs on: `make bench` runs it last.
+
+Each goal's figure comes from the JSON the other benchmarks of the same `make bench` wrote
+in .bench-results (bench/gemm.py, bench/models.py, bench/real_models.py), except the per-run
+overhead, measured here: a 4-element add through vxla against XLA:CPU on arrays already on
+its device, both called in a loop. The host kind is named (AVX2 only, Intel AVX-512, AMD Zen
+4 or Zen 5), with the features VXLA_HOST_WITHOUT masks. A goal whose benchmark did not run,
+or whose model is not in the corpus, says so. Asserts nothing: timings never go in tests.
+
+    python bench/goals.py [--results DIR] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+TINY = """HloModule tiny
+ENTRY e {
+  a = f32[4]{0} parameter(0)
+  b = f32[4]{0} parameter(1)
+  ROOT s = f32[4]{0} add(a, b)
+}
+"""
+SMALL_MODELS = ("equinox_transformer", "bert")  # the issue's yardsticks, where the corpus has them
+LOOP_MODELS = ("gru_scan", "bilstm")
+
+
+def host_kind(cpuinfo: str, masked: str = "") -> str:
+    """The host in the goals' terms, from /proc/cpuinfo's text: vendor, AVX-512 or not, and
+    for AMD the Zen generation (family 25 with AVX-512: Zen 4; family 26: Zen 5)."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    vendor = fields.get("vendor_id", "")
+    family = int(fields.get("cpu family", "0") or 0)
+    model = fields.get("model name", "unknown CPU")
+    if "avx512f" not in flags:
+        kind = "AVX2 only" if "avx2" in flags else "no AVX2"
+    elif vendor == "AuthenticAMD":
+        kind = {25: "AMD Zen 4 (AVX-512, 256-bit datapath)", 26: "AMD Zen 5 (AVX-512, 512-bit FMA)"}.get(family, f"AMD family {family} (AVX-512)")
+    else:
+        kind = "Intel AVX-512"
+    mask = f"; masked: without {masked}" if masked else ""
+    return f"{kind}: {model}{mask}"
+
+
+def per_call_seconds(function: Callable[[], object], calls: int = 20000, samples: int = 5) -> float:
+    """The best per-call time over `samples` loops of `calls` calls (after one warm-up call)."""
+    function()
+    best = math.inf
+    for _ in range(samples):
+        started = time.perf_counter()
+        for _ in range(calls):
+            function()
+        best = min(best, (time.perf_counter() - started) / calls)
+    return best
+
+
+def run_overhead() -> dict[str, float]:
+    """Seconds per call of the tiny module: vxla with 1 and 2 threads, XLA:CPU on its device."""
+    import compiler
+    from bench.xla_cpu import compile_hlo_text
+
+    a, b = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+    found = {}
+    for threads in (1, 2):
+        executable = compiler.compile(TINY, threads=threads, cache_dir=False)
+        found[f"vxla_{threads}"] = per_call_seconds(lambda executable=executable: executable.run(a, b))
+    xla = compile_hlo_text(TINY)
+    on_device = xla.put([a, b])
+    found["xla"] = per_call_seconds(lambda: xla.run_on_device(on_device))
+    return found
+
+
+def _load(directory: Path, name: str) -> dict | None:
+    path = directory / name
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def goals(results: dict[str, dict | None], overhead: dict[str, float] | None) -> list[tuple[str, str, str]]:
+    """(goal, figure, verdict) rows from the benchmarks' results."""
+    rows: list[tuple[str, str, str]] = []
+
+    def verdict(value: float, bound: float, lower_is_better: bool) -> str:
+        met = value <= bound if lower_is_better else value >= bound
+        return ("met" if met else "not met") + f" (goal {'<=' if lower_is_better else '>='} {bound:g})"
+
+    gemm = results.get("gemm")
+    if gemm:
+        seconds = gemm["seconds"]
+        ours = {k: v["1"] for k, v in seconds.items() if k.startswith("vxla:") and v.get("1")}
+        others = {k: v["1"] for k, v in seconds.items() if not k.startswith("vxla:") and v.get("1") and k in ("numpy", "xla")}
+        if ours and others:
+            target, time_ours = min(ours.items(), key=lambda kv: kv[1])
+            best, time_best = min(others.items(), key=lambda kv: kv[1])
+            speed = time_best / time_ours
+            rows.append(("1 GEMM, 1 core", f"{target.removeprefix('vxla:')} at {speed:.0%} of the faster of OpenBLAS and XLA:CPU ({best})", verdict(speed, 0.9, False)))
+    if overhead:
+        ratio = overhead["vxla_2"] / overhead["xla"]
+        rows.append(("2 per-run overhead", f"{overhead['vxla_2'] * 1e6:.1f} us (2 threads), {overhead['vxla_1'] * 1e6:.1f} us (1) vs XLA:CPU {overhead['xla'] * 1e6:.1f} us: {ratio:.2f}x", verdict(ratio, 1.2, True)))
+    real = results.get("real_models")
+    by_name = {entry["name"]: entry for entry in real["results"]} if real else {}
+    for goal, names, bound in (("2 small models", SMALL_MODELS, 1.2), ("3 loops", LOOP_MODELS, 1.3)):
+        for name in names:
+            row = by_name.get(name, {}).get("threads", {}).get("2", {})
+            if "ratio" in row:
+                rows.append((goal, f"{name}: {row['ratio']:.2f}x XLA's time (2 threads)", verdict(row["ratio"], bound, True)))
+            else:
+                rows.append((goal, f"{name}: not measured ({'not in the corpus' if name not in by_name else row.get('vxla', {}).get('error', 'failed')})", "-"))
+    models = results.get("models")
+    chain = next((r for r in models["results"] if r["model"] == "transcendental_chain"), None) if models else None
+    if chain:
+        vs_numpy = 1 / chain["numpy_over_vxla"]
+        text = f"transcendental chain {vs_numpy:.2f}x numpy's time"
+        if chain.get("jax_over_vxla"):
+            text += f", {1 / chain['jax_over_vxla']:.2f}x XLA's"
+        rows.append(("4 math", text, verdict(vs_numpy, 1.0, True)))
+    if by_name:
+        pairs = [(e["threads"]["2"]["vxla"]["compile_s"], e["threads"]["2"]["xla"]["compile_s"]) for e in by_name.values() if "ratio" in e["threads"].get("2", {})]
+        if pairs:
+            mean = _geomean([a / b for a, b in pairs])
+            rows.append(("5 cold compile", f"geometric mean {mean:.2f}x XLA's over {len(pairs)} models", verdict(mean, 1.0, True)))
+        ratios = [e["threads"]["2"]["ratio"] for e in by_name.values() if "ratio" in e["threads"].get("2", {})]
+        if ratios:
+            mean, worst = _geomean(ratios), max(ratios)
+            rows.append(("6 overall, 2 threads", f"geometric mean {mean:.2f}x XLA's time over {len(ratios)} models, largest {worst:.2f}x", verdict(mean, 1.0, True) + ("" if worst <= 1.5 else "; largest over 1.5")))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, default=REPO_ROOT / ".bench-results", help="where make bench wrote the benchmarks' JSON")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the table as JSON")
+    args = parser.parse_args(argv)
+    masked = os.environ.get("VXLA_HOST_WITHOUT", "")
+    kind = host_kind(Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else "", masked)
+    results = {name: _load(args.results, f"{name}.json") for name in ("gemm", "models", "real_models")}
+    try:
+        overhead: dict[str, float] | None = run_overhead()
+    except ImportError as exc:  # no JAX here: the overhead goal is not measured
+        print(f"per-run overhead not measured: {exc}", file=sys.stderr)
+        overhead = None
+    rows = goals(results, overhead)
+    print(f"host: {kind}")
+    width = max(len(goal) for goal, _, _ in rows) if rows else 0
+    for goal, figure, state in rows:
+        print(f"{goal:<{width}}  {figure}  [{state}]")
+    missing = [name for name, data in results.items() if data is None]
+    if missing:
+        print(f"not run: {', '.join(f'{m}.json' for m in missing)} (make bench writes them)")
+    if args.json:
+        args.json.write_text(json.dumps({"host": kind, "goals": [{"goal": g, "figure": f, "verdict": v} for g, f, v in rows]}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
