@@ -118,7 +118,7 @@ def goals(results: dict[str, dict | None], overhead: dict[str, float] | None) ->
         ratio = overhead["vxla_2"] / overhead["xla"]
         rows.append(("2 per-run overhead", f"{overhead['vxla_2'] * 1e6:.1f} us (2 threads), {overhead['vxla_1'] * 1e6:.1f} us (1) vs XLA:CPU {overhead['xla'] * 1e6:.1f} us: {ratio:.2f}x", verdict(ratio, 1.2, True)))
     real = results.get("real_models")
-    by_name = {entry["name"]: entry for entry in real["results"]} if real else {}
+    by_name = {entry["name"]: entry for entry in real["models"]} if real else {}
     for goal, names, bound in (("2 small models", SMALL_MODELS, 1.2), ("3 loops", LOOP_MODELS, 1.3)):
         for name in names:
             row = by_name.get(name, {}).get("threads", {}).get("2", {})
@@ -160,7 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"per-run overhead not measured: {exc}", file=sys.stderr)
         overhead = None
     rows = goals(results, overhead)
+    from compiler.config import load_config
+
     print(f"host: {kind}")
+    print(f"vxla's target: {load_config().cpu} (configs/compiler.toml) in every row but GEMM's, which takes the fastest this host runs")
     width = max(len(goal) for goal, _, _ in rows) if rows else 0
     for goal, figure, state in rows:
         print(f"{goal:<{width}}  {figure}  [{state}]")

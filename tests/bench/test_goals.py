@@ -21,7 +21,7 @@ def test_each_goal_comes_from_its_benchmark() -> None:
     results = {
         "gemm": {"size": 1024, "seconds": {"vxla:x86-64-v4": {"1": 0.014}, "numpy": {"1": 0.013}, "xla": {"1": 0.0126}}},
         "models": {"results": [{"model": "transcendental_chain", "numpy_over_vxla": 0.5, "jax_over_vxla": 0.1}]},
-        "real_models": {"results": [
+        "real_models": {"models": [
             {"name": "bert", "threads": {"2": {"ratio": 1.5, "vxla": {"compile_s": 2.0}, "xla": {"compile_s": 1.0}}}},
             {"name": "gru_scan", "threads": {"2": {"ratio": 1.1, "vxla": {"compile_s": 1.0}, "xla": {"compile_s": 1.0}}}},
         ]},
