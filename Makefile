@@ -33,7 +33,7 @@ lint: setup
 # The programs the tests drive besides Python's: Debian's Chromium (the web pages, in a real
 # browser: Playwright's own browser download needs a network) and Graphviz's dot (graph
 # pictures). Installed with apt-get where missing and possible; where not, the browser tests
-# say so (and fail when VXLA_REQUIRE_BROWSER is set, as in CI).
+# fail saying so.
 system-programs:
 	@command -v chromium >/dev/null && command -v dot >/dev/null || \
 		{ apt-get install -y -q chromium graphviz >/dev/null 2>&1 || \

@@ -55,6 +55,12 @@ class DevnetState:
     anvil: ProcessInfo
     nodes: list[NodeInfo] = field(default_factory=list)
 
+    def first_node_url(self) -> str:
+        """The URL of node 0, the one a client of the devnet talks to; DevnetError if none."""
+        if not self.nodes:
+            raise DevnetError(f"{self.directory}: the devnet has no nodes")
+        return self.nodes[0].url
+
     def to_json(self) -> str:
         """The state file's text."""
         return json.dumps(asdict(self), indent=1) + "\n"

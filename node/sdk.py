@@ -497,8 +497,7 @@ def connect(target: str | Path, *, trusted_keys: TrustedKeys | None = None, time
     if "://" in text or re.fullmatch(r"[\w.-]+:\d+/?", text):  # a URL, or host:port
         return Client(node_url(text), trusted_keys=trusted_keys, timeout=timeout, token=token)
     state = DevnetState.load(Path(target))
-    if not state.nodes:
-        raise NodeError(f"{target}: the devnet has no nodes")
+    url = state.first_node_url()
     chain = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
     submitter = ChainSubmitter(JobMarket(chain, state.job_market), state.submitter)
-    return Client(state.nodes[0].url, trusted_keys=trusted_keys, timeout=timeout, chain=submitter, token=token)
+    return Client(url, trusted_keys=trusted_keys, timeout=timeout, chain=submitter, token=token)

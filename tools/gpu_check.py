@@ -356,30 +356,27 @@ def _cublas_sgemm_seconds(inputs: list[np.ndarray], repeat: int) -> float:
 
         x, y = cupy.asarray(a), cupy.asarray(b)
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        cupy.matmul(x, y)
-        times = []
-        for _ in range(repeat):
-            start.record()
-            cupy.matmul(x, y)
-            stop.record()
-            stop.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-        return min(times)
+        return _best_between_events(lambda: cupy.matmul(x, y), start, stop, lambda: cupy.cuda.get_elapsed_time(start, stop), repeat)
     except ImportError:
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = False
         x, y = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.matmul(x, y)
-        times = []
-        for _ in range(repeat):
-            start.record()
-            torch.matmul(x, y)
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop) / 1e3)
-        return min(times)
+        return _best_between_events(lambda: torch.matmul(x, y), start, stop, lambda: start.elapsed_time(stop), repeat)
+
+
+def _best_between_events(call, start, stop, elapsed_ms, repeat: int) -> float:  # noqa: ANN001 - CuPy's or PyTorch's
+    """The best of `repeat` timings of `call()` between two GPU events (after one warm-up)."""
+    call()
+    times = []
+    for _ in range(repeat):
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        times.append(elapsed_ms() / 1e3)
+    return min(times)
 
 
 def _copy_seconds(device, nbytes: int, repeat: int) -> float:

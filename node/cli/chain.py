@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from node.cli.common import (
     EXIT_DIFFERENT,
     EXIT_OK,
     UsageError,
+    node_session,
     node_url_arg,
     output_records,
     positive_int,
@@ -24,14 +24,7 @@ from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from node.sdk import (
-        TOKEN_ENV,
-        Client,
-        IntegrityError,
-        JobFailed,
-        NodeUnreachable,
-        RequestRefused,
-    )
+    from node.sdk import IntegrityError, JobFailed
 
     module = read_hlo_text(args.module).decode("utf-8", errors="replace")  # StableHLO converted here, before anything is sent
     for path in args.inputs:
@@ -39,35 +32,29 @@ def cmd_submit(args: argparse.Namespace) -> int:
             load_npy(path)  # checked here so a bad file is named before anything is sent
         except TensorFileError as exc:
             raise UsageError(str(exc)) from None
-    token = args.token or os.environ.get(TOKEN_ENV) or None
-    client = Client(args.node, chain=_devnet_submitter(Path(args.devnet)) if args.devnet else None, token=token)
-    try:
-        job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy)
-        report: dict = {"node": client.url, "job": job.info}
-        if args.wait:
-            def progress(current) -> None:
-                if not args.json:
-                    print(f"job {current.id} {current.stage}", file=sys.stderr, flush=True)
+    chain = _devnet_submitter(Path(args.devnet)) if args.devnet else None
+    with node_session(args, chain=chain) as client:
+        try:
+            job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy)
+            report: dict = {"node": client.url, "job": job.info}
+            if args.wait:
+                def progress(current) -> None:
+                    if not args.json:
+                        print(f"job {current.id} {current.stage}", file=sys.stderr, flush=True)
 
-            job.wait(timeout=args.timeout, progress=progress)
-            report["job"] = job.info
-            outputs = job.outputs()
-            report["outputs"] = output_records(outputs)
-            if args.out:
-                save_npz_atomic(args.out, outputs)
-    except RequestRefused as exc:
-        raise UsageError(f"{args.node}: {exc.detail} (HTTP {exc.status})") from None
-    except NodeUnreachable as exc:
-        raise UsageError(f"--node {args.node}: {exc}") from None
-    except JobFailed as exc:
-        raise UsageError(str(exc)) from None
-    except TimeoutError as exc:
-        raise UsageError(f"--timeout: {exc}") from None
-    except IntegrityError as exc:
-        print(f"vxla submit: {exc}", file=sys.stderr)
-        return EXIT_DIFFERENT
-    finally:
-        client.close()
+                job.wait(timeout=args.timeout, progress=progress)
+                report["job"] = job.info
+                outputs = job.outputs()
+                report["outputs"] = output_records(outputs)
+                if args.out:
+                    save_npz_atomic(args.out, outputs)
+        except JobFailed as exc:
+            raise UsageError(str(exc)) from None
+        except TimeoutError as exc:
+            raise UsageError(f"--timeout: {exc}") from None
+        except IntegrityError as exc:
+            print(f"vxla submit: {exc}", file=sys.stderr)
+            return EXIT_DIFFERENT
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -235,6 +236,26 @@ def add_node_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
     which.add_argument("--devnet", metavar="DIR", help="the first node of the devnet in DIR (vxla devnet up)")
 
 
+@contextlib.contextmanager
+def node_session(args: argparse.Namespace, label: str | None = None, **client_options: Any) -> Iterator[Any]:
+    """A client of the node args.node names (its token from --token, else $VXLA_TOKEN), closed
+    after; the node's refusals and silence become usage errors naming the node (exit 2).
+    `label` prefixes a refusal (default: the URL). Yields a node.sdk.Client, imported here
+    (it needs web3, which the compile and run commands do without)."""
+    from node.sdk import TOKEN_ENV, Client, NodeUnreachable, RequestRefused
+
+    token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or None
+    client = Client(args.node, token=token, **client_options)
+    try:
+        yield client
+    except RequestRefused as exc:
+        raise UsageError(f"{label or args.node}: {exc.detail} (HTTP {exc.status})") from None
+    except NodeUnreachable as exc:
+        raise UsageError(f"--node {args.node}: {exc}") from None
+    finally:
+        client.close()
+
+
 def chosen_node(args: argparse.Namespace) -> str:
     """The URL --node gives, or the first node of the --devnet directory."""
     if args.node:
@@ -242,12 +263,9 @@ def chosen_node(args: argparse.Namespace) -> str:
     from node.devnet_state import DevnetError, DevnetState
 
     try:
-        state = DevnetState.load(Path(args.devnet))
+        return DevnetState.load(Path(args.devnet)).first_node_url()
     except DevnetError as exc:
         raise UsageError(f"--devnet: {exc}") from None
-    if not state.nodes:
-        raise UsageError(f"--devnet {args.devnet}: the devnet has no nodes")
-    return state.nodes[0].url
 
 
 def positive_int(text: str) -> int:

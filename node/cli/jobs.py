@@ -9,28 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from typing import Any
 
-from node.cli.common import EXIT_OK, UsageError, add_node_options, chosen_node, positive_int
-
-
-def _client(args: argparse.Namespace):  # -> node.sdk.Client (imported lazily: web3)
-    from node.sdk import TOKEN_ENV, Client
-
-    return Client(args.node, token=os.environ.get(TOKEN_ENV) or None)
-
-
-def _asked(args: argparse.Namespace, call):  # noqa: ANN001, ANN202 - a call on the node
-    from node.sdk import NodeUnreachable, RequestRefused
-
-    try:
-        return call()
-    except RequestRefused as exc:
-        raise UsageError(f"{args.node}: {exc.detail} (HTTP {exc.status})") from None
-    except NodeUnreachable as exc:
-        raise UsageError(f"--node {args.node}: {exc}") from None
+from node.cli.common import EXIT_OK, add_node_options, chosen_node, node_session, positive_int
 
 
 def _age(seconds: float) -> str:
@@ -43,8 +25,8 @@ def _age(seconds: float) -> str:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     args.node = chosen_node(args)
-    with _client(args) as client:
-        jobs = _asked(args, lambda: client.jobs(args.state, args.limit, chain=args.chain))
+    with node_session(args) as client:
+        jobs = client.jobs(args.state, args.limit, chain=args.chain)
     if args.json:
         print(json.dumps({"node": args.node, "jobs": jobs}, indent=2))
         return EXIT_OK
@@ -72,8 +54,8 @@ def cmd_job(args: argparse.Namespace) -> int:
     args.node = chosen_node(args)
     from node.sdk import is_chain_job_id
 
-    with _client(args) as client:
-        job = _asked(args, lambda: client.job(args.id))
+    with node_session(args) as client:
+        job = client.job(args.id)
     info: dict[str, Any] = job.info
     if args.json:
         print(json.dumps({"node": args.node, "job": info}, indent=2))

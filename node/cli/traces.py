@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from node.cli.common import (
     chosen_node,
     contract_arg,
     key_dir,
+    node_session,
     positive_int,
     read_program,
 )
@@ -134,14 +134,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def _verify_job(args: argparse.Namespace) -> int:
     """vxla verify --node URL --job ID: the job's trace, module and inputs fetched from the
     node (each checked against its digest) and verified here as a trace file would be."""
-    from node.sdk import (
-        TOKEN_ENV,
-        Client,
-        IntegrityError,
-        JobFailed,
-        NodeUnreachable,
-        RequestRefused,
-    )
+    from node.sdk import IntegrityError, JobFailed
 
     if not ((args.node or args.devnet) and args.job):
         raise UsageError("--node URL (or --devnet DIR) and --job ID go together")
@@ -150,16 +143,12 @@ def _verify_job(args: argparse.Namespace) -> int:
         raise UsageError("--node/--job fetch the trace, module and inputs: give no TRACE.json, --module or --inputs")
     trusted = _given_keys(args) or None  # None: the key the node serves
     label = f"{args.node} job {args.job}"
-    with Client(args.node, token=os.environ.get(TOKEN_ENV) or None) as client:
+    with node_session(args, label) as client:
         try:
             job = client.job(args.job)
             if job.state != "done":
                 raise UsageError(f"{label} is {job.state}, not done: nothing to verify yet")
             report = job.verify(execute=not args.no_execute, trusted_keys=trusted, threads=args.threads, execute_on=args.execute_on, timeout=0)
-        except RequestRefused as exc:
-            raise UsageError(f"{label}: {exc.detail} (HTTP {exc.status})") from None
-        except NodeUnreachable as exc:
-            raise UsageError(f"--node {args.node}: {exc}") from None
         except (JobFailed, TraceInputError) as exc:
             raise UsageError(f"{label}: {exc}") from None
         except IntegrityError as exc:
