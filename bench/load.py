@@ -194,8 +194,9 @@ class CpuSample:
         return cls(_busy(node.cpu_times()), execution, _busy(psutil.Process().cpu_times()), idle, time.monotonic())
 
     def since(self, earlier: CpuSample, jobs: int) -> dict[str, float]:
-        """Milliseconds of CPU a job by process between the two samples, and the share of
-        the host's cores left idle."""
+        """Milliseconds of CPU a job by process between the two samples, the share of the
+        host's cores left idle, and how many execution processes were sampled. The kernel
+        counts CPU in clock ticks (10 ms), so a few small warm jobs can show 0 ms."""
         execution = sum(v - earlier.execution.get(pid, 0.0) for pid, v in self.execution.items())
         cores = psutil.cpu_count() or 1
         per_job = 1000 / max(jobs, 1)
@@ -204,6 +205,7 @@ class CpuSample:
             "execution_processes_ms_per_job": execution * per_job,
             "load_generator_ms_per_job": (self.load_generator - earlier.load_generator) * per_job,
             "host_idle_share": (self.host_idle - earlier.host_idle) / max(cores * (self.at - earlier.at), 1e-9),
+            "execution_processes": len(self.execution),
         }
 
 

@@ -31,10 +31,13 @@ def test_load_bench_loses_no_job(client: str) -> None:
     assert set(report["latency_seconds"]) == {"p50", "p90", "p99", "max"}
     latency = report["latency_seconds"]
     assert 0 <= latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"]
-    # Where the time went: CPU a job by process (the node ran the jobs, so it spent some).
+    # Where the time went: CPU a job by process. The kernel counts it in 10 ms ticks, so six
+    # small warm jobs may show 0 ms in the execution processes: the test asserts they were
+    # sampled, and the node (which served every request and poll) spent some.
     cpu = report["cpu"]
-    assert set(cpu) == {"node_ms_per_job", "execution_processes_ms_per_job", "load_generator_ms_per_job", "host_idle_share"}
-    assert cpu["node_ms_per_job"] > 0 and cpu["execution_processes_ms_per_job"] > 0
+    assert set(cpu) == {"node_ms_per_job", "execution_processes_ms_per_job", "load_generator_ms_per_job", "host_idle_share", "execution_processes"}
+    assert cpu["node_ms_per_job"] > 0 and cpu["execution_processes_ms_per_job"] >= 0
+    assert cpu["execution_processes"] >= 1
     assert 0 <= cpu["host_idle_share"] <= 1
 
 
