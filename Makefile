@@ -144,12 +144,16 @@ golden: setup
 # with 1 and 2 threads, sgemm against OpenBLAS and XLA:CPU, then the fixture models and the
 # kernels against numpy and jax.jit, and last the goals' table for this host (bench/goals.py).
 # Results as JSON in .bench-results/. BENCH_ARGS passes
-# options to bench/models.py, e.g. `make bench BENCH_ARGS="--models cnn"`.
+# options to bench/models.py, e.g. `make bench BENCH_ARGS="--models cnn"`. vxla runs on
+# BENCH_TARGET: `host` (the widest target this host runs, as its operator would pin it),
+# `pinned` (configs/compiler.toml) or a CPU name; `make bench BENCH_TARGET=x86-64-v3` gives an
+# AVX2 host's figures on an AVX-512 one (same bits on every target: only the times move).
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 BENCH_CORPUS := .bench-corpus
 BENCH_RESULTS := .bench-results
 BENCH_ARGS ?=
+BENCH_TARGET ?= host
 
 $(BENCH_STAMP): pyproject.toml tools/requirements-fixtures.txt bench/requirements.txt
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
@@ -163,11 +167,11 @@ $(BENCH_CORPUS)/.exported: $(BENCH_STAMP) bench/corpus.py
 
 bench: $(BENCH_CORPUS)/.exported
 	@mkdir -p $(BENCH_RESULTS)
-	$(BENCH_VENV)/bin/python bench/real_models.py $(BENCH_CORPUS) --json $(BENCH_RESULTS)/real_models.json
+	$(BENCH_VENV)/bin/python bench/real_models.py $(BENCH_CORPUS) --target $(BENCH_TARGET) --json $(BENCH_RESULTS)/real_models.json
 	$(BENCH_VENV)/bin/python bench/gemm.py --json $(BENCH_RESULTS)/gemm.json
-	$(BENCH_VENV)/bin/python bench/models.py --json $(BENCH_RESULTS)/models.json $(BENCH_ARGS)
-	$(BENCH_VENV)/bin/python bench/backend_vs_numpy.py
-	$(BENCH_VENV)/bin/python bench/goals.py --results $(BENCH_RESULTS) --json $(BENCH_RESULTS)/goals.json
+	$(BENCH_VENV)/bin/python bench/models.py --target $(BENCH_TARGET) --json $(BENCH_RESULTS)/models.json $(BENCH_ARGS)
+	$(BENCH_VENV)/bin/python bench/backend_vs_numpy.py --target $(BENCH_TARGET)
+	$(BENCH_VENV)/bin/python bench/goals.py --target $(BENCH_TARGET) --results $(BENCH_RESULTS) --json $(BENCH_RESULTS)/goals.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis *.egg-info

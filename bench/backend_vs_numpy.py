@@ -2,18 +2,26 @@
 chains, reductions and a 1024x1024x1024 f32 dot, in the same process. Prints times and
 ratios; it asserts nothing.
 
-    .venv/bin/python bench/backend_vs_numpy.py [--threads N] [--repeat R]
+    .venv/bin/python bench/backend_vs_numpy.py [--threads N] [--repeat R] [--target CPU]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 import compiler
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.target import add_target_argument, resolve_target  # noqa: E402
 
 ELEMENTWISE_CHAIN = """HloModule chain
 ENTRY e {
@@ -120,7 +128,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=5)
+    add_target_argument(parser)
     args = parser.parse_args()
+    target = resolve_target(args.target).cpu
     rng = np.random.default_rng(0)
     x4m, y4m = rng.standard_normal((2, 4194304), dtype=np.float32)
     square = rng.standard_normal((2048, 2048), dtype=np.float32)
@@ -133,10 +143,10 @@ def main() -> None:
         ("dot 1024x1024x1024 f32", "dot", DOT, (a, b), lambda p, q: p @ q, 2 * 1024**3),
         ("tanh of 1M f32 (correctly rounded)", "tanh", TANH, (x1m,), np.tanh, None),
     ]
-    print(f"threads={args.threads}; best of {args.repeat}; ratio = numpy time / vxla time (>1: vxla faster)")
+    print(f"threads={args.threads}; target {target}; best of {args.repeat}; ratio = numpy time / vxla time (>1: vxla faster)")
     print(f"{'case':<40} {'vxla ms':>9} {'numpy ms':>9} {'ratio':>7} {'jax ms':>9} {'jax/vxla':>9}")
     for label, kind, text, inputs, reference, flops in cases:
-        executable = compiler.compile(text, threads=args.threads, cache_dir=False)
+        executable = compiler.compile(text, target=target, threads=args.threads, cache_dir=False)
         ours = best_time(lambda e=executable, i=inputs: e.run(*i), args.repeat)
         theirs = best_time(lambda r=reference, i=inputs: r(*i), args.repeat)
         jax_call = jax_function(kind)

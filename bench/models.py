@@ -52,7 +52,8 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.backend_vs_numpy import ELEMENTWISE_CHAIN, TRANSCENDENTAL_CHAIN  # noqa: E402
-from compiler.config import CompilerConfig, load_config  # noqa: E402
+from bench.target import add_target_argument, resolve_target  # noqa: E402
+from compiler.config import CompilerConfig  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
 from compiler.runtime.executable import Executable  # noqa: E402
@@ -507,11 +508,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rtol", type=float, default=RTOL, help="equivalence check: relative tolerance (default %(default)s)")
     parser.add_argument("--atol", type=float, default=ATOL, help="equivalence check: absolute tolerance (default %(default)s)")
     parser.add_argument("--json", nargs="?", const="-", metavar="PATH", help="write the results as JSON to PATH; alone (or '-'): JSON on stdout instead of the table")
+    add_target_argument(parser)
     args = parser.parse_args(argv)
     if args.threads < 1 or args.repeat < 1:
         parser.error("--threads and --repeat must be at least 1")
 
-    config = load_config()
+    config = resolve_target(args.target)
     functions = None if args.no_jax else jax_functions()
     progress("jax: not installed, or --no-jax; its columns stay empty" if functions is None else f"jax {jax_version()}: jax.jit on CPU")
     results = []

@@ -2,7 +2,7 @@
 threads, in one run: run time, the ratio vxla/XLA, cold compile times, vxla's compile-cache
 hit, and the largest difference of the outputs.
 
-    python bench/real_models.py CORPUS_DIR [--threads 1 2] [--repeat 7] [--models NAME ...] [--json PATH]
+    python bench/real_models.py CORPUS_DIR [--threads 1 2] [--repeat 7] [--models NAME ...] [--target CPU] [--json PATH]
 
 Every measurement runs in a child process pinned (sched_setaffinity) to as many cores as the
 thread count, so XLA:CPU and vxla get the same cores: vxla runs with that many worker threads,
@@ -34,6 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.target import add_target_argument, resolve_target  # noqa: E402
+
 MAX_RATIO = 1.5  # the bound on any one model, and the geometric mean's bound is 1.0
 
 
@@ -62,9 +64,8 @@ def _sample(function: Callable[[], object], repeat: int, min_sample_s: float) ->
     return {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3, "calls_per_sample": calls}
 
 
-def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, outputs_path: Path) -> dict:
+def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, outputs_path: Path, target: str) -> dict:
     import compiler
-    from compiler.config import load_config
     from compiler.driver import compile_program
     from compiler.program import load_program
 
@@ -72,13 +73,14 @@ def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, 
     arrays = _inputs(model_dir)
     started = time.perf_counter()
     program = load_program(text)
-    executable = compile_program(program, load_config(), threads=threads, cache_dir=False)
+    config = resolve_target(target)
+    executable = compile_program(program, config, threads=threads, cache_dir=False)
     executable.load()
     cold = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as cache:
-        compiler.compile(text, threads=threads, cache_dir=cache)
+        compiler.compile(text, target=config.cpu, threads=threads, cache_dir=cache)
         started = time.perf_counter()
-        compiler.compile(text, threads=threads, cache_dir=cache).load()
+        compiler.compile(text, target=config.cpu, threads=threads, cache_dir=cache).load()
         hit = time.perf_counter() - started
     outputs = executable.run(*arrays)
     np.savez(outputs_path, *outputs)
@@ -126,7 +128,7 @@ def _difference(ours: Path, theirs: Path) -> float:
         return worst
 
 
-def measure(corpus: Path, names: Sequence[str], thread_counts: Sequence[int], repeat: int, min_sample_ms: float) -> list[dict]:
+def measure(corpus: Path, names: Sequence[str], thread_counts: Sequence[int], repeat: int, min_sample_ms: float, target: str) -> list[dict]:
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for name in names:
@@ -137,7 +139,7 @@ def measure(corpus: Path, names: Sequence[str], thread_counts: Sequence[int], re
                 ours, theirs = Path(scratch) / f"{name}-{threads}-vxla.npz", Path(scratch) / f"{name}-{threads}-xla.npz"
                 common = [str(model_dir), "--repeat", str(repeat), "--min-sample-ms", str(min_sample_ms)]
                 print(f"{name}: {threads} thread(s) ...", file=sys.stderr, flush=True)
-                vxla = _child(["vxla", *common, "--threads", str(threads), "--outputs", str(ours)], threads)
+                vxla = _child(["vxla", *common, "--threads", str(threads), "--target", target, "--outputs", str(ours)], threads)
                 xla = _child(["xla", *common, "--outputs", str(theirs)], threads)
                 row: dict = {"vxla": vxla, "xla": xla}
                 if "error" not in vxla and "error" not in xla:
@@ -187,22 +189,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-sample-ms", type=float, default=50.0, help="shortest sample (default %(default)s)")
     parser.add_argument("--models", nargs="+", metavar="NAME", help="models to run (default: every one in the corpus)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    add_target_argument(parser)
     parser.add_argument("--child", choices=["vxla", "xla"], help=argparse.SUPPRESS)
     parser.add_argument("--outputs", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         model_dir = args.corpus
         if args.child == "vxla":
-            answer = child_vxla(model_dir, args.threads[0], args.repeat, args.min_sample_ms / 1e3, args.outputs)
+            answer = child_vxla(model_dir, args.threads[0], args.repeat, args.min_sample_ms / 1e3, args.outputs, args.target)
         else:
             answer = child_xla(model_dir, args.repeat, args.min_sample_ms / 1e3, args.outputs)
         print(json.dumps(answer))
         return 0
     names = args.models or sorted(p.name for p in args.corpus.iterdir() if (p / "model.json").exists())
-    results = measure(args.corpus, names, args.threads, args.repeat, args.min_sample_ms)
+    target = resolve_target(args.target).cpu
+    print(f"vxla's target: {target}", file=sys.stderr)
+    results = measure(args.corpus, names, args.threads, args.repeat, args.min_sample_ms, target)
     print(table(results, args.threads))
     if args.json:
-        args.json.write_text(json.dumps({"host": os.uname().machine, "cores": len(os.sched_getaffinity(0)), "models": results}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"host": os.uname().machine, "cores": len(os.sched_getaffinity(0)), "target_cpu": target, "models": results}, indent=1) + "\n")
     return 0
 
 

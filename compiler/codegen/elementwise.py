@@ -36,6 +36,22 @@ from compiler.numerics.mathlib import UNARY_OPCODES
 
 NARROW = (F16, BF16)
 
+# Canonical NaNs inside a fused element expression. The contract makes every NaN result the
+# canonical one, and its bits are looked at only where a value is stored or an op reads a
+# NaN's bits. The emitters of these ops on f32/f64 operands only ask whether an operand is
+# NaN (IEEE arithmetic gives a NaN for any NaN operand; the compares and min/max test
+# unordered; select and the sign and rounding ops pass a NaN on to their own
+# canonicalization), so their operands may hold any NaN encoding (a TOTALORDER compare reads
+# the bits and is the exception)...
+NAN_BLIND_OPERANDS = frozenset({
+    "add", "subtract", "multiply", "divide", "negate", "abs", "sqrt", "floor", "ceil", "round-nearest-even",
+    "round-nearest-afz", "sign", "maximum", "minimum", "clamp", "is-finite", "select", "compare",
+})  # fmt: skip
+# ...and these ops' f32/f64 results may be left as their IEEE instruction made them, when
+# every user is NaN-blind (the fusion emitter decides: compiler/codegen/fusion.py). One
+# instruction fewer of three per op; the same bits wherever bits are seen.
+DEFERRED_CANONICAL_NAN = frozenset({"add", "subtract", "multiply", "divide", "negate", "abs", "sqrt", "select"})
+
 
 
 
@@ -65,12 +81,14 @@ class ElementEmitter:
     def _from_bool(self, flag: ir.Value) -> ir.Value:
         return self.builder.zext(flag, vector_of(I8, width_of(flag)))
 
-    def _float_math(self, dtype: DType, function, *values: ir.Value) -> ir.Value:
-        """Applies an f32/f64 computation; narrow types go through f32 and round once."""
+    def _float_math(self, dtype: DType, function, *values: ir.Value, canonical: bool = True) -> ir.Value:
+        """Applies an f32/f64 computation (its NaN made canonical unless `canonical` is
+        false); narrow types go through f32 and round once."""
         if dtype in NARROW:
             widened = [nir.widen_to_f32(self.builder, v, dtype) for v in values]
             return nir.round_f32_to(self.builder, function(F32, *widened), dtype)
-        return nir.canonicalize_nan(self.builder, function(dtype, *values), dtype)
+        value = function(dtype, *values)
+        return nir.canonicalize_nan(self.builder, value, dtype) if canonical else value
 
     def _math_call(self, name: str, dtype: DType, *values: ir.Value) -> ir.Value:
         width = width_of(values[0])
@@ -78,12 +96,13 @@ class ElementEmitter:
         return self.builder.call(function, list(values))
 
     # --- the ops --------------------------------------------------------------------------
-    def emit(self, instruction: Instruction, operands: list[ir.Value]) -> ir.Value:
+    def emit(self, instruction: Instruction, operands: list[ir.Value], canonical: bool = True) -> ir.Value:
         """The value of `instruction` given its operands' lane values (an s4 or u4 result
-        computed in its i8 holder and reduced to its 4 bits, as the reference does)."""
-        return nir.hold_sub_byte(self.builder, self._emit(instruction, operands), instruction.shape.dtype)  # type: ignore[union-attr]
+        computed in its i8 holder and reduced to its 4 bits, as the reference does).
+        `canonical=False`: an op of DEFERRED_CANONICAL_NAN may leave its NaN as made."""
+        return nir.hold_sub_byte(self.builder, self._emit(instruction, operands, canonical), instruction.shape.dtype)  # type: ignore[union-attr]
 
-    def _emit(self, instruction: Instruction, operands: list[ir.Value]) -> ir.Value:
+    def _emit(self, instruction: Instruction, operands: list[ir.Value], canonical: bool = True) -> ir.Value:
         opcode = instruction.opcode
         result_type = instruction.shape.dtype  # type: ignore[union-attr]
         operand_type = instruction.operands[0].shape.dtype if instruction.operands else result_type  # type: ignore[union-attr]
@@ -111,7 +130,7 @@ class ElementEmitter:
         if operand_type.is_complex or result_type.is_complex:
             return self._complex_op(opcode, operand_type, operands)
         if result_type.is_float:
-            return self._float_op(opcode, operand_type, operands)
+            return self._float_op(opcode, operand_type, operands, canonical)
         if result_type.is_pred and opcode != "is-finite" or operand_type.is_pred:
             return self._pred_op(opcode, operands)
         if opcode == "is-finite":
@@ -131,19 +150,20 @@ class ElementEmitter:
             return cir.absolute(b, operands[0], dtype)
         return cir.binary(b, opcode, operands[0], operands[1], dtype)
 
-    def _float_op(self, opcode: str, dtype: DType, operands: list[ir.Value]) -> ir.Value:
+    def _float_op(self, opcode: str, dtype: DType, operands: list[ir.Value], canonical: bool = True) -> ir.Value:
         b = self.builder
         binary = {"add": b.fadd, "subtract": b.fsub, "multiply": b.fmul, "divide": b.fdiv}
+        canonical = canonical or opcode not in DEFERRED_CANONICAL_NAN
         if opcode in binary:
-            return self._float_math(dtype, lambda t, x, y: binary[opcode](x, y), *operands)
+            return self._float_math(dtype, lambda t, x, y: binary[opcode](x, y), *operands, canonical=canonical)
         if opcode == "remainder":
             return self._float_math(dtype, lambda t, x, y: nir.fmod(b, x, y, t), *operands)
         if opcode == "negate":
-            return self._float_math(dtype, lambda t, x: b.fneg(x), operands[0])
+            return self._float_math(dtype, lambda t, x: b.fneg(x), operands[0], canonical=canonical)
         if opcode == "abs":
-            return self._float_math(dtype, lambda t, x: self._intrinsic("fabs", x), operands[0])
+            return self._float_math(dtype, lambda t, x: self._intrinsic("fabs", x), operands[0], canonical=canonical)
         if opcode == "sqrt":
-            return self._float_math(dtype, lambda t, x: self._intrinsic("sqrt", x), operands[0])
+            return self._float_math(dtype, lambda t, x: self._intrinsic("sqrt", x), operands[0], canonical=canonical)
         if opcode == "floor":
             return self._float_math(dtype, lambda t, x: self._intrinsic("floor", x), operands[0])
         if opcode == "ceil":

@@ -26,7 +26,12 @@ from llvmlite import ir
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.dot_conv import emit_dot
-from compiler.codegen.elementwise import ElementEmitter, vector_width
+from compiler.codegen.elementwise import (
+    DEFERRED_CANONICAL_NAN,
+    NAN_BLIND_OPERANDS,
+    ElementEmitter,
+    vector_width,
+)
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I32, I64, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
@@ -34,7 +39,7 @@ from compiler.codegen.reductions import Inputs, emit_reduce
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.dtypes import S64
+from compiler.numerics.dtypes import F32, F64, S64
 from compiler.numerics.order import REDUCE_LANES, accumulation_type
 from compiler.passes.fusibility import flat_identity, read_at_own_position
 
@@ -171,6 +176,32 @@ def row_vectorizable(computation: Computation, width: int, root: Instruction | N
     return True
 
 
+def uncanonical_values(computation: Computation) -> frozenset[int]:
+    """The instructions (by id) whose NaN results may stay as their IEEE instruction made
+    them: f32/f64 ops of DEFERRED_CANONICAL_NAN, not a result of the fusion, whose every user
+    in it reads them NaN-blind (elementwise.NAN_BLIND_OPERANDS). A stored value, and every
+    operand of any other op, is canonical as before; the bits of every result are the same."""
+    results = {id(r) for r in results_of(computation)} | {id(computation.root)}
+    users: dict[int, list[Instruction]] = {}
+    for instruction in computation.instructions:
+        for operand in instruction.operands:
+            users.setdefault(id(operand), []).append(instruction)
+
+    def blind(user: Instruction) -> bool:
+        return user.opcode in NAN_BLIND_OPERANDS and not (user.opcode == "compare" and user.attrs.get("type") == "TOTALORDER")
+
+    return frozenset(
+        id(instruction)
+        for instruction in computation.instructions
+        if instruction.opcode in DEFERRED_CANONICAL_NAN
+        and isinstance(instruction.shape, ArrayShape)
+        and instruction.shape.dtype in (F32, F64)
+        and id(instruction) not in results
+        and users.get(id(instruction))
+        and all(blind(user) for user in users[id(instruction)])
+    )
+
+
 @dataclass
 class FusionEmitter:
     """Emits the element generators of one fused computation inside one kernel."""
@@ -192,6 +223,13 @@ class FusionEmitter:
         # Instructions whose values another kernel part already stored (a kOutput fusion's
         # dot): buffer ids, read at the instruction's flat index like parameters.
         self.stored: dict[int, int] = {}
+        self.uncanonical = uncanonical_values(self.computation)
+        # The row path's values that do not vary along a row, computed once per row in the
+        # block before the row's loops (set by _emit_row_path): that block, the ids of the
+        # values defined there (the row's outer index), and the values by (operand, dims).
+        self.row_block: ir.Block | None = None
+        self.row_defined: set[int] = set()
+        self.row_values: dict[tuple[int, tuple[int, ...]], ir.Value] = {}
 
     def preload_scalars(self) -> None:
         """Loads rank-0 parameters once, before the loops (read before anything is written)."""
@@ -253,7 +291,7 @@ class FusionEmitter:
             mapped_multi = [multi[d] for d in dims]
             if index.lanes > 1 and shape.rank - 1 not in dims:
                 # Row mode, and the operand does not vary along the row: one value, splat.
-                return self.elements.splat(self.value(operand, self.new_index(_shape(operand).dims, multi=mapped_multi)), index.lanes)
+                return self.elements.splat(self._along_the_row(operand, dims, mapped_multi), index.lanes)
             return self.value(operand, self.new_index(_shape(operand).dims, multi=mapped_multi, lanes=index.lanes, row=index.row))
         multi = index.multi()
         lanes_here = {"lanes": index.lanes, "row": index.row}
@@ -289,6 +327,28 @@ class FusionEmitter:
             return self._concatenate(instruction, multi, index)
         raise AssertionError(f"no element generator for {opcode}")
 
+    def _along_the_row(self, operand: Instruction, dims: tuple[int, ...], multi: list[ir.Value]) -> ir.Value:
+        """The value of `operand` at `multi`, a position that stays the same along the row:
+        computed once per row before the row's loops where its index is known there and its
+        expression is straight-line code, else here."""
+        hoisted = (
+            self.row_block is not None
+            and all(isinstance(v, ir.Constant) or id(v) in self.row_defined for v in multi)
+            and _straight_line(operand)
+        )
+        if not hoisted:
+            return self.value(operand, self.new_index(_shape(operand).dims, multi=multi))
+        key = (id(operand), dims)
+        if key not in self.row_values:
+            # Generated with memos of its own: a value memoized in the loop body does not
+            # dominate the block before the loop.
+            saved = self.memo, self.indices, self._scalar_index
+            self.memo, self.indices, self._scalar_index = {}, [], None
+            with self.builder.goto_block(self.row_block):
+                self.row_values[key] = self.value(operand, self.new_index(_shape(operand).dims, multi=multi))
+            self.memo, self.indices, self._scalar_index = saved
+        return self.row_values[key]
+
     def _parameter(self, instruction: Instruction, index: Index) -> ir.Value:
         if id(instruction) in self.scalars:
             return self.elements.splat(self.scalars[id(instruction)], index.lanes)
@@ -310,7 +370,11 @@ class FusionEmitter:
                 values.append(self.elements.splat(self.value(operand, self.scalar_index()), index.lanes))
             else:
                 values.append(self.value(operand, index))
-        return self.elements.emit(instruction, values)
+        deferred = id(instruction) in self.uncanonical
+        value = self.elements.emit(instruction, values, canonical=not deferred)
+        if instruction.opcode == "select" and not deferred and any(id(o) in self.uncanonical for o in instruction.operands[1:]):
+            value = nir.canonicalize_nan(self.builder, value, _shape(instruction).dtype)  # it passed a NaN on as made
+        return value
 
     def _pad(self, instruction: Instruction, multi: list[ir.Value], index: Index) -> ir.Value:
         """The operand's element where the output position is on the grid, else the fill
@@ -367,6 +431,25 @@ class FusionEmitter:
         for value, block in incoming:
             phi.add_incoming(value, block)
         return phi
+
+
+# Opcodes whose element generators emit straight-line code (no branch or loop: concatenate
+# branches to the owning operand, pad to the fill, remainder loops): such an expression can be
+# emitted in a block that already has its terminator.
+_STRAIGHT_LINE = (COMPUTED_PER_ELEMENT - {"remainder"}) | {"parameter", "constant", "broadcast", "reshape", "transpose", "reverse", "slice", "iota"}
+
+
+def _straight_line(instruction: Instruction) -> bool:
+    pending, seen = [instruction], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.opcode not in _STRAIGHT_LINE:
+            return False
+        pending.extend(current.operands)
+    return True
 
 
 def results_of(computation: Computation) -> list[Instruction]:
@@ -456,6 +539,7 @@ def _emit_row_path(emitter: FusionEmitter, results: list[Instruction], bases: li
         row_start = b.mul(row, I64(shape.dims[-1]))
         first, stop = columns(row_start)
         vector_stop = _vector_stop(b, first, stop, width)
+        emitter.row_block, emitter.row_defined, emitter.row_values = b.block, {id(v) for v in outer}, {}
         for start, finish, lanes in ((first, vector_stop, width), (vector_stop, stop, 1)):
             if isinstance(start, ir.Constant) and isinstance(finish, ir.Constant) and start.constant == finish.constant:
                 continue
@@ -463,6 +547,7 @@ def _emit_row_path(emitter: FusionEmitter, results: list[Instruction], bases: li
                 emitter.reset()
                 flat = b.add(row_start, j)
                 _store(emitter, results, bases, emitter.new_index(shape.dims, flat, [*outer, j], lanes, row=lanes > 1), flat)
+        emitter.row_block, emitter.row_defined, emitter.row_values = None, set(), {}
 
 
 def _store(emitter: FusionEmitter, results: list[Instruction], bases: list[ir.Value], index: Index, flat: ir.Value) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -248,6 +249,27 @@ class Executable:
                 completed = stop
                 self._record(state, points.get(completed, []), fault, records)
             return TracedRun([state.array(b) for b in self.plan.outputs], records)
+        finally:
+            with self._lock:
+                self._free_arenas.append(memory)
+
+    def step_times(self, *arrays: np.ndarray, threads: int | None = None) -> list[tuple[str, float]]:
+        """Where a run's time goes: runs the module like `run`, one top-level step at a time,
+        and returns (the step's instruction, or "copy", and its seconds) in plan order. Each
+        step costs a call from Python more than in `run`. The outputs are those of `run`."""
+        if self.config.is_gpu:
+            raise ArgumentError("step_times times CPU targets' steps; a GPU target's steps are timed by tools/gpu_check.py")
+        self.load()
+        inputs = bind_arguments(self._parameter_shapes, arrays)
+        memory = self._acquire_arena()
+        try:
+            state = self._state(inputs, self._pool(threads or self.threads), memory, None, None)
+            times = []
+            for index, step in enumerate(self.plan.steps):
+                started = time.perf_counter()
+                self._execute(state, index, index + 1)
+                times.append((getattr(step, "instruction", step.kind), time.perf_counter() - started))
+            return times
         finally:
             with self._lock:
                 self._free_arenas.append(memory)

@@ -89,6 +89,16 @@ def runnable_cpus(host: Host) -> list[str]:
     ]
 
 
+def widest_runnable_cpu(host: Host) -> str:
+    """The runnable pinned CPU name with the widest vectors (of equals, the later in table
+    order, which adds features): what an operator of this host pins for speed. The bits are
+    the same on every target."""
+    runnable = runnable_cpus(host)
+    if not runnable:
+        raise TargetNotRunnable(f"no pinned target runs on this host ({host.arch})")
+    return max(reversed(runnable), key=lambda name: TARGET_CPUS[name].vector_bits)
+
+
 def _aarch64_features() -> frozenset[str]:
     libc = ctypes.CDLL(None)
     libc.getauxval.restype = ctypes.c_ulong

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bench.goals import goals, host_kind
+from bench.goals import goals, host_kind, targets_used
 
 ZEN5 = "vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel name\t: AMD EPYC 9005\nflags\t\t: fpu avx2 avx512f fma\n"
 INTEL = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel name\t: Intel(R) Xeon(R)\nflags\t\t: avx2 avx512f\n"
@@ -28,6 +28,10 @@ def test_each_goal_comes_from_its_benchmark() -> None:
     }  # fmt: skip
     rows = {(goal, figure): verdict for goal, figure, verdict in goals(results, {"vxla_1": 9e-6, "vxla_2": 1e-5, "xla": 1e-5})}
     assert rows[("1 GEMM, 1 core", "x86-64-v4 at 90% of the faster of OpenBLAS and XLA:CPU (xla)")] == "met (goal >= 0.9)"
+    # The AVX2 view of the same host: GEMM's row is the masked target's.
+    results["gemm"]["seconds"]["vxla:x86-64-v3"] = {"1": 0.021}
+    (gemm_row,) = [row for row in goals(results, None, "x86-64-v3") if row[0].startswith("1 GEMM")]
+    assert gemm_row[1:] == ("x86-64-v3 at 60% of the faster of OpenBLAS and XLA:CPU (xla)", "not met (goal >= 0.9)")
     assert rows[("2 per-run overhead", "10.0 us (2 threads), 9.0 us (1) vs XLA:CPU 10.0 us: 1.00x")] == "met (goal <= 1.2)"
     assert rows[("2 small models", "bert: 1.50x XLA's time (2 threads)")] == "not met (goal <= 1.2)"
     assert rows[("2 small models", "equinox_transformer: not measured (not in the corpus)")] == "-"
@@ -35,3 +39,12 @@ def test_each_goal_comes_from_its_benchmark() -> None:
     assert rows[("4 math", "transcendental chain 2.00x numpy's time, 10.00x XLA's")] == "not met (goal <= 1)"
     assert rows[("5 cold compile", "geometric mean 1.41x XLA's over 2 models")] == "not met (goal <= 1)"
     assert rows[("6 overall, 2 threads", "geometric mean 1.28x XLA's time over 2 models, largest 1.50x")] == "not met (goal <= 1)"
+
+
+def test_the_target_vxla_ran_on_is_named_from_each_result() -> None:
+    same = {"models": {"target_cpu": "x86-64-v4"}, "real_models": {"target_cpu": "x86-64-v4"}, "gemm": None}
+    assert targets_used(same, "x86-64-v4") == "x86-64-v4"
+    mixed = {"models": {"target_cpu": "x86-64-v3"}, "real_models": {"models": []}}
+    assert targets_used(mixed, "x86-64-v4") == (
+        "per-run overhead x86-64-v4; models x86-64-v3; real_models the pinned one (an older result without its target)"
+    )

@@ -79,11 +79,11 @@ def test_check_close_refuses_a_wrong_equivalent() -> None:
 
 def test_the_command_line_writes_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """One sample of one call on the smallest model: the report's structure, not its times."""
-    monkeypatch.setattr(models, "load_config", quick_config)
-    assert models.main(["--models", "mlp_softmax", "--threads", "1", "--repeat", "1", "--min-sample-ms", "0", "--no-jax", "--json"]) == 0
+    monkeypatch.setattr(models, "resolve_target", lambda cpu: quick_config().with_target(cpu=cpu))
+    assert models.main(["--models", "mlp_softmax", "--threads", "1", "--repeat", "1", "--min-sample-ms", "0", "--no-jax", "--target", "x86-64-v3", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     (result,) = report["results"]
-    assert result["model"] == "mlp_softmax" and report["threads"] == 1
+    assert result["model"] == "mlp_softmax" and report["threads"] == 1 and report["target_cpu"] == "x86-64-v3"
     assert result["jax"] is None and result["jax_over_vxla"] is None
     assert set(result["vxla"]) == {"median_ms", "min_ms", "samples", "calls_per_sample"}
     assert result["numpy_max_abs_diff"] <= 1e-4

@@ -19,7 +19,14 @@ from compiler.config import (
 )
 from compiler.driver import compile_program, generate
 from compiler.program import load_program
-from compiler.runtime.host import HOST_MASK_ENV, Host, TargetNotRunnable, runnable_cpus, this_host
+from compiler.runtime.host import (
+    HOST_MASK_ENV,
+    Host,
+    TargetNotRunnable,
+    runnable_cpus,
+    this_host,
+    widest_runnable_cpu,
+)
 from compiler.runtime.loader import load_object
 from tests.fixture_data import Fixture
 from tests.targets import ALL, RUNNABLE, config
@@ -97,6 +104,22 @@ def test_aarch64_hosts_need_sve_for_neoverse_v1() -> None:
     assert "sve" in neon_host.missing(config("neoverse-v1"))
     with pytest.raises(TargetNotRunnable, match="needs an x86_64 host"):
         neon_host.check(config("x86-64-v2"))
+
+
+def test_the_widest_runnable_target_is_what_a_host_of_each_kind_pins_for_speed() -> None:
+    assert widest_runnable_cpu(_host(set(TARGET_CPUS["x86-64-v4"].features))) == "x86-64-v4"
+    assert widest_runnable_cpu(_host(set(TARGET_CPUS["x86-64-v3"].features))) == "x86-64-v3"
+    # Same vector width: the later entry, which adds SVE.
+    assert (
+        widest_runnable_cpu(_host(set(TARGET_CPUS["neoverse-v1"].features), arch="aarch64"))
+        == "neoverse-v1"
+    )
+    assert (
+        widest_runnable_cpu(_host(set(TARGET_CPUS["neoverse-n1"].features), arch="aarch64"))
+        == "neoverse-n1"
+    )
+    with pytest.raises(TargetNotRunnable, match="no pinned target runs on this host"):
+        widest_runnable_cpu(_host(set(), arch="riscv64"))
 
 
 def test_the_mask_only_removes_features(monkeypatch) -> None:
