@@ -597,7 +597,7 @@ def _patch_exceptions(
 
     Every listed input's binary64 value lies near a binary32 rounding boundary, so the
     table is compared (entry by entry, branch-free) only when some lane's value `wide` is
-    near one (rarely: about one value in 2**14, and tiny results).
+    near one (rarely: about one value in 2**14).
     """
     ops = IROps(b, width)
     near = near_f32_boundary(ops, FloatValue(ops, wide))

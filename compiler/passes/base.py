@@ -85,7 +85,10 @@ class Pipeline:
             changed = p.run(module)
             counter += 1
             self.history.append((p.name, changed))
-            if self.verify_each:
+            if self.verify_each and changed:
+                # A pass that changed nothing leaves the module verified as it was (by the
+                # parser, or after the last change): verifying it again is a quarter of a
+                # compile's pass time for nothing.
                 verify_module(module)
             if observer is not None:
                 observer(counter, p.name, module)

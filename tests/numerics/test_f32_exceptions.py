@@ -114,3 +114,16 @@ def test_near_boundary_covers_the_ambiguity_band() -> None:
         a = ambiguous(v, v.astype(np.float32))
     assert a.sum() > centre.size // 2
     assert not (a & ~near_f32_boundary(NUMPY, v)).any()
+
+
+def test_tiny_values_are_near_a_boundary_only_near_a_subnormal_midpoint() -> None:
+    """Below 2**-126 the binary32 grid is 2**-149 apart: a value is flagged only within
+    2**-16 steps of a midpoint (an odd multiple of 2**-150), so a function whose result is
+    subnormal (exp of -100) keeps its fast path on almost every lane."""
+    rng = np.random.default_rng(5)
+    tiny = np.ldexp(rng.uniform(1.0, 2.0, 1 << 16), rng.integers(-160, -127, 1 << 16))
+    assert near_f32_boundary(NUMPY, tiny).mean() < 1e-3
+    midpoints = np.ldexp(2.0 * rng.integers(0, 1 << 22, 1 << 12) + 1.0, -150)
+    for offset in (0.0, 2.0**-41, -(2.0**-41)):  # within the ambiguity band (2**-40 relative)
+        assert near_f32_boundary(NUMPY, midpoints * (1 + offset)).all()
+    assert not near_f32_boundary(NUMPY, np.ldexp(np.arange(1.0, 1 << 12), -149)).any()  # on the grid

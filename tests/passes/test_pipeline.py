@@ -147,3 +147,21 @@ def test_pipeline_none_compiles_the_module_as_written(capsys: pytest.CaptureFixt
     assert main(["compile", str(module), "--pipeline", "none", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["passes"] == [] and report["config"]["pipeline"] == "none"
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_a_pass_that_reports_no_change_changed_nothing(name: str) -> None:
+    """The pipeline verifies the module after a pass only when the pass reports a change (and
+    a fixed-point group stops on no change): each report must be true."""
+    from compiler.hlo.printer import canonical_text
+
+    module = load_program(Fixture(name).module_text).module
+    texts = [canonical_text(module)]
+    pipeline = pipeline_named(load_config().pipeline)
+    first = len(pipeline.history)
+    pipeline.run(module, observer=lambda _count, _name, changed_module: texts.append(canonical_text(changed_module)))
+    history = pipeline.history[first:]
+    assert len(history) == len(texts) - 1
+    for (pass_name, changed), before, after in zip(history, texts[:-1], texts[1:], strict=True):
+        if not changed:
+            assert after == before, f"{name}: {pass_name} reported no change but changed the module"

@@ -69,6 +69,8 @@ _MIDPOINT_LOW29 = 1 << 28
 # that binade (and of the binade below); this margin doubles that.
 _NEAR_ULPS = 1 << 14
 _F32_MIN_NORMAL_BITS = 0x3810000000000000  # 2**-126 as binary64 bits
+_SUBNORMAL_GRID_SCALE = 2.0**149  # one binary32 subnormal step becomes 1
+_SUBNORMAL_NEAR_STEPS = 2.0**-16
 
 
 def near_f32_boundary(ops: Ops, v: Value) -> Value:
@@ -78,7 +80,9 @@ def near_f32_boundary(ops: Ops, v: Value) -> Value:
     True where the low 29 fraction bits of v are within 2**14 of a midpoint's pattern (this
     covers every midpoint in the binary32 normal range, and the overflow threshold
     2**128 - 2**103, which is the midpoint above FLT_MAX), or where 0 < |v| < 2**-126 (the
-    subnormal range, where the grid is coarser). The compiled binary32 functions look their
+    subnormal range, where the grid is 2**-149 whatever the exponent) and |v| is within
+    2**-16 grid steps of a midpoint of that grid (an odd multiple of 2**-150; the band is
+    below |v| * 2**-40 < 2**-17 steps there). The compiled binary32 functions look their
     inputs up in the exception table only where this holds.
     """
     bits = ops.bits(v)
@@ -87,4 +91,8 @@ def near_f32_boundary(ops: Ops, v: Value) -> Value:
     near = ((bits + (_LOW29 + 1 - (_MIDPOINT_LOW29 - _NEAR_ULPS))) & _LOW29) <= 2 * _NEAR_ULPS
     mag = bits & 0x7FFFFFFFFFFFFFFF
     tiny = (mag > 0) & (mag < _F32_MIN_NORMAL_BITS)
-    return near | tiny
+    # In units of the subnormal grid: |v| * 2**149 is exact (a power of two, the product
+    # below 2**23), as are its distance to the floor and to the midpoint above it.
+    steps = ops.abs(v) * _SUBNORMAL_GRID_SCALE
+    off_midpoint = ops.abs(steps - ops.floor(steps) - 0.5)
+    return near | (tiny & (off_midpoint <= _SUBNORMAL_NEAR_STEPS))

@@ -9,7 +9,7 @@ and costs 4-10 ns per element. The approximations here cost a fraction of it: ea
     |v - f(x)| <= FAST_ERROR * |f(x)|      (FAST_ERROR = 2**-46)
 
 and v elsewhere is meaningless. Where v is also not near a binary32 rounding boundary
-(`near_f32_boundary` flags everything within 2**-40 relative of one, and tiny values),
+(`near_f32_boundary` flags everything within 2**-40 relative of one, on the subnormal grid too),
 RN32(v) = RN32(f(x)): the real value and v lie on the same side of every boundary. The
 backend takes RN32(v) there and the exact path on every other lane, so the result is the
 contract's bit for bit; the fast path changes speed only. tools/check_f32_exhaustive.py
