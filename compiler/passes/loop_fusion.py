@@ -37,8 +37,12 @@ from compiler.hlo.editing import (
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.numerics.mathlib import UNARY_OPCODES
 from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import is_duplicable, is_fusible
+
+# The opcodes the math library computes (compiler/numerics/mathlib): a call per element.
+MATH_OPCODES = frozenset(UNARY_OPCODES) | {"power", "atan2"}
 
 # The longest chain of ops one group holds. The backend generates a fused element by
 # recursing through the chain (compiler/codegen/fusion.py, a few Python frames an op), so a
@@ -116,6 +120,7 @@ def group_instructions(computation: Computation) -> list[list[Instruction]]:
             and len(user_groups) == 1
             and -1 not in user_groups
             and depth < MAX_GROUP_DEPTH
+            and not _minor_transpose_under_math(instruction, members[next(iter(user_groups))])
         )
         if joins:
             group = user_groups.pop()
@@ -134,6 +139,19 @@ def group_instructions(computation: Computation) -> list[list[Instruction]]:
     position = {id(i): n for n, i in enumerate(order)}
     groups.sort(key=lambda g: position[id(g[-1])])
     return groups
+
+
+def _minor_transpose_under_math(instruction: Instruction, group: list[Instruction]) -> bool:
+    """A transpose that moves the minor dimension, below a group that calls the math library:
+    fused, it would make the group's loop run one element at a time (the backend's vector
+    loops keep rows of the minor dimension), and each math call would run on one lane. Left
+    out, it is a transpose kernel of its own (tiled) and the group runs vector loops."""
+    if instruction.opcode != "transpose":
+        return False
+    permutation = tuple(instruction.attrs.get("dimensions", ()))  # type: ignore[arg-type]
+    if not permutation or permutation[-1] == len(permutation) - 1:
+        return False
+    return any(member.opcode in MATH_OPCODES for member in group)
 
 
 def fuse_group(module: Module, computation: Computation, group: list[Instruction], names: NameAllocator) -> Instruction:
@@ -178,7 +196,7 @@ class LoopFusion(SimplePass):
     """Fuses elementwise and index-mapping chains into kLoop fusions (module docstring)."""
 
     name = "loop-fusion"
-    version = 2  # 2: groups hold chains of at most MAX_GROUP_DEPTH ops
+    version = 3  # 2: groups hold chains of at most MAX_GROUP_DEPTH ops; 3: a minor-dimension transpose stays out of a group with math calls
 
     def run(self, module: Module) -> bool:
         names = NameAllocator(module)

@@ -209,3 +209,43 @@ def test_a_long_chain_is_cut_into_fusions_the_backend_can_generate() -> None:
     assert sum(sizes) == length - 1 and max(sizes) <= MAX_GROUP_DEPTH and len(sizes) >= (length - 1) // MAX_GROUP_DEPTH
     got = compiler.compile(text, cache_dir=False).run(x)[0]
     assert got.tobytes() == evaluate(load_module(text), [x])[0].tobytes()
+
+
+def test_a_minor_transpose_stays_out_of_a_group_that_calls_the_math_library() -> None:
+    """A transpose that moves the minor dimension (a recurrent cell's transposed dot output)
+    below exp and tanh would make the fusion's loop scalar: it stays a kernel of its own and
+    the rest of the chain fuses with vector loops. Without a math call it fuses, as does a
+    transpose that keeps the minor dimension. The compiled module keeps the reference's bits
+    on every target the host runs."""
+    from compiler.codegen.elementwise import vector_width
+    from compiler.codegen.fusion import loop_mode, results_of
+    from compiler.config import load_config
+    from compiler.driver import optimized_plan
+    from compiler.program import load_program
+    from tests.targets import run_everywhere
+
+    def module_text(math: str, dimensions: str, shape: str) -> str:
+        return f"""HloModule m
+ENTRY e {{
+  x = f32[64,16]{{1,0}} parameter(0)
+  b = {shape} parameter(1)
+  t = {shape} transpose(x), dimensions={{{dimensions}}}
+  s = {shape} add(t, b)
+  ROOT r = {shape} {math}(s)
+}}
+"""
+
+    moved = module_text("tanh", "1,0", "f32[16,64]{1,0}")
+    assert fusions(fused(moved).entry) == [["add", "tanh"]]
+    assert "transpose" in entry_opcodes(fused(moved))
+    assert fusions(fused(module_text("negate", "1,0", "f32[16,64]{1,0}")).entry) == [["transpose", "add", "negate"]]
+    kept = module_text("exponential", "0,1", "f32[64,16]{1,0}")
+    assert fusions(fused(kept).entry) == [["transpose", "add", "exponential"]]
+    optimized, _ = optimized_plan(load_program(moved), load_config())
+    (fusion,) = [i for i in optimized.entry.instructions if i.opcode == "fusion"]
+    callee = fusion.attrs["calls"]
+    assert loop_mode(callee, results_of(callee), vector_width(load_config())) == "flat"  # type: ignore[arg-type]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 16)).astype(np.float32)
+    x[::7, ::5] = np.nan
+    run_everywhere(moved, [x, rng.standard_normal((16, 64)).astype(np.float32)])
