@@ -147,7 +147,8 @@ golden: setup
 # options to bench/models.py, e.g. `make bench BENCH_ARGS="--models cnn"`. vxla runs on
 # BENCH_TARGET: `host` (the widest target this host runs, as its operator would pin it),
 # `pinned` (configs/compiler.toml) or a CPU name; `make bench BENCH_TARGET=x86-64-v3` gives an
-# AVX2 host's figures on an AVX-512 one (same bits on every target: only the times move).
+# AVX2 host's figures on an AVX-512 one, XLA:CPU held to AVX2 as well (same bits on every
+# target: only the times move).
 BENCH_VENV := .venv-bench
 BENCH_STAMP := $(BENCH_VENV)/.installed
 BENCH_CORPUS := .bench-corpus

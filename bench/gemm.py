@@ -1,7 +1,8 @@
 """sgemm 1024^3 through vxla (every x86 target this host runs), OpenBLAS through numpy (its own
-kernel for this CPU and, for the AVX2 comparison, its Haswell kernel) and XLA:CPU, with 1
-and 2 threads, each in a child process pinned to that many cores. Prints GFLOP/s and each
-vxla target against the OpenBLAS kernel of the same vector width.
+kernel for this CPU and, for the AVX2 comparison, its Haswell kernel) and XLA:CPU (also held
+to AVX2 for that comparison: xla:x86-64-v3), with 1 and 2 threads, each in a child process
+pinned to that many cores. Prints GFLOP/s and each vxla target against the OpenBLAS kernel
+of the same vector width.
 
     python bench/gemm.py [--size N] [--threads 1 2] [--repeat R] [--json PATH]
 """
@@ -22,6 +23,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.backend_vs_numpy import best_time  # noqa: E402
+from bench.target import XLA_ISA, xla_flags  # noqa: E402
 
 # OpenBLAS kernels by the vxla target of the same vector width.
 OPENBLAS_CORE = {"x86-64-v3": "Haswell", "x86-64-v4": "SkylakeX"}
@@ -49,7 +51,7 @@ def child(kind: str, size: int, threads: int, repeat: int) -> float:
         return best_time(lambda: a @ b, repeat)
     from bench.xla_cpu import compile_hlo_text
 
-    executable = compile_hlo_text(module_text(size))
+    executable = compile_hlo_text(module_text(size))  # an xla:CPU kind: held to CPU's ISA by _measure
     on_device = executable.put([a, b])
     return best_time(lambda: executable.run_on_device(on_device), repeat)
 
@@ -59,6 +61,8 @@ def _measure(kind: str, size: int, threads: int, repeat: int) -> float | None:
     environment = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads), "JAX_PLATFORMS": "cpu"}
     if kind.startswith("numpy:"):
         environment["OPENBLAS_CORETYPE"] = kind.split(":", 1)[1]
+    if kind.startswith("xla:"):
+        environment["XLA_FLAGS"] = xla_flags(kind.split(":", 1)[1], environment.get("XLA_FLAGS", ""))
     command = [sys.executable, __file__, "--child", kind, "--size", str(size), "--threads", str(threads), "--repeat", str(repeat)]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False, preexec_fn=lambda: os.sched_setaffinity(0, cores))
     if done.returncode != 0:
@@ -79,11 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         print(child(args.child, args.size, args.threads[0], args.repeat))
         return 0
     from compiler.config import load_config
-    from compiler.runtime.host import this_host
+    from compiler.runtime.host import this_host, widest_runnable_cpu
 
     host = this_host()
     targets = [t for t in OPENBLAS_CORE if host.can_run(load_config().with_target(cpu=t))]
-    kinds = [f"vxla:{t}" for t in targets] + ["numpy"] + [f"numpy:{OPENBLAS_CORE[t]}" for t in targets] + ["xla"]
+    # XLA:CPU as on a host of each narrower target (the masked view of bench/target.py).
+    narrower = [t for t in targets if t != widest_runnable_cpu(host) and t in XLA_ISA]
+    kinds = [f"vxla:{t}" for t in targets] + ["numpy"] + [f"numpy:{OPENBLAS_CORE[t]}" for t in targets] + ["xla"] + [f"xla:{t}" for t in narrower]
     flops = 2 * args.size**3
     results: dict[str, dict[str, float | None]] = {}
     for threads in args.threads:
