@@ -52,11 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     path, inputs_path = args.module, args.inputs
     if path.is_dir():
         path, inputs_path = path / "module.hlo", inputs_path or (path / "inputs.npz" if (path / "inputs.npz").is_file() else None)
+    if inputs_path is None:
+        parser.error("give the inputs (--inputs INPUTS.npz)")
     program = load_program(path.read_text())
     config = resolve_target(args.target)
     executable = compile_program(program, config, threads=args.threads, cache_dir=False)
-    if inputs_path is None:
-        parser.error("give the inputs (--inputs INPUTS.npz)")
     with np.load(inputs_path) as data:
         arrays = [data[f"in{k}"] for k in range(len(data.files))]
     optimized, _ = optimized_plan(program, config)

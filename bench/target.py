@@ -28,16 +28,12 @@ def add_target_argument(parser: argparse.ArgumentParser) -> None:
 
 def resolve_target(value: str) -> CompilerConfig:
     """The compiler configuration for `--target VALUE`, checked runnable here."""
-    config = load_config()
-    if value == "pinned":
-        cpu = config.cpu
-    elif value == "host":
-        cpu = widest_runnable_cpu(this_host())
-    else:
-        cpu = value
+    config, host = load_config(), this_host()
+    widest = widest_runnable_cpu(host)
+    cpu = {"pinned": config.cpu, "host": widest}.get(value, value)
     config = config.with_target(cpu=cpu)
-    this_host().check(config)
-    if cpu != widest_runnable_cpu(this_host()):
+    host.check(config)
+    if cpu != widest:
         hold_xla_to(cpu)
     return config
 

@@ -48,8 +48,9 @@ NAN_BLIND_OPERANDS = frozenset({
     "round-nearest-afz", "sign", "maximum", "minimum", "clamp", "is-finite", "select", "compare",
 })  # fmt: skip
 # ...and these ops' f32/f64 results may be left as their IEEE instruction made them, when
-# every user is NaN-blind (the fusion emitter decides: compiler/codegen/fusion.py). One
-# instruction fewer of three per op; the same bits wherever bits are seen.
+# every user is NaN-blind (the fusion emitter decides: compiler/codegen/fusion.py): the
+# and, compare and select of the canonicalization are saved; the bits wherever bits are seen
+# are the same.
 DEFERRED_CANONICAL_NAN = frozenset({"add", "subtract", "multiply", "divide", "negate", "abs", "sqrt", "select"})
 
 

@@ -433,10 +433,10 @@ class FusionEmitter:
         return phi
 
 
-# Opcodes whose element generators emit straight-line code (no branch or loop: concatenate
-# branches to the owning operand, pad to the fill, remainder loops): such an expression can be
-# emitted in a block that already has its terminator.
-_STRAIGHT_LINE = (COMPUTED_PER_ELEMENT - {"remainder"}) | {"parameter", "constant", "broadcast", "reshape", "transpose", "reverse", "slice", "iota"}
+# Opcodes whose element generators emit straight-line code, so that an expression of them can
+# be emitted in a block that already has its terminator: all but those that branch or loop
+# (concatenate branches to the owning operand, pad to the fill, remainder is a loop).
+_STRAIGHT_LINE = (COMPUTED_PER_ELEMENT | INDEX_MAPPING | {"parameter", "constant"}) - {"remainder", "concatenate", "pad"}
 
 
 def _straight_line(instruction: Instruction) -> bool:

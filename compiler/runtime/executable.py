@@ -12,7 +12,8 @@ import ctypes
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -206,14 +207,10 @@ class Executable:
                 inputs[index] = bind_argument(parameters[index], array, index)
         if self.config.is_gpu:
             return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed).outputs
-        memory = self._acquire_arena()
-        try:
+        with self._arena() as memory:
             state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
             self._execute(state, 0, self._step_count)
             return [state.array(b) for b in self.plan.outputs]
-        finally:
-            with self._lock:
-                self._free_arenas.append(memory)
 
     def run_traced(
         self,
@@ -239,8 +236,7 @@ class Executable:
         if self.config.is_gpu:
             return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault)
         records: list[tuple[str, str, str]] = []
-        memory = self._acquire_arena()
-        try:
+        with self._arena() as memory:
             state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
             self._record(state, points.get(0, []), fault, records)
             completed = 0
@@ -249,9 +245,6 @@ class Executable:
                 completed = stop
                 self._record(state, points.get(completed, []), fault, records)
             return TracedRun([state.array(b) for b in self.plan.outputs], records)
-        finally:
-            with self._lock:
-                self._free_arenas.append(memory)
 
     def step_times(self, *arrays: np.ndarray, threads: int | None = None) -> list[tuple[str, float]]:
         """Where a run's time goes: runs the module like `run`, one top-level step at a time,
@@ -261,8 +254,7 @@ class Executable:
             raise ArgumentError("step_times times CPU targets' steps; a GPU target's steps are timed by tools/gpu_check.py")
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
-        memory = self._acquire_arena()
-        try:
+        with self._arena() as memory:
             state = self._state(inputs, self._pool(threads or self.threads), memory, None, None)
             times = []
             for index, step in enumerate(self.plan.steps):
@@ -270,9 +262,6 @@ class Executable:
                 self._execute(state, index, index + 1)
                 times.append((getattr(step, "instruction", step.kind), time.perf_counter() - started))
             return times
-        finally:
-            with self._lock:
-                self._free_arenas.append(memory)
 
     def _run_grid(
         self,
@@ -379,6 +368,17 @@ class Executable:
             if threads not in self._pools:
                 self._pools[threads] = RunThreads(threads)
             return self._pools[threads]
+
+    @contextmanager
+    def _arena(self) -> Iterator[tuple[np.ndarray, ctypes.Array, ctypes.Array]]:
+        """The memory of one run (an arena, its pointer table and a control block), handed
+        back for the next run when the run ends."""
+        memory = self._acquire_arena()
+        try:
+            yield memory
+        finally:
+            with self._lock:
+                self._free_arenas.append(memory)
 
     def _acquire_arena(self) -> tuple[np.ndarray, ctypes.Array, ctypes.Array]:
         """An arena for one run, its pointer table and a control block: reused across runs
