@@ -2,8 +2,9 @@
 """Export XLA:CPU's results for the ops JAX never emits, as test vectors:
 tests/fixtures/<family>_xla.json (the modules) and tests/fixtures/<family>_xla.npz (their
 inputs and XLA:CPU's outputs), for the families batch_norm (training, inference and grad
-over element types, shapes, feature indices and epsilons) and linalg (cholesky and every
-form of triangular-solve, on well-conditioned matrices).
+over element types, shapes, feature indices and epsilons), linalg (cholesky and every
+form of triangular-solve, on well-conditioned matrices) and bits (reduce-precision, popcnt,
+count-leading-zeros).
 
 Development tool only (JAX/jaxlib from tools/requirements-fixtures.txt, as
 tools/export_fixtures.py): XLA:CPU runs the HLO text of each module on random inputs.
@@ -11,7 +12,7 @@ tests/reference/test_batch_norm.py and test_linalg.py check the reference agains
 outputs and the LLVM backend against the reference. Deterministic: fixed seeds, fixed zip
 timestamps.
 
-    .venv-tools/bin/python tools/export_op_cases.py [batch_norm] [linalg]
+    .venv-tools/bin/python tools/export_op_cases.py [batch_norm] [linalg] [bits]
 """
 
 from __future__ import annotations
@@ -107,7 +108,32 @@ def linalg_cases(rng: np.random.Generator) -> Iterator[Case]:
             yield text, [a, rng.standard_normal(b_dims).astype(numpy_type)]
 
 
-FAMILIES: dict[str, Callable[[np.random.Generator], Iterator[Case]]] = {"batch_norm": batch_norm_cases, "linalg": linalg_cases}
+# reduce-precision's (exponent bits, mantissa bits): the narrow float formats and odd ones.
+PRECISIONS = ((5, 10), (8, 7), (4, 3), (5, 2), (8, 23), (3, 0), (2, 1))
+BITS_TYPES = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
+INTEGER_TYPES = {"s8": np.int8, "u8": np.uint8, "s16": np.int16, "u16": np.uint16, "s32": np.int32, "u32": np.uint32, "s64": np.int64, "u64": np.uint64}
+
+
+def bits_cases(rng: np.random.Generator) -> Iterator[Case]:
+    """reduce-precision on random bit patterns (NaNs, infinities and subnormals among them),
+    and popcnt and count-leading-zeros on random integers and their extremes."""
+    for dtype, unsigned in BITS_TYPES.items():
+        width = np.dtype(unsigned).itemsize * 8
+        x = rng.integers(0, 2**width, size=1024, dtype=np.uint64).astype(unsigned).view(NUMPY[dtype])
+        for exponent_bits, mantissa_bits in PRECISIONS:
+            if exponent_bits == 8 and mantissa_bits == 23 and width < 32:
+                continue
+            text = f"HloModule p\nENTRY e {{\n  a = {dtype}[1024] parameter(0)\n  ROOT r = {dtype}[1024] reduce-precision(a), exponent_bits={exponent_bits}, mantissa_bits={mantissa_bits}\n}}\n"
+            yield text, [x]
+    for dtype, numpy_type in INTEGER_TYPES.items():
+        info = np.iinfo(numpy_type)
+        x = rng.integers(info.min, info.max, size=256, dtype=numpy_type, endpoint=True)
+        x[:4] = [0, 1, info.min, info.max]
+        for opcode in ("popcnt", "count-leading-zeros"):
+            yield f"HloModule b\nENTRY e {{\n  a = {dtype}[256] parameter(0)\n  ROOT r = {dtype}[256] {opcode}(a)\n}}\n", [x]
+
+
+FAMILIES: dict[str, Callable[[np.random.Generator], Iterator[Case]]] = {"batch_norm": batch_norm_cases, "linalg": linalg_cases, "bits": bits_cases}
 
 
 def export(family: str) -> None:

@@ -371,9 +371,16 @@ def _xla_run(text: str, arrays: list[np.ndarray]) -> list[np.ndarray]:
     return compile_hlo_text(text).run(arrays)
 
 
-def check_module(text: str, seed: int, xla: XlaProcess, make_inputs: Callable[[list[tuple[str, tuple[int, ...]]], int], list[np.ndarray]] | None = None) -> Result:
+def check_module(
+    text: str,
+    seed: int,
+    xla: XlaProcess,
+    make_inputs: Callable[[list[tuple[str, tuple[int, ...]]], int], list[np.ndarray]] | None = None,
+    parse_only: bool = False,
+) -> Result:
     """The outcome of one module (source filled in by the caller); XLA runs in `xla`.
-    `make_inputs(parameter types, seed)` makes the inputs instead of the benign random ones."""
+    `make_inputs(parameter types, seed)` makes the inputs instead of the benign random ones.
+    With `parse_only`, a module vxla reads is not run by vxla (outcome "parsed")."""
     import compiler
     from compiler.errors import CompilerError
     from compiler.hlo import load_module
@@ -438,6 +445,8 @@ def check_module(text: str, seed: int, xla: XlaProcess, make_inputs: Callable[[l
     assert module is not None
     if expected is None:
         return Result("", "parsed-xla-cannot-run", why_not)
+    if parse_only:
+        return Result("", "parsed", ran_on_xla=True, timings=timings)
     result_types = [s.dtype.name for s in flatten(module.entry.root.shape)]
     all_instructions = [i for c in module.reachable_computations() for i in c.post_order()]
     work = estimate_flops(module)
@@ -492,7 +501,7 @@ def _reason(message: str) -> str:
     return re.sub(r"^.*?line \d+, column \d+: ", "", first)[:200]
 
 
-def _worker(connection: Connection, xla_timeout: float) -> None:
+def _worker(connection: Connection, xla_timeout: float, parse_only: bool) -> None:
     xla = XlaProcess(xla_timeout)
     while True:
         job = connection.recv()
@@ -501,7 +510,7 @@ def _worker(connection: Connection, xla_timeout: float) -> None:
             return
         text, seed = job
         try:
-            result = check_module(text, seed, xla)
+            result = check_module(text, seed, xla, parse_only=parse_only)
         except Exception:  # noqa: BLE001 - the tool's own failure, reported as a crash
             result = Result("", "crash", "tool: " + traceback.format_exc(limit=4)[-600:])
         connection.send(result)
@@ -511,11 +520,12 @@ class Worker:
     """A child process that checks modules with vxla (XLA runs in a process of its own);
     replaced after a hang or a hard crash, which are then vxla's."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, parse_only: bool = False) -> None:
         self.timeout = timeout
+        self.parse_only = parse_only
         self.connection, child = mp.Pipe()
         # Not a daemon: it starts the XLA process (which exits when it is gone).
-        self.process = mp.get_context("spawn").Process(target=_worker, args=(child, timeout / 2))
+        self.process = mp.get_context("spawn").Process(target=_worker, args=(child, timeout / 2, parse_only))
         self.process.start()
         child.close()  # so a dead worker reads as EOF here, not as silence
 
@@ -605,6 +615,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--json", type=Path, help="write every result to this file")
     parser.add_argument("--shard", default="0/1", metavar="K/N", help="check only every N-th module from the K-th (run N processes for N cores)")
+    parser.add_argument("--parse-only", action="store_true", help="vxla only parses and verifies each module (XLA:CPU still runs it, so the report counts the modules it runs): a quick coverage census")
     parser.add_argument("--recheck", type=Path, metavar="REPORT.json", help="check only the modules an earlier --json report gave one of --outcomes")
     parser.add_argument("--outcomes", default="crash,hang,backends-differ,xla-differs,parse-error,verify-error", help="with --recheck: the outcomes to check again (comma-separated)")
     args = parser.parse_args()
@@ -622,17 +633,17 @@ def main() -> int:
         candidates = candidates[: args.limit]
     print(f"checking {len(candidates)} modules", file=sys.stderr)
     results: list[Result] = []
-    worker = Worker(args.timeout)
+    worker = Worker(args.timeout, args.parse_only)
     started = time.monotonic()
     try:
         for number, candidate in enumerate(candidates):
             if not worker.alive:
-                worker = Worker(args.timeout)
+                worker = Worker(args.timeout, args.parse_only)
             # The inputs depend on the module's source location only, so a recheck sees them again.
             seed = args.seed + zlib.crc32(candidate.source.encode("utf-8"))
             results.append(worker.check(candidate, seed))
             if not worker.alive:
-                worker = Worker(args.timeout)
+                worker = Worker(args.timeout, args.parse_only)
             if (number + 1) % 50 == 0:
                 print(f"  {number + 1}/{len(candidates)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
                 if args.json:  # a report so far, should the run be stopped

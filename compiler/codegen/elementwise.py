@@ -130,6 +130,9 @@ class ElementEmitter:
             return operands[0] if opcode == "real" else constant(operands[0].type, 0.0)
         if operand_type.is_complex or result_type.is_complex:
             return self._complex_op(opcode, operand_type, operands)
+        if opcode == "reduce-precision":
+            exponent_bits, mantissa_bits = instruction.attrs["exponent_bits"], instruction.attrs["mantissa_bits"]
+            return nir.reduce_precision(b, operands[0], result_type, exponent_bits, mantissa_bits)  # type: ignore[arg-type]
         if result_type.is_float:
             return self._float_op(opcode, operand_type, operands, canonical)
         if result_type.is_pred and opcode != "is-finite" or operand_type.is_pred:
@@ -275,6 +278,8 @@ class ElementEmitter:
             return b.xor(x, operands[1])
         if opcode == "not":
             return b.xor(x, constant(x.type, -1))
+        if opcode in ("popcnt", "count-leading-zeros"):
+            return self._bit_count(opcode, dtype, x)
         if opcode == "negate":
             return b.sub(zero, x)
         if opcode == "abs":
@@ -292,6 +297,17 @@ class ElementEmitter:
         if opcode == "power":
             return self._integer_power(dtype, x, operands[1])
         raise NotImplementedError(f"integer {opcode}")
+
+    def _bit_count(self, opcode: str, dtype: DType, x: ir.Value) -> ir.Value:
+        """popcnt or count-leading-zeros of the type's own bits (an s4 or u4 holder's upper
+        four bits masked off; their four leading zeros not counted)."""
+        b = self.builder
+        if dtype.is_sub_byte:
+            x = b.and_(x, constant(x.type, (1 << dtype.bits) - 1))
+        if opcode == "popcnt":
+            return call_intrinsic(b, "llvm.ctpop", x)
+        zeros = call_intrinsic(b, "llvm.ctlz", x, constant(ir.IntType(1), 0))
+        return b.sub(zeros, constant(x.type, dtype.storage_bits - dtype.bits)) if dtype.is_sub_byte else zeros
 
     def _divide(self, opcode: str, dtype: DType, x: ir.Value, y: ir.Value) -> ir.Value:
         b = self.builder

@@ -141,6 +141,34 @@ def canonicalize_nan(builder: Builder, value: Value, dtype: DType) -> Value:
     return _from_bits(builder, bits, dtype)
 
 
+def reduce_precision(builder: Builder, value: Value, dtype: DType, exponent_bits: int, mantissa_bits: int) -> Value:
+    """XLA's reduce-precision on the bits, as compiler.numerics.floats.reduce_precision
+    defines it: the mantissa rounded nearest-even, then overflow to infinity and underflow
+    (subnormals too) to zero, sign kept; a NaN gives the canonical NaN."""
+    layout = dtype.float_layout
+    width = layout.bits
+    bits = _to_bits(builder, value, dtype)
+    magnitude = builder.and_(bits, _int(bits, width, layout.abs_mask))
+    is_nan = builder.icmp_unsigned(">", magnitude, _int(bits, width, layout.inf_bits))
+    if mantissa_bits < layout.mantissa_bits:
+        shift = layout.mantissa_bits - mantissa_bits
+        last_kept = builder.and_(builder.lshr(bits, _int(bits, width, shift)), _int(bits, width, 1))
+        bias = builder.add(last_kept, _int(bits, width, (1 << (shift - 1)) - 1))
+        bits = builder.and_(builder.add(bits, bias), _int(bits, width, ~((1 << shift) - 1) & ((1 << width) - 1)))
+    source_exponent_bits = width - 1 - layout.mantissa_bits
+    if exponent_bits < source_exponent_bits:
+        source_bias = (1 << (source_exponent_bits - 1)) - 1
+        narrow_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = builder.and_(bits, _int(bits, width, layout.inf_bits))
+        sign = builder.and_(bits, _int(bits, width, layout.sign_mask))
+        overflows = builder.icmp_unsigned(">", exponent, _int(bits, width, (source_bias + narrow_bias) << layout.mantissa_bits))
+        underflows = builder.icmp_unsigned("<=", exponent, _int(bits, width, (source_bias - narrow_bias) << layout.mantissa_bits))
+        bits = builder.select(overflows, builder.or_(sign, _int(bits, width, layout.inf_bits)), bits)
+        bits = builder.select(underflows, sign, bits)
+    bits = builder.select(is_nan, _int(bits, width, layout.canonical_nan), bits)
+    return _from_bits(builder, bits, dtype)
+
+
 # --- f16 / bf16 <-> f32 ------------------------------------------------------------------------
 
 

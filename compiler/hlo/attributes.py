@@ -33,6 +33,8 @@ ATTRIBUTE_KINDS: dict[str, AttrKind] = {
     "iota_dimension": AttrKind.INT,
     "index_vector_dim": AttrKind.INT,
     "feature_group_count": AttrKind.INT,
+    "exponent_bits": AttrKind.INT,
+    "mantissa_bits": AttrKind.INT,
     "feature_index": AttrKind.INT,
     "epsilon": AttrKind.FLOAT32,
     "batch_group_count": AttrKind.INT,

@@ -46,7 +46,7 @@ def _elementwise(names: str, operands: int) -> list[Opcode]:
 _UNARY = (
     "negate abs sign floor ceil round-nearest-even round-nearest-afz exponential "
     "exponential-minus-one log log-plus-one tanh logistic sqrt rsqrt cbrt erf sine cosine not "
-    "is-finite convert real imag"
+    "is-finite convert real imag reduce-precision popcnt count-leading-zeros"
 )
 _BINARY = (
     "add subtract multiply divide remainder maximum minimum power atan2 and or xor shift-left "
@@ -143,10 +143,7 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "set-dimension-size": "dynamic shapes are not supported",
     "dynamic-reshape": "dynamic shapes are not supported",
     "fft": "fft is not in the numerics contract",
-    "reduce-precision": "reduce-precision is not in the numerics contract",
     "stochastic-convert": "stochastic-convert is not reproducible",
-    "popcnt": "popcnt is not in the numerics contract",
-    "count-leading-zeros": "count-leading-zeros is not in the numerics contract",
     "tan": "tan is not in the numerics contract",
     "ragged-all-to-all": "collectives are not supported",
     "ragged-dot": "ragged-dot is not in the numerics contract",

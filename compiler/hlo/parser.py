@@ -25,8 +25,11 @@ _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
 _WINDOWED = ("reduce-window", "select-and-scatter")
-# A line that starts an instruction (`[ROOT] name =`) or closes a computation.
-_NEXT_STATEMENT = re.compile(r"[ \t]*((ROOT\s+)?%?[\w.\-]+\s*=[^=]|\}[ \t]*(\n|$))")
+# A line that starts an instruction: `[ROOT] name = ` and a shape, a tuple shape or (shape
+# left out) an opcode's operand list; not a wrapped attribute's `key={...` or `key=value`.
+_NEXT_INSTRUCTION = re.compile(r"[ \t]*(ROOT\s+)?%?[\w.\-]+\s*=\s*([a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\()")
+# A line that is only a closing brace, and the indentation before it.
+_CLOSING_LINE = re.compile(r"([ \t]*)\}[ \t]*(\n|$)")
 _OMITTED_SHAPE = re.compile(r"([a-z][a-z0-9\-]*)\(")
 # `, <shape> <opcode>(`: the next operand of an operand list, written as an instruction.
 _NESTED_OPERAND = re.compile(r",\s*([a-z][a-z0-9]*\[[^\]]*\](\{[^}]*\})?\s+)?[a-z][a-z0-9\-]*\(")
@@ -35,6 +38,16 @@ _TYPE_NAME = re.compile(r"[a-z][a-z0-9]*")
 _SHAPE_PREFIX = re.compile(r"([a-z][a-z0-9]*)\[")
 _ALL_TYPE_NAMES = frozenset(BY_NAME) | frozenset(UNSUPPORTED_TYPE_NAMES)
 _WHITESPACE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)+", re.DOTALL)
+
+# Layout marks (`{1,0:T(8,128)S(1)}`): one letter or two, `#` or `*`, and a parenthesized
+# argument; T may be followed by more tiles.
+_LAYOUT_MARK = re.compile(r"(?P<kind>[A-Z]{1,2}|#|\*)\((?P<argument>[^()]*)\)")
+_LAYOUT_TILE = re.compile(r"\([^()]*\)")
+# Tiles, memory space, element size, split configs, index and pointer types, dynamic-shape
+# metadata size: where and how elements sit in memory, never what they are.
+_VALUE_PRESERVING_MARKS = frozenset({"T", "S", "E", "SC", "#", "*", "M", "L"})
+# Of those, the ones that move elements away from the minor-to-major order.
+_REARRANGING_MARKS = frozenset({"T", "SC"})
 
 _DEBUG_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -66,6 +79,11 @@ class Parser:
         # in the order they are met; the computation takes them before their user.
         self._nested: list[_PendingInstruction] = []
         self._operand_depth = 0  # how many operand lists the parser is inside now
+        self._statement_indent = 0  # columns of whitespace before the instruction being read
+        # Whether a shape read since the current instruction began has tiles or splits, and
+        # the instructions whose shapes had them.
+        self._rearranged_here = False
+        self._rearranged: list[Instruction] = []
 
     # --- positions and errors -------------------------------------------------------------
     def location(self, offset: int | None = None) -> SourceLocation:
@@ -192,21 +210,27 @@ class Parser:
         return ArrayShape(dtype, tuple(dims), layout)
 
     def layout(self, rank: int, element_bits: int) -> tuple[int, ...]:
+        """A layout `{minor_to_major[:marks]}`. Marks that only say where elements lie in
+        memory (tiles, memory space, split, index and pointer types, the element size of
+        4-bit types) are read and dropped: every value stays the same, and the contract
+        computes on values. A mark outside those is refused; an instruction whose shapes
+        carry tiles or splits is remembered (a bitcast reinterprets memory, see
+        `_refuse_rearranged_bitcasts`)."""
         start = self.pos
         end = self.text.find("}", start)
         if end < 0:
             raise self.error("unterminated layout '{'", start)
         body = self.text[start + 1 : end]
-        if body.endswith(f":E({element_bits})") and element_bits < 8:
-            # XLA's mark that 4-bit elements are packed in its memory; values are the same.
-            body = body[: -len(f":E({element_bits})")]
-        if ":" in body:
-            raise self.unsupported(
-                f"layout {{{body}}} has tiling, memory-space or other attributes; only "
-                "minor-to-major dimension orders are supported",
-                start,
-            )
-        parts = [p.strip() for p in body.split(",") if p.strip()]
+        # A mark's parentheses may hold a shape, whose own layout closes a brace early.
+        while body.count("(") > body.count(")") or body.count("{") > 0:
+            end = self.text.find("}", end + 1)
+            if end < 0:
+                raise self.error("unterminated layout '{'", start)
+            body = self.text[start + 1 : end]
+        order_text, _, marks = body.partition(":")
+        if marks:
+            self._read_layout_marks(body, marks, element_bits, start)
+        parts = [p.strip() for p in order_text.split(",") if p.strip()]
         if not all(_INTEGER.fullmatch(p) for p in parts):
             raise self.error(f"bad layout {{{body}}}", start)
         order = tuple(int(p) for p in parts)
@@ -214,6 +238,28 @@ class Parser:
             raise self.error(f"layout {{{body}}} is not a permutation of 0..{rank - 1}", start)
         self.pos = end + 1
         return order
+
+    def _read_layout_marks(self, body: str, marks: str, element_bits: int, start: int) -> None:
+        position = 0
+        while position < len(marks):
+            found = _LAYOUT_MARK.match(marks, position)
+            if found is None:
+                raise self.error(f"bad layout {{{body}}}", start)
+            kind, argument = found.group("kind"), found.group("argument")
+            position = found.end()
+            if kind == "T":
+                while (more := _LAYOUT_TILE.match(marks, position)) is not None:  # T(8,128)(2,1)
+                    position = more.end()
+            if kind == "E" and int(argument or 0) != element_bits:
+                raise self.unsupported(f"layout {{{body}}} stores elements in {argument} bits, not the type's {element_bits}: the values would change", start)
+            if kind not in _VALUE_PRESERVING_MARKS:
+                raise self.unsupported(
+                    f"layout {{{body}}} has the mark {kind}(...), which vxla does not read; only tiles T, memory "
+                    "spaces S, splits SC, element sizes E, and index and pointer types are accepted",
+                    start,
+                )
+            if kind in _REARRANGING_MARKS:
+                self._rearranged_here = True
 
     def program_shape(self) -> tuple[tuple[Shape, ...], Shape]:
         """`(shape, shape, ...)->shape`, with optional `name:` before each parameter shape."""
@@ -238,9 +284,10 @@ class Parser:
     def raw_value(self, multiline: bool = False) -> tuple[str, int]:
         """The text of one attribute value: up to a ',' or whitespace outside brackets and
         strings. Returns the text and its offset. A value may go on over lines (XLA wraps
-        long ones), but inside an instruction a bracket still open where a line starts the
-        next instruction or closes the computation is unbalanced; the module header's
-        values may span any lines (`multiline`)."""
+        long ones, and a JSON backend_config spans lines with its own closing braces), but
+        inside an instruction a bracket still open where a line starts the next instruction,
+        or closes the computation (a lone `}` indented no deeper than the instruction), is
+        unbalanced; the module header's values may span any lines (`multiline`)."""
         self.skip()
         start = self.pos
         depth = 0
@@ -251,8 +298,8 @@ class Parser:
             if char == '"':
                 index = self._string_end(index)
                 continue
-            if char == "\n" and depth > 0 and not multiline and _NEXT_STATEMENT.match(text, index + 1):
-                break  # the next line starts an instruction or ends the computation  # instructions are one per line: an unclosed bracket ends here
+            if char == "\n" and depth > 0 and not multiline and self._statement_ends_before(index + 1):
+                break
             if char in "{([":
                 depth += 1
             elif char in "})]":
@@ -268,6 +315,14 @@ class Parser:
             raise self.error(f"expected an attribute value, found {self.describe_here()}")
         self.pos = index
         return text[start:index], start
+
+    def _statement_ends_before(self, line_start: int) -> bool:
+        """Whether the line at `line_start` starts the next instruction or closes the
+        computation, so the instruction being read cannot go on into it."""
+        if _NEXT_INSTRUCTION.match(self.text, line_start):
+            return True
+        closing = _CLOSING_LINE.match(self.text, line_start)
+        return closing is not None and len(closing.group(1)) <= self._statement_indent
 
     def _string_end(self, index: int) -> int:
         """Index just after the string literal starting at `index`."""
@@ -316,9 +371,15 @@ class Parser:
         is_root = self.accept_keyword("ROOT")
         self.skip()
         start = self.pos
+        line_start = self.text.rfind("\n", 0, start) + 1
+        self._statement_indent = len(self.text[line_start:start]) - len(self.text[line_start:start].lstrip(" \t"))
         name = self.name()
         self.expect("=")
-        return self._instruction_body(name, start), is_root
+        self._rearranged_here = False
+        item = self._instruction_body(name, start)
+        if self._rearranged_here:
+            self._rearranged.append(item.instruction)
+        return item, is_root
 
     def _instruction_body(self, name: str, start: int) -> _PendingInstruction:
         """Everything after `name =`: shape, opcode, operands and attributes."""
@@ -492,7 +553,22 @@ class Parser:
             self._resolve_computations(computation, by_name)
         for computation in computations:
             _infer_omitted_shapes(computation)
+        self._refuse_rearranged_bitcasts(computations)
         return Module(module_name, computations, entry, entry_layout)
+
+    def _refuse_rearranged_bitcasts(self, computations: list[Computation]) -> None:
+        """A bitcast reinterprets memory under its operand's and result's layouts (§4 of
+        the contract); with tiles or splits that is memory the contract does not describe."""
+        rearranged = {id(i) for i in self._rearranged}
+        for computation in computations:
+            for instruction in computation.instructions:
+                if instruction.opcode == "bitcast" and any(id(i) in rearranged for i in (instruction, *instruction.operands)):
+                    raise HloUnsupportedError(
+                        "bitcast of a tiled or split layout: it reinterprets memory that the contract does not describe; "
+                        "write the layouts as minor-to-major orders only",
+                        instruction.location,
+                        instruction.name,
+                    )
 
     def skip_debug_sections(self) -> None:
         """Skips the FileNames/FunctionNames/FileLocations/StackFrames tables of XLA dumps:

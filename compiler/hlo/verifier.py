@@ -105,6 +105,9 @@ _UNARY_TYPE_RULES: dict[str, Callable[[DType, str], None]] = {
     "copy": lambda dtype, opcode: None,
     "real": _complex_or_real,
     "imag": _complex_or_real,
+    "reduce-precision": _float,
+    "popcnt": _integral,
+    "count-leading-zeros": _integral,
 }
 for _op in ("floor", "ceil", "round-nearest-even", "round-nearest-afz", "exponential",
             "exponential-minus-one", "log", "log-plus-one", "tanh", "logistic", "sqrt", "rsqrt",
@@ -112,9 +115,9 @@ for _op in ("floor", "ceil", "round-nearest-even", "round-nearest-afz", "exponen
     _UNARY_TYPE_RULES[_op] = _float
 
 _BINARY_TYPE_RULES: dict[str, Callable[[DType, str], None]] = {
-    "add": _numeric,
+    "add": lambda dtype, opcode: None,  # on pred: or (as XLA's evaluator)
     "subtract": _numeric,
-    "multiply": _numeric,
+    "multiply": lambda dtype, opcode: None,  # on pred: and
     "divide": _numeric,
     "remainder": _numeric,
     "power": _numeric,
@@ -134,10 +137,14 @@ _BINARY_TYPE_RULES: dict[str, Callable[[DType, str], None]] = {
 
 def _unary(instruction: Instruction) -> Shape:
     _operand_count(instruction, 1)
-    operand = _array(instruction, 0)
     if instruction.opcode == "copy" and not isinstance(instruction.operands[0].shape, ArrayShape):
-        return instruction.operands[0].shape
+        return instruction.operands[0].shape  # a tuple's copy is the tuple
+    operand = _array(instruction, 0)
     _UNARY_TYPE_RULES[instruction.opcode](operand.dtype, instruction.opcode)
+    if instruction.opcode == "reduce-precision":
+        exponent_bits, mantissa_bits = _attr(instruction, "exponent_bits"), _attr(instruction, "mantissa_bits")
+        _check(isinstance(exponent_bits, int) and exponent_bits >= 1, "reduce-precision needs exponent_bits >= 1")
+        _check(isinstance(mantissa_bits, int) and mantissa_bits >= 0, "reduce-precision needs mantissa_bits >= 0")
     if instruction.opcode == "is-finite":
         return ArrayShape.of(PRED, operand.dims)
     if instruction.opcode in ("abs", "real", "imag") and operand.dtype.is_complex:
@@ -464,12 +471,12 @@ def _dot(instruction: Instruction) -> Shape:
         _check(lhs.dims[a] == rhs.dims[b], f"dot dimension sizes differ: lhs {a} is {lhs.dims[a]}, rhs {b} is {rhs.dims[b]}")  # fmt: skip
     for shape in (lhs, rhs, declared):
         _numeric(shape.dtype, "dot")
+    # Operands are converted to the accumulation type (§6): integer and floating-point
+    # operands mix as XLA's operand upcasting mixes them, by `convert` (§2).
     if declared.dtype.is_complex:  # real or complex operands, converted to the result type
         _check(not (lhs.dtype.is_integer or rhs.dtype.is_integer), "dot mixes integer and complex types")
     else:
         _check(not (lhs.dtype.is_complex or rhs.dtype.is_complex), f"a dot of complex operands makes a complex result, not {declared.dtype.name}")
-        _check(lhs.dtype.is_float == declared.dtype.is_float and rhs.dtype.is_float == declared.dtype.is_float,
-               "dot mixes integer and floating-point types")  # fmt: skip
     batch = tuple(lhs.dims[d] for d in lb)
     lhs_free = tuple(s for i, s in enumerate(lhs.dims) if i not in lb + lc)
     rhs_free = tuple(s for i, s in enumerate(rhs.dims) if i not in rb + rc)

@@ -214,3 +214,35 @@ def round_from_f64(values: np.ndarray, dtype: DType) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
             return canonicalize_nans(values.astype(np.float32), F32)
     return round_from_f32(round_to_odd_f32(values), dtype)
+
+
+def reduce_precision(values: np.ndarray, dtype: DType, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """XLA's reduce-precision, on the bits: the mantissa rounded to `mantissa_bits`, nearest
+    even (a carry moves into the exponent); then, when the exponent is narrowed, a value
+    beyond the narrow format's largest exponent becomes infinity and one at or below its
+    smallest normal exponent's predecessor becomes zero, sign kept (its subnormals flush).
+    A NaN gives the canonical NaN, also when no mantissa bit is kept (XLA:CPU keeps a NaN
+    a NaN there too)."""
+    layout = dtype.float_layout
+    unsigned = bits_dtype(dtype)
+    bits = np.require(values, dtype=dtype.numpy, requirements="C").view(unsigned).astype(np.uint64)
+    width_mask = np.uint64((1 << layout.bits) - 1)
+    sign = bits & np.uint64(layout.sign_mask)
+    exponent_mask = np.uint64(layout.inf_bits)
+    is_nan = (bits & np.uint64(layout.abs_mask)) > exponent_mask
+    source_exponent_bits = layout.bits - 1 - layout.mantissa_bits
+    if mantissa_bits < layout.mantissa_bits:
+        shift = layout.mantissa_bits - mantissa_bits
+        last_kept = (bits >> np.uint64(shift)) & np.uint64(1)
+        rounded = (bits + last_kept + np.uint64((1 << (shift - 1)) - 1)) & width_mask
+        bits = rounded & np.uint64(~((1 << shift) - 1) & ((1 << layout.bits) - 1))
+    if exponent_bits < source_exponent_bits:
+        bias = (1 << (source_exponent_bits - 1)) - 1
+        narrow_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exponent_mask
+        overflows = exponent > np.uint64((bias + narrow_bias) << layout.mantissa_bits)
+        underflows = exponent <= np.uint64((bias - narrow_bias) << layout.mantissa_bits)
+        bits = np.where(overflows, sign | exponent_mask, bits)
+        bits = np.where(underflows, sign, bits)
+    bits = np.where(is_nan, np.uint64(layout.canonical_nan), bits)
+    return bits.astype(unsigned).view(dtype.numpy)

@@ -124,3 +124,27 @@ def wrap(values: np.ndarray, dtype: DType) -> np.ndarray:
         return low_bits
     sign = np.int8(1 << (dtype.bits - 1))
     return (low_bits.view(np.int8) ^ sign) - sign
+
+
+def _own_bits(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """The `dtype.bits` bits of each value as unsigned 64-bit integers (an s4 holder's
+    sign extension dropped)."""
+    return _unsigned(_contiguous(x, dtype), dtype).astype(np.uint64) & np.uint64((1 << dtype.bits) - 1)
+
+
+def population_count(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """popcnt: how many of the value's `dtype.bits` bits are set."""
+    bits = _own_bits(x, dtype)
+    count = np.zeros(bits.shape, np.uint64)
+    for bit in range(dtype.bits):
+        count += (bits >> np.uint64(bit)) & np.uint64(1)
+    return count.astype(dtype.numpy)
+
+
+def count_leading_zeros(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """count-leading-zeros: the zero bits above the highest set one (`dtype.bits` for 0)."""
+    bits = _own_bits(x, dtype)
+    count = np.full(bits.shape, dtype.bits, np.int64)
+    for bit in range(dtype.bits):  # the highest set bit decides last
+        count = np.where((bits >> np.uint64(bit)) & np.uint64(1) == 1, dtype.bits - 1 - bit, count)
+    return count.astype(dtype.numpy)

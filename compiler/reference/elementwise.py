@@ -92,6 +92,19 @@ def _not(instruction: Instruction, x: np.ndarray) -> np.ndarray:
     return np.invert(x)
 
 
+def _reduce_precision(instruction: Instruction, x: np.ndarray) -> np.ndarray:
+    exponent_bits, mantissa_bits = instruction.attrs["exponent_bits"], instruction.attrs["mantissa_bits"]
+    return floats.reduce_precision(x, _dtype(instruction), exponent_bits, mantissa_bits)  # type: ignore[arg-type]
+
+
+def _popcnt(instruction: Instruction, x: np.ndarray) -> np.ndarray:
+    return integers.wrap(integers.population_count(x, _dtype(instruction)), _dtype(instruction))
+
+
+def _count_leading_zeros(instruction: Instruction, x: np.ndarray) -> np.ndarray:
+    return integers.wrap(integers.count_leading_zeros(x, _dtype(instruction)), _dtype(instruction))
+
+
 def _is_finite(instruction: Instruction, x: np.ndarray) -> np.ndarray:
     dtype = _dtype(instruction, 0)
     return np.isfinite(floats.to_f32(x, dtype) if dtype in (F16, BF16) else x)
@@ -333,6 +346,9 @@ HANDLERS: dict[str, Handler] = {
     "sign": _unary_handler(_sign),
     "not": _unary_handler(_not),
     "is-finite": _unary_handler(_is_finite),
+    "reduce-precision": _unary_handler(_reduce_precision),
+    "popcnt": _unary_handler(_popcnt),
+    "count-leading-zeros": _unary_handler(_count_leading_zeros),
     "convert": _unary_handler(_convert),
     "bitcast-convert": _unary_handler(_bitcast_convert),
     "copy": _unary_handler(_copy),

@@ -49,7 +49,8 @@ CORPUS = [
     ("custom call", GOOD.replace("add(a, b)", 'custom-call(a, b), custom_call_target="foo"'), 5, "custom calls"),
     ("rng", GOOD.replace("add(a, b)", "rng(a, b), distribution=rng_uniform"), 5, "random"),
     ("collective", GOOD.replace("add(a, b)", "all-gather(a), dimensions={0}"), 5, "collectives"),
-    ("tiled layout", GOOD.replace("a = f32[2,3]{1,0}", "a = f32[2,3]{1,0:T(8,128)}"), 3, "tiling"),
+    ("sparse layout", GOOD.replace("a = f32[2,3]{1,0}", "a = f32[2,3]{1,0:D(D,C)}"), 3, "mark D"),
+    ("bitcast of a tiled layout", GOOD.replace("a = f32[2,3]{1,0}", "a = f32[2,3]{1,0:T(8,128)}").replace("add(a, b)", "bitcast(a)"), 5, "tiled"),
     ("dynamic shape", GOOD.replace("a = f32[2,3]{1,0}", "a = f32[2,<=3]{1,0}"), 3, "dynamic"),
     ("not utf-8 later", None, 0, ""),
 ]

@@ -189,7 +189,8 @@ def test_xla_debug_sections_are_skipped() -> None:
 @pytest.mark.parametrize(
     ("shape_text", "message"),
     [
-        ("f32[2,3]{1,0:T(8,128)}", "tiling"),
+        ("f32[2,3]{1,0:D(D,C)}", "mark D"),
+        ("s8[2]{0:E(4)}", "stores elements in 4 bits"),
         ("f32[<=4]", "dynamic"),
         ("f8e4m3fn[2]", "element type f8e4m3fn"),
     ],
@@ -310,3 +311,41 @@ ENTRY e {
     assert by_name["c"].array_shape.dims == (2, 0, 3)
     (out,) = evaluate(module, [np.array([1, 2], np.float32), np.array([3, 4], np.float32)])
     assert out.tolist() == [10.0, 18.0]
+
+
+def test_attribute_values_over_lines_with_braces_of_their_own() -> None:
+    """A JSON backend_config whose closing braces stand alone on their lines, and a wrapped
+    value whose next line reads `key={...`: both belong to the instruction (XLA's own tests
+    write them), while a lone `}` indented no deeper than the instruction still closes the
+    computation."""
+    text = """HloModule m
+
+ENTRY e {
+  p = f32[2]{0} parameter(0)
+  n = f32[2]{0} negate(p),
+    backend_config={
+      "outer":{
+        "kind":"x"
+      }
+    }, frontend_attributes={
+      key={"v"}
+    }
+  ROOT r = f32[2]{0} add(n, p)
+}
+"""
+    module = load_module(text)
+    (out,) = evaluate(module, [np.array([1, 2], np.float32)])
+    assert out.tolist() == [0.0, 0.0]
+
+
+def test_layout_marks_that_keep_values_are_read_and_dropped() -> None:
+    """Tiles, memory spaces, splits and element sizes say where elements sit in memory: the
+    module computes the same values as without them; only a bitcast (which reinterprets
+    memory) of a tiled shape is refused."""
+    plain = "HloModule m\nENTRY e {\n  p = f32[2,3]{0,1} parameter(0)\n  t = f32[3,2]{1,0} transpose(p), dimensions={1,0}\n  ROOT c = f32[3,2]{1,0} copy(t)\n}\n"
+    marked = plain.replace("{0,1}", "{0,1:T(8,128)(2,1)S(1)}").replace("t = f32[3,2]{1,0}", "t = f32[3,2]{1,0:E(32)SC(0:2)}")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert canonical_text(load_module(marked)) == canonical_text(load_module(plain))
+    assert evaluate(load_module(marked), [x])[0].tolist() == x.T.tolist()
+    with pytest.raises(HloUnsupportedError, match="bitcast of a tiled"):
+        load_module(marked.replace("transpose(p), dimensions={1,0}", "bitcast(p)"))
