@@ -14,6 +14,7 @@ from compiler.codegen import (
     data_movement,
     dot_conv,
     elementwise,
+    fft,
     grid,
     linalg,
     random_bits,
@@ -48,6 +49,7 @@ FAMILY_MODULES = {
     "random_bits": random_bits,
     "batch_norm": batch_norm,
     "linalg": linalg,
+    "fft": fft,
 }
 EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
 

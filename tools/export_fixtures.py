@@ -1232,6 +1232,34 @@ def _int4_matmul():
     return int4_matmul, (x, w, scale, xq, a, b)
 
 
+@fixture(
+    "fft_spectrogram",
+    "jnp.fft as audio and imaging code uses it: the log power spectrum of Hann-windowed "
+    "256-sample frames (rfft), a circular convolution of length-100 signals (rfft, product, "
+    "irfft), fft2 and ifft2 of a complex image and an fftn over three axes; real and "
+    "imaginary parts out.",
+)
+def _fft_spectrogram():
+    r = rng(41)
+    frames = normal(r, (8, 256))
+    signal = normal(r, (4, 100))
+    kernel = normal(r, (4, 100))
+    image_re, image_im = normal(r, (2, 16, 12)), normal(r, (2, 16, 12))
+
+    def fft_spectrogram(frames, signal, kernel, image_re, image_im):
+        window = jnp.hanning(256).astype(jnp.float32)
+        power = jnp.abs(jnp.fft.rfft(frames * window)) ** 2
+        convolved = jnp.fft.irfft(jnp.fft.rfft(signal) * jnp.fft.rfft(kernel), n=100)
+        image = lax.complex(image_re, image_im)
+        spectrum = jnp.fft.fft2(image)
+        back = jnp.fft.ifft2(spectrum * 0.5)
+        volume = jnp.fft.fftn(image, axes=(0, 1, 2))
+        parts = [part(z) for z in (spectrum, back, volume) for part in (jnp.real, jnp.imag)]
+        return (jnp.log(power + 1e-6), convolved, *parts)
+
+    return fft_spectrogram, (frames, signal, kernel, image_re, image_im)
+
+
 # --------------------------------------------------------------------------
 # HLO text helpers
 # --------------------------------------------------------------------------

@@ -34,6 +34,8 @@ ATTRIBUTE_KINDS: dict[str, AttrKind] = {
     "index_vector_dim": AttrKind.INT,
     "feature_group_count": AttrKind.INT,
     "exponent_bits": AttrKind.INT,
+    "fft_type": AttrKind.IDENT,
+    "fft_length": AttrKind.INT_LIST,
     "mantissa_bits": AttrKind.INT,
     "feature_index": AttrKind.INT,
     "epsilon": AttrKind.FLOAT32,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The op families, by the name of their module in reference/ and codegen/.
-FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits", "batch_norm", "linalg")
+FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits", "batch_norm", "linalg", "fft")
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,7 @@ OPCODES: dict[str, Opcode] = {
         *(Opcode(name, "batch_norm") for name in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad")),
         Opcode("cholesky", "linalg"),
         Opcode("triangular-solve", "linalg"),
+        Opcode("fft", "fft"),
     )
 }
 
@@ -142,7 +143,6 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "get-dimension-size": "dynamic shapes are not supported",
     "set-dimension-size": "dynamic shapes are not supported",
     "dynamic-reshape": "dynamic shapes are not supported",
-    "fft": "fft is not in the numerics contract",
     "stochastic-convert": "stochastic-convert is not reproducible",
     "tan": "tan is not in the numerics contract",
     "ragged-all-to-all": "collectives are not supported",
@@ -157,7 +157,7 @@ KNOWN = SUPPORTED | frozenset(UNSUPPORTED_REASONS)
 COMPLEX_OPCODES = frozenset(
     {
         "add", "subtract", "multiply", "divide", "negate", "abs", "real", "imag", "complex",
-        "compare", "select", "convert", "copy", "dot", "reduce",
+        "compare", "select", "convert", "copy", "dot", "reduce", "fft",
         "broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "bitcast",
         "dynamic-slice", "dynamic-update-slice", "gather",
         "parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "call", "while",

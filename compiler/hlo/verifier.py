@@ -13,6 +13,7 @@ from compiler.hlo.opcodes import COMPLEX_OPCODES, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
 from compiler.numerics import linalg, random_bits
 from compiler.numerics.dtypes import C64, C128, F32, F64, PRED, S32, U64, DType
+from compiler.numerics.fft import FFT_TYPES
 
 MAX_CALL_DEPTH = 64
 
@@ -483,6 +484,28 @@ def _dot(instruction: Instruction) -> Shape:
     return ArrayShape.of(declared.dtype, batch + lhs_free + rhs_free)
 
 
+def _fft(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 1)
+    operand = _array(instruction, 0)
+    fft_type = _attr(instruction, "fft_type")
+    _check(fft_type in FFT_TYPES, f"fft_type must be one of {', '.join(FFT_TYPES)}, not {fft_type}")
+    lengths = _int_list(instruction, "fft_length")
+    _check(1 <= len(lengths) <= 3 and len(lengths) <= operand.rank, f"fft_length {list(lengths)} must name 1 to 3 of the operand's {operand.rank} dimensions")
+    _check(all(n >= 1 for n in lengths), f"fft_length {list(lengths)} has a length below 1")
+    leading, last = operand.dims[: operand.rank - len(lengths)], operand.dims[operand.rank - len(lengths) :]
+    if fft_type == "RFFT":
+        _check(operand.dtype in (F32, F64), f"RFFT takes f32 or f64, not {operand.dtype.name}")
+        _check(last == lengths, f"RFFT of dimensions {list(last)} with fft_length {list(lengths)}")
+        return ArrayShape.of(C64 if operand.dtype is F32 else C128, (*leading, *lengths[:-1], lengths[-1] // 2 + 1))
+    _check(operand.dtype.is_complex, f"{fft_type} takes a complex operand, not {operand.dtype.name}")
+    if fft_type == "IRFFT":
+        half = (*lengths[:-1], lengths[-1] // 2 + 1)
+        _check(last == half, f"IRFFT of dimensions {list(last)} with fft_length {list(lengths)} (the last one holds n/2+1 values)")
+        return ArrayShape.of(operand.dtype.component, (*leading, *lengths))
+    _check(last == lengths, f"{fft_type} of dimensions {list(last)} with fft_length {list(lengths)}")
+    return operand
+
+
 def _convolution(instruction: Instruction) -> Shape:
     _operand_count(instruction, 2)
     lhs, rhs = _array(instruction, 0), _array(instruction, 1)
@@ -823,6 +846,7 @@ RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
     },
     "sort_gather_scatter": {"gather": _gather, "scatter": _scatter, "sort": _sort, "topk": _topk},
     "random_bits": {"rng-bit-generator": _rng_bit_generator},
+    "fft": {"fft": _fft},
 }
 _RULES: dict[str, ShapeRule] = {opcode: rule for rules in RULES_BY_FAMILY.values() for opcode, rule in rules.items()}
 

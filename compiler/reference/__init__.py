@@ -20,6 +20,7 @@ from compiler.reference import (
     data_movement,
     dot_conv,
     elementwise,
+    fft,
     linalg,
     random_bits,
     reductions,
@@ -45,6 +46,7 @@ FAMILY_MODULES = {
     "random_bits": random_bits,
     "batch_norm": batch_norm,
     "linalg": linalg,
+    "fft": fft,
 }
 HANDLERS: dict[str, Handler] = {opcode: handler for module in FAMILY_MODULES.values() for opcode, handler in module.HANDLERS.items()}
 
