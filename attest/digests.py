@@ -31,14 +31,33 @@ _TYPE_NAMES = {
     "float64": "f64",
     "complex64": "c64",
     "complex128": "c128",
+    "float8_e5m2": "f8e5m2",
+    "float8_e4m3": "f8e4m3",
+    "float8_e3m4": "f8e3m4",
+    "float8_e4m3fn": "f8e4m3fn",
+    "float8_e4m3fnuz": "f8e4m3fnuz",
+    "float8_e5m2fnuz": "f8e5m2fnuz",
+    "float8_e4m3b11fnuz": "f8e4m3b11fnuz",
 }
 # A complex element is its real and then its imaginary part, each canonical as its float type.
 _COMPLEX_PARTS = {"c64": np.dtype(np.float32), "c128": np.dtype(np.float64)}
 
 # The contract's canonical NaNs (compiler/numerics/dtypes.py), kept here because attest sits
 # below the compiler; tests/attest/test_digests.py holds the two equal.
-CANONICAL_NAN_BITS = {"f16": 0x7E00, "bf16": 0x7FC0, "f32": 0x7FC00000, "f64": 0x7FF8000000000000}
-_UNSIGNED = {2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+CANONICAL_NAN_BITS = {
+    "f16": 0x7E00, "bf16": 0x7FC0, "f32": 0x7FC00000, "f64": 0x7FF8000000000000,
+    "f8e5m2": 0x7E, "f8e4m3": 0x7C, "f8e3m4": 0x78, "f8e4m3fn": 0x7F,
+    "f8e4m3fnuz": 0x80, "f8e5m2fnuz": 0x80, "f8e4m3b11fnuz": 0x80,
+}  # fmt: skip
+# An element is NaN when its bits without the sign exceed this: the all-ones exponent of the
+# IEEE formats; f8e4m3fn's one NaN magnitude is all ones; the fnuz formats' one NaN is the
+# -0 pattern, already canonical, so nothing exceeds their mask.
+_NAN_ABOVE = {
+    "f16": 0x7C00, "bf16": 0x7F80, "f32": 0x7F800000, "f64": 0x7FF0000000000000,
+    "f8e5m2": 0x7C, "f8e4m3": 0x78, "f8e3m4": 0x70, "f8e4m3fn": 0x7E,
+    "f8e4m3fnuz": 0x7F, "f8e5m2fnuz": 0x7F, "f8e4m3b11fnuz": 0x7F,
+}  # fmt: skip
+_UNSIGNED = {1: np.dtype("u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 
 
 def sha256_hex(data: bytes) -> str:
@@ -67,13 +86,8 @@ def canonical_tensor_bytes(array: np.ndarray) -> bytes:
         return canonical_tensor_bytes(contiguous.reshape(-1).view(_COMPLEX_PARTS[type_name]))
     if type_name in CANONICAL_NAN_BITS:
         width = contiguous.dtype.itemsize
-        bits = contiguous.view(contiguous.dtype.newbyteorder("=")).view(f"u{width}")
-        exponent_and_mantissa = (1 << (8 * width - 1)) - 1
-        exponent_mask = {"f16": 0x7C00, "bf16": 0x7F80, "f32": 0x7F800000, "f64": 0x7FF0000000000000}[
-            type_name
-        ]
-        magnitude = bits & np.array(exponent_and_mantissa, dtype=bits.dtype)
-        is_nan = magnitude > np.array(exponent_mask, dtype=bits.dtype)
+        bits = _bits(contiguous)
+        is_nan = _nan_mask(bits, type_name)
         if is_nan.any():
             bits = np.where(is_nan, np.array(CANONICAL_NAN_BITS[type_name], dtype=bits.dtype), bits)
         return bits.astype(_UNSIGNED[width], copy=False).tobytes()
@@ -126,11 +140,20 @@ class TensorDigester:
         return sha256_hex(self.header + data)
 
 
+def _bits(array: np.ndarray) -> np.ndarray:
+    width = array.dtype.itemsize
+    return array.view(array.dtype.newbyteorder("=")).view(f"u{width}") if width > 1 else array.view(np.uint8)
+
+
+def _nan_mask(bits: np.ndarray, type_name: str) -> np.ndarray:
+    magnitude = bits & np.array((1 << (8 * bits.dtype.itemsize - 1)) - 1, dtype=bits.dtype)
+    return magnitude > np.array(_NAN_ABOVE[type_name], dtype=bits.dtype)
+
+
 def _has_nan(array: np.ndarray, type_name: str) -> bool:
-    if type_name == "bf16":
-        bits = array.view(np.uint16)
-        return bool(((bits & np.uint16(0x7FFF)) > np.uint16(0x7F80)).any())
-    return bool(np.isnan(array).any())
+    if type_name in ("f16", "f32", "f64"):
+        return bool(np.isnan(array).any())
+    return bool(_nan_mask(_bits(array), type_name).any())
 
 
 def tuple_digest(digests: list[str]) -> str:

@@ -101,7 +101,8 @@ def bind_arguments(parameters: Sequence[Shape], arrays: Sequence[np.ndarray]) ->
 
 def bind_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
     """Validates one entry argument against its parameter's shape; returns it as the exact
-    element type (bfloat16 arrive from .npy files as raw 2-byte records)."""
+    element type (bfloat16 and the 8-bit floats arrive from .npy files as raw records, which
+    are read as their bits)."""
     if not isinstance(shape, ArrayShape):
         raise ArgumentError(f"parameter {position} has tuple shape {shape}; pass its elements as a tuple")
     array = np.asarray(array)
@@ -111,8 +112,8 @@ def bind_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
     if array.dtype == expected and array.shape == shape.dims and array.flags.c_contiguous:
         return array  # the common case, checked without building any message
     if array.dtype != expected:
-        raw_bf16 = shape.dtype.name == "bf16" and array.dtype.itemsize == 2 and array.dtype.kind in "Vu"
-        if not raw_bf16:
+        raw_bits = (shape.dtype.name == "bf16" or shape.dtype.is_float8) and array.dtype.itemsize == shape.dtype.itemsize and array.dtype.kind in "Vu"
+        if not raw_bits:
             raise ArgumentError(_mismatch(shape, array, position))
         array = np.require(array, requirements="C").view(expected)
     if tuple(array.shape) != shape.dims:

@@ -11,6 +11,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from compiler.numerics.dtypes import from_name
+
 FIXTURES = Path(__file__).parent / "fixtures"
 # Every fixture's hashes per target (tools/golden_hashes.py, `make golden`).
 GOLDEN_HASHES_PATH = FIXTURES / "golden_hashes.json"
@@ -54,9 +56,12 @@ class Fixture:
 
 
 def as_declared(array: np.ndarray, dtype: str) -> np.ndarray:
-    """bfloat16 arrays come back from .npy as raw 2-byte records; view them as bfloat16."""
+    """bfloat16 and 8-bit float arrays come back from .npy as raw records; view them as
+    their type."""
     if dtype == "bf16":
         return array.view(ml_dtypes.bfloat16)
+    if dtype.startswith("f8"):
+        return array.view(from_name(dtype).numpy)
     return array
 
 

@@ -87,6 +87,8 @@ HLO_DTYPE = {
     np.dtype(np.float64): "f64",
     np.dtype(ml_dtypes.int4): "s4",
     np.dtype(ml_dtypes.uint4): "u4",
+    np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn",
+    np.dtype(ml_dtypes.float8_e5m2): "f8e5m2",
 }
 
 F32_MAX = np.finfo(np.float32).max
@@ -1260,12 +1262,43 @@ def _fft_spectrogram():
     return fft_spectrogram, (frames, signal, kernel, image_re, image_im)
 
 
+@fixture(
+    "fp8_matmul",
+    "FP8 inference and training casts: activations scaled and cast to float8_e4m3fn, a matmul "
+    "of float8_e4m3fn weights accumulated in f32 and rescaled, a gradient cast to float8_e5m2 "
+    "and back, and values beyond the types' ranges (e4m3fn has no infinity: NaN).",
+)
+def _fp8_matmul():
+    r = rng(43)
+    x = normal(r, (16, 64), 4.0)
+    w = normal(r, (64, 32), 0.5).astype(ml_dtypes.float8_e4m3fn)
+    w_scale = np.float32(0.02)
+    g = normal(r, (16, 32), 1e-3)
+    extremes = f32([0.0, -0.0, 448.0, 464.0, 465.0, -1e6, 2.0**-9, 2.0**-10, 57344.0, 61440.0, NAN, INF])
+
+    def fp8_matmul(x, w, w_scale, g, extremes):
+        x_scale = jnp.max(jnp.abs(x)) / 448.0
+        xq = (x / x_scale).astype(jnp.float8_e4m3fn)
+        y = lax.dot(xq, w, preferred_element_type=jnp.float32) * (x_scale * w_scale)
+        g8 = g.astype(jnp.float8_e5m2)
+        return (
+            y,
+            xq,
+            g8.astype(jnp.float32),
+            extremes.astype(jnp.float8_e4m3fn).astype(jnp.float32),
+            extremes.astype(jnp.float8_e5m2).astype(jnp.float32),
+            w.astype(jnp.bfloat16),
+        )
+
+    return fp8_matmul, (x, w, w_scale, g, extremes)
+
+
 # --------------------------------------------------------------------------
 # HLO text helpers
 # --------------------------------------------------------------------------
 
 _INSTR_RE = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.*)$")
-_ARRAY_SHAPE_RE = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")
+_ARRAY_SHAPE_RE = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 
 
 def _split_shape(rest: str) -> tuple[str, str]:

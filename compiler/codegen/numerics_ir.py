@@ -26,12 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from llvmlite import ir
 
 from compiler.codegen.llvm_ir import (
     DOUBLE,
     FLOAT,
     I1,
+    I8,
     I16,
     I32,
     I64,
@@ -44,6 +46,7 @@ from compiler.codegen.llvm_ir import (
 )
 from compiler.config import CompilerConfig
 from compiler.numerics.dtypes import BF16, F16, F32, F64, S8, U8, DType, FloatLayout
+from compiler.numerics.floats import float8_overflow_bound
 
 Value = ir.Value
 Builder = ir.IRBuilder
@@ -111,13 +114,13 @@ def _any(builder: Builder, mask: Value) -> Value:
 
 def _to_bits(builder: Builder, value: Value, dtype: DType) -> Value:
     """The raw bits of a float value as an integer of the same width."""
-    if dtype in (F16, BF16):
+    if dtype in (F16, BF16) or dtype.is_float8:
         return value
     return builder.bitcast(value, shaped_like(value.type, ir.IntType(dtype.bits)))
 
 
 def _from_bits(builder: Builder, bits: Value, dtype: DType) -> Value:
-    if dtype in (F16, BF16):
+    if dtype in (F16, BF16) or dtype.is_float8:
         return bits
     return builder.bitcast(bits, shaped_like(bits.type, storage_type(dtype)))
 
@@ -177,6 +180,8 @@ def widen_to_f32(builder: Builder, value: Value, dtype: DType) -> Value:
     if dtype is F32:
         return value
     wide = builder.zext(value, shaped_like(value.type, I32))
+    if dtype.is_float8:
+        return _float8_to_f32(builder, wide, dtype.float_layout)
     if dtype is BF16:
         # bf16 is the top half of a binary32.
         return builder.bitcast(builder.shl(wide, _int(wide, 32, 16)), shaped_like(value.type, FLOAT))
@@ -210,7 +215,64 @@ def round_f32_to(builder: Builder, value: Value, dtype: DType) -> Value:
         return _f32_bits_to_bf16(builder, bits)
     if dtype is F16:
         return _f32_bits_to_f16(builder, bits)
+    if dtype.is_float8:
+        return _f32_bits_to_float8(builder, bits, dtype.float_layout)
     raise ValueError(f"cannot round f32 to {dtype.name}")
+
+
+def _float8_to_f32(builder: Builder, codes: Value, layout: FloatLayout) -> Value:
+    """8-bit float codes (zero-extended to i32) to float, exactly; NaN to the canonical NaN
+    (floats.float8_to_f32)."""
+    m, bias = layout.mantissa_bits, layout.bias
+    sign = builder.shl(builder.and_(codes, _int(codes, 32, 0x80)), _int(codes, 32, 24))
+    magnitude = builder.and_(codes, _int(codes, 32, 0x7F))
+    normal = builder.add(builder.shl(magnitude, _int(codes, 32, 23 - m)), _int(codes, 32, (127 - bias) << 23))
+    float_type = shaped_like(codes.type, FLOAT)
+    fraction = builder.and_(magnitude, _int(codes, 32, (1 << m) - 1))
+    subnormal = builder.bitcast(builder.fmul(builder.uitofp(fraction, float_type), _flt(codes, FLOAT, 2.0 ** (1 - bias - m))), codes.type)
+    is_subnormal = builder.icmp_unsigned("<", magnitude, _int(codes, 32, 1 << m))
+    bits = builder.or_(builder.select(is_subnormal, subnormal, normal), sign)
+    if layout.specials == "ieee":
+        infinite = builder.icmp_unsigned("==", magnitude, _int(codes, 32, layout.inf_bits))
+        bits = builder.select(infinite, builder.or_(sign, _int(codes, 32, 0x7F800000)), bits)
+        nan = builder.icmp_unsigned(">", magnitude, _int(codes, 32, layout.inf_bits))
+    elif layout.specials == "fn":
+        nan = builder.icmp_unsigned("==", magnitude, _int(codes, 32, 0x7F))
+    else:
+        nan = builder.icmp_unsigned("==", codes, _int(codes, 32, 0x80))
+    bits = builder.select(nan, _int(codes, 32, F32.float_layout.canonical_nan), bits)
+    return builder.bitcast(bits, float_type)
+
+
+def _f32_bits_to_float8(builder: Builder, bits: Value, layout: FloatLayout) -> Value:
+    """f32 bits to an 8-bit float code (i8), nearest-even, as floats.f32_to_float8."""
+    m, bias = layout.mantissa_bits, layout.bias
+    shift = 23 - m
+    sign = builder.and_(builder.lshr(bits, _int(bits, 32, 24)), _int(bits, 32, 0x80))
+    magnitude = builder.and_(bits, _int(bits, 32, 0x7FFFFFFF))
+    odd = builder.and_(builder.lshr(magnitude, _int(bits, 32, shift)), _int(bits, 32, 1))
+    rebiased = builder.add(magnitude, _int(bits, 32, (((bias - 127) << 23) + (1 << (shift - 1)) - 1) & 0xFFFFFFFF))
+    normal = builder.lshr(builder.add(rebiased, odd), _int(bits, 32, shift))
+    float_type = shaped_like(bits.type, FLOAT)
+    offset = 2.0 ** (24 - bias - m)
+    offset_bits = int(np.float32(offset).view(np.uint32))
+    shifted = builder.fadd(builder.bitcast(magnitude, float_type), _flt(bits, FLOAT, offset))
+    subnormal = builder.sub(builder.bitcast(shifted, bits.type), _int(bits, 32, offset_bits))
+    tiny = builder.icmp_unsigned("<", magnitude, _int(bits, 32, int(np.float32(2.0 ** (1 - bias)).view(np.uint32))))
+    bound, midpoint_overflows = float8_overflow_bound(layout)
+    overflow = builder.icmp_unsigned(">=" if midpoint_overflows else ">", magnitude, _int(bits, 32, bound))
+    code = builder.select(tiny, subnormal, normal)
+    if layout.specials == "ieee":
+        code = builder.or_(builder.select(overflow, _int(bits, 32, layout.inf_bits), code), sign)
+    else:
+        code = builder.select(overflow, _int(bits, 32, layout.canonical_nan), code)
+        has_sign = builder.not_(overflow)
+        if layout.specials == "fnuz":
+            has_sign = builder.and_(has_sign, builder.icmp_unsigned("!=", code, _int(bits, 32, 0)))
+        code = builder.select(has_sign, builder.or_(code, sign), code)
+    nan = builder.icmp_unsigned(">", magnitude, _int(bits, 32, 0x7F800000))
+    code = builder.select(nan, _int(bits, 32, layout.canonical_nan), code)
+    return builder.trunc(code, shaped_like(bits.type, I8))
 
 
 def _f32_bits_to_bf16(builder: Builder, bits: Value) -> Value:
@@ -702,6 +764,10 @@ def convert(
 def _convert(builder: Builder, value: Value, source: DType, target: DType) -> Value:
     if source == target:
         return value
+    if source.is_float8:  # exact in binary32 (a NaN becomes the canonical one)
+        value, source = widen_to_f32(builder, value, source), F32
+        if target == F32:
+            return value
     if target.is_complex:
         if source.is_complex:
             real, imag = (_convert(builder, part, source.component, target.component) for part in complex_parts(builder, value, source))
@@ -761,10 +827,14 @@ def _float_to_f64(builder: Builder, value: Value, dtype: DType) -> Value:
 
 
 def _float_to_float(builder: Builder, value: Value, source: DType, target: DType) -> Value:
-    if source in (F16, BF16, F32) and target in (F16, BF16, F32):
+    if _exact_in_f32(source) and _exact_in_f32(target):
         # Exact in binary32, then one rounding.
         return round_f32_to(builder, widen_to_f32(builder, value, source), target)
     return _round_from_f64(builder, _float_to_f64(builder, value, source), target)
+
+
+def _exact_in_f32(dtype: DType) -> bool:
+    return dtype in (F16, BF16, F32) or dtype.is_float8
 
 
 def _integer_to_f64(builder: Builder, value: Value, source: DType, round_to_odd: bool) -> Value:

@@ -189,10 +189,11 @@ def _float_texts(array: np.ndarray, dtype: DType) -> list[str]:
     not read back exactly (double rounding through binary64) is printed as the exact binary64
     value instead. The final spelling is Python's repr of the binary64 value, which is fixed."""
     flat = np.require(array, requirements="C").reshape(-1)
-    exact = (flat.astype(np.float32) if dtype is BF16 else flat).astype(np.float64)
+    through_f32 = dtype is BF16 or dtype.is_float8  # no decimal printing of their own
+    source = floats.to_f32(flat, dtype) if through_f32 else flat
+    exact = source.astype(np.float64)
     if dtype is F64:
         return [repr(v) for v in exact.tolist()]
-    source = flat.astype(np.float32) if dtype is BF16 else flat
     candidates = source.astype(str).astype(np.float64)
     readback = floats.literal_from_float64(candidates, dtype)
     bits = floats.bits_dtype(dtype)

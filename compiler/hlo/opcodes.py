@@ -152,6 +152,19 @@ UNSUPPORTED_REASONS: dict[str, str] = {
 
 KNOWN = SUPPORTED | frozenset(UNSUPPORTED_REASONS)
 
+# The opcodes that take or make 8-bit float values (docs/numerics.md §1): conversions, the
+# ops that only move values, and dot's operands (its result is wider). Arithmetic on them is
+# outside the contract: XLA itself computes it in a wider type.
+FLOAT8_OPCODES = frozenset(
+    {
+        "convert", "bitcast-convert", "copy", "select", "dot",
+        "broadcast", "reshape", "transpose", "reverse", "slice", "concatenate", "pad", "bitcast",
+        "dynamic-slice", "dynamic-update-slice", "gather",
+        "parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "call", "while",
+        "conditional", "fusion",
+    }
+)  # fmt: skip
+
 # The opcodes that take or make complex values (docs/numerics.md, "Complex numbers"): the
 # arithmetic the contract defines for them, and every op that only moves values.
 COMPLEX_OPCODES = frozenset(

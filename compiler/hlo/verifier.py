@@ -9,7 +9,7 @@ from collections.abc import Callable
 from compiler.hlo import attributes as attr
 from compiler.hlo.errors import HloUnsupportedError, HloVerifyError
 from compiler.hlo.ir import Computation, CycleError, Instruction, Module
-from compiler.hlo.opcodes import COMPLEX_OPCODES, SUPPORTED, UNSUPPORTED_REASONS
+from compiler.hlo.opcodes import COMPLEX_OPCODES, FLOAT8_OPCODES, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
 from compiler.numerics import linalg, random_bits
 from compiler.numerics.dtypes import C64, C128, F32, F64, PRED, S32, U64, DType
@@ -859,6 +859,24 @@ def infer_shape(instruction: Instruction) -> Shape:
         raise HloVerifyError(str(failure), instruction.location, instruction.name) from None
 
 
+def _check_float8_use(instruction: Instruction) -> None:
+    """8-bit floats are converted, moved and multiplied in dots, nothing else (§1)."""
+    results = [element.dtype for element in flatten(instruction.shape)]
+    operands = [element.dtype for operand in instruction.operands for element in flatten(operand.shape)]
+    narrow = [dtype.name for dtype in (*results, *operands) if dtype.is_float8]
+    if not narrow:
+        return
+    if instruction.opcode not in FLOAT8_OPCODES:
+        raise HloUnsupportedError(
+            f"{instruction.opcode} of {narrow[0]} values is not in the numerics contract: convert them to f16, bf16 or f32 "
+            "first (8-bit floats are converted, moved and multiplied in dots)",
+            instruction.location,
+            instruction.name,
+        )
+    if instruction.opcode == "dot" and any(dtype.is_float8 for dtype in results):
+        raise HloUnsupportedError(f"a dot with a {results[0].name} result is not in the numerics contract: give it a wider result type", instruction.location, instruction.name)  # fmt: skip
+
+
 def _verify_instruction(instruction: Instruction) -> None:
     if instruction.opcode not in SUPPORTED:
         reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
@@ -868,6 +886,7 @@ def _verify_instruction(instruction: Instruction) -> None:
             complex_types = [element.dtype.name for element in flatten(shape) if element.dtype.is_complex]
             if complex_types:
                 raise HloUnsupportedError(f"{instruction.opcode} of {complex_types[0]} values is not in the numerics contract", instruction.location, instruction.name)  # fmt: skip
+    _check_float8_use(instruction)
     inferred = infer_shape(instruction)
     if not inferred.same_logical(instruction.shape):
         raise HloVerifyError(

@@ -1,6 +1,7 @@
 """The `convert` op of the numerics contract: every pair of element types, one defined result.
 
-- float -> float: one nearest-even rounding (widening is exact), canonical NaN.
+- float -> float: one nearest-even rounding (widening is exact), canonical NaN; into an
+  8-bit float without infinity, a value beyond its largest finite one gives its NaN.
 - integer -> float: one nearest-even rounding of the exact integer.
 - float -> integer: truncation towards zero, saturating at the type's bounds; NaN -> 0.
 - integer -> integer: two's complement wrap (sign- or zero-extension, then truncation; s4
@@ -15,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.numerics import complexes, floats, integers
-from compiler.numerics.dtypes import BF16, F16, F64, U8, DType
+from compiler.numerics.dtypes import BF16, F16, F32, F64, U8, DType
 
 
 def float_to_f64(values: np.ndarray, dtype: DType) -> np.ndarray:
@@ -53,6 +54,10 @@ def convert(values: np.ndarray, source: DType, target: DType) -> np.ndarray:
     values = np.asarray(values)
     if source == target:
         return values.copy()
+    if source.is_float8:  # exact in binary32 (a NaN becomes the canonical one)
+        values, source = floats.to_f32(values, source), F32
+        if target == F32:
+            return values
     if target.is_complex:
         if source.is_complex:
             real, imag = (convert(part, source.component, target.component) for part in complexes.parts(values))

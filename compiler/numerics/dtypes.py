@@ -22,12 +22,17 @@ class Kind(Enum):
 
 @dataclass(frozen=True)
 class FloatLayout:
-    """The bit layout of one IEEE binary format and its canonical NaN, the one NaN the
-    numerics contract produces (docs/numerics.md)."""
+    """The bit layout of one binary float format and its canonical NaN, the one NaN the
+    numerics contract produces (docs/numerics.md). The IEEE formats reserve the all-ones
+    exponent for infinities and NaNs; two 8-bit families do not (`specials`): "fn" has no
+    infinity and one NaN magnitude (all ones), "fnuz" no infinity, no -0 and one NaN, the
+    -0 pattern. The 8-bit formats name their exponent bias."""
 
     bits: int
     mantissa_bits: int  # stored fraction bits
     canonical_nan: int
+    specials: str = "ieee"  # "ieee", "fn" or "fnuz"
+    exponent_bias: int | None = None  # when not the IEEE bias 2^(exponent bits - 1) - 1
 
     @property
     def sign_mask(self) -> int:
@@ -46,8 +51,25 @@ class FloatLayout:
         return (1 << self.mantissa_bits) - 1
 
     @property
+    def exponent_bits(self) -> int:
+        return self.bits - 1 - self.mantissa_bits
+
+    @property
     def bias(self) -> int:
-        return (1 << (self.bits - 2 - self.mantissa_bits)) - 1
+        if self.exponent_bias is not None:
+            return self.exponent_bias
+        return (1 << (self.exponent_bits - 1)) - 1
+
+    @property
+    def max_finite(self) -> float:
+        """The largest finite value."""
+        top_exponent = (1 << self.exponent_bits) - 1 - self.bias  # the all-ones exponent
+        fraction = 2.0 - 2.0 ** -self.mantissa_bits  # all-ones mantissa
+        if self.specials == "ieee":
+            return fraction * 2.0 ** (top_exponent - 1)
+        if self.specials == "fn":
+            return (fraction - 2.0 ** -self.mantissa_bits) * 2.0**top_exponent
+        return fraction * 2.0**top_exponent
 
 
 @dataclass(frozen=True)
@@ -72,6 +94,12 @@ class DType:
     @property
     def is_float(self) -> bool:
         return self.kind is Kind.FLOAT
+
+    @property
+    def is_float8(self) -> bool:
+        """An 8-bit float type: the contract converts, moves and multiplies (in dot) these
+        values; it computes nothing else on them (docs/numerics.md §1)."""
+        return self.kind is Kind.FLOAT and self.bits == 8
 
     @property
     def is_integer(self) -> bool:
@@ -149,16 +177,24 @@ F64 = DType("f64", 64, Kind.FLOAT, np.dtype(np.float64), FloatLayout(64, 52, 0x7
 C64 = DType("c64", 64, Kind.COMPLEX, np.dtype(np.complex64), component_name="f32")
 C128 = DType("c128", 128, Kind.COMPLEX, np.dtype(np.complex128), component_name="f64")
 
-ALL_DTYPES: tuple[DType, ...] = (PRED, S4, S8, S16, S32, S64, U4, U8, U16, U32, U64, F16, BF16, F32, F64, C64, C128)
+# 8-bit floats (OCP FP8 and the fnuz variants), held one per byte as their bits.
+F8E5M2 = DType("f8e5m2", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e5m2), FloatLayout(8, 2, 0x7E))
+F8E4M3 = DType("f8e4m3", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e4m3), FloatLayout(8, 3, 0x7C))
+F8E3M4 = DType("f8e3m4", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e3m4), FloatLayout(8, 4, 0x78))
+F8E4M3FN = DType("f8e4m3fn", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e4m3fn), FloatLayout(8, 3, 0x7F, "fn"))
+F8E4M3FNUZ = DType("f8e4m3fnuz", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e4m3fnuz), FloatLayout(8, 3, 0x80, "fnuz", 8))
+F8E5M2FNUZ = DType("f8e5m2fnuz", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e5m2fnuz), FloatLayout(8, 2, 0x80, "fnuz", 16))
+F8E4M3B11FNUZ = DType("f8e4m3b11fnuz", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e4m3b11fnuz), FloatLayout(8, 3, 0x80, "fnuz", 11))
+FLOAT8_DTYPES: tuple[DType, ...] = (F8E5M2, F8E4M3, F8E3M4, F8E4M3FN, F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3B11FNUZ)
+
+ALL_DTYPES: tuple[DType, ...] = (PRED, S4, S8, S16, S32, S64, U4, U8, U16, U32, U64, *FLOAT8_DTYPES, F16, BF16, F32, F64, C64, C128)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 FLOAT_DTYPES: tuple[DType, ...] = tuple(d for d in ALL_DTYPES if d.is_float)
 
 # HLO types that exist in XLA but are outside the numerics contract; named so that the
 # parser can say "unsupported element type" rather than "unknown".
 UNSUPPORTED_TYPE_NAMES: tuple[str, ...] = (
-    "s1", "s2", "u1", "u2", "token", "opaque",
-    "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
-    "f8e8m0fnu", "f4e2m1fn",
+    "s1", "s2", "u1", "u2", "token", "opaque", "f8e8m0fnu", "f4e2m1fn",
 )  # fmt: skip
 
 

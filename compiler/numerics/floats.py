@@ -14,9 +14,9 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
+from compiler.numerics.dtypes import BF16, F16, F32, F64, DType, FloatLayout
 
-_BITS_DTYPES = {16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
+_BITS_DTYPES = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 
 
 def bits_dtype(dtype: DType) -> np.dtype:
@@ -33,7 +33,7 @@ def canonicalize_nans(array: np.ndarray, dtype: DType) -> np.ndarray:
     """`array` with every NaN replaced by the canonical NaN (a copy only when needed)."""
     if not dtype.is_float:
         return array
-    nan_mask = np.isnan(array.astype(np.float32) if dtype is BF16 else array)
+    nan_mask = np.isnan(to_f32(array, dtype) if dtype is BF16 or dtype.is_float8 else array)
     if not nan_mask.any():
         return array
     out = np.array(array, copy=True)
@@ -61,6 +61,8 @@ def round_from_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
         # numpy's float32 -> float16 conversion is the IEEE nearest-even conversion.
         with np.errstate(over="ignore"):
             return canonicalize_nans(values.astype(np.float16), F16)
+    if dtype.is_float8:
+        return f32_to_float8(values, dtype)
     raise ValueError(f"cannot round f32 to {dtype.name}")
 
 
@@ -71,6 +73,8 @@ def to_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
     if dtype is BF16:
         bits = np.asarray(np.asarray(values).view(np.uint16).astype(np.uint32) << 16)
         return bits.view(np.float32)  # an array for rank 0 too (numpy makes the shift a scalar)
+    if dtype.is_float8:
+        return float8_to_f32(values, dtype)
     if dtype is not F16:
         return np.asarray(values).astype(np.float32)
     half = np.asarray(values).view(np.uint16).astype(np.uint32)
@@ -246,3 +250,82 @@ def reduce_precision(values: np.ndarray, dtype: DType, exponent_bits: int, manti
         bits = np.where(underflows, sign, bits)
     bits = np.where(is_nan, np.uint64(layout.canonical_nan), bits)
     return bits.astype(unsigned).view(dtype.numpy)
+
+
+# --- 8-bit floats -------------------------------------------------------------------------------
+
+
+def float8_nan(codes: np.ndarray, layout: FloatLayout) -> np.ndarray:
+    """Which 8-bit codes (uint) are NaN in `layout`'s family."""
+    magnitude = codes & 0x7F
+    if layout.specials == "fnuz":
+        return codes == 0x80
+    if layout.specials == "fn":
+        return magnitude == 0x7F
+    return magnitude > layout.inf_bits
+
+
+def float8_to_f32(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """8-bit float values (as their codes) widened to f32, exactly; a NaN gives f32's
+    canonical NaN."""
+    layout = dtype.float_layout
+    m, bias = layout.mantissa_bits, layout.bias
+    codes = np.asarray(values).view(np.uint8).astype(np.uint32)
+    sign = (codes & 0x80) << 24
+    magnitude = codes & 0x7F
+    normal = (magnitude << (23 - m)) + ((127 - bias) << 23)
+    subnormal = ((magnitude & ((1 << m) - 1)).astype(np.float32) * np.float32(2.0 ** (1 - bias - m))).view(np.uint32)
+    bits = np.where(magnitude >> m == 0, subnormal, normal) | sign
+    if layout.specials == "ieee":
+        bits = np.where(magnitude == layout.inf_bits, sign | 0x7F800000, bits)
+    bits = np.where(float8_nan(codes, layout), F32.float_layout.canonical_nan, bits)
+    return np.asarray(bits.astype(np.uint32)).view(np.float32).reshape(np.shape(values))
+
+
+def float8_overflow_bound(layout: FloatLayout) -> tuple[int, bool]:
+    """The f32 bits of the midpoint above the largest finite value, and whether the
+    midpoint itself overflows (it does when the largest value's mantissa is odd: the tie
+    goes to the even neighbour above)."""
+    largest = layout.max_finite
+    exponent = math.frexp(largest)[1] - 1
+    midpoint = largest + 2.0 ** (exponent - layout.mantissa_bits - 1)
+    odd = round(largest / 2.0 ** (exponent - layout.mantissa_bits)) % 2 == 1
+    return int(np.float32(midpoint).view(np.uint32)), odd
+
+
+def float8_overflow_code(layout: FloatLayout) -> int:
+    """What a value beyond the largest finite one becomes: infinity where the format has
+    one (the sign added), else the canonical NaN."""
+    return layout.inf_bits if layout.specials == "ieee" else layout.canonical_nan
+
+
+def f32_to_float8(values: np.ndarray, dtype: DType) -> np.ndarray:
+    """Rounds f32 values to an 8-bit float, nearest-even: subnormals kept, a value beyond
+    the largest finite one gives infinity or (no infinity in the format) the canonical NaN,
+    NaN the canonical NaN; -0 stays -0 except in the fnuz formats, which have none."""
+    layout = dtype.float_layout
+    m, bias = layout.mantissa_bits, layout.bias
+    shift = 23 - m
+    bits = np.require(values, dtype=np.float32, requirements="C").view(np.uint32).astype(np.int64)
+    sign = (bits >> 24) & 0x80
+    magnitude = bits & 0x7FFFFFFF
+    odd = (magnitude >> shift) & 1
+    normal = (magnitude + ((bias - 127) << 23) + (1 << (shift - 1)) - 1 + odd) >> shift
+    # Below the smallest normal, adding 2^(1 - bias - m + 23) puts the f32 ulp at the
+    # format's subnormal spacing: the f32 addition rounds nearest-even.
+    offset = np.float32(2.0 ** (24 - bias - m))
+    with np.errstate(over="ignore", invalid="ignore"):
+        shifted = (np.abs(np.asarray(values, np.float32)) + offset).view(np.uint32).astype(np.int64)
+    subnormal = shifted - int(offset.view(np.uint32))
+    tiny = magnitude < int(np.float32(2.0 ** (1 - bias)).view(np.uint32))
+    bound, midpoint_overflows = float8_overflow_bound(layout)
+    overflow = magnitude >= bound if midpoint_overflows else magnitude > bound
+    code = np.where(tiny, subnormal, normal)
+    if layout.specials == "ieee":
+        code = np.where(overflow, layout.inf_bits, code) | sign
+    else:
+        code = np.where(overflow, layout.canonical_nan, code)
+        has_sign = ~overflow if layout.specials == "fn" else ~overflow & (code != 0)
+        code = np.where(has_sign, code | sign, code)
+    code = np.where(magnitude > 0x7F800000, layout.canonical_nan, code)
+    return np.asarray(code.astype(np.uint8)).view(dtype.numpy).reshape(np.shape(values))

@@ -86,3 +86,17 @@ def test_the_digest_canonical_nans_are_the_contracts() -> None:
     from compiler.numerics.dtypes import FLOAT_DTYPES
 
     assert {dtype.name: dtype.float_layout.canonical_nan for dtype in FLOAT_DTYPES} == CANONICAL_NAN_BITS
+
+
+def test_8_bit_float_digests_count_every_nan_as_one() -> None:
+    """Every NaN code of each 8-bit float type digests as its canonical NaN, and no other
+    code does (the types' own NaN tests, compiler/numerics/floats.py, are the oracle)."""
+    from compiler.numerics.dtypes import FLOAT8_DTYPES
+    from compiler.numerics.floats import float8_nan
+
+    for dtype in FLOAT8_DTYPES:
+        codes = np.arange(256, dtype=np.uint8)
+        nan = float8_nan(codes, dtype.float_layout)
+        canonical = np.where(nan, np.uint8(dtype.float_layout.canonical_nan), codes)
+        assert tensor_digest(codes.view(dtype.numpy)) == tensor_digest(canonical.view(dtype.numpy)), dtype.name
+        assert canonical_tensor_bytes(codes.view(dtype.numpy)) == canonical.tobytes(), dtype.name

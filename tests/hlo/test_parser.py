@@ -192,7 +192,7 @@ def test_xla_debug_sections_are_skipped() -> None:
         ("f32[2,3]{1,0:D(D,C)}", "mark D"),
         ("s8[2]{0:E(4)}", "stores elements in 4 bits"),
         ("f32[<=4]", "dynamic"),
-        ("f8e4m3fn[2]", "element type f8e4m3fn"),
+        ("f8e8m0fnu[2]", "element type f8e8m0fnu"),
     ],
 )
 def test_unsupported_shapes_are_clear_errors(shape_text: str, message: str) -> None:
