@@ -124,7 +124,7 @@ def bind_argument(shape: Shape, array: np.ndarray, position: int) -> np.ndarray:
 def _bind_sub_byte(shape: ArrayShape, array: np.ndarray, position: int) -> np.ndarray:
     """An s4 or u4 argument: int8 or uint8 holding the values (or ml_dtypes' int4 and uint4,
     what JAX hands out), every value in the type's range."""
-    if array.dtype.name == ("int4" if shape.dtype.is_signed else "uint4"):
+    if array.dtype.name == f"{'int' if shape.dtype.is_signed else 'uint'}{shape.dtype.bits}":
         array = array.astype(shape.dtype.numpy)
     if array.dtype != shape.dtype.numpy or tuple(array.shape) != shape.dims:
         raise ArgumentError(_mismatch(shape, array, position) + f" ({shape.dtype.name} values are passed as {shape.dtype.numpy})")

@@ -153,11 +153,12 @@ def _random_input(dtype: str, dims: tuple[int, ...], rng: np.random.Generator) -
 
 
 def _as_xla_input(array: np.ndarray, dtype: str) -> np.ndarray:
-    """An input as XLA takes it: s4 and u4 as ml_dtypes' int4 and uint4 (vxla takes the int8
-    and uint8 holding the same values)."""
+    """An input as XLA takes it: s2, s4, u2 and u4 as ml_dtypes' int2, int4, uint2 and uint4
+    (vxla takes the int8 and uint8 holding the same values)."""
     import ml_dtypes
 
-    return array.astype({"s4": ml_dtypes.int4, "u4": ml_dtypes.uint4}[dtype]) if dtype in ("s4", "u4") else array
+    narrow = {"s2": ml_dtypes.int2, "s4": ml_dtypes.int4, "u2": ml_dtypes.uint2, "u4": ml_dtypes.uint4}
+    return array.astype(narrow[dtype]) if dtype in narrow else array
 
 
 def _identity(reducer, dtype: np.dtype) -> np.ndarray | None:  # noqa: ANN001 - vxla's Computation

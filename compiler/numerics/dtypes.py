@@ -161,6 +161,9 @@ PRED = DType("pred", 8, Kind.PRED, np.dtype(np.bool_))
 # inputs and outputs hold and what their digests cover (docs/numerics.md, "4-bit integers").
 S4 = DType("s4", 4, Kind.SIGNED, np.dtype(np.int8))
 U4 = DType("u4", 4, Kind.UNSIGNED, np.dtype(np.uint8))
+# s2 and u2 likewise: -2..1 and 0..3 in a byte.
+S2 = DType("s2", 2, Kind.SIGNED, np.dtype(np.int8))
+U2 = DType("u2", 2, Kind.UNSIGNED, np.dtype(np.uint8))
 S8 = DType("s8", 8, Kind.SIGNED, np.dtype(np.int8))
 S16 = DType("s16", 16, Kind.SIGNED, np.dtype(np.int16))
 S32 = DType("s32", 32, Kind.SIGNED, np.dtype(np.int32))
@@ -187,14 +190,14 @@ F8E5M2FNUZ = DType("f8e5m2fnuz", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e5m2fn
 F8E4M3B11FNUZ = DType("f8e4m3b11fnuz", 8, Kind.FLOAT, np.dtype(ml_dtypes.float8_e4m3b11fnuz), FloatLayout(8, 3, 0x80, "fnuz", 11))
 FLOAT8_DTYPES: tuple[DType, ...] = (F8E5M2, F8E4M3, F8E3M4, F8E4M3FN, F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3B11FNUZ)
 
-ALL_DTYPES: tuple[DType, ...] = (PRED, S4, S8, S16, S32, S64, U4, U8, U16, U32, U64, *FLOAT8_DTYPES, F16, BF16, F32, F64, C64, C128)
+ALL_DTYPES: tuple[DType, ...] = (PRED, S2, S4, S8, S16, S32, S64, U2, U4, U8, U16, U32, U64, *FLOAT8_DTYPES, F16, BF16, F32, F64, C64, C128)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 FLOAT_DTYPES: tuple[DType, ...] = tuple(d for d in ALL_DTYPES if d.is_float)
 
 # HLO types that exist in XLA but are outside the numerics contract; named so that the
 # parser can say "unsupported element type" rather than "unknown".
 UNSUPPORTED_TYPE_NAMES: tuple[str, ...] = (
-    "s1", "s2", "u1", "u2", "token", "opaque", "f8e8m0fnu", "f4e2m1fn",
+    "s1", "u1", "token", "opaque", "f8e8m0fnu", "f4e2m1fn",
 )  # fmt: skip
 
 

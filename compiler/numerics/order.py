@@ -16,7 +16,7 @@ end.
 
 from __future__ import annotations
 
-from compiler.numerics.dtypes import BF16, F16, F32, S4, S8, U4, U8, DType
+from compiler.numerics.dtypes import BF16, F16, F32, S2, S4, S8, U2, U4, U8, DType
 
 REDUCE_LANES = 16
 REDUCE_BLOCK = 4096
@@ -24,4 +24,4 @@ REDUCE_BLOCK = 4096
 
 def accumulation_type(result: DType) -> DType:
     """The type a dot's or convolution's chain accumulates in for a `result` type."""
-    return {F16: F32, BF16: F32, S4: S8, U4: U8}.get(result, result)
+    return {F16: F32, BF16: F32, S2: S8, S4: S8, U2: U8, U4: U8}.get(result, result)

@@ -130,3 +130,49 @@ def test_the_executable_checks_4_bit_inputs_even_when_their_holder_type_matches(
     assert executable.run(np.array([1, 15, 0], np.uint8))[0].tolist() == [2, 14, 0]
     with pytest.raises(ArgumentError, match=r"element \[2\] is 16, outside \[0, 15\]"):
         executable.run(np.array([1, 15, 16], np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["s2", "u2"])
+def test_2_bit_integers_wrap_in_2_bits_on_every_target(dtype: str) -> None:
+    """s2 and u2 are held as s4 and u4 are: every pair of values through add, subtract,
+    multiply and the shifts, conversions in and out, a dot accumulated in s8 and wrapped,
+    against a model that wraps modulo 4; the backend gives the reference's bits."""
+    signed = dtype == "s2"
+    values = range(-2, 2) if signed else range(4)
+    holder = np.int8 if signed else np.uint8
+    a = np.array([x for x in values for _ in values], holder)
+    b = np.array([y for _ in values for y in values], holder)
+    text = f"""HloModule m
+ENTRY e {{
+  a = {dtype}[16] parameter(0)
+  b = {dtype}[16] parameter(1)
+  add = {dtype}[16] add(a, b)
+  mul = {dtype}[16] multiply(a, b)
+  sub = {dtype}[16] subtract(a, b)
+  wide = s32[16] convert(a)
+  back = {dtype}[16] convert(s32[16] multiply(wide, wide))
+  f = f32[16] convert(b)
+  ab = {dtype}[4,4] reshape(a)
+  bb = {dtype}[4,4] reshape(b)
+  d = {dtype}[4,4] dot(ab, bb), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT r = ({dtype}[16], {dtype}[16], {dtype}[16], {dtype}[16], f32[16], {dtype}[4,4]) tuple(add, mul, sub, back, f, d)
+}}
+"""
+
+    def wrap(value: int) -> int:
+        low = value & 3
+        return low - 4 if signed and low >= 2 else low
+
+    from compiler.hlo import load_module
+    from compiler.reference import evaluate
+
+    add, mul, sub, back, f, d = evaluate(load_module(text), [a, b])
+    pairs = list(zip(a.tolist(), b.tolist(), strict=True))
+    assert add.tolist() == [wrap(x + y) for x, y in pairs]
+    assert mul.tolist() == [wrap(x * y) for x, y in pairs]
+    assert sub.tolist() == [wrap(x - y) for x, y in pairs]
+    assert back.tolist() == [wrap(x * x) for x in a.tolist()]
+    assert f.tolist() == [float(y) for y in b.tolist()]
+    exact = a.astype(np.int64).reshape(4, 4) @ b.astype(np.int64).reshape(4, 4)
+    assert d.tolist() == [[wrap(int(v)) for v in row] for row in exact]
+    run_everywhere(text, [a, b])
