@@ -503,6 +503,9 @@ class Parser:
                     )
                 root = item.instruction
             pending.append(item)
+        # `}, execution_thread="..."`: which of XLA's threads runs the computation, a
+        # scheduling choice that changes no value.
+        self.attributes()
         if not pending:
             raise self.error(f"computation %{name} has no instructions", start)
         instructions = [p.instruction for p in pending]

@@ -459,6 +459,12 @@ def _select_and_scatter(instruction: Instruction) -> Shape:
     return operand
 
 
+def _same_pred_use(lhs: DType, rhs: DType, result: DType, opcode: str) -> None:
+    """A dot or convolution of pred values is pred throughout (an or of ands, §6)."""
+    preds = [dtype.is_pred for dtype in (lhs, rhs, result)]
+    _check(all(preds) or not any(preds), f"{opcode} mixes pred with other types ({lhs.name}, {rhs.name} -> {result.name})")
+
+
 def _dot(instruction: Instruction) -> Shape:
     _operand_count(instruction, 2)
     lhs, rhs = _array(instruction, 0), _array(instruction, 1)
@@ -470,8 +476,7 @@ def _dot(instruction: Instruction) -> Shape:
     _check(len(lb) == len(rb) and len(lc) == len(rc), "dot batch/contracting dimension lists differ in length")
     for a, b in zip(lb + lc, rb + rc, strict=True):
         _check(lhs.dims[a] == rhs.dims[b], f"dot dimension sizes differ: lhs {a} is {lhs.dims[a]}, rhs {b} is {rhs.dims[b]}")  # fmt: skip
-    for shape in (lhs, rhs, declared):
-        _numeric(shape.dtype, "dot")
+    _same_pred_use(lhs.dtype, rhs.dtype, declared.dtype, "dot")
     # Operands are converted to the accumulation type (§6): integer and floating-point
     # operands mix as XLA's operand upcasting mixes them, by `convert` (§2).
     if declared.dtype.is_complex:  # real or complex operands, converted to the result type
@@ -485,24 +490,29 @@ def _dot(instruction: Instruction) -> Shape:
 
 
 def _fft(instruction: Instruction) -> Shape:
+    """XLA's shape rule; an fft whose operand or lengths hold zero elements has an empty
+    result (nothing to transform), the one case where FFT and IFFT lengths may differ from
+    the dimensions."""
     _operand_count(instruction, 1)
     operand = _array(instruction, 0)
     fft_type = _attr(instruction, "fft_type")
     _check(fft_type in FFT_TYPES, f"fft_type must be one of {', '.join(FFT_TYPES)}, not {fft_type}")
     lengths = _int_list(instruction, "fft_length")
     _check(1 <= len(lengths) <= 3 and len(lengths) <= operand.rank, f"fft_length {list(lengths)} must name 1 to 3 of the operand's {operand.rank} dimensions")
-    _check(all(n >= 1 for n in lengths), f"fft_length {list(lengths)} has a length below 1")
+    _check(all(n >= 0 for n in lengths), f"fft_length {list(lengths)} has a negative length")
     leading, last = operand.dims[: operand.rank - len(lengths)], operand.dims[operand.rank - len(lengths) :]
     if fft_type == "RFFT":
         _check(operand.dtype in (F32, F64), f"RFFT takes f32 or f64, not {operand.dtype.name}")
         _check(last == lengths, f"RFFT of dimensions {list(last)} with fft_length {list(lengths)}")
-        return ArrayShape.of(C64 if operand.dtype is F32 else C128, (*leading, *lengths[:-1], lengths[-1] // 2 + 1))
+        kept = lengths[-1] // 2 + 1 if lengths[-1] else 0
+        return ArrayShape.of(C64 if operand.dtype is F32 else C128, (*leading, *lengths[:-1], kept))
     _check(operand.dtype.is_complex, f"{fft_type} takes a complex operand, not {operand.dtype.name}")
     if fft_type == "IRFFT":
-        half = (*lengths[:-1], lengths[-1] // 2 + 1)
-        _check(last == half, f"IRFFT of dimensions {list(last)} with fft_length {list(lengths)} (the last one holds n/2+1 values)")
+        _check(last[:-1] == lengths[:-1], f"IRFFT of dimensions {list(last)} with fft_length {list(lengths)}")
+        _check(last[-1] == lengths[-1] // 2 + 1 or (last[-1] == 0 and lengths[-1] == 0),
+               f"IRFFT of dimensions {list(last)} with fft_length {list(lengths)} (the last one holds n/2+1 values)")  # fmt: skip
         return ArrayShape.of(operand.dtype.component, (*leading, *lengths))
-    _check(last == lengths, f"{fft_type} of dimensions {list(last)} with fft_length {list(lengths)}")
+    _check(last == lengths or operand.element_count == 0, f"{fft_type} of dimensions {list(last)} with fft_length {list(lengths)}")
     return operand
 
 
@@ -521,6 +531,7 @@ def _convolution(instruction: Instruction) -> Shape:
     assert isinstance(groups, int) and isinstance(batch_groups, int)
     _check(groups >= 1 and batch_groups >= 1, "group counts must be positive")
     _check(groups == 1 or batch_groups == 1, "feature_group_count and batch_group_count cannot both exceed 1")
+    _same_pred_use(lhs.dtype, rhs.dtype, declared.dtype, "convolution")
     in_features = lhs.dims[labels.input_feature]
     kernel_in, kernel_out = rhs.dims[labels.kernel_input_feature], rhs.dims[labels.kernel_output_feature]
     batch = lhs.dims[labels.input_batch]
@@ -529,7 +540,6 @@ def _convolution(instruction: Instruction) -> Shape:
     _check(batch % batch_groups == 0 and kernel_out % batch_groups == 0, "batch_group_count must divide the batch and the output features")  # fmt: skip
     for w, k in zip(window.dims, labels.kernel_spatial, strict=True):
         _check(w.size == rhs.dims[k], f"window size {w.size} differs from kernel spatial size {rhs.dims[k]}")
-    _numeric(lhs.dtype, "convolution")
     out = [0] * rank
     out[labels.output_batch] = batch // batch_groups
     out[labels.output_feature] = kernel_out

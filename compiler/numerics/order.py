@@ -16,12 +16,13 @@ end.
 
 from __future__ import annotations
 
-from compiler.numerics.dtypes import BF16, F16, F32, S2, S4, S8, U2, U4, U8, DType
+from compiler.numerics.dtypes import BF16, F16, F32, PRED, S2, S4, S8, S64, U2, U4, U8, DType
 
 REDUCE_LANES = 16
 REDUCE_BLOCK = 4096
 
 
 def accumulation_type(result: DType) -> DType:
-    """The type a dot's or convolution's chain accumulates in for a `result` type."""
-    return {F16: F32, BF16: F32, S2: S8, S4: S8, U2: U8, U4: U8}.get(result, result)
+    """The type a dot's or convolution's chain accumulates in for a `result` type (a pred
+    result counts its true products in s64 and is whether any was true)."""
+    return {F16: F32, BF16: F32, S2: S8, S4: S8, U2: U8, U4: U8, PRED: S64}.get(result, result)

@@ -13,6 +13,8 @@ def _fft(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) 
     fft_type = str(instruction.attrs["fft_type"])
     lengths = tuple(instruction.attrs["fft_length"])  # type: ignore[arg-type]
     operand, result = instruction.operands[0].array_shape.dtype, instruction.array_shape.dtype
+    if instruction.array_shape.element_count == 0:
+        return np.zeros(instruction.array_shape.dims, result.numpy)
     dtype = result if fft_type == "RFFT" else operand
     return transforms.fft(np.asarray(operands[0]), fft_type, lengths, dtype).astype(result.numpy, copy=False)
 

@@ -349,3 +349,9 @@ def test_layout_marks_that_keep_values_are_read_and_dropped() -> None:
     assert evaluate(load_module(marked), [x])[0].tolist() == x.T.tolist()
     with pytest.raises(HloUnsupportedError, match="bitcast of a tiled"):
         load_module(marked.replace("transpose(p), dimensions={1,0}", "bitcast(p)"))
+
+
+def test_a_computations_execution_thread_is_read_and_changes_nothing() -> None:
+    text = "HloModule m\nneg {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}, execution_thread=\"parallel_thread\"\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT c = f32[2] call(x), to_apply=neg\n}\n"
+    (out,) = evaluate(load_module(text), [np.array([1, -2], np.float32)])
+    assert out.tolist() == [-1.0, 2.0]

@@ -142,7 +142,7 @@ def test_the_backend_gives_the_references_bits_on_every_target() -> None:
     ("instruction", "message"),
     [
         ("c64[4,8] fft(c), fft_type=DCT, fft_length={8}", "fft_type must be one of"),
-        ("c64[4,8] fft(c), fft_type=FFT, fft_length={4}", "fft_length"),
+        ("c64[4,8] fft(c), fft_type=FFT, fft_length={4}", "FFT of dimensions"),
         ("c64[4,8] fft(c), fft_type=FFT, fft_length={1,2,3,4}", "1 to 3"),
         ("c64[4,9] fft(r), fft_type=RFFT, fft_length={16}", "RFFT of dimensions"),
         ("f32[4,8] fft(r), fft_type=FFT, fft_length={8}", "complex operand"),
@@ -158,3 +158,20 @@ def test_bad_ffts_are_verify_errors(instruction: str, message: str) -> None:
 def test_the_reference_types() -> None:
     assert transforms.twiddle_table(4, C64, False).dtype == np.complex64
     assert transforms.twiddle_table(4, C128, True).dtype == np.complex128
+
+
+@pytest.mark.parametrize(
+    ("fft_type", "operand", "result", "lengths"),
+    [
+        ("FFT", "c64[0]", "c64[0]", (1,)),
+        ("FFT", "c64[1,0,1]", "c64[1,0,1]", (1, 1, 1)),
+        ("IFFT", "c64[3,0]", "c64[3,0]", (0,)),
+        ("RFFT", "f32[2,0]", "c64[2,0]", (0,)),
+        ("IRFFT", "c64[2,0]", "f32[2,0]", (0,)),
+    ],
+)
+def test_empty_transforms_have_xlas_shapes_and_no_elements(fft_type: str, operand: str, result: str, lengths: tuple[int, ...]) -> None:
+    text = _module(fft_type, operand, result, lengths)
+    dims = tuple(int(d) for d in operand.split("[")[1].rstrip("]").split(","))
+    value = np.zeros(dims, COMPLEX["c64"] if operand.startswith("c64") else np.float32)
+    run_everywhere(text, [value])

@@ -466,3 +466,34 @@ ENTRY e {
     greatest, least = run(text, x)
     assert greatest.tolist() == [[3, 7, 1, 2], [0, 1, 3, 4], [6, 7, 3, 5]]
     assert least.tolist() == [[4, 5, 6, 0], [2, 0, 1, 3], [2, 8, 1, 0]]
+
+
+def test_dot_and_convolution_of_pred_are_an_or_of_ands_on_every_target() -> None:
+    from compiler.hlo import HloVerifyError, load_module
+    from compiler.reference import evaluate
+    from tests.targets import run_everywhere
+
+    text = """HloModule m
+ENTRY e {
+  a = pred[5,300] parameter(0)
+  b = pred[300,7] parameter(1)
+  d = pred[5,7] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  x = pred[1,9,9,2] parameter(2)
+  k = pred[3,3,2,4] parameter(3)
+  c = pred[1,7,7,4] convolution(x, k), window={size=3x3}, dim_labels=b01f_01io->b01f
+  ROOT r = (pred[5,7], pred[1,7,7,4]) tuple(d, c)
+}
+"""
+    rng = np.random.default_rng(0)
+    arrays = [rng.random((5, 300)) < 0.005, rng.random((300, 7)) < 0.01, rng.random((1, 9, 9, 2)) < 0.1, rng.random((3, 3, 2, 4)) < 0.1]
+    dot, conv = evaluate(load_module(text), arrays)
+    assert np.array_equal(dot, (arrays[0].astype(np.int64) @ arrays[1].astype(np.int64)) > 0)
+    x, k = arrays[2].astype(np.int64)[0], arrays[3].astype(np.int64)
+    model = np.zeros((7, 7, 4), np.int64)
+    for i in range(7):
+        for j in range(7):
+            model[i, j] = np.einsum("abf,abfo->o", x[i : i + 3, j : j + 3], k)
+    assert np.array_equal(conv[0], model > 0)
+    run_everywhere(text, arrays)
+    with pytest.raises(HloVerifyError, match="mixes pred"):
+        load_module(text.replace("d = pred[5,7] dot", "d = s32[5,7] dot").replace("(pred[5,7], pred", "(s32[5,7], pred"))
