@@ -15,6 +15,7 @@ from compiler.codegen import fusion
 from compiler.codegen import plan as P
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
 from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.scan import expansion as scan_expansion
 
 _FUSION_EMITTERS = {"kLoop": fusion.emit_loop_fusion, "kInput": fusion.emit_input_fusion, "kOutput": fusion.emit_output_fusion}
 
@@ -87,6 +88,13 @@ def _passed_through(body: Computation, state: Ref) -> frozenset[int]:
     return frozenset(kept)
 
 
+def _scan(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """The scan's expansion (compiler/hlo/scan.py), a while loop, lowered in its place."""
+    inner, result = lowering.lower_computation(scan_expansion(instruction), operands)
+    steps.extend(inner)
+    return result
+
+
 def _conditional(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     if "branch_computations" in instruction.attrs:
         branches = list(instruction.attrs["branch_computations"])  # type: ignore[arg-type]
@@ -116,4 +124,5 @@ EMITTERS = {
     "fusion": _fusion,
     "while": _while,
     "conditional": _conditional,
+    "scan": _scan,
 }

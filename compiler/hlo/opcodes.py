@@ -74,7 +74,7 @@ OPCODES: dict[str, Opcode] = {
         *(Opcode(name, "control_flow", aliases=True, traced=False) for name in ("parameter", "constant", "tuple", "get-tuple-element")),
         # Identity on its operand (a tuple); the passes see no further (jax.checkpoint).
         Opcode("opt-barrier", "control_flow", aliases=True, traced=False),
-        *(Opcode(name, "control_flow") for name in ("call", "fusion", "while", "conditional")),
+        *(Opcode(name, "control_flow") for name in ("call", "fusion", "while", "conditional", "scan")),
         Opcode("sort", "sort_gather_scatter"),
         Opcode("gather", "sort_gather_scatter"),
         Opcode("scatter", "sort_gather_scatter"),

@@ -10,6 +10,7 @@ from compiler.hlo import attributes as attr
 from compiler.hlo.errors import HloUnsupportedError, HloVerifyError
 from compiler.hlo.ir import Computation, CycleError, Instruction, Module
 from compiler.hlo.opcodes import COMPLEX_OPCODES, FLOAT8_OPCODES, SUPPORTED, UNSUPPORTED_REASONS
+from compiler.hlo.scan import ScanForm, results_of, stacked, without
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
 from compiler.numerics import linalg, random_bits
 from compiler.numerics.dtypes import C64, C128, F32, F64, PRED, S32, U64, DType
@@ -674,6 +675,33 @@ def _while(instruction: Instruction) -> Shape:
     return state
 
 
+def _scan(instruction: Instruction) -> Shape:
+    """XLA's scan: inputs then `num_carries` carries; `to_apply` takes one slice of each
+    input (the scanned dimension dropped) and the carries, and returns the step's outputs
+    and the new carries; the result stacks the outputs along the dimension, then the final
+    carries (a single value is not a tuple)."""
+    carries = _attr(instruction, "num_carries", 0)
+    _check(isinstance(carries, int) and 0 <= carries <= len(instruction.operands), "scan needs num_carries between 0 and its operand count")
+    form = ScanForm.of(instruction)
+    computation = _computation(instruction, "to_apply")
+    inputs = [_array(instruction, n) for n in range(form.inputs)]
+    dimensions = _int_list(instruction, "dimensions")
+    _check(len(dimensions) == 1, "scan scans one dimension (dimensions={d})")
+    _check(all(0 <= form.dimension < x.rank and x.dims[form.dimension] == form.length for x in inputs),
+           f"scan inputs must all have dimension {form.dimension} of size {form.length}")  # fmt: skip
+    elements: list[Shape] = [ArrayShape.of(x.dtype, without(x.dims, form.dimension)) for x in inputs]
+    carried = [operand.shape for operand in instruction.operands[form.inputs :]]
+    _check_arguments(computation, [*elements, *carried], "scan computation")
+    results = results_of(computation)
+    _check(len(results) >= form.carries, "scan computation returns fewer values than num_carries")
+    outputs, new_carries = results[: len(results) - form.carries], results[len(results) - form.carries :]
+    _check(all(a.same_logical(b) for a, b in zip(new_carries, carried, strict=True)), "scan computation's carries do not have the carries' shapes")
+    _check(all(isinstance(o, ArrayShape) and o.rank >= form.dimension for o in outputs), "scan outputs must be arrays")
+    shapes: list[Shape] = [stacked(o, form.dimension, form.length) for o in outputs]  # type: ignore[arg-type]
+    shapes += carried
+    return shapes[0] if len(shapes) == 1 else TupleShape(tuple(shapes))
+
+
 def _conditional(instruction: Instruction) -> Shape:
     _operand_count(instruction, (2, None))
     selector = _array(instruction, 0)
@@ -853,6 +881,7 @@ RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
         "fusion": _call,
         "while": _while,
         "conditional": _conditional,
+        "scan": _scan,
     },
     "sort_gather_scatter": {"gather": _gather, "scatter": _scatter, "sort": _sort, "topk": _topk},
     "random_bits": {"rng-bit-generator": _rng_bit_generator},

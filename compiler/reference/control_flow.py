@@ -7,6 +7,8 @@ import numpy as np
 
 from compiler.errors import ExecutionError
 from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.scan import ScanForm, results_of, stacked
+from compiler.hlo.shape import TupleShape
 from compiler.reference.evaluator import Evaluator, Value
 
 
@@ -54,6 +56,31 @@ def _while(evaluator: Evaluator, instruction: Instruction, operands: list[Value]
     return state
 
 
+def _scan(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    """The steps in order (reverse: last index first): slice each input at the step, apply
+    the computation to the slices and the carries, keep its outputs at the step."""
+    form = ScanForm.of(instruction)
+    computation = instruction.attrs["to_apply"]
+    assert isinstance(computation, Computation)
+    inputs = [np.asarray(x) for x in operands[: form.inputs]]
+    carries = list(operands[form.inputs :])
+    result_shapes = results_of(computation)
+    output_shapes = result_shapes[: len(result_shapes) - form.carries]
+    outputs = [np.zeros(stacked(shape, form.dimension, form.length).dims, shape.dtype.numpy) for shape in output_shapes]  # type: ignore[union-attr]
+    for step in range(form.length):
+        at = form.step_index(step)
+        slices = [np.array(np.take(x, at, axis=form.dimension)) for x in inputs]
+        value = evaluator.evaluate_computation(computation, [*slices, *carries])
+        values = list(value) if isinstance(computation.root.shape, TupleShape) else [value]
+        for output, produced in zip(outputs, values[: len(outputs)], strict=True):
+            index = [slice(None)] * output.ndim
+            index[form.dimension] = at  # type: ignore[call-overload]
+            output[tuple(index)] = produced
+        carries = values[len(outputs) :]
+    finals = [*outputs, *carries]
+    return finals[0] if len(finals) == 1 else tuple(finals)
+
+
 def _conditional(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
     selector = np.asarray(operands[0])
     if "branch_computations" in instruction.attrs:
@@ -79,4 +106,5 @@ HANDLERS = {
     "fusion": _call,
     "while": _while,
     "conditional": _conditional,
+    "scan": _scan,
 }
