@@ -151,9 +151,10 @@ def _nan_mask(bits: np.ndarray, type_name: str) -> np.ndarray:
 
 
 def _has_nan(array: np.ndarray, type_name: str) -> bool:
-    if type_name in ("f16", "f32", "f64"):
-        return bool(np.isnan(array).any())
-    return bool(_nan_mask(_bits(array), type_name).any())
+    """Whether any element is a NaN (a complex type's parts come as their float type)."""
+    if type_name == "bf16" or type_name.startswith("f8"):
+        return bool(_nan_mask(_bits(array), type_name).any())
+    return bool(np.isnan(array).any())
 
 
 def tuple_digest(digests: list[str]) -> str:

@@ -23,6 +23,11 @@ class _Fail(Exception):
     """Raised by shape rules; turned into an HloVerifyError naming the instruction."""
 
 
+class _Unsupported(_Fail):
+    """Raised by shape rules for a well-formed use the contract leaves out; turned into an
+    HloUnsupportedError naming the instruction."""
+
+
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise _Fail(message)
@@ -461,9 +466,17 @@ def _select_and_scatter(instruction: Instruction) -> Shape:
 
 
 def _same_pred_use(lhs: DType, rhs: DType, result: DType, opcode: str) -> None:
-    """A dot or convolution of pred values is pred throughout (an or of ands, §6)."""
-    preds = [dtype.is_pred for dtype in (lhs, rhs, result)]
-    _check(all(preds) or not any(preds), f"{opcode} mixes pred with other types ({lhs.name}, {rhs.name} -> {result.name})")
+    """A dot or convolution with a pred result has pred operands (an or of ands, §6); pred
+    operands of a numeric one are 0 and 1. Floating-point operands with an integer result
+    are refused: XLA computes that product in a float type and converts it, which the
+    contract's conversion of the operands would not match."""
+    if result.is_pred:
+        _check(lhs.is_pred and rhs.is_pred, f"{opcode} with a pred result takes pred operands, not {lhs.name} and {rhs.name}")
+    if result.is_integer and (lhs.is_float or rhs.is_float):
+        raise _Unsupported(
+            f"{opcode} of {lhs.name} and {rhs.name} with an {result.name} result is not in the numerics contract: "
+            f"give it a floating-point result and convert that to {result.name}"
+        )
 
 
 def _dot(instruction: Instruction) -> Shape:
@@ -894,6 +907,8 @@ def infer_shape(instruction: Instruction) -> Shape:
     """The shape `instruction` must have, from its operands and attributes."""
     try:
         return _RULES[instruction.opcode](instruction)
+    except _Unsupported as failure:
+        raise HloUnsupportedError(str(failure), instruction.location, instruction.name) from None
     except _Fail as failure:
         raise HloVerifyError(str(failure), instruction.location, instruction.name) from None
 

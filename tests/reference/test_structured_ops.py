@@ -495,5 +495,9 @@ ENTRY e {
             model[i, j] = np.einsum("abf,abfo->o", x[i : i + 3, j : j + 3], k)
     assert np.array_equal(conv[0], model > 0)
     run_everywhere(text, arrays)
-    with pytest.raises(HloVerifyError, match="mixes pred"):
-        load_module(text.replace("d = pred[5,7] dot", "d = s32[5,7] dot").replace("(pred[5,7], pred", "(s32[5,7], pred"))
+    with pytest.raises(HloVerifyError, match="pred result takes pred operands"):
+        load_module(text.replace("b = pred[300,7]", "b = f32[300,7]"))
+    from compiler.hlo import HloUnsupportedError
+
+    with pytest.raises(HloUnsupportedError, match="give it a floating-point result"):
+        load_module("HloModule m\nENTRY e {\n  a = bf16[2,2] parameter(0)\n  ROOT d = s32[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
