@@ -28,6 +28,7 @@ from compiler.codegen.llvm_ir import (
     width_of,
 )
 from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo import stochastic_convert
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT
@@ -509,10 +510,18 @@ def _bitcast_convert(lowering: Lowering, instruction: Instruction, operands: lis
     return emit_byte_copy(lowering, instruction, operands, steps)
 
 
+def _stochastic_convert(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """XLA's decomposition (compiler/hlo/stochastic_convert.py) lowered in its place."""
+    inner, result = lowering.lower_computation(stochastic_convert.expansion(instruction), operands)
+    steps.extend(inner)
+    return result
+
+
 EMITTERS = {
     **{opcode: emit_elementwise for opcode in sorted(COMPUTED_PER_ELEMENT) if opcode != "bitcast-convert"},
     "bitcast-convert": _bitcast_convert,
     "copy": _copy,
     "map": emit_map,
+    "stochastic-convert": _stochastic_convert,
 }
 

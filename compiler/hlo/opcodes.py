@@ -64,6 +64,8 @@ OPCODES: dict[str, Opcode] = {
         Opcode("bitcast-convert", "elementwise", operands=1),
         Opcode("copy", "elementwise", scalar_op=True, operands=1, aliases=True),
         Opcode("map", "elementwise"),
+        # XLA's decomposition into elementwise ops (compiler/hlo/stochastic_convert.py).
+        Opcode("stochastic-convert", "elementwise"),
         *(Opcode(name, "data_movement", index_mapping=True) for name in _INDEX_MAPPING.split()),
         *(Opcode(name, "data_movement") for name in ("bitcast", "dynamic-slice", "dynamic-update-slice")),
         Opcode("reduce", "reductions"),
@@ -143,7 +145,6 @@ UNSUPPORTED_REASONS: dict[str, str] = {
     "get-dimension-size": "dynamic shapes are not supported",
     "set-dimension-size": "dynamic shapes are not supported",
     "dynamic-reshape": "dynamic shapes are not supported",
-    "stochastic-convert": "stochastic-convert is not reproducible",
     "tan": "tan is not in the numerics contract",
     "ragged-all-to-all": "collectives are not supported",
     "ragged-dot": "ragged-dot is not in the numerics contract",

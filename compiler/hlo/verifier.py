@@ -213,6 +213,21 @@ def _bitcast_convert(instruction: Instruction) -> Shape:
     return ArrayShape.of(declared.dtype, operand.dims[:-1])
 
 
+def _stochastic_convert(instruction: Instruction) -> Shape:
+    _operand_count(instruction, 2)
+    operand, random = _array(instruction, 0), _array(instruction, 1)
+    _float(operand.dtype, "stochastic-convert")
+    _check(operand.dtype.is_float and not operand.dtype.is_float8, f"stochastic-convert takes f16, bf16, f32 or f64, not {operand.dtype.name}")
+    _check(random.dtype.is_unsigned and random.dtype.bits == operand.dtype.bits,
+           f"stochastic-convert's random bits must be unsigned of the operand's width ({operand.dtype.bits}), not {random.dtype.name}")  # fmt: skip
+    _check(random.dims == operand.dims, "stochastic-convert's random bits must have the operand's dimensions")
+    declared = instruction.shape
+    _check(isinstance(declared, ArrayShape) and declared.dtype.is_signed and not declared.dtype.is_sub_byte,
+           "stochastic-convert gives s8, s16, s32 or s64 (XLA defines no other)")  # fmt: skip
+    assert isinstance(declared, ArrayShape)
+    return ArrayShape.of(declared.dtype, operand.dims)
+
+
 def _select(instruction: Instruction) -> Shape:
     _operand_count(instruction, 3)
     pred, on_true, on_false = (_array(instruction, i) for i in range(3))
@@ -868,6 +883,7 @@ RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {
         "select": _select,
         "clamp": _clamp,
         "map": _map,
+        "stochastic-convert": _stochastic_convert,
     },
     "data_movement": {
         "broadcast": _broadcast,

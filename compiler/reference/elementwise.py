@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.hlo import stochastic_convert
 from compiler.hlo.ir import Instruction
 from compiler.numerics import complexes, floats, integers, mathlib
 from compiler.numerics import convert as conversions
@@ -335,6 +336,10 @@ def _clamp(evaluator: Evaluator, instruction: Instruction, operands: list[Value]
     return _minimum(dtype, high, _maximum(dtype, low, x))
 
 
+def _stochastic_convert(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
+    return evaluator.evaluate_computation(stochastic_convert.expansion(instruction), operands)
+
+
 def _map(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
     results = evaluator.apply_scalar_computation(callee(instruction), [np.asarray(o) for o in operands])
     return results[0].astype(instruction.array_shape.dtype.numpy)
@@ -362,5 +367,6 @@ HANDLERS: dict[str, Handler] = {
     "select": _select,
     "clamp": _clamp,
     "map": _map,
+    "stochastic-convert": _stochastic_convert,
 }
 
