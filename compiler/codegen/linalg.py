@@ -14,6 +14,7 @@ from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I64, call_intrinsic, constant, storage_type
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.ir import Instruction
+from compiler.hlo.narrow_linalg import NARROW, in_f32
 from compiler.numerics.dtypes import DType
 from compiler.numerics.linalg import TriangularSystem
 
@@ -28,7 +29,16 @@ def _accumulate(kernel: Kernel, start: ir.Value, stop: ir.Value, initial: ir.Val
     return b.load(slot)
 
 
+def _in_f32(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    """An f16 or bf16 op: its computation in f32 (compiler/hlo/narrow_linalg.py)."""
+    inner, result = lowering.lower_computation(in_f32(instruction), operands)
+    steps.extend(inner)
+    return result
+
+
 def _emit_cholesky(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    if instruction.array_shape.dtype in NARROW:
+        return _in_f32(lowering, instruction, operands, steps)
     shape = instruction.array_shape
     dtype, n = shape.dtype, shape.dims[-1]
     matrices = 1
@@ -68,6 +78,8 @@ def _emit_cholesky(lowering: Lowering, instruction: Instruction, operands: list[
 
 
 def _emit_triangular_solve(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    if instruction.array_shape.dtype in NARROW:
+        return _in_f32(lowering, instruction, operands, steps)
     a_shape, shape = instruction.operands[0].array_shape, instruction.array_shape
     dtype, m = shape.dtype, a_shape.dims[-1]
     attrs = instruction.attrs

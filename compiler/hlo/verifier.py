@@ -13,7 +13,7 @@ from compiler.hlo.opcodes import COMPLEX_OPCODES, FLOAT8_OPCODES, SUPPORTED, UNS
 from compiler.hlo.scan import ScanForm, results_of, stacked, without
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
 from compiler.numerics import linalg, random_bits
-from compiler.numerics.dtypes import C64, C128, F32, F64, PRED, S32, U64, DType
+from compiler.numerics.dtypes import BF16, C64, C128, F16, F32, F64, PRED, S32, U64, DType
 from compiler.numerics.fft import FFT_TYPES
 
 MAX_CALL_DEPTH = 64
@@ -838,7 +838,7 @@ def _batch_norm(instruction: Instruction) -> Shape:
 
 
 def _square_matrices(shape: ArrayShape, opcode: str) -> int:
-    _check(shape.dtype in (F32, F64), f"{opcode} works on f32 or f64 matrices, not {shape.dtype.name}")
+    _check(shape.dtype in (F16, BF16, F32, F64), f"{opcode} works on f16, bf16, f32 or f64 matrices, not {shape.dtype.name}")
     _check(shape.rank >= 2 and shape.dims[-1] == shape.dims[-2], f"{opcode} needs square matrices in the last two dimensions, not {shape}")
     return shape.dims[-1]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo.ir import Instruction
+from compiler.hlo.narrow_linalg import NARROW, in_f32
 from compiler.numerics import floats
 from compiler.numerics.linalg import TriangularSystem
 from compiler.reference.dot_conv import multiply_add  # the contract's one fma step
@@ -19,6 +20,8 @@ def _swap(matrix: np.ndarray) -> np.ndarray:
 
 def _cholesky(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
     dtype = instruction.array_shape.dtype
+    if dtype in NARROW:
+        return evaluator.evaluate_computation(in_f32(instruction), operands)
     lower = bool(instruction.attrs.get("lower", False))
     a = np.asarray(operands[0]) if lower else _swap(np.asarray(operands[0]))
     n = a.shape[-1]
@@ -39,6 +42,8 @@ def _cholesky(evaluator: Evaluator, instruction: Instruction, operands: list[Val
 
 def _triangular_solve(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) -> Value:
     dtype = instruction.array_shape.dtype
+    if dtype in NARROW:
+        return evaluator.evaluate_computation(in_f32(instruction), operands)
     attrs = instruction.attrs
     system = TriangularSystem.of(bool(attrs.get("left_side", False)), bool(attrs.get("lower", False)),
                                  str(attrs.get("transpose_a", "NO_TRANSPOSE")), bool(attrs.get("unit_diagonal", False)))  # fmt: skip

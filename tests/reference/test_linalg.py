@@ -83,3 +83,36 @@ def test_a_matrix_that_is_not_positive_definite_gives_nan_not_an_error() -> None
 def test_malformed_linear_algebra_is_a_verify_error(body: str, message: str) -> None:
     with pytest.raises(HloVerifyError, match=message):
         load_module(f"HloModule m\nENTRY e {{\n  {body}\n}}\n")
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_f16_and_bf16_solve_in_f32_and_round_once_on_every_target(dtype: str) -> None:
+    """The narrow types' cholesky and triangular-solve are the f32 ones on the widened
+    values, rounded once; the backend gives the reference's bits."""
+    import ml_dtypes
+
+    from compiler.numerics.convert import convert
+    from compiler.numerics.dtypes import BY_NAME
+    from tests.targets import run_everywhere
+
+    def module(t: str) -> str:
+        return f"""HloModule n
+ENTRY e {{
+  a = {t}[2,5,5] parameter(0)
+  b = {t}[2,5,3] parameter(1)
+  l = {t}[2,5,5] cholesky(a), lower=true
+  x = {t}[2,5,3] triangular-solve(a, b), left_side=true, lower=true, transpose_a=NO_TRANSPOSE
+  ROOT r = ({t}[2,5,5], {t}[2,5,3]) tuple(l, x)
+}}
+"""
+
+    numpy_type = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}[dtype]
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 5, 5))
+    a = (x @ np.swapaxes(x, -1, -2) + 5 * np.eye(5)).astype(numpy_type)
+    b = rng.standard_normal((2, 5, 3)).astype(numpy_type)
+    narrow = evaluate(load_module(module(dtype)), [a, b])
+    wide = evaluate(load_module(module("f32")), [a.astype(np.float32), b.astype(np.float32)])
+    for got, in_f32 in zip(narrow, wide, strict=True):
+        assert got.tobytes() == convert(in_f32, BY_NAME["f32"], BY_NAME[dtype]).tobytes()
+    run_everywhere(module(dtype), [a, b])
