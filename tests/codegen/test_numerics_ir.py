@@ -29,7 +29,28 @@ from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig
 from compiler.numerics import convert as ref_convert
 from compiler.numerics import floats
-from compiler.numerics.dtypes import ALL_DTYPES, BF16, F16, F32, F64, PRED, S64, DType
+from compiler.numerics.dtypes import (
+    ALL_DTYPES,
+    BF16,
+    C64,
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    F8E5M2,
+    F16,
+    F32,
+    F64,
+    FLOAT8_DTYPES,
+    PRED,
+    S2,
+    S4,
+    S8,
+    S32,
+    S64,
+    U2,
+    U8,
+    U64,
+    DType,
+)
 from compiler.reference.elementwise import float_maximum, float_minimum
 from compiler.runtime.loader import load_object
 from tests.targets import CPUS as ALL_TARGETS
@@ -129,8 +150,20 @@ def _unary(function: Callable[..., ir.Value], *extra: object) -> Body:
 
 
 # Every conversion of the contract: all pairs of types but complex to real, which the verifier
-# refuses (it would drop the imaginary part).
-CONVERSIONS = [(s, t) for s, t in itertools.product(ALL_DTYPES, repeat=2) if t.is_complex or not s.is_complex]
+# refuses (it would drop the imaginary part). The 8-bit floats and s2/u2 convert through the
+# f32 (or s8/u8) paths plus a rounding or wrapping step: they are swept against one type of
+# each kind and width (`PARTNERS`) and each other's families, in a module of their own
+# compiled for one target that runs (the object checks below compile the main module for
+# every target). tests/reference/test_float8.py converts every code of every 8-bit type on
+# every target, and tests/codegen/test_int4.py s4/u4 to and from every type.
+SEPARATE_TYPES = (*FLOAT8_DTYPES, S2, U2)
+PARTNERS = (PRED, S4, S8, U8, S32, U64, S64, F16, BF16, F32, F64, C64, F8E4M3FN, F8E5M2, F8E4M3FNUZ, S2)
+ALL_CONVERSIONS = [(s, t) for s, t in itertools.product(ALL_DTYPES, repeat=2) if t.is_complex or not s.is_complex]
+CONVERSIONS = [(s, t) for s, t in ALL_CONVERSIONS if s not in SEPARATE_TYPES and t not in SEPARATE_TYPES]
+SEPARATE_CONVERSIONS = [
+    (s, t) for s, t in ALL_CONVERSIONS if s != t and ((s in SEPARATE_TYPES and t in PARTNERS) or (t in SEPARATE_TYPES and s in PARTNERS))
+]
+SWEPT_CONVERSIONS = CONVERSIONS + SEPARATE_CONVERSIONS
 
 
 def _kernels() -> list[Kernel]:
@@ -175,39 +208,48 @@ def _kernels() -> list[Kernel]:
                 return nir.float_min_max(b, *a, d, m)
 
             add(f"{'max' if is_max else 'min'}_{dtype}", two, dtype, min_max)
-    for source, target in CONVERSIONS:
+    kernels += _conversion_kernels(CONVERSIONS)
+    return kernels
+
+
+def _conversion_kernels(pairs: list[tuple[DType, DType]]) -> list[Kernel]:
+    widths = itertools.cycle((4, 8, 2, 16))
+    kernels = []
+    for source, target in pairs:
 
         def convert(b, a, c, s: DType = source, t: DType = target) -> ir.Value:
             return nir.convert(b, a[0], s, t, c)
 
-        add(f"convert_{source}_{target}", (source,), target, convert)
+        kernels.append(Kernel(f"convert_{source}_{target}", (source,), target, convert, next(widths)))
     return kernels
 
 
 KERNELS = {kernel.name: kernel for kernel in _kernels()}
+SEPARATE_KERNELS = {kernel.name: kernel for kernel in _conversion_kernels(SEPARATE_CONVERSIONS)}
 
 
-def module_ir(config: CompilerConfig) -> str:
+def module_ir(config: CompilerConfig, kernels: dict[str, Kernel] = KERNELS) -> str:
     module = ir.Module(name="numerics_ir_test")
-    for kernel in KERNELS.values():
+    for kernel in kernels.values():
         _emit_kernel(module, kernel, config)
     return str(module)
 
 
 @cache
-def compiled(target: str) -> bytes:
+def compiled(target: str, separate: bool = False) -> bytes:
     config = TARGETS[target]
-    return compile_ir(module_ir(config), config)
+    return compile_ir(module_ir(config, SEPARATE_KERNELS if separate else KERNELS), config)
 
 
 @cache
-def loaded(target: str):
-    return load_object(compiled(target), TARGETS[target])
+def loaded(target: str, separate: bool = False):
+    return load_object(compiled(target, separate), TARGETS[target])
 
 
 def run(target: str, name: str, *inputs: np.ndarray) -> np.ndarray:
     """Runs kernel `name` on storage arrays (f16/bf16 as uint16, pred as uint8)."""
-    kernel = KERNELS[name]
+    separate = name in SEPARATE_KERNELS
+    kernel = SEPARATE_KERNELS[name] if separate else KERNELS[name]
     arrays = [np.ascontiguousarray(a) for a in inputs]
     for array, dtype in zip(arrays, kernel.inputs, strict=True):
         assert array.dtype == _storage_numpy(dtype), (name, array.dtype)  # never convert silently
@@ -215,7 +257,7 @@ def run(target: str, name: str, *inputs: np.ndarray) -> np.ndarray:
     out = np.zeros(n, dtype=_storage_numpy(kernel.output))
     pointers = [a.ctypes.data for a in arrays] + [None] * (3 - len(arrays)) + [out.ctypes.data]
     c_ptr = ctypes.c_void_p
-    function = loaded(target).function(name, None, ctypes.c_int64, c_ptr, c_ptr, c_ptr, c_ptr)
+    function = loaded(target, separate).function(name, None, ctypes.c_int64, c_ptr, c_ptr, c_ptr, c_ptr)
     function(n, *pointers)
     return out
 
@@ -672,7 +714,9 @@ def convert_case(source: DType, target: DType) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("target", RUN_TARGETS)
 @pytest.mark.parametrize("source", ALL_DTYPES, ids=str)
 def test_convert(target: str, source: DType) -> None:
-    for destination in (t for s, t in CONVERSIONS if s is source):
+    for destination in (t for s, t in SWEPT_CONVERSIONS if s is source):
+        if (source, destination) in SEPARATE_CONVERSIONS and target != RUN_TARGETS[-1]:
+            continue
         x, expected = convert_case(source, destination)
         actual = run(target, f"convert_{source}_{destination}", x)
         assert_bits_equal(actual, expected, f"convert {source} -> {destination} on {target}", x)
