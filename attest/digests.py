@@ -11,52 +11,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.dtypes import ALL_DTYPES, FLOAT_DTYPES, FloatLayout
+
 TENSOR_DIGEST_VERSION = "vxla.tensor.v1"
 TUPLE_DIGEST_VERSION = "vxla.tuple.v1"
 
-# Element type names of the digest header, by numpy dtype name (bfloat16 comes from ml_dtypes).
-_TYPE_NAMES = {
-    "bool": "pred",
-    "int8": "s8",
-    "int16": "s16",
-    "int32": "s32",
-    "int64": "s64",
-    "uint8": "u8",
-    "uint16": "u16",
-    "uint32": "u32",
-    "uint64": "u64",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "float32": "f32",
-    "float64": "f64",
-    "complex64": "c64",
-    "complex128": "c128",
-    "float8_e5m2": "f8e5m2",
-    "float8_e4m3": "f8e4m3",
-    "float8_e3m4": "f8e3m4",
-    "float8_e4m3fn": "f8e4m3fn",
-    "float8_e4m3fnuz": "f8e4m3fnuz",
-    "float8_e5m2fnuz": "f8e5m2fnuz",
-    "float8_e4m3b11fnuz": "f8e4m3b11fnuz",
-}
+# Element type names of the digest header, by numpy dtype name (core.dtypes owns the types;
+# s2/s4 and u2/u4 are held in s8 and u8 storage and digest as those).
+_TYPE_NAMES = {d.numpy.name: d.name for d in ALL_DTYPES if not d.is_sub_byte}
 # A complex element is its real and then its imaginary part, each canonical as its float type.
-_COMPLEX_PARTS = {"c64": np.dtype(np.float32), "c128": np.dtype(np.float64)}
+_COMPLEX_PARTS = {d.name: d.component.numpy for d in ALL_DTYPES if d.is_complex}
+# The contract's canonical NaNs, by type name.
+CANONICAL_NAN_BITS = {d.name: d.float_layout.canonical_nan for d in FLOAT_DTYPES}
 
-# The contract's canonical NaNs (compiler/numerics/dtypes.py), kept here because attest sits
-# below the compiler; tests/attest/test_digests.py holds the two equal.
-CANONICAL_NAN_BITS = {
-    "f16": 0x7E00, "bf16": 0x7FC0, "f32": 0x7FC00000, "f64": 0x7FF8000000000000,
-    "f8e5m2": 0x7E, "f8e4m3": 0x7C, "f8e3m4": 0x78, "f8e4m3fn": 0x7F,
-    "f8e4m3fnuz": 0x80, "f8e5m2fnuz": 0x80, "f8e4m3b11fnuz": 0x80,
-}  # fmt: skip
-# An element is NaN when its bits without the sign exceed this: the all-ones exponent of the
-# IEEE formats; f8e4m3fn's one NaN magnitude is all ones; the fnuz formats' one NaN is the
-# -0 pattern, already canonical, so nothing exceeds their mask.
-_NAN_ABOVE = {
-    "f16": 0x7C00, "bf16": 0x7F80, "f32": 0x7F800000, "f64": 0x7FF0000000000000,
-    "f8e5m2": 0x7C, "f8e4m3": 0x78, "f8e3m4": 0x70, "f8e4m3fn": 0x7E,
-    "f8e4m3fnuz": 0x7F, "f8e5m2fnuz": 0x7F, "f8e4m3b11fnuz": 0x7F,
-}  # fmt: skip
+
+def _nan_above(layout: FloatLayout) -> int:
+    """An element is NaN when its bits without the sign exceed this: the all-ones exponent of
+    the IEEE formats; the one NaN magnitude (all ones) of the "fn" formats; in the "fnuz"
+    formats the one NaN is the -0 pattern, already canonical, so nothing exceeds the mask."""
+    if layout.specials == "ieee":
+        return layout.inf_bits
+    if layout.specials == "fn":
+        return layout.abs_mask - 1
+    return layout.abs_mask
+
+
+_NAN_ABOVE = {d.name: _nan_above(d.float_layout) for d in FLOAT_DTYPES}
 _UNSIGNED = {1: np.dtype("u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 
 

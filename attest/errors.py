@@ -6,8 +6,10 @@ command line can print it as is.
 
 from __future__ import annotations
 
+from core.errors import VxlaError
 
-class AttestError(ValueError):
+
+class AttestError(VxlaError, ValueError):
     """Base class of every error the attest layer raises on bad data."""
 
 

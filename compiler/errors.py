@@ -1,12 +1,14 @@
 """The compiler's exceptions: one base, CompilerError, for everything the compiler raises about
 its input (a module, a configuration, a run's arguments or limits), so a caller can refuse the
-input by catching one class. The HLO frontend's errors (compiler/hlo/errors.py) derive from it.
+input by catching one class. It derives from core.errors.VxlaError, the root of vxla's tree. The HLO frontend's errors (compiler/hlo/errors.py) derive from it.
 """
 
 from __future__ import annotations
 
+from core.errors import VxlaError
 
-class CompilerError(Exception):
+
+class CompilerError(VxlaError):
     """A problem with what the compiler was given; the message names it."""
 
 

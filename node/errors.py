@@ -5,8 +5,10 @@ class. Each module defines its own subclasses beside the code that raises them.
 
 from __future__ import annotations
 
+from core.errors import VxlaError
 
-class NodeError(Exception):
+
+class NodeError(VxlaError):
     """A problem the node names in its message: bad input, a refused job or request, a chain
     or store failure."""
 

@@ -17,7 +17,7 @@ import numpy as np
 from attest.digests import tensor_digest
 from attest.statement import TensorRecord
 from compiler.atomic_files import write_atomic
-from compiler.numerics.dtypes import from_name
+from core.dtypes import from_name
 from node.errors import NodeError
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from compiler.numerics.dtypes import from_name
+from core.dtypes import from_name
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Every fixture's hashes per target (tools/golden_hashes.py, `make golden`).

@@ -1,6 +1,6 @@
-"""Imports point one way: every module of compiler/ and of node/ imports only its own layer
-and those below it, attest/ imports neither compiler/ nor node/, and compiler/ never imports
-node/. Read from the source with ast, lazy (function-level) imports included."""
+"""Imports point one way: core/ (element types, the exception root) imports nothing else of
+vxla, attest/ imports only core/, every module of compiler/ and of node/ imports only its own
+layer and those below it, and compiler/ never imports node/. Read from the source with ast, lazy (function-level) imports included."""
 
 from __future__ import annotations
 
@@ -108,10 +108,20 @@ def test_node_modules_import_only_their_layer_and_below(path: Path) -> None:
         assert not (here == "node.sdk" and target == "node.daemon"), f"{path.relative_to(ROOT)}:{line}: the SDK imports the daemon"
 
 
+PROJECT_PACKAGES = ("core", "attest", "compiler", "node")
+
+
 @pytest.mark.parametrize("path", sources("attest"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_attest_imports_neither_the_compiler_nor_the_node(path: Path) -> None:
+def test_attest_imports_only_the_core(path: Path) -> None:
     for line, module in imports(path):
         assert module.split(".")[0] not in ("compiler", "node"), f"{path.relative_to(ROOT)}:{line} imports {module}"
+
+
+@pytest.mark.parametrize("path", sources("core"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_imports_nothing_else_of_vxla(path: Path) -> None:
+    for line, module in imports(path):
+        top = module.split(".")[0]
+        assert top == "core" or top not in PROJECT_PACKAGES, f"{path.relative_to(ROOT)}:{line} imports {module}"
 
 
 def test_the_rules_the_architecture_names_hold_in_the_layers() -> None:

@@ -37,7 +37,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    for package in ("compiler", "node", "attest"):
+    for package in ("core", "compiler", "node", "attest"):
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
     wheels = base / "dist"
     subprocess.run(

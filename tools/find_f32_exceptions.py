@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 from attest.digests import digest_of_digests, sha256_hex  # noqa: E402
 from compiler.numerics import mathlib  # noqa: E402
-from compiler.numerics.dtypes import F32  # noqa: E402
 from compiler.numerics.mathlib import _chunked  # noqa: E402
 from compiler.numerics.mathlib.correctly_rounded import ambiguous  # noqa: E402
 from compiler.numerics.mathlib.mpfr_reference import correctly_rounded_f32  # noqa: E402
 from compiler.numerics.mathlib.pinned_f64 import PINNED_F64  # noqa: E402
+from core.dtypes import F32  # noqa: E402
 
 MODULE_PATH = ROOT / "compiler" / "numerics" / "mathlib" / "f32_exceptions.py"
 DEFAULT_STATE_DIR = ROOT / "build" / "f32_exceptions"

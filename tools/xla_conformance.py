@@ -138,7 +138,7 @@ def entry_parameter_types(xla_text: str) -> list[tuple[str, tuple[int, ...]]] | 
 
 
 def _random_input(dtype: str, dims: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    from compiler.numerics.dtypes import from_name
+    from core.dtypes import from_name
 
     element = from_name(dtype)
     if element.is_pred:
@@ -390,8 +390,8 @@ def check_module(
     from compiler.hlo.cost import estimate_flops
     from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError
     from compiler.hlo.shape import flatten
-    from compiler.numerics.dtypes import BY_NAME
     from compiler.reference import evaluate
+    from core.dtypes import BY_NAME
 
     timings: dict[str, float] = {}
     if TEMPLATE.search(text):

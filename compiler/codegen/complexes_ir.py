@@ -14,7 +14,7 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen.llvm_ir import call_intrinsic, constant
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 Value = ir.Value
 Builder = ir.IRBuilder

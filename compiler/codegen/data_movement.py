@@ -16,7 +16,7 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.dtypes import S64
+from core.dtypes import S64
 
 ElementFunction = Callable[[Kernel, list[ir.Value]], ir.Value]
 

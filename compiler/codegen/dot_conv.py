@@ -26,8 +26,8 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.dtypes import DType
 from compiler.numerics.order import accumulation_type
+from core.dtypes import DType
 
 # Called at the end of a gemm work item: (kernel, accumulation buffer, flat begin, flat end).
 # The range holds only elements the item itself has just finished (a piece of one row when

@@ -32,8 +32,8 @@ from compiler.hlo import stochastic_convert
 from compiler.hlo.errors import HloUnsupportedError
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT
-from compiler.numerics.dtypes import BF16, C64, C128, F16, F32, F64, DType
 from compiler.numerics.mathlib import UNARY_OPCODES
+from core.dtypes import BF16, C64, C128, F16, F32, F64, DType
 
 NARROW = (F16, BF16)
 

@@ -22,7 +22,7 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import fft as transforms
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 
 class _Line:

@@ -39,9 +39,9 @@ from compiler.codegen.reductions import Inputs, emit_reduce
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.dtypes import F32, F64, S64
 from compiler.numerics.order import REDUCE_LANES, accumulation_type
 from compiler.passes.fusibility import flat_identity, read_at_own_position
+from core.dtypes import F32, F64, S64
 
 
 class Index:

@@ -33,7 +33,7 @@ from compiler.codegen.llvm_ir import (
     vector_of,
 )
 from compiler.config import CompilerConfig
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
 

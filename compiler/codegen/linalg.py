@@ -15,8 +15,8 @@ from compiler.codegen.llvm_ir import I64, call_intrinsic, constant, storage_type
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.ir import Instruction
 from compiler.hlo.narrow_linalg import NARROW, in_f32
-from compiler.numerics.dtypes import DType
 from compiler.numerics.linalg import TriangularSystem
+from core.dtypes import DType
 
 
 def _accumulate(kernel: Kernel, start: ir.Value, stop: ir.Value, initial: ir.Value, step, dtype: DType) -> ir.Value:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from compiler.numerics.dtypes import F32, F64, DType
+from core.dtypes import F32, F64, DType
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)

@@ -45,13 +45,13 @@ from compiler.codegen.llvm_ir import (
     vector_of,
 )
 from compiler.config import CompilerConfig
-from compiler.numerics.dtypes import F32, F64
 from compiler.numerics.mathlib import UNARY_FUNCTIONS
 from compiler.numerics.mathlib.correctly_rounded import near_f32_boundary
 from compiler.numerics.mathlib.dsl import Table
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.numerics.mathlib.fast_f32 import FAST_F32
 from compiler.numerics.mathlib.pinned_f64 import BINARY_ALGORITHMS, UNARY_ALGORITHMS
+from core.dtypes import F32, F64
 
 __all__ = [
     "BINARY_FUNCTIONS",

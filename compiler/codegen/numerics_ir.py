@@ -45,8 +45,8 @@ from compiler.codegen.llvm_ir import (
     storage_type,
 )
 from compiler.config import CompilerConfig
-from compiler.numerics.dtypes import BF16, F16, F32, F64, S8, U8, DType, FloatLayout
 from compiler.numerics.floats import float8_overflow_bound
+from core.dtypes import BF16, F16, F32, F64, S8, U8, DType, FloatLayout
 
 Value = ir.Value
 Builder = ir.IRBuilder

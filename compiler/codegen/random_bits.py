@@ -14,7 +14,7 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import random_bits as R
-from compiler.numerics.dtypes import U64
+from core.dtypes import U64
 
 
 def _split(b: ir.IRBuilder, word: ir.Value) -> tuple[ir.Value, ir.Value]:

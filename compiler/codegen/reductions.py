@@ -22,10 +22,10 @@ from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
-from compiler.numerics.dtypes import F32, F64, S64
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 from compiler.reference import HANDLERS
 from compiler.reference.evaluator import Evaluator
+from core.dtypes import F32, F64, S64
 
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
 UNROLL = 4

@@ -19,7 +19,7 @@ from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I1, I32, I64, storage_type
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
 from compiler.hlo.ir import Computation, Instruction
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 
 def _computation(instruction: Instruction) -> Computation:

@@ -14,7 +14,7 @@ import numpy as np
 
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import floats
-from compiler.numerics.dtypes import BF16, F64, DType
+from core.dtypes import BF16, F64, DType
 
 
 class LiteralSyntaxError(ValueError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.dtypes import BF16, F16, F32
+from core.dtypes import BF16, F16, F32
 
 NARROW = (F16, BF16)
 

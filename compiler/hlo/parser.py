@@ -19,7 +19,7 @@ from compiler.hlo.literals import LiteralSyntaxError, parse_literal
 from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
 from compiler.hlo.verifier import infer_shape
-from compiler.numerics.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
+from core.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 
 _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")

@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape
-from compiler.numerics.dtypes import PRED, S64
+from core.dtypes import PRED, S64
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 
 @dataclass(frozen=True)

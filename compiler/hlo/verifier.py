@@ -13,8 +13,8 @@ from compiler.hlo.opcodes import COMPLEX_OPCODES, FLOAT8_OPCODES, SUPPORTED, UNS
 from compiler.hlo.scan import ScanForm, results_of, stacked, without
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, flatten, tuple_depth
 from compiler.numerics import linalg, random_bits
-from compiler.numerics.dtypes import BF16, C64, C128, F16, F32, F64, PRED, S32, U64, DType
 from compiler.numerics.fft import FFT_TYPES
+from core.dtypes import BF16, C64, C128, F16, F32, F64, PRED, S32, U64, DType
 
 MAX_CALL_DEPTH = 64
 

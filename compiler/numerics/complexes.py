@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.numerics import floats
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 
 def parts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

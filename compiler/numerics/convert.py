@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.numerics import complexes, floats, integers
-from compiler.numerics.dtypes import BF16, F16, F32, F64, U8, DType
+from core.dtypes import BF16, F16, F32, F64, U8, DType
 
 
 def float_to_f64(values: np.ndarray, dtype: DType) -> np.ndarray:

@@ -28,7 +28,7 @@ import gmpy2
 import numpy as np
 
 from compiler.numerics import complexes
-from compiler.numerics.dtypes import DType
+from core.dtypes import DType
 
 FFT_TYPES = ("FFT", "IFFT", "RFFT", "IRFFT")
 # Working precision of the twiddle factors before their one rounding: far beyond any

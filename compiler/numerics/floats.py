@@ -14,7 +14,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from compiler.numerics.dtypes import BF16, F16, F32, F64, DType, FloatLayout
+from core.dtypes import BF16, F16, F32, F64, DType, FloatLayout
 
 _BITS_DTYPES = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.numerics.dtypes import DType, signed_of_width, unsigned_of_width
+from core.dtypes import DType, signed_of_width, unsigned_of_width
 
 
 def _unsigned(values: np.ndarray, dtype: DType) -> np.ndarray:

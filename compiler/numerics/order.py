@@ -16,7 +16,7 @@ end.
 
 from __future__ import annotations
 
-from compiler.numerics.dtypes import BF16, F16, F32, PRED, S2, S4, S8, S64, U2, U4, U8, DType
+from core.dtypes import BF16, F16, F32, PRED, S2, S4, S8, S64, U2, U4, U8, DType
 
 REDUCE_LANES = 16
 REDUCE_BLOCK = 4096

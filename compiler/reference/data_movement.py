@@ -8,8 +8,8 @@ from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.convert import convert
-from compiler.numerics.dtypes import S64
 from compiler.reference.evaluator import Evaluator, Value
+from core.dtypes import S64
 
 
 def _shape(instruction: Instruction) -> ArrayShape:

@@ -14,10 +14,10 @@ from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
 from compiler.numerics import complexes, floats, integers
 from compiler.numerics.convert import convert
-from compiler.numerics.dtypes import BF16, F16, F32, F64, DType
 from compiler.numerics.order import accumulation_type
 from compiler.reference.data_movement import pad_array
 from compiler.reference.evaluator import Evaluator, Value
+from core.dtypes import BF16, F16, F32, F64, DType
 
 
 def multiply_add(a: np.ndarray, b: np.ndarray, acc: np.ndarray, dtype: DType) -> np.ndarray:

@@ -10,9 +10,9 @@ from compiler.hlo import stochastic_convert
 from compiler.hlo.ir import Instruction
 from compiler.numerics import complexes, floats, integers, mathlib
 from compiler.numerics import convert as conversions
-from compiler.numerics.dtypes import BF16, F16, DType
 from compiler.reference.control_flow import callee
 from compiler.reference.evaluator import Evaluator, Handler, Value
+from core.dtypes import BF16, F16, DType
 
 
 def _dtype(instruction: Instruction, operand: int | None = None) -> DType:

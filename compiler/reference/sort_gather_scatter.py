@@ -19,8 +19,8 @@ import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction
 from compiler.numerics import floats
-from compiler.numerics.dtypes import DType
 from compiler.reference.evaluator import Evaluator, Value
+from core.dtypes import DType
 
 
 def _comparator(instruction: Instruction) -> Computation:

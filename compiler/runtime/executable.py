@@ -25,13 +25,13 @@ from compiler.codegen import plan as P
 from compiler.config import CompilerConfig
 from compiler.errors import ArgumentError, ExecutionError
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.dtypes import from_name
 from compiler.program import Program, bind_argument, bind_arguments
 from compiler.runtime.cuda_device import open_device
 from compiler.runtime.grid_runner import Device, DeviceMemory, GridRun, allocate_memory
 from compiler.runtime.loader import LoadedObject, load_object
 from compiler.runtime.stops import deadline_error, while_limit_error
 from compiler.runtime.threads import RunThreads, machine_threads
+from core.dtypes import from_name
 
 # i32 vxla_run(ptr table, ptr control, i64 thread, i64 threads, i64 first, i64 last)
 ENTRY_SIGNATURE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)

@@ -26,10 +26,10 @@ from attest.digests import tensor_digest
 from compiler.config import TARGET_CPUS, CompilerConfig, ConfigError, load_config, validate_target
 from compiler.driver import compile_program
 from compiler.hlo import HloError
-from compiler.numerics.dtypes import from_numpy
 from compiler.program import Program, load_program
 from compiler.runtime.executable import Executable
 from compiler.runtime.host import TargetNotRunnable, check_runnable
+from core.dtypes import from_numpy
 from node.errors import NodeError
 from node.jax_programs import (
     JAX_EXTRA,

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from compiler.numerics.dtypes import ALL_DTYPES
+from core.dtypes import ALL_DTYPES
 from tests.codegen.test_int4 import _values
 from tests.targets import run_everywhere
 

@@ -10,8 +10,8 @@ import pytest
 from compiler.codegen.dot_conv import reads_rhs_in_place
 from compiler.config import load_config
 from compiler.driver import compile_program
-from compiler.numerics.dtypes import F32
 from compiler.program import load_program
+from core.dtypes import F32
 from tests.codegen.test_op_families import values
 from tests.targets import NATIVE, run_everywhere
 

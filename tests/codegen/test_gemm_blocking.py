@@ -11,8 +11,8 @@ import pytest
 from compiler.codegen.dot_conv import GemmBlocking
 from compiler.config import load_config
 from compiler.driver import compile_program
-from compiler.numerics.dtypes import F32, F64
 from compiler.program import load_program
+from core.dtypes import F32, F64
 from tests.targets import NATIVE, config, run_everywhere
 
 NUMPY = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "bf16": None}

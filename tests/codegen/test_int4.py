@@ -9,7 +9,7 @@ import pytest
 
 import compiler
 from compiler.errors import ArgumentError
-from compiler.numerics.dtypes import ALL_DTYPES, DType
+from core.dtypes import ALL_DTYPES, DType
 from tests.reference.test_int4 import BINARY, _all_pairs
 from tests.targets import DEFAULT, run_everywhere
 

@@ -29,7 +29,9 @@ from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig
 from compiler.numerics import convert as ref_convert
 from compiler.numerics import floats
-from compiler.numerics.dtypes import (
+from compiler.reference.elementwise import float_maximum, float_minimum
+from compiler.runtime.loader import load_object
+from core.dtypes import (
     ALL_DTYPES,
     BF16,
     C64,
@@ -51,8 +53,6 @@ from compiler.numerics.dtypes import (
     U64,
     DType,
 )
-from compiler.reference.elementwise import float_maximum, float_minimum
-from compiler.runtime.loader import load_object
 from tests.targets import CPUS as ALL_TARGETS
 from tests.targets import HOST
 from tests.targets import config as target_config

@@ -14,8 +14,8 @@ from compiler.hlo import (
 )
 from compiler.hlo.attributes import ConvDimLabels, RawAttribute, Window
 from compiler.hlo.shape import ArrayShape, TupleShape
-from compiler.numerics.dtypes import ALL_DTYPES
 from compiler.reference import evaluate
+from core.dtypes import ALL_DTYPES
 
 JAX_STYLE = """\
 HloModule jit_f, entry_computation_layout={(f32[2,3]{1,0}, f32[3]{0})->f32[2,3]{1,0}}

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from compiler.numerics import mathlib
-from compiler.numerics.dtypes import F32, F64
 from compiler.numerics.mathlib import mpfr_reference, trig
 from compiler.numerics.mathlib.correctly_rounded import ambiguous
 from compiler.numerics.mathlib.mpfr_reference import (
@@ -19,6 +18,7 @@ from compiler.numerics.mathlib.mpfr_reference import (
     ulp_errors_unary,
 )
 from compiler.numerics.mathlib.pinned_f64 import PINNED_F64
+from core.dtypes import F32, F64
 from tools import mathlib_accuracy as acc
 from tools import mathlib_constants
 

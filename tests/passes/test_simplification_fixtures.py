@@ -14,7 +14,6 @@ from compiler.driver import compile_program
 from compiler.hlo import canonical_text, load_module, verify_module
 from compiler.hlo.editing import all_instructions
 from compiler.hlo.ir import Module
-from compiler.numerics.dtypes import ALL_DTYPES
 from compiler.passes.algebraic_simplifier import AlgebraicSimplifier
 from compiler.passes.base import FixedPoint, Pipeline
 from compiler.passes.call_inlining import CallInlining
@@ -28,6 +27,7 @@ from compiler.passes.transpose_folding import TransposeFolding
 from compiler.passes.tuple_simplification import TupleSimplification
 from compiler.program import load_program
 from compiler.reference import evaluate
+from core.dtypes import ALL_DTYPES
 from tests.fixture_data import FIXTURE_NAMES, Fixture
 from tests.passes.simplification_helpers import bits
 

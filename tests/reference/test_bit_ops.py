@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from compiler.hlo import HloVerifyError, load_module
-from compiler.numerics.dtypes import BY_NAME
 from compiler.numerics.floats import bits_dtype, reduce_precision
 from compiler.reference import evaluate
+from core.dtypes import BY_NAME
 from tests.fixture_data import xla_op_cases
 from tests.targets import run_everywhere
 

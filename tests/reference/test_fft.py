@@ -12,8 +12,8 @@ import pytest
 
 from compiler.hlo import HloVerifyError, load_module
 from compiler.numerics import fft as transforms
-from compiler.numerics.dtypes import C64, C128, F32, F64
 from compiler.reference import evaluate
+from core.dtypes import C64, C128, F32, F64
 from tests.targets import run_everywhere
 
 COMPLEX = {"c64": np.complex64, "c128": np.complex128}

@@ -92,7 +92,7 @@ def test_f16_and_bf16_solve_in_f32_and_round_once_on_every_target(dtype: str) ->
     import ml_dtypes
 
     from compiler.numerics.convert import convert
-    from compiler.numerics.dtypes import BY_NAME
+    from core.dtypes import BY_NAME
     from tests.targets import run_everywhere
 
     def module(t: str) -> str:

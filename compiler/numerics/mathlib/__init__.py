@@ -18,8 +18,8 @@ from functools import partial
 
 import numpy as np
 
-from compiler.numerics.dtypes import from_numpy
 from compiler.numerics.floats import canonicalize_nans
+from core.dtypes import from_numpy
 
 from .correctly_rounded import unary_f32 as _unary_f32
 from .numpy_ops import NUMPY
