@@ -6,14 +6,19 @@ its sealed commitment, and the digests of a node's statement and envelope.
                     execution of a job (the job store's and API's `statement_digest`).
   envelope digest   SHA-256 of a node's signed DSSE envelope (its own key, signature and
                     timings): what the node reveals on chain, the contracts' `traceDigest`.
+
+The body of a local job request (`POST /v1/jobs`) is defined here too, as `JobRequest`: the
+node validates requests against it and the SDK builds them with it.
 """
 
-
+import base64
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
+from pydantic import BaseModel, Field
 
 from attest import Statement
 from attest.digests import sha256_hex, tuple_digest
@@ -23,6 +28,41 @@ from attest.statement import canonical_json
 # inline as base64 instead of naming uploaded blobs: a small job is then one request. The
 # node's body limit leaves room for them.
 INLINE_INPUT_BYTES = 64 * 1024
+
+
+# The node's API takes its body as this model, so a body whose fields do not have these types
+# is refused (422) before any check of the node's own runs; the rules between fields (one of
+# module or module_digest, inputs or input_data) are the node's (node/daemon/api.py). The
+# docstring is the schema's description in the node's OpenAPI document.
+class JobRequest(BaseModel):
+    """POST /v1/jobs: the module as text or as the digest of a stored blob, and the inputs in
+    parameter order: as digests of stored .npy blobs, or (small ones) as the .npy bytes."""
+
+    module: str | None = Field(default=None, description="HLO text")
+    module_digest: str | None = Field(default=None, description="SHA-256 of a stored module blob")
+    inputs: list[str] = Field(default_factory=list, description="SHA-256 of each stored .npy input")
+    input_data: list[str] = Field(
+        default_factory=list,
+        description=f"instead of inputs: each input's .npy bytes in base64, at most {INLINE_INPUT_BYTES} bytes in all",
+    )
+    redundancy: int = Field(default=1, description="must be 1: jobs for several nodes are posted on chain")
+
+    @classmethod
+    def inline(cls, module_text: str, input_npy: Sequence[bytes], redundancy: int = 1) -> "JobRequest":
+        """A request that carries the module and the inputs themselves (each input's .npy
+        bytes, in base64): a small job in one request."""
+        encoded = [base64.b64encode(data).decode("ascii") for data in input_npy]
+        return cls(module=module_text, input_data=encoded, redundancy=redundancy)
+
+    @classmethod
+    def stored(cls, module_text: str, input_digests: Sequence[str], redundancy: int = 1) -> "JobRequest":
+        """A request that names inputs already uploaded as blobs, by digest."""
+        return cls(module=module_text, inputs=list(input_digests), redundancy=redundancy)
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body to send: the fields this request was given and no others, so a
+        request never names both forms of the inputs (the node refuses that)."""
+        return self.model_dump(exclude_unset=True)
 
 
 def is_digest(text: str) -> bool:

@@ -24,7 +24,6 @@ returns a chain job: `wait` follows it to finalization through the node's
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import re
@@ -47,7 +46,13 @@ from node.chain import ChainClient, ContractRevert, JobMarket, Sender
 from node.devnet_state import DevnetState
 from node.errors import NodeError
 from node.jax_programs import ExportedFunction, export_function
-from node.protocol import INLINE_INPUT_BYTES, chain_digests, inputs_manifest, result_digest_of
+from node.protocol import (
+    INLINE_INPUT_BYTES,
+    JobRequest,
+    chain_digests,
+    inputs_manifest,
+    result_digest_of,
+)
 from node.tensors import npy_bytes, recorded_array
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 from node.urls import node_url
@@ -98,8 +103,7 @@ def _tensor_bytes(tensor: TensorLike) -> bytes:
 def inline_job_request(module_text: str, input_npy: Sequence[bytes], redundancy: int = 1) -> dict[str, Any]:
     """The body of a `POST /v1/jobs` that carries the module and the inputs themselves (each
     input's .npy bytes, in base64), as `Client.submit` sends a small job."""
-    encoded = [base64.b64encode(data).decode("ascii") for data in input_npy]
-    return {"module": module_text, "input_data": encoded, "redundancy": redundancy}
+    return JobRequest.inline(module_text, input_npy, redundancy).body()
 
 
 def _as_array(tensor: TensorLike) -> np.ndarray:
@@ -409,7 +413,7 @@ class Client:
             with contextlib.suppress(NodeUnreachable, RequestRefused):
                 job.refresh()
             return job
-        info = self._json("POST", "/v1/jobs", json={"module": text, "inputs": digests, "redundancy": redundancy})
+        info = self._json("POST", "/v1/jobs", json=JobRequest.stored(text, digests, redundancy).body())
         return Job(self, info["id"], info)
 
     def job(self, job_id: str | int) -> Job:

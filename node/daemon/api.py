@@ -24,7 +24,6 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Respons
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, Field
 
 from attest import key_id
 from attest.digests import sha256_hex
@@ -40,24 +39,10 @@ from node.daemon.pages import pages_routes
 from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
-from node.protocol import INLINE_INPUT_BYTES, is_digest
+from node.protocol import INLINE_INPUT_BYTES, JobRequest, is_digest
 from node.sqlite import StorageError
 
 MAX_PAGE = 1000  # the most jobs one list request returns
-
-
-class JobRequest(BaseModel):
-    """POST /v1/jobs: the module as text or as the digest of a stored blob, and the inputs in
-    parameter order: as digests of stored .npy blobs, or (small ones) as the .npy bytes."""
-
-    module: str | None = Field(default=None, description="HLO text")
-    module_digest: str | None = Field(default=None, description="SHA-256 of a stored module blob")
-    inputs: list[str] = Field(default_factory=list, description="SHA-256 of each stored .npy input")
-    input_data: list[str] = Field(
-        default_factory=list,
-        description=f"instead of inputs: each input's .npy bytes in base64, at most {INLINE_INPUT_BYTES} bytes in all",
-    )
-    redundancy: int = Field(default=1, description="must be 1: jobs for several nodes are posted on chain")
 
 
 def _problem(status: int, message: str) -> HTTPException:
