@@ -7,20 +7,7 @@ from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
-from compiler.codegen import (
-    batch_norm,
-    buffer_assignment,
-    control_flow,
-    data_movement,
-    dot_conv,
-    elementwise,
-    fft,
-    grid,
-    linalg,
-    random_bits,
-    reductions,
-    sort_gather_scatter,
-)
+from compiler.codegen import buffer_assignment, grid
 from compiler.codegen.backend import Backend, backend_for
 from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
@@ -29,6 +16,7 @@ from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
 from compiler.hlo import load_module
 from compiler.hlo.ir import Module
+from compiler.hlo.opcodes import family_modules
 from compiler.hlo.printer import canonical_text
 from compiler.passes.base import PassObserver
 from compiler.passes.pipeline import pipeline_named
@@ -39,18 +27,7 @@ from compiler.runtime.loader import load_object
 
 # The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
 # emit that family's opcodes (parameters are bound by the lowering itself).
-FAMILY_MODULES = {
-    "elementwise": elementwise,
-    "data_movement": data_movement,
-    "reductions": reductions,
-    "dot_conv": dot_conv,
-    "control_flow": control_flow,
-    "sort_gather_scatter": sort_gather_scatter,
-    "random_bits": random_bits,
-    "batch_norm": batch_norm,
-    "linalg": linalg,
-    "fft": fft,
-}
+FAMILY_MODULES = family_modules("compiler.codegen")
 EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
 
 

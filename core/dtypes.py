@@ -144,6 +144,12 @@ class DType:
         return self.bits < self.storage_bits
 
     @property
+    def holder(self) -> DType:
+        """The byte-wide type whose values hold this type's: s8 or u8 for a sub-byte integer
+        (its storage, sign- or zero-extended), the type itself otherwise."""
+        return from_numpy(self.numpy) if self.is_sub_byte else self
+
+    @property
     def integer_bounds(self) -> tuple[int, int]:
         """The least and greatest value of an integer type; ValueError for any other type."""
         if self.is_signed:

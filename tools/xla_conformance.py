@@ -162,16 +162,13 @@ def _as_xla_input(array: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _identity(reducer, dtype: np.dtype) -> np.ndarray | None:  # noqa: ANN001 - vxla's Computation
-    """The identity of a reducer that is one binary op, as XLA's own test inputs use."""
-    opcode = reducer.root.opcode
-    if dtype == np.bool_:
-        values = {"or": False, "and": True, "add": False, "maximum": False, "minimum": True}
-    elif dtype.kind == "f" or str(dtype) == "bfloat16":
-        values = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
-    else:
-        info = np.iinfo(dtype)
-        values = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": -1 if info.min < 0 else info.max, "maximum": info.min, "minimum": info.max}
-    return np.array(values[opcode]).astype(dtype) if opcode in values else None
+    """The identity of a reducer that is one binary op (the registry's), as XLA's own test
+    inputs use."""
+    from compiler.hlo.opcodes import identity_value
+    from core.dtypes import from_numpy
+
+    value = identity_value(reducer.root.opcode, from_numpy(dtype))
+    return None if value is None else value.astype(dtype)
 
 
 def constrain_inputs(module, arrays: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:  # noqa: ANN001 - vxla's Module
@@ -216,12 +213,10 @@ def constrain_inputs(module, arrays: list[np.ndarray], rng: np.random.Generator)
     return arrays
 
 
-ORDER_FREE_REDUCERS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
-
-
 def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Module
     """Why vxla's result may rightly differ from XLA:CPU's here, when a known cause is
     present (docs/numerics.md), else the empty string (an unexplained difference)."""
+    from compiler.hlo.opcodes import ORDER_FREE
     from compiler.hlo.shape import ArrayShape, default_layout
 
     instructions = [i for c in module.reachable_computations() for i in c.post_order()]
@@ -257,7 +252,7 @@ def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Modul
         if instruction.opcode in ("reduce", "reduce-window"):
             root = instruction.attrs["to_apply"].root
             inits = instruction.operands[len(instruction.operands) // 2 :]
-            if root.opcode not in ORDER_FREE_REDUCERS:
+            if root.opcode not in ORDER_FREE:
                 return f"a reducer ({root.opcode}) whose result depends on the order: the contract pins the order (§5), XLA:CPU uses its own"
             if any(op.opcode == "constant" for op in inits):
                 return "an init value that is not the reducer's identity: the contract applies it once (§5), XLA:CPU once per partial result"

@@ -8,6 +8,7 @@ from compiler.codegen import plan as P
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.batch_norm import expansion
 from compiler.hlo.ir import Instruction
+from compiler.hlo.opcodes import family_opcodes
 
 
 def _emit_batch_norm(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
@@ -16,4 +17,4 @@ def _emit_batch_norm(lowering: Lowering, instruction: Instruction, operands: lis
     return result
 
 
-EMITTERS = {opcode: _emit_batch_norm for opcode in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad")}
+EMITTERS = {opcode: _emit_batch_norm for opcode in family_opcodes("batch_norm")}

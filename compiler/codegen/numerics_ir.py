@@ -46,7 +46,7 @@ from compiler.codegen.llvm_ir import (
 )
 from compiler.config import CompilerConfig
 from compiler.numerics.floats import float8_overflow_bound
-from core.dtypes import BF16, F16, F32, F64, S8, U8, DType, FloatLayout
+from core.dtypes import BF16, F16, F32, F64, U8, DType, FloatLayout
 
 Value = ir.Value
 Builder = ir.IRBuilder
@@ -776,9 +776,9 @@ def _convert(builder: Builder, value: Value, source: DType, target: DType) -> Va
             imag = constant(real.type, 0.0)
         return make_complex(builder, real, imag, target)
     if source.is_sub_byte:
-        source = _holder(source)  # the held value is exact
+        source = source.holder  # the held value is exact
     if target.is_sub_byte and not source.is_float:
-        return hold_sub_byte(builder, _convert(builder, value, source, _holder(target)), target)
+        return hold_sub_byte(builder, _convert(builder, value, source, target.holder), target)
     if target.is_pred:
         return builder.zext(_is_nonzero(builder, value, source), shaped_like(value.type, ir.IntType(8)))
     if source.is_pred:
@@ -794,11 +794,6 @@ def _convert(builder: Builder, value: Value, source: DType, target: DType) -> Va
     if source.is_float:
         return _float_to_integer(builder, _float_to_f64(builder, value, source), target)
     return _integer_to_integer(builder, value, source, target)
-
-
-def _holder(dtype: DType) -> DType:
-    """The 8-bit type whose values hold those of s4 or u4."""
-    return S8 if dtype.is_signed else U8
 
 
 def hold_sub_byte(builder: Builder, value: Value, dtype: DType) -> Value:

@@ -21,6 +21,7 @@ from compiler.codegen.llvm_ir import I32, I64, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.opcodes import is_order_free as opcode_is_order_free
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 from compiler.reference import HANDLERS
@@ -31,13 +32,6 @@ from core.dtypes import F32, F64, S64
 UNROLL = 4
 # Accumulator pairs (greatest and least key) per lane for float maximum/minimum.
 EXTREMUM_UNROLL = 2
-
-# Reducers whose result on a sequence is the same for every grouping and order of it, bit for
-# bit under the contract: maximum and minimum (the greatest or least element with -0 < +0,
-# or the canonical NaN if any element is NaN) for every type; and wrapping integer add and
-# multiply and the bitwise ops on integers and pred.
-_ORDER_FREE_ANY_TYPE = frozenset({"maximum", "minimum"})
-_ORDER_FREE_INTEGER = frozenset({"add", "multiply", "and", "or", "xor"})
 
 Values = list[ir.Value]
 
@@ -64,9 +58,10 @@ def is_order_free(computation: Computation) -> bool:
         return False
     if root.shape.rank != 0 or {id(op) for op in root.operands} != {id(p) for p in parameters}:
         return False
-    if root.opcode in _ORDER_FREE_ANY_TYPE:
-        return True
-    return root.opcode in _ORDER_FREE_INTEGER and (root.shape.dtype.is_integer or root.shape.dtype.is_pred)
+    # The registry's laws (compiler/hlo/opcodes.py): maximum and minimum on every type (the
+    # greatest or least element with -0 < +0, or the canonical NaN if any is NaN); wrapping
+    # integer add and multiply and the bitwise ops on integers and pred.
+    return opcode_is_order_free(root.opcode, root.shape.dtype)
 
 
 def _shuffle(builder: ir.IRBuilder, vector: ir.Value, indices: list[int]) -> ir.Value:

@@ -16,7 +16,7 @@ end.
 
 from __future__ import annotations
 
-from core.dtypes import BF16, F16, F32, PRED, S2, S4, S8, S64, U2, U4, U8, DType
+from core.dtypes import BF16, F16, F32, PRED, S64, DType
 
 REDUCE_LANES = 16
 REDUCE_BLOCK = 4096
@@ -25,4 +25,4 @@ REDUCE_BLOCK = 4096
 def accumulation_type(result: DType) -> DType:
     """The type a dot's or convolution's chain accumulates in for a `result` type (a pred
     result counts its true products in s64 and is whether any was true)."""
-    return {F16: F32, BF16: F32, S2: S8, S4: S8, U2: U8, U4: U8, PRED: S64}.get(result, result)
+    return {F16: F32, BF16: F32, PRED: S64}.get(result, result.holder)

@@ -46,6 +46,7 @@ import numpy as np
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import Algebra, algebra, holds_on, law_value
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
 from compiler.passes.forwarding import Forwarding
@@ -69,20 +70,15 @@ def uniform_constant(instruction: Instruction) -> np.ndarray | None:
 
 
 def _is(instruction: Instruction, kind: str) -> bool:
-    """Whether `instruction` is a uniform constant of `kind`: zero, one or all-ones."""
+    """Whether `instruction` is a uniform constant of `kind`, a law's element name
+    (compiler/hlo/opcodes.py law_value), compared by bits."""
     flat = uniform_constant(instruction)
-    if flat is None:
+    if flat is None or not isinstance(instruction.shape, ArrayShape):
         return False
-    value = flat[:1]
-    if kind == "zero":
-        return not bool(value.any())
-    if kind == "one":
-        return bool((value == 1).all())
-    if kind == "ones":  # every bit set (true for pred)
-        if value.dtype == np.bool_:
-            return bool(value.all())
-        return bool((value == np.invert(np.zeros((), value.dtype))).all())
-    raise ValueError(kind)
+    expected = law_value(kind, instruction.shape.dtype)
+    if expected is None:
+        return False
+    return flat[:1].tobytes() == expected.astype(flat.dtype).tobytes()
 
 
 def _integer(instruction: Instruction) -> bool:
@@ -105,52 +101,32 @@ def _either(instruction: Instruction, kind: str) -> tuple[Instruction, Instructi
     return None
 
 
+def _by_laws(instruction: Instruction, laws: Algebra) -> Instruction | None:
+    """A binary op by its laws in the registry (compiler/hlo/opcodes.py), on the types where
+    they hold exactly: `x op x`, an identity on either side or the right, an absorbing
+    operand."""
+    shape = instruction.shape
+    if not isinstance(shape, ArrayShape) or not holds_on(laws.laws_on, shape.dtype):
+        return None
+    left, right = instruction.operands
+    if laws.idempotent and left is right:
+        return left
+    pair = _either(instruction, laws.identity) if laws.identity else None
+    if pair:
+        return pair[1]
+    if laws.right_identity and _is(right, laws.right_identity):
+        return left
+    pair = _either(instruction, laws.absorbing) if laws.absorbing else None
+    return pair[0] if pair else None
+
+
 def simplified(instruction: Instruction) -> Instruction | None:
     """An existing value bit-identical to `instruction` for every input, or None."""
     op = instruction.opcode
     operands = instruction.operands
-    if op in (
-        "add",
-        "multiply",
-        "subtract",
-        "divide",
-        "shift-left",
-        "shift-right-logical",
-        "shift-right-arithmetic",
-    ):
-        if not _integer(instruction):
-            return None
-        if op == "add":
-            pair = _either(instruction, "zero")
-            return pair[1] if pair else None
-        if op == "multiply":
-            pair = _either(instruction, "one")
-            if pair:
-                return pair[1]
-            pair = _either(instruction, "zero")
-            return pair[0] if pair else None
-        if op == "divide":
-            return operands[0] if _is(operands[1], "one") else None
-        # subtract and the shifts: only the right operand is neutral.
-        return operands[0] if _is(operands[1], "zero") else None
-    if op in ("and", "or", "maximum", "minimum") and operands[0] is operands[1]:
-        return operands[0] if _bits(instruction) else None
-    if op in ("and", "or", "xor"):
-        if not _bits(instruction):
-            return None
-        if op == "and":
-            pair = _either(instruction, "ones")
-            if pair:
-                return pair[1]
-            pair = _either(instruction, "zero")
-            return pair[0] if pair else None
-        pair = _either(instruction, "zero")
-        if pair:
-            return pair[1]
-        if op == "or":
-            pair = _either(instruction, "ones")
-            return pair[0] if pair else None
-        return None
+    laws = algebra(op)
+    if laws != Algebra():
+        return _by_laws(instruction, laws)
     if op == "negate":
         inner = operands[0]
         return inner.operands[0] if _integer(instruction) and inner.opcode == "negate" else None

@@ -23,15 +23,10 @@ from __future__ import annotations
 from compiler.hlo.attributes import format_attribute
 from compiler.hlo.editing import remove_unreachable_computations
 from compiler.hlo.ir import COMPUTATION_ATTRIBUTES, Computation, Instruction, Module
+from compiler.hlo.opcodes import NEVER_MERGED
 from compiler.hlo.printer import CanonicalPrinter
 from compiler.passes.base import SimplePass
 from compiler.passes.forwarding import Forwarding
-
-# Opcodes never merged: parameters are distinct inputs by definition. (Side-effecting and
-# random opcodes do not get past the frontend; they are listed for safety should that change.)
-NEVER_MERGED = frozenset(
-    {"parameter", "rng", "rng-bit-generator", "rng-get-and-update-state", "custom-call"}
-)
 
 
 class _BodyPrinter(CanonicalPrinter):

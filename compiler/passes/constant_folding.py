@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import NOT_FOLDED
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.floats import canonicalize_nans, check_fp_environment
 from compiler.passes.base import SimplePass
@@ -32,13 +33,6 @@ from compiler.reference.evaluator import Evaluator
 
 MAX_ELEMENTS = 65536
 
-NOT_FOLDED = frozenset(
-    {
-        "parameter", "constant", "tuple", "get-tuple-element", "opt-barrier", "while", "conditional", "call",
-        "fusion", "broadcast", "iota", "rng", "rng-bit-generator", "rng-get-and-update-state",
-        "custom-call",
-    }
-)  # fmt: skip
 
 
 def folded_value(instruction: Instruction, evaluator: Evaluator) -> np.ndarray | None:

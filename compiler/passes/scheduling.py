@@ -12,7 +12,7 @@ ties go to the earliest instruction of the post order. Instructions that allocat
 from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.hlo.opcodes import ALIASING
+from compiler.hlo.opcodes import ALIASING, OPERAND_ALIASING
 from compiler.hlo.shape import flatten
 from compiler.passes.base import SimplePass
 
@@ -28,7 +28,7 @@ def storage_owners(instruction: Instruction, cache: dict[int, list[Instruction]]
     """The instructions whose buffers hold this value (itself, or what it aliases)."""
     key = id(instruction)
     if key not in cache:
-        if instruction.opcode in ("tuple", "get-tuple-element", "copy", "opt-barrier"):
+        if instruction.opcode in OPERAND_ALIASING:
             owners: list[Instruction] = []
             for operand in instruction.operands:
                 for owner in storage_owners(operand, cache):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from compiler.hlo.batch_norm import expansion
 from compiler.hlo.ir import Instruction
+from compiler.hlo.opcodes import family_opcodes
 from compiler.reference.evaluator import Evaluator, Value
 
 
@@ -13,4 +14,4 @@ def _batch_norm(evaluator: Evaluator, instruction: Instruction, operands: list[V
     return evaluator.evaluate_computation(expansion(instruction), operands)
 
 
-HANDLERS = {opcode: _batch_norm for opcode in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad")}
+HANDLERS = {opcode: _batch_norm for opcode in family_opcodes("batch_norm")}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.hlo.opcodes import opcodes_where
+from compiler.hlo.opcodes import ALIASING, opcodes_where
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape
 from compiler.numerics import integers
 from compiler.program import bind_arguments
@@ -100,7 +100,7 @@ class Evaluator:
 
 # Opcodes whose evaluation on arrays is the evaluation on each element: the scalar ops and
 # the value plumbing, and calls (whose callees `is_batchable` checks in turn).
-BATCHABLE_OPCODES = opcodes_where(scalar_op=True) | opcodes_where(aliases=True) | {"call"}
+BATCHABLE_OPCODES = opcodes_where(scalar_op=True) | ALIASING | {"call"}
 
 
 def _has_sub_byte(shape: Shape) -> bool:

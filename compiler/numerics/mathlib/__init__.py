@@ -23,23 +23,12 @@ from core.dtypes import from_numpy
 
 from .correctly_rounded import unary_f32 as _unary_f32
 from .numpy_ops import NUMPY
-from .pinned_f64 import BINARY_ALGORITHMS, PINNED_F64
+from .pinned_f64 import BINARY_ALGORITHMS, PINNED_F64, UNARY_ALGORITHMS
 
 __all__ = ["UNARY_FUNCTIONS", "UNARY_OPCODES", "atan2", "power", "unary"]
 
-UNARY_FUNCTIONS = (
-    "exp",
-    "expm1",
-    "log",
-    "log1p",
-    "tanh",
-    "logistic",
-    "erf",
-    "sin",
-    "cos",
-    "rsqrt",
-    "cbrt",
-)
+# The functions, in one order: the pinned algorithms' table owns the list.
+UNARY_FUNCTIONS = tuple(UNARY_ALGORITHMS)
 
 # The HLO opcodes these functions implement: what the reference evaluator and the backend
 # both dispatch on.
