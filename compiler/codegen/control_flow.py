@@ -14,6 +14,7 @@ from __future__ import annotations
 from compiler.codegen import fusion
 from compiler.codegen import plan as P
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.scan import expansion as scan_expansion
 
@@ -114,15 +115,6 @@ def _conditional(lowering: Lowering, instruction: Instruction, operands: list[Re
     return output
 
 
-# `parameter` is bound by Lowering.lower_computation itself.
-EMITTERS = {
-    "constant": _constant,
-    "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element,
-    "opt-barrier": _opt_barrier,
-    "call": _call,
-    "fusion": _fusion,
-    "while": _while,
-    "conditional": _conditional,
-    "scan": _scan,
-}
+# Each opcode of the family lowered by the function named after it; `parameter` is bound by
+# Lowering.lower_computation itself.
+EMITTERS = family_table("control_flow", globals(), bound_elsewhere=("parameter",))

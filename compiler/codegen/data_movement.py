@@ -14,6 +14,7 @@ from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I64, storage_type
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from core.dtypes import S64
@@ -314,16 +315,6 @@ def _bitcast(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     return output
 
 
-EMITTERS = {
-    "broadcast": _broadcast,
-    "reshape": emit_byte_copy,
-    "bitcast": _bitcast,
-    "transpose": _transpose,
-    "reverse": _reverse,
-    "slice": _slice,
-    "dynamic-slice": _dynamic_slice,
-    "dynamic-update-slice": _dynamic_update_slice,
-    "concatenate": _concatenate,
-    "pad": _pad,
-    "iota": _iota,
-}
+# Each opcode of the family lowered by the function named after it; a reshape only copies
+# bytes (a row-major layout keeps the element order).
+EMITTERS = family_table("data_movement", globals(), shared={"reshape": emit_byte_copy})

@@ -3,9 +3,9 @@ family and the properties the passes, the reference evaluator and the backend as
 those XLA has that it does not.
 
 Every per-opcode list in the compiler derives from OPCODES. The op families name the modules
-that implement them, the same in compiler/reference/ and compiler/codegen/ (and the sections
-of compiler/hlo/verifier.py); tests/hlo/test_opcodes.py checks that all three cover the same
-opcodes under the same family.
+that implement them, the same in compiler/hlo/verifier/, compiler/reference/ and
+compiler/codegen/; tests/hlo/test_opcodes.py checks that all three cover the same opcodes
+under the same family.
 """
 
 from __future__ import annotations

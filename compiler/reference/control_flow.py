@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.errors import ExecutionError
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.scan import ScanForm, results_of, stacked
 from compiler.hlo.shape import TupleShape
@@ -97,14 +98,6 @@ def _conditional(evaluator: Evaluator, instruction: Instruction, operands: list[
     return evaluator.evaluate_computation(branch, [operands[1 + index]])
 
 
-HANDLERS = {
-    "constant": _constant,
-    "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element,
-    "opt-barrier": _opt_barrier,
-    "call": _call,
-    "fusion": _call,
-    "while": _while,
-    "conditional": _conditional,
-    "scan": _scan,
-}
+# Each opcode of the family evaluated by the function named after it (a fusion is a call);
+# the walk binds parameters itself.
+HANDLERS = family_table("control_flow", globals(), shared={"fusion": _call}, bound_elsewhere=("parameter",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import attributes as attr
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.convert import convert
@@ -158,16 +159,5 @@ def _iota(evaluator: Evaluator, instruction: Instruction, operands: list[Value])
     return np.broadcast_to(values.reshape(expanded), shape.dims).copy()
 
 
-HANDLERS = {
-    "broadcast": _broadcast,
-    "reshape": _reshape,
-    "bitcast": _bitcast,
-    "transpose": _transpose,
-    "reverse": _reverse,
-    "slice": _slice,
-    "dynamic-slice": _dynamic_slice,
-    "dynamic-update-slice": _dynamic_update_slice,
-    "concatenate": _concatenate,
-    "pad": _pad,
-    "iota": _iota,
-}
+# Each opcode of the family evaluated by the function named after it.
+HANDLERS = family_table("data_movement", globals())
