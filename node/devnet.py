@@ -31,8 +31,15 @@ import httpx
 
 from node.devnet_state import STATE_FILE, DevnetError, DevnetState, NodeInfo, ProcessInfo
 
+# The directory the `node` package is imported from (a checkout, or site-packages when
+# installed): the devnet's processes run there, so `python -m node.cli` in a node process
+# imports this same code, an uninstalled checkout's included.
 ROOT = Path(__file__).resolve().parents[1]
-ANVIL = ROOT / "contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
+# Where anvil comes from, in this order (find_anvil): `vxla devnet up --anvil PATH`, this
+# variable, `anvil` on PATH, and in a checkout the pinned npm build of
+# contracts/package-lock.json that `make contracts` installs.
+ANVIL_ENV = "VXLA_ANVIL"
+CHECKOUT_ANVIL = Path("contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil")
 ETHER = 10**18
 MIN_STAKE_WEI = ETHER
 NODE_STAKE_WEI = 2 * ETHER
@@ -55,6 +62,32 @@ def is_ours(process: ProcessInfo) -> bool:
     except OSError:
         return False
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a] == process.argv
+
+
+def find_anvil(explicit: str | Path | None = None, environ: dict[str, str] | None = None) -> Path:
+    """The anvil executable: `explicit` (the --anvil option), else $VXLA_ANVIL, else `anvil`
+    on PATH, else the checkout's contracts/node_modules copy. A path given explicitly or by
+    the variable must be an executable file: a typo is an error, not a fall-through to
+    another anvil. DevnetError naming the three ways when none is found."""
+    environ = os.environ if environ is None else environ
+    for given, source in ((explicit, "--anvil"), (environ.get(ANVIL_ENV) or None, f"${ANVIL_ENV}")):
+        if given is None:
+            continue
+        # Absolute: anvil runs from ROOT, where a relative path would name another file.
+        path = Path(given).expanduser().absolute()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise DevnetError(f"{source} {given}: not an executable file")
+        return path
+    on_path = shutil.which("anvil", path=environ.get("PATH"))
+    if on_path is not None:
+        return Path(on_path).absolute()
+    checkout = ROOT / CHECKOUT_ANVIL
+    if checkout.is_file():
+        return checkout
+    raise DevnetError(
+        f"anvil not found: pass --anvil PATH (or set ${ANVIL_ENV}), put Foundry's anvil on PATH, "
+        f"or in a checkout run `make contracts` (npm ci in contracts/, which installs {CHECKOUT_ANVIL})"
+    )
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
@@ -124,11 +157,12 @@ def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, accoun
 
 def up(
     directory: Path, nodes: int, *, faults: dict[int, str] | None = None, timeout: float = 90.0,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, anvil: str | Path | None = None,
 ) -> DevnetState:  # fmt: skip
     """Start anvil, deploy, and start `nodes` registered nodes (see the module docstring).
     `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only).
-    `progress` hears each step as it starts, in words."""
+    `progress` hears each step as it starts, in words. `anvil`: the executable to run
+    (default: found by `find_anvil`)."""
     tell = progress or (lambda step: None)
     from attest import init_key_files
     from node.chain import ChainClient, deploy
@@ -139,8 +173,7 @@ def up(
     for index in faults:
         if not 0 <= index < nodes:
             raise DevnetError(f"fault on node {index}: there are nodes 0..{nodes - 1}")
-    if not ANVIL.is_file():
-        raise DevnetError(f"{ANVIL.relative_to(ROOT)} missing: run `make contracts` (npm ci in contracts/)")
+    anvil_path = find_anvil(anvil)
     directory = directory.resolve()
     _check_node_directories(directory, nodes)
     if (directory / STATE_FILE).is_file():
@@ -153,7 +186,7 @@ def up(
     try:
         port = free_port()
         tell(f"starting anvil on 127.0.0.1:{port}")
-        argv = [str(ANVIL), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"]
+        argv = [str(anvil_path), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"]
         anvil_proc, anvil_info = _spawn(argv, directory / "anvil.log")
         started.append(anvil_info)
         rpc_url = f"http://127.0.0.1:{port}"

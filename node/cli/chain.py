@@ -109,7 +109,7 @@ def cmd_devnet_up(args: argparse.Namespace) -> int:
         print(f"[{time.monotonic() - started:4.1f} s] {step}", file=sys.stderr, flush=True)
 
     try:
-        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []), progress=progress)
+        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []), progress=progress, anvil=args.anvil)
     except DevnetError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -188,6 +188,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     devnet_up = devnet_commands.add_parser("up", help="start anvil, deploy, register and start N nodes", description="Start anvil on 127.0.0.1, deploy the contracts, and start N nodes (own keys, data dirs, ports, staked accounts); writes DIR/state.json.")
     devnet_up.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="number of nodes (default 3)")
     devnet_up.add_argument("--fault", type=_fault_spec, action="append", metavar="NODE=INSTRUCTION[:BIT]", help="test/demo only: start node NODE with fault injection (flips BIT of INSTRUCTION's output)")
+    devnet_up.add_argument("--anvil", metavar="PATH", help="the anvil executable (default: $VXLA_ANVIL, else anvil on PATH, else a checkout's contracts/node_modules copy)")
     devnet_up.add_argument("--json", action="store_true", help="print the state as JSON")
     devnet_status = devnet_commands.add_parser("status", help="show anvil and each node", description="Show anvil and each node: process, healthz, readyz, stake.")
     devnet_status.add_argument("--json", action="store_true", help="print one JSON object")

@@ -38,18 +38,20 @@ def cmd_keys_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _node_config(path: str | None):  # -> node.config.NodeConfig (imported lazily)
-    """--config, else configs/node.toml when present, else the built-in defaults."""
-    from node.daemon.config import ConfigError, load_config, parse_config
+# Where `vxla node run` looks for a configuration when given none: relative to the working
+# directory, so a checkout (or any directory laid out like one) runs its own copy.
+LOCAL_CONFIG = Path("configs/node.toml")
 
+
+def _node_config(path: str | None):  # -> node.config.NodeConfig (imported lazily)
+    """--config, else configs/node.toml when present, else the shipped defaults."""
+    from node.daemon.config import DEFAULTS_NAME, ConfigError, load_config, load_defaults
+
+    source = path or (LOCAL_CONFIG if LOCAL_CONFIG.is_file() else None)
     try:
-        if path is not None:
-            return load_config(path)
-        if Path("configs/node.toml").is_file():
-            return load_config("configs/node.toml")
-        return parse_config("")
+        return load_config(source) if source is not None else load_defaults()
     except ConfigError as exc:
-        raise UsageError(f"--config {path or 'configs/node.toml'}: {exc}") from None
+        raise UsageError(f"--config {source or DEFAULTS_NAME + ' (the shipped defaults)'}: {exc}") from None
 
 
 def cmd_node_run(args: argparse.Namespace) -> int:

@@ -1,6 +1,9 @@
-"""The node's configuration: a TOML file (configs/node.toml) loaded into frozen dataclasses
-and checked at start, so a typo stops the node with a message naming the key instead of
-being silently ignored. Secrets (the key passphrase) come from the environment only.
+"""The node's configuration: a TOML file loaded into frozen dataclasses and checked at start,
+so a typo stops the node with a message naming the key instead of being silently ignored.
+Secrets (the key passphrase) come from the environment only.
+
+The defaults a new operator runs are a file of this package, `node.toml` (configs/node.toml
+in a checkout links to it), so an installed node has them too (`load_defaults`).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,8 @@ from compiler.errors import ConfigError
 PASSPHRASE_ENV = "VXLA_KEY_PASSPHRASE"
 CHAIN_KEY_ENV = "VXLA_CHAIN_PRIVATE_KEY"
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+# The shipped defaults, package data of node.daemon (configs/node.toml links to it).
+DEFAULTS_NAME = "node.toml"
 
 
 @dataclass(frozen=True)
@@ -192,3 +198,13 @@ def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Node
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     return parse_config(text, environ)
+
+
+def defaults_text() -> str:
+    """The text of the shipped defaults file (package data, so found installed too)."""
+    return resources.files("node.daemon").joinpath(DEFAULTS_NAME).read_text(encoding="utf-8")
+
+
+def load_defaults(environ: dict[str, str] | None = None) -> NodeConfig:
+    """The shipped defaults, validated, with the environment's overrides as `parse_config`."""
+    return parse_config(defaults_text(), environ)
