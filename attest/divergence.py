@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from attest.errors import AttestError
 from attest.merkle import InclusionProof, digest_leaves, inclusion_proof
 from attest.statement import InstructionRecord, OpTrace, Statement
 
@@ -56,7 +57,7 @@ class InstructionDivergence:
     def _record(self) -> InstructionRecord:
         record = self.left if self.left is not None else self.right
         if record is None:  # never built so: one side always exists at a divergence
-            raise RuntimeError("an instruction divergence without any record")
+            raise AttestError("an instruction divergence without any record")
         return record
 
     @property

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
-from compiler.atomic_files import write_bytes_atomic
+from core.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
 from compiler.config import CompilerConfig
 

@@ -162,10 +162,7 @@ class CompilerConfig:
                 )
         elif self.nvjitlink_version:
             raise ConfigError(f"nvjitlink_version {self.nvjitlink_version!r} is for GPU targets only, not {self.cpu}")
-        try:
-            expected = pipeline_named(self.pipeline).pipeline_id
-        except KeyError as exc:
-            raise ConfigError(str(exc.args[0])) from None
+        expected = pipeline_named(self.pipeline).pipeline_id
         if not self.pipeline_id:
             object.__setattr__(self, "pipeline_id", expected)
         elif self.pipeline_id != expected:

@@ -14,10 +14,10 @@ from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan, finest_split
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
-from compiler.hlo import load_module
+from compiler.errors import BackendError
 from compiler.hlo.ir import Module
 from compiler.hlo.opcodes import family_modules
-from compiler.hlo.printer import canonical_text
+from compiler.hlo.printer import canonical_copy, canonical_text
 from compiler.passes.base import PassObserver
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import Program, load_program
@@ -33,9 +33,9 @@ EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values
 
 def optimize(program: Program, config: CompilerConfig, observer: PassObserver | None = None) -> Module:
     """A copy of the program's module rewritten by the config's pass pipeline (the program's
-    own module is never changed). `observer` sees the module after every pass."""
-    module = load_module(program.canonical_text)
-    return pipeline_named(config.pipeline).run(module, observer)
+    own module is never changed). The copy is the module of the canonical text, made without
+    parsing it again. `observer` sees the module after every pass."""
+    return pipeline_named(config.pipeline).run(canonical_copy(program.module), observer)
 
 
 def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None, backend: Backend | None = None) -> tuple[str, Plan, str]:
@@ -131,7 +131,7 @@ def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: 
     object_bytes = HOST_GRID.emit_binary(ir_text, host)
     missing = HOST_GRID.unresolved_symbols(object_bytes)
     if missing:
-        raise RuntimeError(f"emulated grid object references symbols it does not define: {', '.join(missing)}")
+        raise BackendError(f"emulated grid object references symbols it does not define: {', '.join(missing)}")
     hashes = {"hlo_hash": program.hlo_hash, "graph_hash": text_digest(graph_text), "binary_hash": sha256_hex(object_bytes)}
     device = emulated_grid.EmulatedDevice(load_object(object_bytes, host), block_size)
     return Executable(program, config, plan, object_bytes, hashes, threads=1, device=device, emulated=True)

@@ -16,6 +16,12 @@ class ConfigError(CompilerError, ValueError):
     """A configuration that cannot be used; the message names the key."""
 
 
+class BackendError(CompilerError, RuntimeError):
+    """The backend failed on a program it accepted: machine code that references a symbol it
+    does not define, PTX that breaks the numerics contract, a toolchain's refusal. Not the
+    input's fault; the message names what failed. (Also a RuntimeError, as it always was.)"""
+
+
 class ExecutionError(CompilerError):
     """A run that cannot produce outputs: arguments that do not match the parameters, a while
     loop past its trip-count limit, a deadline passed, code this host cannot execute."""
@@ -24,6 +30,12 @@ class ExecutionError(CompilerError):
 class TargetNotRunnable(ExecutionError):
     """Code for a target this host cannot execute (a CPU without a feature the code may use, no
     GPU or driver for a GPU target); the message names what is missing."""
+
+
+class FloatingPointEnvironmentError(ExecutionError, RuntimeError):
+    """This process's floating-point environment is not IEEE round-to-nearest-even with
+    subnormals (a library built with fast-math set FTZ/DAZ): nothing it computes can be
+    trusted, so nothing runs."""
 
 
 class ArgumentError(ExecutionError, ValueError):

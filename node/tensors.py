@@ -16,7 +16,7 @@ import numpy as np
 
 from attest.digests import tensor_digest
 from attest.statement import TensorRecord
-from compiler.atomic_files import write_atomic
+from core.atomic_files import write_atomic
 from core.dtypes import from_name
 from node.errors import NodeError
 

@@ -22,7 +22,7 @@ from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig
-from compiler.errors import ConfigError
+from compiler.errors import BackendError, ConfigError
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def _cpu_binary(ir_text: str, config: CompilerConfig) -> bytes:
     object_bytes = compile_ir(ir_text, config)
     missing = CPU.unresolved_symbols(object_bytes)
     if missing:
-        raise RuntimeError(f"compiled object references symbols it does not define: {', '.join(missing)}")
+        raise BackendError(f"compiled object references symbols it does not define: {', '.join(missing)}")
     return object_bytes
 
 
@@ -50,7 +50,7 @@ def _nvptx_binary(ir_text: str, config: CompilerConfig) -> bytes:
     cubin = nvptx.cubin_of(nvptx.ptx_of(ir_text, config), config)
     missing = NVPTX.unresolved_symbols(cubin)
     if missing:
-        raise RuntimeError(f"cubin references symbols it does not define: {', '.join(missing)}")
+        raise BackendError(f"cubin references symbols it does not define: {', '.join(missing)}")
     return cubin
 
 

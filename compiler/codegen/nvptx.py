@@ -26,7 +26,7 @@ from compiler.codegen.llvm_ir import I32, declare_intrinsic
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.target import assembly
 from compiler.config import NVJITLINK_VERSION, CompilerConfig
-from compiler.errors import ConfigError
+from compiler.errors import BackendError, ConfigError
 
 
 class NvptxGrid(GridTarget):
@@ -78,7 +78,7 @@ def ptx_of(ir_text: str, config: CompilerConfig) -> str:
     ptx = assembly(ir_text, config)
     problems = check_ptx(ptx)
     if problems:
-        raise RuntimeError(f"PTX for {config.cpu} breaks the numerics contract: " + "; ".join(problems))
+        raise BackendError(f"PTX for {config.cpu} breaks the numerics contract: " + "; ".join(problems))
     return ptx
 
 
@@ -98,7 +98,7 @@ def cubin_of(ptx: str, config: CompilerConfig) -> bytes:
             log = bytearray(size)
             if size:
                 nvjitlink.get_error_log(handle, log)
-            raise RuntimeError(f"nvJitLink refused the PTX for {architecture}: {exc}: {log.decode(errors='replace').strip()}") from None
+            raise BackendError(f"nvJitLink refused the PTX for {architecture}: {exc}: {log.decode(errors='replace').strip()}") from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
         nvjitlink.get_linked_cubin(handle, cubin)
         return bytes(cubin)

@@ -13,6 +13,8 @@ from enum import Enum
 
 import numpy as np
 
+from compiler.errors import CompilerError
+
 
 class AttrKind(Enum):
     INT = "int"
@@ -110,7 +112,7 @@ COMPARISON_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 COMPARISON_TYPES = ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED")
 
 
-class AttributeSyntaxError(ValueError):
+class AttributeSyntaxError(CompilerError, ValueError):
     """An attribute value that does not parse; `offset` is relative to the value's text."""
 
     def __init__(self, message: str, offset: int = 0) -> None:

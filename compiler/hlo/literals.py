@@ -12,12 +12,13 @@ import re
 
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import floats
 from core.dtypes import BF16, F64, DType
 
 
-class LiteralSyntaxError(ValueError):
+class LiteralSyntaxError(CompilerError, ValueError):
     """A literal that does not parse; `offset` is relative to the literal's text."""
 
     def __init__(self, message: str, offset: int = 0) -> None:

@@ -84,3 +84,48 @@ class CanonicalPrinter:
 def canonical_text(module: Module) -> str:
     """The canonical text of `module` (see the module docstring)."""
     return CanonicalPrinter(module).print()
+
+
+def canonical_copy(module: Module) -> Module:
+    """A new module equal to what parsing `canonical_text(module)` gives, made without
+    printing or parsing: the reachable computations named and ordered as printed, each one's
+    reachable instructions in execution order under their canonical names, the header's
+    entry layout, no metadata. The pass pipeline rewrites such a copy, so a program's module is
+    parsed once (tests/hlo/test_canonical_copy.py holds the two equal)."""
+    printer = CanonicalPrinter(module)
+    copies: dict[int, Computation] = {}
+    for computation in printer.computations:  # callees before callers
+        copies[id(computation)] = _copy_computation(computation, printer.computation_name(computation), copies)
+    entry = copies[id(module.entry)]
+    if module.entry_layout is not None:
+        layout = module.entry_layout
+    else:
+        layout = (tuple(p.shape for p in module.entry.parameters), module.entry.root.shape)
+    return Module("m", [copies[id(c)] for c in printer.computations], entry, layout)
+
+
+def _copy_computation(computation: Computation, name: str, copies: dict[int, Computation]) -> Computation:
+    names = canonical_names(computation)
+    new: dict[int, Instruction] = {}
+    for instruction in computation.execution_order():
+        new[id(instruction)] = Instruction(
+            name=names[id(instruction)],
+            opcode=instruction.opcode,
+            shape=instruction.shape,
+            operands=[new[id(op)] for op in instruction.operands],
+            attrs={key: _copy_attribute(value, copies) for key, value in instruction.attrs.items()},
+            literal=None if instruction.literal is None else instruction.literal.copy(),
+            parameter_number=instruction.parameter_number,
+            location=instruction.location,
+        )
+    return Computation(name, list(new.values()), new[id(computation.root)], computation.location)
+
+
+def _copy_attribute(value: object, copies: dict[int, Computation]) -> object:
+    """An attribute value for the copy: called computations replaced by their copies (every
+    other attribute type is immutable: numbers, strings, tuples, frozen dataclasses)."""
+    if isinstance(value, Computation):
+        return copies[id(value)]
+    if type(value) is tuple:
+        return tuple(_copy_attribute(v, copies) for v in value)
+    return value

@@ -14,6 +14,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
+from compiler.errors import FloatingPointEnvironmentError
 from core.dtypes import BF16, F16, F32, F64, DType, FloatLayout
 
 _BITS_DTYPES = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
@@ -149,13 +150,13 @@ def check_fp_environment() -> None:
     half = np.array([0.5], dtype=np.float32)
     subnormal = tiny * half
     if subnormal[0] == 0 or subnormal.view(np.uint32)[0] != 0x00400000:
-        raise RuntimeError("floating-point environment flushes subnormal results to zero (FTZ)")
+        raise FloatingPointEnvironmentError("floating-point environment flushes subnormal results to zero (FTZ)")
     denormal_in = np.array([1], dtype=np.uint32).view(np.float32)
     if (denormal_in * np.float32(2.0))[0] == 0:
-        raise RuntimeError("floating-point environment treats subnormal inputs as zero (DAZ)")
+        raise FloatingPointEnvironmentError("floating-point environment treats subnormal inputs as zero (DAZ)")
     one = np.array([1.0], dtype=np.float32)
     if (one + np.float32(2.0**-24))[0] != 1.0 or (one + np.float32(3 * 2.0**-24))[0] == 1.0:
-        raise RuntimeError("floating-point environment does not round to nearest-even")
+        raise FloatingPointEnvironmentError("floating-point environment does not round to nearest-even")
 
 
 def _fma_f64_scalar(a: float, b: float, c: float) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.errors import ConfigError
 from compiler.passes.algebraic_simplifier import AlgebraicSimplifier
 from compiler.passes.base import FixedPoint, Pipeline
 from compiler.passes.call_inlining import CallInlining
@@ -48,7 +49,7 @@ PIPELINES: dict[str, Callable[[], Pipeline]] = {"default": default_pipeline, "no
 
 
 def pipeline_named(name: str) -> Pipeline:
-    """A fresh pipeline by name; KeyError names the known ones."""
+    """A fresh pipeline by name; ConfigError names the known ones."""
     if name not in PIPELINES:
-        raise KeyError(f"unknown pass pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}")
+        raise ConfigError(f"unknown pass pipeline {name!r}; known: {', '.join(sorted(PIPELINES))}")
     return PIPELINES[name]()

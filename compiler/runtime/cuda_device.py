@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from compiler.errors import TargetNotRunnable
+from compiler.errors import ExecutionError, TargetNotRunnable
 
 if TYPE_CHECKING:
     from compiler.config import CompilerConfig
 
 
-class DeviceError(RuntimeError):
+class DeviceError(ExecutionError, RuntimeError):
     """A CUDA driver call that failed while running (not a missing GPU: TargetNotRunnable)."""
 
 

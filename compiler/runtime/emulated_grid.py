@@ -23,7 +23,7 @@ import ctypes
 import numpy as np
 
 from compiler.config import CompilerConfig, load_config
-from compiler.errors import TargetNotRunnable
+from compiler.errors import BackendError, TargetNotRunnable
 from compiler.runtime.host import runnable_cpus, this_host
 from compiler.runtime.loader import LoadedObject
 
@@ -85,7 +85,7 @@ class EmulatedDevice:
     def constant_address(self, symbol: str) -> int:
         address = self._loaded.engine.get_global_value_address(symbol)
         if not address:
-            raise RuntimeError(f"emulated grid object has no constant {symbol!r}")
+            raise BackendError(f"emulated grid object has no constant {symbol!r}")
         return address
 
     def synchronize(self) -> None:

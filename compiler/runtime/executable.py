@@ -23,7 +23,7 @@ from attest.digests import TensorDigester, tuple_digest
 from compiler.codegen import native_plan as N
 from compiler.codegen import plan as P
 from compiler.config import CompilerConfig
-from compiler.errors import ArgumentError, ExecutionError
+from compiler.errors import ArgumentError, BackendError, ExecutionError
 from compiler.hlo.shape import ArrayShape
 from compiler.program import Program, bind_argument, bind_arguments
 from compiler.runtime.cuda_device import open_device
@@ -180,7 +180,7 @@ class Executable:
         if symbol not in self._constants:
             address = self._cpu_object().engine.get_global_value_address(symbol)
             if not address:
-                raise RuntimeError(f"object has no constant {symbol!r}")
+                raise BackendError(f"object has no constant {symbol!r}")
             self._constants[symbol] = address
         return self._constants[symbol]
 

@@ -10,10 +10,11 @@ import llvmlite.binding as llvm
 
 from compiler.codegen.target import target_machine
 from compiler.config import CompilerConfig
+from compiler.errors import BackendError
 from compiler.runtime.host import this_host
 
 
-class LoadError(RuntimeError):
+class LoadError(BackendError):
     """Object bytes that cannot be loaded or lack an expected function."""
 
 

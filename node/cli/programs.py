@@ -14,19 +14,25 @@ from attest import (
     key_id,
     sign_statement,
 )
-from compiler.atomic_files import write_bytes_atomic, write_text_atomic
-from compiler.config import CompilerConfig, ConfigError
-from compiler.driver import generate
-from compiler.errors import ExecutionError
-from compiler.hlo import Module, canonical_text
-from compiler.passes.pipeline import PIPELINES, pipeline_named
-from compiler.program import Program
-from compiler.reference import evaluate
-from compiler.runtime.executable import Fault
-from compiler.runtime.threads import machine_threads
+from compiler.api import (
+    PIPELINES,
+    CompilerConfig,
+    ConfigError,
+    ExecutionError,
+    Fault,
+    Module,
+    Program,
+    canonical_text,
+    evaluate,
+    generate,
+    machine_threads,
+    pipeline_named,
+)
+from core.atomic_files import write_bytes_atomic, write_text_atomic
 from node.cli.common import (
     EXIT_OK,
     UsageError,
+    add_program_arguments,
     add_target_options,
     chain_id_arg,
     compile_module,
@@ -317,7 +323,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "source_hash (SHA-256 of the file), hlo_hash (SHA-256 of the canonical text) and "
         "the instruction counts per opcode.",
     )
-    inspect.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    add_program_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.set_defaults(handler=cmd_inspect)
 
@@ -329,7 +335,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "(the exact object bytes that run). Compiled objects are cached by hlo_hash and the "
         "whole compiler configuration.",
     )
-    compile_.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    add_program_arguments(compile_)
     add_target_options(compile_)
     compile_.add_argument("--pipeline", choices=sorted(PIPELINES), help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
     compile_.add_argument("--dump-passes", metavar="DIR", help="write the module after every pass (NNN-PASS.hlo, canonical text) and the hashed optimized graph (graph.txt, whose SHA-256 is graph_hash) to DIR")
@@ -344,8 +350,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "native code; the reference backend evaluates the numerics contract directly with "
         "numpy (slow). Both give the same bits.",
     )
-    run.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
-    run.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
+    add_program_arguments(run, inputs=True)
     run.add_argument("--backend", choices=["llvm", "reference"], default="llvm", help="execution backend (default: llvm)")
     add_target_options(run)
     run.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads (results do not depend on it; default: this machine's %(default)s cores)")
@@ -378,7 +383,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "instruction where they differ is highlighted with its path from a parameter, and the "
         "graph is the one the first trace's compiler configuration makes.",
     )
-    graph.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    add_program_arguments(graph)
     graph.add_argument("--svg", metavar="OUT.svg", help="write the picture as SVG (needs Graphviz's dot)")
     graph.add_argument("--dot", metavar="OUT.dot", help="write the Graphviz DOT text")
     graph.add_argument("--highlight", metavar="NAME", help="highlight this instruction (its canonical name, e.g. fusion.5)")

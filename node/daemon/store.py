@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from attest.digests import sha256_hex
-from compiler.atomic_files import remove_temporaries, write_bytes_atomic
+from core.atomic_files import remove_temporaries, write_bytes_atomic
 from node.errors import NodeError
 from node.protocol import is_digest
 from node.sqlite import Database, storage

@@ -1,0 +1,101 @@
+"""The compiler's public API: what the node, the SDK, bench/ and tools/ use, and the one
+module of the compiler they import (tests/test_import_direction.py holds them to it). Behind
+it the compiler's rooms may move and change; these names stay.
+
+    program = load_program(text)                       # parse, verify, canonicalize
+    executable = compile_program(program, load_config().with_target(cpu="x86-64-v3"))
+    outputs = executable.run(*arrays);  executable.hashes
+    evaluate(program.module, arrays)                   # the reference evaluator
+
+Names load on first use (PEP 562), so importing this module costs nothing: a command that
+never compiles never loads LLVM.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# Each public name and the module that defines it.
+_EXPORTS: dict[str, str] = {
+    # Programs and compilation.
+    "Program": "compiler.program",
+    "load_program": "compiler.program",
+    "bind_arguments": "compiler.program",
+    "compile": "compiler.driver",
+    "compile_program": "compiler.driver",
+    "generate": "compiler.driver",
+    "optimized_plan": "compiler.driver",
+    "Plan": "compiler.codegen.plan",
+    "KernelStep": "compiler.codegen.plan",
+    "walk_steps": "compiler.codegen.plan",
+    "PIPELINES": "compiler.passes.pipeline",
+    "pipeline_named": "compiler.passes.pipeline",
+    # The pinned configuration and targets.
+    "CompilerConfig": "compiler.config",
+    "load_config": "compiler.config",
+    "validate_target": "compiler.config",
+    "TARGET_CPUS": "compiler.config",
+    "NVJITLINK_VERSION": "compiler.config",
+    # Running.
+    "Executable": "compiler.runtime.executable",
+    "TracedRun": "compiler.runtime.executable",
+    "Fault": "compiler.runtime.executable",
+    "this_host": "compiler.runtime.host",
+    "runnable_cpus": "compiler.runtime.host",
+    "check_runnable": "compiler.runtime.host",
+    "widest_runnable_cpu": "compiler.runtime.host",
+    "machine_threads": "compiler.runtime.threads",
+    "evaluate": "compiler.reference",
+    # The program model (read-only use: pictures, costs, traces' instruction names).
+    "Module": "compiler.hlo.ir",
+    "Computation": "compiler.hlo.ir",
+    "Instruction": "compiler.hlo.ir",
+    "Shape": "compiler.hlo.shape",
+    "ArrayShape": "compiler.hlo.shape",
+    "flatten": "compiler.hlo.shape",
+    "default_layout": "compiler.hlo.shape",
+    "parse_shape": "compiler.hlo",
+    "load_module": "compiler.hlo",
+    "canonical_text": "compiler.hlo",
+    "canonical_names": "compiler.hlo.printer",
+    "estimate_flops": "compiler.hlo.cost",
+    # What the contract covers (compiler/hlo/opcodes.py).
+    "SUPPORTED_OPCODES": "compiler.hlo.opcodes",
+    "ORDER_FREE": "compiler.hlo.opcodes",
+    "identity_value": "compiler.hlo.opcodes",
+    # The exceptions (all derive from core.errors.VxlaError).
+    "VxlaError": "core.errors",
+    "CompilerError": "compiler.errors",
+    "BackendError": "compiler.errors",
+    "FloatingPointEnvironmentError": "compiler.errors",
+    "ConfigError": "compiler.errors",
+    "ExecutionError": "compiler.errors",
+    "ArgumentError": "compiler.errors",
+    "TargetNotRunnable": "compiler.errors",
+    "DeadlineExceeded": "compiler.runtime.stops",
+    "HloError": "compiler.hlo.errors",
+    "HloParseError": "compiler.hlo.errors",
+    "HloVerifyError": "compiler.hlo.errors",
+    "HloUnsupportedError": "compiler.hlo.errors",
+}
+# A public name spelled otherwise where it is defined.
+_DEFINED_AS = {"SUPPORTED_OPCODES": "SUPPORTED", "walk_steps": "walk"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), _DEFINED_AS.get(name, name))
+    globals()[name] = value  # loaded once
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # the names as type checkers and readers see them
+    pass
