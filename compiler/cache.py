@@ -24,9 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
-from core.atomic_files import write_bytes_atomic
 from compiler.codegen.plan import Plan
 from compiler.config import CompilerConfig
+from core.atomic_files import write_bytes_atomic
 
 CACHE_FORMAT = 3  # 3: records carry the SHA-256 of their bytes
 _SOURCE_ROOT = Path(__file__).resolve().parent

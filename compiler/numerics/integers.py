@@ -20,39 +20,38 @@ def _contiguous(values: np.ndarray, dtype: DType) -> np.ndarray:
     return np.require(values, dtype=dtype.numpy, requirements="C")
 
 
+def _division_cases(x: np.ndarray, y: np.ndarray, dtype: DType) -> tuple[np.ndarray, ...]:
+    """x and y broadcast; where y is 0; where x / y overflows (INT_MIN / -1, signed types
+    only); and y with both cases replaced by 1, safe to divide by."""
+    x, y = np.broadcast_arrays(_contiguous(x, dtype), _contiguous(y, dtype))
+    zero = y == 0
+    overflow = (x == np.iinfo(dtype.numpy).min) & (y == -1) if dtype.is_signed else np.zeros_like(zero)
+    safe_y = np.where(zero | overflow, np.array(1, dtype.numpy), y)
+    return x, y, zero, overflow, safe_y
+
+
 def divide(x: np.ndarray, y: np.ndarray, dtype: DType) -> np.ndarray:
     """Truncating division; x / 0 = -1 (all ones for unsigned); INT_MIN / -1 = INT_MIN."""
-    x, y = _contiguous(x, dtype), _contiguous(y, dtype)
-    x, y = np.broadcast_arrays(x, y)
-    zero = y == 0
+    x, _, zero, overflow, safe_y = _division_cases(x, y, dtype)
     if dtype.is_signed:
         info = np.iinfo(dtype.numpy)
-        overflow = (x == info.min) & (y == -1)
-        safe_y = np.where(zero | overflow, np.array(1, dtype.numpy), y)
         quotient, remainder = np.divmod(x, safe_y)
         # numpy floors; truncation differs when the remainder is non-zero and signs differ.
         fix = (remainder != 0) & ((x < 0) != (safe_y < 0))
         quotient = np.where(fix, quotient + np.array(1, dtype.numpy), quotient)
         quotient = np.where(overflow, np.array(info.min, dtype.numpy), quotient)
         return np.where(zero, np.array(-1, dtype.numpy), quotient).astype(dtype.numpy)
-    safe_y = np.where(zero, np.array(1, dtype.numpy), y)
     quotient = x // safe_y
     return np.where(zero, np.array(np.iinfo(dtype.numpy).max, dtype.numpy), quotient).astype(dtype.numpy)
 
 
 def remainder(x: np.ndarray, y: np.ndarray, dtype: DType) -> np.ndarray:
     """Remainder of truncating division (sign of x); x % 0 = x; INT_MIN % -1 = 0."""
-    x, y = _contiguous(x, dtype), _contiguous(y, dtype)
-    x, y = np.broadcast_arrays(x, y)
-    zero = y == 0
+    x, _, zero, overflow, safe_y = _division_cases(x, y, dtype)
     if dtype.is_signed:
-        info = np.iinfo(dtype.numpy)
-        overflow = (x == info.min) & (y == -1)
-        safe_y = np.where(zero | overflow, np.array(1, dtype.numpy), y)
         rem = np.fmod(x, safe_y)  # C-style: sign of the dividend
         rem = np.where(overflow, np.array(0, dtype.numpy), rem)
         return np.where(zero, x, rem).astype(dtype.numpy)
-    safe_y = np.where(zero, np.array(1, dtype.numpy), y)
     return np.where(zero, x, x % safe_y).astype(dtype.numpy)
 
 
