@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run from a checkout without installing: the repository root holds `node` and `tests`.
+# Run from a checkout without installing: the repository root holds `node` and `harness`.
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -60,10 +60,10 @@ import psutil  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey  # noqa: E402
 
 from attest import init_key_files, load_private_key  # noqa: E402
+from harness.fixture_data import Fixture  # noqa: E402
 from node.sdk import Client, inline_job_request  # noqa: E402
 from node.tensors import npy_bytes  # noqa: E402
 from node.tracing.verify import verify_trace  # noqa: E402
-from tests.fixture_data import Fixture  # noqa: E402
 
 # Small fixtures: one float model and one integer module, so both kinds of kernels run.
 FIXTURES = ("mlp_softmax", "integer_arith")

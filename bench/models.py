@@ -53,11 +53,8 @@ if str(REPO_ROOT) not in sys.path:
 
 from bench.backend_vs_numpy import ELEMENTWISE_CHAIN, TRANSCENDENTAL_CHAIN  # noqa: E402
 from bench.target import add_target_argument, resolve_target  # noqa: E402
-from compiler.config import CompilerConfig  # noqa: E402
-from compiler.driver import compile_program  # noqa: E402
-from compiler.program import load_program  # noqa: E402
-from compiler.runtime.executable import Executable  # noqa: E402
-from tests.fixture_data import Fixture  # noqa: E402
+from compiler.api import CompilerConfig, Executable, compile_program, load_program  # noqa: E402
+from harness.fixture_data import Fixture  # noqa: E402
 
 try:  # what a numpy user reaches for; the test environment has no scipy (see erfc below)
     from scipy.special import erfc as _scipy_erfc

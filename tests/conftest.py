@@ -28,9 +28,9 @@ _OWNED_CACHE = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Makes the session's compile cache (tests.targets.session_cache) unless this process
+    """Makes the session's compile cache (harness.targets.session_cache) unless this process
     is a worker of a session that has one."""
-    from tests.targets import SESSION_CACHE_VARIABLE
+    from harness.targets import SESSION_CACHE_VARIABLE
 
     if os.environ.get(SESSION_CACHE_VARIABLE):
         return
@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from tests.targets import SESSION_CACHE_VARIABLE
+    from harness.targets import SESSION_CACHE_VARIABLE
 
     directory = config.stash.get(_OWNED_CACHE, None)
     if directory is not None:
@@ -50,7 +50,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Says which targets this host executed and which were only compiled and checked."""
-    from tests.targets import COMPILE_ONLY, HOST, RUNNABLE
+    from harness.targets import COMPILE_ONLY, HOST, RUNNABLE
 
     terminalreporter.write_line(
         f"targets executed on this host ({HOST.arch}, {HOST.cpu_model}): {', '.join(RUNNABLE) or 'none'}; "

@@ -1,6 +1,8 @@
 """Imports point one way: core/ (element types, the exception root) imports nothing else of
 vxla, attest/ imports only core/, every module of compiler/ and of node/ imports only its own
-layer and those below it, and compiler/ never imports node/. Read from the source with ast, lazy (function-level) imports included."""
+layer and those below it, and compiler/ never imports node/; none of them imports the test
+harness (harness/) or the tests, and the harness imports no test module. Read from the source
+with ast, lazy (function-level) imports included."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # compiler/, lowest layer first; a module may import its own layer and the ones before it.
 COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("compiler.errors", "compiler.atomic_files"),
+    ("compiler.errors",),
     ("compiler.numerics",),
     ("compiler.hlo",),
     ("compiler.program",),
@@ -23,7 +25,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("compiler.codegen",),
     ("compiler.runtime", "compiler.cache"),
     ("compiler.driver",),
-    ("compiler",),  # the package's face: compiler.compile
+    ("compiler", "compiler.api"),  # the package's face: compiler.compile, and the public API
 )
 
 
@@ -60,6 +62,16 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+# What tests, tools and benchmarks use, never the project's packages.
+TEST_ONLY = ("harness", "tests")
+
+
+def assert_no_test_imports(path: Path) -> None:
+    """A project module imports neither the test harness nor a test module."""
+    for line, module in imports(path):
+        assert module.split(".")[0] not in TEST_ONLY, f"{path.relative_to(ROOT)}:{line} imports {module}: the test harness is not part of vxla"
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -81,6 +93,7 @@ def sources(package: str) -> list[Path]:
 
 @pytest.mark.parametrize("path", sources("compiler"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_compiler_modules_import_only_their_layer_and_below(path: Path) -> None:
+    assert_no_test_imports(path)
     here = unit_of(module_name(path))
     for line, module in imports(path):
         if module.split(".")[0] == "node":
@@ -96,6 +109,7 @@ def test_compiler_modules_import_only_their_layer_and_below(path: Path) -> None:
 
 @pytest.mark.parametrize("path", sources("node"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_node_modules_import_only_their_layer_and_below(path: Path) -> None:
+    assert_no_test_imports(path)
     here = unit_of(module_name(path))
     for line, module in imports(path):
         if module.split(".")[0] != "node" or module == "node":
@@ -113,25 +127,33 @@ PROJECT_PACKAGES = ("core", "attest", "compiler", "node")
 
 @pytest.mark.parametrize("path", sources("attest"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_attest_imports_only_the_core(path: Path) -> None:
+    assert_no_test_imports(path)
     for line, module in imports(path):
         assert module.split(".")[0] not in ("compiler", "node"), f"{path.relative_to(ROOT)}:{line} imports {module}"
 
 
 @pytest.mark.parametrize("path", sources("core"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_core_imports_nothing_else_of_vxla(path: Path) -> None:
+    assert_no_test_imports(path)
     for line, module in imports(path):
         top = module.split(".")[0]
         assert top == "core" or top not in PROJECT_PACKAGES, f"{path.relative_to(ROOT)}:{line} imports {module}"
 
 
 def test_the_rules_the_architecture_names_hold_in_the_layers() -> None:
-    # passes/ and reference/ below codegen/; runtime/ above codegen but not reading reference/
-    # (checked by the source scan below, since both are below runtime in the layers).
+    # passes/ and reference/ below codegen/; neither codegen/ nor runtime/ reads reference/
+    # (checked by the source scan below, since reference/ is below both in the layers):
+    # what the backend needs of the reference's bits the passes have decided before it; the
+    # harness never reads the tests.
     assert layer("compiler.passes") < layer("compiler.codegen")
     assert layer("compiler.reference") < layer("compiler.codegen")
-    for path in sources("compiler/runtime"):
+    for path in sources("compiler/codegen") + sources("compiler/runtime"):
         for line, module in imports(path):
             assert unit_of(module) != "compiler.reference", f"{path.relative_to(ROOT)}:{line} imports {module}"
+    # The harness is what tools/ and bench/ import without the tests on their path.
+    for path in sources("harness"):
+        for line, module in imports(path):
+            assert module.split(".")[0] != "tests", f"{path.relative_to(ROOT)}:{line} imports {module}"
 
 
 def test_the_scan_sees_a_back_edge(tmp_path: Path) -> None:
@@ -140,3 +162,35 @@ def test_the_scan_sees_a_back_edge(tmp_path: Path) -> None:
     source.write_text("def f():\n    from compiler.codegen.fusion import flat_identity\n")
     assert (2, "compiler.codegen.fusion") in imports(source)
     assert layer(unit_of("compiler.codegen.fusion")) > layer("compiler.passes")
+
+
+# The compiler as its users see it: the node, the SDK, bench/ and tools/ import the public API
+# (compiler/api.py) or the package's face (compiler.compile), nothing behind them.
+PUBLIC_COMPILER = ("compiler", "compiler.api")
+# Development tools that build or exhaustively check one room's internals, each the
+# instrument of that room: they import past the API on purpose.
+INSTRUMENTS = {
+    "tools/find_f32_exceptions.py": "generates compiler/numerics/mathlib/f32_exceptions.py from the mathlib's algorithms",
+    "tools/check_f32_exhaustive.py": "runs the mathlib's compiled kernels over all 2^32 inputs",
+    "tools/mathlib_accuracy.py": "measures the mathlib's algorithms against MPFR",
+    "tools/gpu_check.py": "builds and launches single kernels on a GPU to check the NVPTX codegen",
+}
+
+
+def _users_of_the_compiler() -> list[Path]:
+    return [p for d in ("node", "bench", "tools") for p in sources(d) if str(p.relative_to(ROOT)) not in INSTRUMENTS]
+
+
+@pytest.mark.parametrize("path", _users_of_the_compiler(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_node_bench_and_tools_use_only_the_public_compiler_api(path: Path) -> None:
+    for line, module in imports(path):
+        if module.split(".")[0] == "compiler":
+            assert module in PUBLIC_COMPILER, f"{path.relative_to(ROOT)}:{line} imports {module}: use compiler.api"
+
+
+def test_every_public_name_is_defined_where_the_api_says() -> None:
+    import compiler.api as api
+
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    assert set(INSTRUMENTS) <= {str(p.relative_to(ROOT)) for p in sources("tools")}

@@ -32,7 +32,7 @@ import pytest
 
 from attest.digests import tensor_digest
 from compiler import compile as compile_module
-from tests.fixture_data import Fixture
+from harness.fixture_data import Fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 # The pinned anvil a checkout installs (`make contracts`); an installed vxla is told where it is.

@@ -19,10 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.node.api_fuzz import FuzzedNode, campaign  # noqa: E402
+from harness.api_fuzz import FuzzedNode, campaign
 
 MEMORY_GROWTH = 0.10
 

@@ -17,10 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tests.node.chaos import ChaosPlan, run_campaign  # noqa: E402
+from harness.chaos import ChaosPlan, run_campaign
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,24 +25,19 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hypothesis import given
+from hypothesis import strategies as st
 
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from compiler.codegen import plan as P  # noqa: E402
-from compiler.hlo import load_module  # noqa: E402
-from compiler.program import load_program  # noqa: E402
-from tests.codegen.test_random_programs import fuzz_settings  # noqa: E402
-from tests.contention import Contender, Tally, busy_cores, cores, thread_counts  # noqa: E402
-from tests.program_generator import LARGE, inputs, programs  # noqa: E402
-from tests.targets import DEFAULT, config  # noqa: E402
+from compiler.api import KernelStep, load_module, load_program, walk_steps
+from harness.contention import Contender, Tally, busy_cores, cores, thread_counts
+from harness.fuzzing import fuzz_settings
+from harness.program_generator import LARGE, inputs, programs
+from harness.targets import DEFAULT, config
 
 
 def _splits(contender: Contender) -> bool:
     """Whether the pinned plan shares some step's work among workers."""
-    return any(s.extent >= 2 * max(s.grain, 1) for s in P.walk(contender.pinned.plan.steps) if isinstance(s, P.KernelStep))
+    return any(s.extent >= 2 * max(s.grain, 1) for s in walk_steps(contender.pinned.plan.steps) if isinstance(s, KernelStep))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,14 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hypothesis import given
+from hypothesis import strategies as st
 
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from tests.codegen.test_random_programs import check_against_reference, fuzz_settings  # noqa: E402
-from tests.program_generator import programs  # noqa: E402
+from harness.fuzzing import check_against_reference, fuzz_settings
+from harness.program_generator import programs
 
 
 def main(argv: list[str] | None = None) -> int:

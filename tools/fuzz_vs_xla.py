@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.codegen.test_random_programs import fuzz_settings  # noqa: E402
-from tests.program_generator import inputs, programs  # noqa: E402
+from harness.fuzzing import fuzz_settings  # noqa: E402
+from harness.program_generator import inputs, programs  # noqa: E402
 from tools.xla_conformance import XlaProcess, check_module  # noqa: E402
 
 

@@ -19,15 +19,18 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from attest.digests import tensor_digest
+from compiler.api import (
+    NVJITLINK_VERSION,
+    TARGET_CPUS,
+    compile_program,
+    evaluate,
+    load_config,
+    load_program,
+)
+from harness.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
 
-from attest.digests import tensor_digest  # noqa: E402
-from compiler.config import NVJITLINK_VERSION, TARGET_CPUS, load_config  # noqa: E402
-from compiler.driver import compile_program  # noqa: E402
-from compiler.program import load_program  # noqa: E402
-from compiler.reference import evaluate  # noqa: E402
-from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def manifest() -> dict:

@@ -94,17 +94,14 @@ def generated_input(shape: list[int], seed: int) -> np.ndarray:
 
 def family_cases() -> list[tuple[str, str, list[np.ndarray]]]:
     """(name, HLO text, inputs) for each op family: small modules with special values."""
-    from tests.codegen.gpu_cases import cases
+    from harness.gpu_cases import cases
 
     return cases()
 
 
 def bundle(directory: Path, target: str) -> int:
-    from compiler.config import load_config
-    from compiler.driver import compile_program
-    from compiler.program import load_program
-    from compiler.reference import evaluate
-    from tests.fixture_data import FIXTURE_NAMES, Fixture
+    from compiler.api import compile_program, evaluate, load_config, load_program
+    from harness.fixture_data import FIXTURE_NAMES, Fixture
 
     config = load_config().with_target(cpu=target)
     if not config.is_gpu:
@@ -152,9 +149,7 @@ def _digests(arrays) -> list[str]:
 def _bundle_bench(directory: Path, config) -> list[dict]:
     """bench_programs compiled for the GPU, with the digests of their outputs from the host's
     CPU backend on the generated inputs."""
-    from compiler.config import load_config
-    from compiler.driver import compile_program
-    from compiler.program import load_program
+    from compiler.api import compile_program, load_config, load_program
 
     (directory / "bench").mkdir(parents=True, exist_ok=True)
     entries = []
@@ -213,7 +208,7 @@ def math_kernels(config, grid_target):
 
 
 def run(directory: Path, skip_math: bool, repeat: int, graphs: bool = True, skip_bench: bool = False) -> int:
-    from compiler.errors import TargetNotRunnable
+    from compiler.api import TargetNotRunnable
     from compiler.runtime.cuda_device import open_cuda
 
     manifest = json.loads((directory / "manifest.json").read_text())
@@ -266,7 +261,7 @@ def _run_case(stem: Path, expected: list[str], inputs: list[np.ndarray], process
     """(what differs, or "", each run's seconds, why CUDA graphs were off): the case's cubin
     and plan run `repeat` times on `inputs` (each run waited for), every output's SHA-256
     compared with `expected` each time."""
-    from compiler.codegen.plan import Plan
+    from compiler.api import Plan
     from compiler.runtime.cuda_device import open_cuda
     from compiler.runtime.grid_runner import GridRun, allocate_memory
 

@@ -12,14 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from hypothesis.stateful import run_state_machine_as_test
 
-from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
-
-from tests.contracts.test_stateful import MarketMachine, campaign_settings, deployed_chain  # noqa: E402
+from harness.market import MarketMachine, campaign_settings, deployed_chain
 
 
 def main(argv: list[str] | None = None) -> int:

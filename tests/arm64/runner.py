@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from attest.digests import tensor_digest  # noqa: E402
 from compiler.driver import compile_program  # noqa: E402
 from compiler.program import load_program  # noqa: E402
-from tests.fixture_data import Fixture  # noqa: E402
-from tests.targets import config  # noqa: E402
+from harness.fixture_data import Fixture  # noqa: E402
+from harness.targets import config  # noqa: E402
 
 
 def describe(cpu: str, name: str, threads: int = 2) -> dict:

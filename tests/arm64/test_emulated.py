@@ -21,10 +21,10 @@ import pytest
 from attest import Envelope
 from compiler.driver import compile_program
 from compiler.program import load_program
+from harness.fixture_data import FIXTURE_NAMES, Fixture
+from harness.targets import DEFAULT, config, session_cache
 from node.cli import main
 from tests.arm64.runner import describe
-from tests.fixture_data import FIXTURE_NAMES, Fixture
-from tests.targets import DEFAULT, config, session_cache
 
 REPO = Path(__file__).resolve().parents[2]
 ARM64_BIN = REPO / ".arm64" / "bin"

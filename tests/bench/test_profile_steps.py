@@ -11,7 +11,7 @@ import pytest
 
 import compiler
 from bench import profile_steps
-from tests.fixture_data import Fixture
+from harness.fixture_data import Fixture
 
 MLP = Fixture("mlp_softmax")
 

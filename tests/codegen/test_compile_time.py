@@ -21,7 +21,7 @@ from compiler.codegen.backend import backend_for
 from compiler.config import load_config
 from compiler.hlo import load_module
 from compiler.reference import evaluate
-from tests.targets import ALL, DEFAULT
+from harness.targets import ALL, DEFAULT
 
 # Per compile (IR emission + LLVM). Normal compiles of these modules take well under 0.2 s.
 COMPILE_SECONDS = 5.0

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from core.dtypes import ALL_DTYPES
+from harness.targets import run_everywhere
 from tests.codegen.test_int4 import _values
-from tests.targets import run_everywhere
 
 SPECIALS = (0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, 1.0, -2.5)
 

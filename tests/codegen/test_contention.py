@@ -30,7 +30,7 @@ from compiler.driver import compile_program
 from compiler.hlo import load_module
 from compiler.program import load_program
 from compiler.reference import evaluate
-from tests.contention import (
+from harness.contention import (
     Contender,
     Tally,
     busy_cores,
@@ -39,8 +39,8 @@ from tests.contention import (
     module_inputs,
     thread_counts,
 )
-from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
-from tests.targets import DEFAULT, RUNNABLE, config
+from harness.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
+from harness.targets import DEFAULT, RUNNABLE, config
 
 MODULES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "contention").glob("*.hlo"))
 SECONDS = float(os.environ.get("VXLA_CONTENTION_SECONDS", "16"))

@@ -12,8 +12,8 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from core.dtypes import F32
+from harness.targets import NATIVE, run_everywhere
 from tests.codegen.test_op_families import values
-from tests.targets import NATIVE, run_everywhere
 
 
 @pytest.mark.parametrize("batch,m,k,n", [(1, 7, 33, 32), (2, 5, 16, 64), (1, 1, 1, 96), (3, 9, 20, 128)])

@@ -19,8 +19,8 @@ from compiler.config import NVJITLINK_VERSION, load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.reference import evaluate
-from tests.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
-from tests.targets import ALL, check_without_running, runnable, session_cache
+from harness.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
+from harness.targets import ALL, check_without_running, runnable, session_cache
 
 TARGETS = list(ALL)
 _REFERENCE: dict[str, list[np.ndarray]] = {}
@@ -102,7 +102,7 @@ def test_compiling_in_two_processes_gives_the_same_bytes_and_bits(tmp_path) -> N
         "from compiler.driver import compile_program\n"
         "from compiler.program import load_program\n"
         "from attest.digests import tensor_digest\n"
-        "from tests.fixture_data import Fixture\n"
+        "from harness.fixture_data import Fixture\n"
         "f = Fixture('transformer_block')\n"
         "exe = compile_program(load_program(f.module_text), load_config(), cache_dir=False)\n"
         "print(json.dumps({'hashes': exe.hashes, 'outputs': [tensor_digest(o) for o in exe.run(*f.inputs())]}))\n"

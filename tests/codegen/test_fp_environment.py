@@ -18,9 +18,9 @@ from compiler.hlo import load_module
 from compiler.program import load_program
 from compiler.reference import evaluate
 from compiler.runtime.loader import load_object
-from tests.fixture_data import Fixture
-from tests.targets import DEFAULT
-from tests.targets import config as target_config
+from harness.fixture_data import Fixture
+from harness.targets import DEFAULT
+from harness.targets import config as target_config
 
 MXCSR_IR = """
 declare void @llvm.x86.sse.stmxcsr(ptr)

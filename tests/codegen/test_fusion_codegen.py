@@ -12,8 +12,8 @@ from compiler.codegen.fusion import uncanonical_values
 from compiler.config import load_config
 from compiler.driver import optimized_plan
 from compiler.program import load_program
+from harness.targets import DEFAULT, NATIVE, run_everywhere
 from tests.codegen.test_op_families import shape_text, values
-from tests.targets import DEFAULT, NATIVE, run_everywhere
 
 TARGETS = list(NATIVE)
 

@@ -17,8 +17,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.targets import run_everywhere
 from tests.codegen.test_op_families import values
-from tests.targets import run_everywhere
 
 DTYPES = ["f32", "f64", "s32"]
 # Elements per value: large enough for vector bodies, tails and several work items.

@@ -13,7 +13,7 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from core.dtypes import F32, F64
-from tests.targets import NATIVE, config, run_everywhere
+from harness.targets import NATIVE, config, run_everywhere
 
 NUMPY = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "bf16": None}
 

@@ -33,11 +33,11 @@ from compiler.runtime.cuda_device import probe
 from compiler.runtime.executable import Fault
 from compiler.runtime.host import TargetNotRunnable
 from compiler.runtime.stops import DeadlineExceeded
+from harness import gpu_cases
+from harness.fixture_data import FIXTURE_NAMES, Fixture
+from harness.targets import DEFAULT, config
 from node.tracing.statement import build_statement
-from tests.codegen import gpu_cases
 from tests.codegen.test_fixtures_backend import assert_identical, golden, reference_outputs
-from tests.fixture_data import FIXTURE_NAMES, Fixture
-from tests.targets import DEFAULT, config
 
 VXLA = [sys.executable, "-m", "node.cli"]
 GPU_TARGETS = [name for name, cpu in TARGET_CPUS.items() if cpu.is_gpu]
@@ -109,7 +109,7 @@ def test_fixture_ptx_is_clean_and_the_cubin_the_same_bytes_every_time() -> None:
     # Another process (fresh LLVM and nvJitLink state) makes the same bytes.
     script = (
         "import hashlib; from compiler.driver import compile_program; from compiler.program import load_program; "
-        "from tests.fixture_data import Fixture; from tests.targets import config; "
+        "from harness.fixture_data import Fixture; from harness.targets import config; "
         f"print(compile_program(load_program(Fixture('transcendentals').module_text), config({EMULATED!r}), cache_dir=False).hashes['binary_hash'])"
     )
     other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()

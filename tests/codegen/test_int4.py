@@ -10,8 +10,8 @@ import pytest
 import compiler
 from compiler.errors import ArgumentError
 from core.dtypes import ALL_DTYPES, DType
+from harness.targets import DEFAULT, run_everywhere
 from tests.reference.test_int4 import BINARY, _all_pairs
-from tests.targets import DEFAULT, run_everywhere
 
 
 @pytest.mark.parametrize("dtype", ["s4", "u4"])

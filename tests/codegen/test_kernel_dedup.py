@@ -10,7 +10,7 @@ from compiler.codegen import plan as P
 from compiler.config import load_config
 from compiler.driver import generate
 from compiler.program import load_program
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 # Two layers of the same shapes (tanh(x . w + b)) with their own weights, then a third of
 # another width: layers one and two share their kernels, layer three has its own.

@@ -25,8 +25,8 @@ from compiler.config import CompilerConfig
 from compiler.numerics import mathlib
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.runtime.loader import LoadedObject, load_object
-from tests.targets import CPUS as ALL_TARGETS
-from tests.targets import DEFAULT, RUNNABLE, config
+from harness.targets import CPUS as ALL_TARGETS
+from harness.targets import DEFAULT, RUNNABLE, config
 from tools import mathlib_accuracy as acc
 
 UNARY = mathlib.UNARY_FUNCTIONS

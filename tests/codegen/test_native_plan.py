@@ -25,7 +25,7 @@ from compiler.reference import evaluate
 from compiler.runtime.loader import LoadedObject, load_object
 from compiler.runtime.stops import DeadlineExceeded
 from compiler.runtime.threads import partition
-from tests.targets import DEFAULT, run_everywhere
+from harness.targets import DEFAULT, run_everywhere
 
 # Each iteration swaps a and b and adds the counter to b: the copy of the body's results onto
 # the loop state reads each buffer after another pair has written its twin's place, unless

@@ -53,9 +53,9 @@ from core.dtypes import (
     U64,
     DType,
 )
-from tests.targets import CPUS as ALL_TARGETS
-from tests.targets import HOST
-from tests.targets import config as target_config
+from harness.targets import CPUS as ALL_TARGETS
+from harness.targets import HOST
+from harness.targets import config as target_config
 
 # Every pinned target, the x86-64 levels by their short names.
 TARGETS = {name.removeprefix("x86-64-"): target_config(name) for name in ALL_TARGETS}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import compiler
 from compiler.hlo import load_module
 from compiler.reference import evaluate
-from tests.targets import DEFAULT
+from harness.targets import DEFAULT
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 NUMPY = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "u8": np.uint8, "s64": np.int64, "pred": np.bool_}

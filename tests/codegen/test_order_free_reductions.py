@@ -13,7 +13,7 @@ from compiler.hlo import load_module
 from compiler.numerics.order import REDUCE_BLOCK as BLOCK
 from compiler.numerics.order import REDUCE_LANES as LANES
 from compiler.reference import evaluate
-from tests.targets import NATIVE, executable_for
+from harness.targets import NATIVE, executable_for
 
 LENGTHS = [LANES * 2 * UNROLL - 1, LANES * 2 * UNROLL, LANES * 2 * UNROLL + 17, BLOCK - 3, BLOCK + LANES * 9 + 5, 3 * BLOCK + 1000]
 CASES = [

@@ -1,5 +1,6 @@
 """Reduce-windows that are running reductions (JAX's cumsum, cumprod, cummax, cummin) run as
-one scan per line (compiler/codegen/reductions.py, running_dimension) and give the
+one scan per line (decided by compiler/passes/backend_decisions.py running_dimension, emitted
+by compiler/codegen/reductions.py) and give the
 reference's bytes on every target and thread count; windows that only look like one keep
 the general window loop."""
 
@@ -8,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.codegen.reductions import running_dimension
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.hlo import load_module
+from compiler.passes.backend_decisions import running_dimension
 from compiler.program import load_program
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 
 def _module(dtype: str, dims: tuple[int, ...], window: str, op: str, init: str) -> str:

@@ -14,7 +14,7 @@ from compiler.config import CompilerConfig
 from compiler.driver import compile_program, generate
 from compiler.errors import ArgumentError
 from compiler.program import load_program
-from tests.targets import DEFAULT, config
+from harness.targets import DEFAULT, config
 
 # Three steps that split their work: a transpose, a reduce and an elementwise op after it.
 MODULE = """HloModule perturbed

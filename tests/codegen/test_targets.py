@@ -28,8 +28,8 @@ from compiler.runtime.host import (
     widest_runnable_cpu,
 )
 from compiler.runtime.loader import load_object
-from tests.fixture_data import Fixture
-from tests.targets import ALL, RUNNABLE, config
+from harness.fixture_data import Fixture
+from harness.targets import ALL, RUNNABLE, config
 
 MLP = Fixture("mlp_softmax")
 

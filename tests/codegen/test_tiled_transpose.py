@@ -11,7 +11,7 @@ from compiler.codegen.data_movement import TRANSPOSE_TILE
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 import pytest
 from web3 import EthereumTesterProvider, Web3
 
+from harness.market import ETHER, MIN_STAKE, SLASH, UNBONDING_DELAY
 from node.chain import ChainClient, JobMarket, NodeRegistry, deploy
 
-ETHER = 10**18
-MIN_STAKE = 1 * ETHER
-UNBONDING_DELAY = 3_600
-SLASH = ETHER // 10
 KEY_ID = bytes.fromhex("11" * 32)
 ENDPOINT = "http://node.example:8545"
 

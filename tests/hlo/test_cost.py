@@ -7,7 +7,7 @@ from __future__ import annotations
 from compiler.hlo.cost import estimate_flops, instruction_flops
 from compiler.hlo.ir import Instruction
 from compiler.hlo.parser import parse_module
-from tests.fixture_data import Fixture
+from harness.fixture_data import Fixture
 
 MODULE = """HloModule m
 

@@ -6,7 +6,7 @@ import pytest
 
 from compiler.hlo import canonical_text, load_module
 from compiler.program import load_program
-from tests.fixture_data import FIXTURE_NAMES, Fixture
+from harness.fixture_data import FIXTURE_NAMES, Fixture
 from tests.hlo_variants import add_metadata, rename_instructions, reverse_independent_parameters
 
 
@@ -86,7 +86,7 @@ def test_hlo_hash_is_the_same_in_another_process() -> None:
     script = (
         "import json, sys\n"
         "from compiler.program import load_program\n"
-        "from tests.fixture_data import all_fixtures\n"
+        "from harness.fixture_data import all_fixtures\n"
         "print(json.dumps({f.name: load_program(f.module_text).hlo_hash for f in all_fixtures()}))\n"
     )
     env_root = str(Fixture(FIXTURE_NAMES[0]).directory.parents[2])

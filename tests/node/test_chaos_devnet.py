@@ -1,4 +1,4 @@
-"""A seeded chaos campaign on a devnet (tests/node/chaos.py): three node processes take six
+"""A seeded chaos campaign on a devnet (harness/chaos.py): three node processes take six
 chain jobs with redundancy 2 while nodes are killed and restarted, the RPC endpoint goes
 away and comes back, the chain is reorganized shallower and deeper than `confirmations`,
 and chain time jumps. Every fault kind is injected at least once. The long campaigns are
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.node.chaos import FAULTS, REORG_RACES, ChaosPlan, run_campaign
+from harness.chaos import FAULTS, REORG_RACES, ChaosPlan, run_campaign
 
 
 def test_every_job_settles_no_honest_slash_no_transaction_twice_and_nodes_match_the_chain(tmp_path: Path) -> None:

@@ -16,12 +16,12 @@ import pytest
 from web3 import HTTPProvider, Web3
 
 from attest.digests import tensor_digest
+from harness.fixture_data import Fixture
 from node.chain import ChainClient, JobMarket
 from node.cli import main
 from node.devnet import DevnetState, demo, is_ours
 from node.protocol import result_digest_of
 from node.sdk import ChainSubmitter, Client
-from tests.fixture_data import Fixture
 
 
 def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_processes(

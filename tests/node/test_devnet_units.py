@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
+from harness.fixture_data import Fixture
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, JobPending
 from node.cli import main
@@ -29,7 +30,6 @@ from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
 from node.protocol import chain_digests, inputs_manifest, parse_manifest
 from node.tensors import npy_bytes
-from tests.fixture_data import Fixture
 
 A, B = sha256_hex(b"a"), sha256_hex(b"b")
 

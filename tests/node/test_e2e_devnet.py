@@ -21,6 +21,7 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
+from harness.fixture_data import Fixture
 from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
 from node.chain.state import JobState
 from node.cli import main
@@ -29,8 +30,7 @@ from node.daemon.server import NodeServer
 from node.protocol import envelope_digest_of, result_digest_of
 from node.sdk import ChainSubmitter, Client, JobFailed
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
-from tests.fixture_data import Fixture
-from tests.node.test_chain_state import legacy_layout
+from tests.node.chain.test_chain_state import legacy_layout
 
 ETHER = 10**18
 REWARD = ETHER // 10

@@ -14,9 +14,9 @@ from compiler.config import load_config
 from compiler.driver import optimized_plan
 from compiler.hlo.printer import canonical_names
 from compiler.program import load_program
+from harness.fixture_data import Fixture
 from node.cli import main
 from node.graphs import graph_picture
-from tests.fixture_data import Fixture
 
 MLP = Fixture("mlp_softmax")
 MODULE = str(MLP.directory / "module.hlo")

@@ -17,11 +17,11 @@ from attest.digests import sha256_hex
 from attest.keys import generate_private_key, raw_public_key
 from compiler.driver import compile_program
 from compiler.program import load_program
+from harness.fixture_data import Fixture
 from node.protocol import INLINE_INPUT_BYTES
 from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.statement import build_statement
-from tests.fixture_data import Fixture
 
 MLP = Fixture("mlp_softmax")
 KEY = generate_private_key()

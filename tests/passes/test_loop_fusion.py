@@ -222,7 +222,7 @@ def test_a_minor_transpose_stays_out_of_a_group_that_calls_the_math_library() ->
     from compiler.config import load_config
     from compiler.driver import optimized_plan
     from compiler.program import load_program
-    from tests.targets import run_everywhere
+    from harness.targets import run_everywhere
 
     def module_text(math: str, dimensions: str, shape: str) -> str:
         return f"""HloModule m

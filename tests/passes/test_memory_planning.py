@@ -16,8 +16,8 @@ from compiler.driver import EMITTERS, optimize
 from compiler.hlo import load_module
 from compiler.passes.scheduling import Scheduling, estimated_peak
 from compiler.program import load_program
+from harness.fixture_data import FIXTURE_NAMES, Fixture
 from node.cli import main
-from tests.fixture_data import FIXTURE_NAMES, Fixture
 from tests.hlo_variants import rename_instructions, reverse_independent_parameters
 
 

@@ -17,11 +17,11 @@ from compiler.driver import compile_program, generate
 from compiler.passes.base import FixedPoint, Pipeline, SimplePass
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import load_program
+from harness.fixture_data import FIXTURE_NAMES, Fixture
+from harness.targets import session_cache
 from node.cli import main
 from tests.codegen.test_fixtures_backend import assert_identical, reference_outputs
-from tests.fixture_data import FIXTURE_NAMES, Fixture
 from tests.hlo_variants import add_metadata, rename_instructions, reverse_independent_parameters
-from tests.targets import session_cache
 
 
 class _Counting(SimplePass):
@@ -109,7 +109,7 @@ def test_graph_hash_is_the_same_in_another_process() -> None:
         "from compiler.config import load_config\n"
         "from compiler.driver import generate\n"
         "from compiler.program import load_program\n"
-        "from tests.fixture_data import Fixture\n"
+        "from harness.fixture_data import Fixture\n"
         "print(text_digest(generate(load_program(Fixture('transformer_block').module_text), load_config())[2]))\n"
     )
     other = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])

@@ -28,7 +28,7 @@ from compiler.passes.tuple_simplification import TupleSimplification
 from compiler.program import load_program
 from compiler.reference import evaluate
 from core.dtypes import ALL_DTYPES
-from tests.fixture_data import FIXTURE_NAMES, Fixture
+from harness.fixture_data import FIXTURE_NAMES, Fixture
 from tests.passes.simplification_helpers import bits
 
 PASSES = [

@@ -10,7 +10,7 @@ import pytest
 from compiler.config import load_config
 from compiler.driver import optimize
 from compiler.program import load_program
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 
 def _module(lhs: str, rhs: str, transposes: str, dot_attrs: str, result: str) -> str:

@@ -9,8 +9,8 @@ import pytest
 
 from compiler.hlo import HloVerifyError, canonical_text, load_module
 from compiler.reference import evaluate
-from tests.fixture_data import XlaOpCase, xla_op_cases
-from tests.targets import run_everywhere
+from harness.fixture_data import XlaOpCase, xla_op_cases
+from harness.targets import run_everywhere
 
 CASES = xla_op_cases("batch_norm")
 TOLERANCE = {"f32": 2e-5, "f64": 1e-12, "bf16": 3e-2, "f16": 5e-3}

@@ -13,8 +13,8 @@ from compiler.hlo import HloVerifyError, load_module
 from compiler.numerics.floats import bits_dtype, reduce_precision
 from compiler.reference import evaluate
 from core.dtypes import BY_NAME
-from tests.fixture_data import xla_op_cases
-from tests.targets import run_everywhere
+from harness.fixture_data import xla_op_cases
+from harness.targets import run_everywhere
 
 CASES = xla_op_cases("bits")
 

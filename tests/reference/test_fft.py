@@ -14,7 +14,7 @@ from compiler.hlo import HloVerifyError, load_module
 from compiler.numerics import fft as transforms
 from compiler.reference import evaluate
 from core.dtypes import C64, C128, F32, F64
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 COMPLEX = {"c64": np.complex64, "c128": np.complex128}
 REAL = {"c64": np.float32, "c128": np.float64}

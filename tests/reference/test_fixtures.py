@@ -11,7 +11,7 @@ import pytest
 from compiler.hlo import HloUnsupportedError, canonical_text, load_module, parse_module
 from compiler.program import load_program
 from compiler.reference import evaluate
-from tests.fixture_data import FIXTURE_NAMES, Fixture
+from harness.fixture_data import FIXTURE_NAMES, Fixture
 
 # Relative tolerance per element type against XLA:CPU, which reassociates reductions,
 # contracts multiply-adds and uses its own approximations of transcendental functions. The

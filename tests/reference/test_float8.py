@@ -14,7 +14,7 @@ from compiler.numerics.floats import f32_to_float8, float8_nan, float8_to_f32
 from compiler.program import bind_argument
 from compiler.reference import evaluate
 from core.dtypes import F32, FLOAT8_DTYPES
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 IDS = [dtype.name for dtype in FLOAT8_DTYPES]
 

@@ -11,7 +11,7 @@ import pytest
 
 from compiler.hlo import HloVerifyError, load_module
 from compiler.reference import evaluate
-from tests.fixture_data import xla_op_cases
+from harness.fixture_data import xla_op_cases
 from tests.reference.test_batch_norm import check_xla_case
 
 CASES = xla_op_cases("linalg")
@@ -93,7 +93,7 @@ def test_f16_and_bf16_solve_in_f32_and_round_once_on_every_target(dtype: str) ->
 
     from compiler.numerics.convert import convert
     from core.dtypes import BY_NAME
-    from tests.targets import run_everywhere
+    from harness.targets import run_everywhere
 
     def module(t: str) -> str:
         return f"""HloModule n

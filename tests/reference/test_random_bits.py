@@ -14,8 +14,8 @@ import pytest
 
 from compiler.reference import evaluate
 from compiler.reference.random_bits import philox4x32, threefry2x32
-from tests.fixture_data import FIXTURES
-from tests.targets import DEFAULT, executable_for, run_everywhere
+from harness.fixture_data import FIXTURES
+from harness.targets import DEFAULT, executable_for, run_everywhere
 
 CASES = json.loads((FIXTURES / "rng_bit_generator_xla.json").read_text())["cases"]
 M = 0xFFFFFFFF

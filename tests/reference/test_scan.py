@@ -9,7 +9,7 @@ import pytest
 
 from compiler.hlo import HloVerifyError, load_module
 from compiler.reference import evaluate
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 ADD = """scan_add {
   x = f32[] parameter(0)

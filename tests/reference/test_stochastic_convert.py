@@ -11,7 +11,7 @@ import pytest
 
 from compiler.hlo import HloVerifyError, load_module
 from compiler.reference import evaluate
-from tests.targets import run_everywhere
+from harness.targets import run_everywhere
 
 
 def _module(source: str, random: str, target: str, n: int) -> str:

@@ -471,7 +471,7 @@ ENTRY e {
 def test_dot_and_convolution_of_pred_are_an_or_of_ands_on_every_target() -> None:
     from compiler.hlo import HloVerifyError, load_module
     from compiler.reference import evaluate
-    from tests.targets import run_everywhere
+    from harness.targets import run_everywhere
 
     text = """HloModule m
 ENTRY e {
