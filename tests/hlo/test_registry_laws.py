@@ -25,6 +25,12 @@ from compiler.hlo.opcodes import (
     law_value,
 )
 from compiler.numerics import mathlib
+from compiler.numerics.mathlib.f32_exceptions import (
+    AMBIGUOUS_COUNTS,
+    F32_EXCEPTIONS,
+    F32_REFERENCE_DIGESTS,
+)
+from compiler.numerics.mathlib.fast_f32 import FAST_F32
 from compiler.numerics.mathlib.mpfr_reference import HIGH_PRECISION
 from core.dtypes import BY_NAME, DType
 
@@ -125,3 +131,6 @@ def test_the_math_functions_have_one_list() -> None:
     assert set(mathlib.UNARY_OPCODES.values()) == set(mathlib.UNARY_FUNCTIONS)
     assert set(mathlib.UNARY_OPCODES) <= set(UNARY_ELEMENTWISE)
     assert set(HIGH_PRECISION) == set(mathlib.UNARY_FUNCTIONS)
+    # The generated tables cover each function; the fast binary32 variants are some of them.
+    assert set(F32_REFERENCE_DIGESTS) == set(AMBIGUOUS_COUNTS) == set(mathlib.UNARY_FUNCTIONS)
+    assert set(F32_EXCEPTIONS) <= set(mathlib.UNARY_FUNCTIONS) and set(FAST_F32) <= set(mathlib.UNARY_FUNCTIONS)
