@@ -82,8 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(child(args.child, args.size, args.threads[0], args.repeat))
         return 0
-    from compiler.config import load_config
-    from compiler.runtime.host import this_host, widest_runnable_cpu
+    from compiler.api import load_config, this_host, widest_runnable_cpu
 
     host = this_host()
     targets = [t for t in OPENBLAS_CORE if host.can_run(load_config().with_target(cpu=t))]

@@ -24,9 +24,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.target import add_target_argument, resolve_target  # noqa: E402
-from compiler.driver import compile_program, optimized_plan  # noqa: E402
-from compiler.hlo.ir import Instruction  # noqa: E402
-from compiler.program import load_program  # noqa: E402
+from compiler.api import Instruction, compile_program, load_program, optimized_plan  # noqa: E402
 
 
 def describe(instruction: Instruction | None) -> str:

@@ -66,8 +66,7 @@ def _sample(function: Callable[[], object], repeat: int, min_sample_s: float) ->
 
 def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, outputs_path: Path, target: str) -> dict:
     import compiler
-    from compiler.driver import compile_program
-    from compiler.program import load_program
+    from compiler.api import compile_program, load_program
 
     text = (model_dir / "module.hlo").read_text()
     arrays = _inputs(model_dir)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from compiler.config import CompilerConfig, load_config
-from compiler.runtime.host import this_host, widest_runnable_cpu
+from compiler.api import CompilerConfig, load_config, this_host, widest_runnable_cpu
 
 # XLA:CPU's name (--xla_cpu_max_isa) for the vector instruction set of a narrower x86 target.
 XLA_ISA = {"x86-64-v2": "SSE4_2", "x86-64-v3": "AVX2"}

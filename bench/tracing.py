@@ -46,8 +46,7 @@ if str(REPO_ROOT) not in sys.path:
 from attest import key_id, sign_statement, tensor_digest  # noqa: E402
 from attest.keys import generate_private_key  # noqa: E402
 from bench.models import MODEL_NAMES, Model, Timing, compile_model, load_model, measure, progress  # noqa: E402
-from compiler.config import load_config  # noqa: E402
-from compiler.program import load_program  # noqa: E402
+from compiler.api import load_config, load_program  # noqa: E402
 from node.tracing.statement import build_statement, checked_inputs, tensor_records  # noqa: E402
 
 # Compute-bound: 4.3 GFLOP of dots on 33 MB of inputs and 1 MB of output, so the cost of

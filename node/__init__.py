@@ -4,7 +4,7 @@ py_ecc (which web3 and eth_account import) raises the interpreter's recursion li
 100,000 when it is first imported, far past what the C stack holds: a deeply nested JSON body
 or expression would then crash the process instead of raising RecursionError. It is imported
 here, first, and the limit put back, so no later import of web3 changes it
-(tests/node/test_hostile_intake.py holds every module of the node to that). An installation
+(tests/node/daemon/test_hostile_intake.py holds every module of the node to that). An installation
 without the chain client (the emulated AArch64 one runs, compiles and verifies only) has no
 py_ecc, and nothing to undo.
 """

@@ -318,10 +318,7 @@ def pick_fault(module_text: str, input_paths: list[Path]) -> str:
     import numpy as np
 
     from attest.digests import tensor_digest
-    from compiler.config import load_config
-    from compiler.driver import compile_program
-    from compiler.program import load_program
-    from compiler.runtime.executable import Fault
+    from compiler.api import Fault, compile_program, load_config, load_program
     from node.tracing.statement import checked_inputs
 
     program = load_program(module_text)

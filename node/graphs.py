@@ -17,12 +17,17 @@ from dataclasses import dataclass
 
 import graphviz
 
-from compiler.codegen.plan import Plan
-from compiler.config import CompilerConfig, load_config
-from compiler.driver import optimized_plan
-from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.hlo.printer import canonical_names
-from compiler.program import Program
+from compiler.api import (
+    CompilerConfig,
+    Computation,
+    Instruction,
+    Module,
+    Plan,
+    Program,
+    canonical_names,
+    load_config,
+    optimized_plan,
+)
 from node.errors import NodeError
 
 # Fill colours of arena places (light, so labels stay readable), by place order.

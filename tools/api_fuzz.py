@@ -2,8 +2,8 @@
 real `vxla node run` process requiring tokens gets requests drawn from every operation,
 valid and invalid, with its token and without, and hostile bodies; no answer may be a
 server error, the node may not die, a refused request may not store a byte, and the node's
-memory must be back within 10% of what it was after the warm-up (tests/node/api_fuzz.py says
-how). `make test` runs a short derandomized sample (tests/node/test_api_fuzz.py).
+memory must be back within 10% of what it was after the warm-up (harness/api_fuzz.py says
+how). `make test` runs a short derandomized sample (tests/node/daemon/test_api_fuzz.py).
 
     .venv/bin/python tools/api_fuzz.py --requests 5000 [--seed N]
 

@@ -1,4 +1,4 @@
-"""A long chaos campaign on a devnet (tests/node/chaos.py): node processes on anvil take a
+"""A long chaos campaign on a devnet (harness/chaos.py): node processes on anvil take a
 batch of chain jobs while nodes are killed and restarted, the RPC endpoint goes away, the
 chain is reorganized shallower and deeper than `confirmations` and chain time jumps; then
 every job must settle, no honest node be slashed, no transaction be sent twice, and every

@@ -52,9 +52,9 @@ def compile_kernel(name: str, target: str, width: int):
     """(loaded object, ctypes callable kernel(in, out, n)) of the binary32 function."""
     import llvmlite.ir as ir
 
+    from compiler.api import load_config
     from compiler.codegen.mathlib_ir import define_array_kernel
     from compiler.codegen.target import compile_ir
-    from compiler.config import load_config
     from compiler.runtime.loader import load_object
 
     config = load_config().with_target(cpu=target)
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--reference", choices=("full", "digest"), default="full")
     args = parser.parse_args(argv)
-    from compiler.config import load_config
+    from compiler.api import load_config
 
     width = args.width or max(4, load_config().with_target(cpu=args.target).vector_bits // 32)
     return 1 if check(args.function, args.target, width, args.workers, args.reference) else 0

@@ -1,5 +1,5 @@
 """A campaign for the thread race's class: random valid modules of the differential fuzzer's
-generator (tests/program_generator.py), with arrays large enough that kernels split their
+generator (harness/program_generator.py), with arrays large enough that kernels split their
 work, run with many thread counts while other processes keep every core busy. Each module
 runs on the pinned build and on the schedule-perturbed build (seeded delays at every barrier
 and step, every kernel split as finely as it goes, poisoned memory), and every run's output

@@ -69,7 +69,7 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # Opcodes the numerics contract defines (the compiler's registry): module.hlo stays inside it.
 sys.path.insert(0, str(REPO_ROOT))
-from compiler.hlo.opcodes import SUPPORTED as SUPPORTED_OPCODES  # noqa: E402 - after the path
+from compiler.api import SUPPORTED_OPCODES  # noqa: E402 - after the path
 
 HLO_DTYPE = {
     np.dtype(np.bool_): "pred",

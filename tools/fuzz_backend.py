@@ -1,5 +1,5 @@
 """A campaign of the compiler's differential fuzzer: random valid HLO modules
-(tests/program_generator.py) on the reference evaluator and on the LLVM backend for every
+(harness/program_generator.py) on the reference evaluator and on the LLVM backend for every
 target this host runs, with 1, 2 and 3 threads, every output compared bit for bit. `make
 test` runs a derandomized sample of 8 modules (tests/codegen/test_random_programs.py).
 

@@ -1,5 +1,5 @@
 """The differential fuzzer's modules on XLA:CPU: random valid HLO modules
-(tests/program_generator.py) run on vxla's reference evaluator, its LLVM backend and XLA:CPU
+(harness/program_generator.py) run on vxla's reference evaluator, its LLVM backend and XLA:CPU
 (jaxlib), compared as `tools/xla_conformance.py` compares XLA's own test modules: the backend
 must give the reference's bits, the reference must agree with XLA:CPU within a tolerance
 (exact for integers and pred). A difference with a cause the contract documents

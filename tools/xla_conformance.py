@@ -164,7 +164,7 @@ def _as_xla_input(array: np.ndarray, dtype: str) -> np.ndarray:
 def _identity(reducer, dtype: np.dtype) -> np.ndarray | None:  # noqa: ANN001 - vxla's Computation
     """The identity of a reducer that is one binary op (the registry's), as XLA's own test
     inputs use."""
-    from compiler.hlo.opcodes import identity_value
+    from compiler.api import identity_value
     from core.dtypes import from_numpy
 
     value = identity_value(reducer.root.opcode, from_numpy(dtype))
@@ -216,8 +216,7 @@ def constrain_inputs(module, arrays: list[np.ndarray], rng: np.random.Generator)
 def explain_difference(module, text: str) -> str:  # noqa: ANN001 - vxla's Module
     """Why vxla's result may rightly differ from XLA:CPU's here, when a known cause is
     present (docs/numerics.md), else the empty string (an unexplained difference)."""
-    from compiler.hlo.opcodes import ORDER_FREE
-    from compiler.hlo.shape import ArrayShape, default_layout
+    from compiler.api import ORDER_FREE, ArrayShape, default_layout
 
     instructions = [i for c in module.reachable_computations() for i in c.post_order()]
     if "unique_indices=true" in text or "indices_are_sorted=true" in text:
@@ -380,12 +379,16 @@ def check_module(
     `make_inputs(parameter types, seed)` makes the inputs instead of the benign random ones.
     With `parse_only`, a module vxla reads is not run by vxla (outcome "parsed")."""
     import compiler
-    from compiler.errors import CompilerError
-    from compiler.hlo import load_module
-    from compiler.hlo.cost import estimate_flops
-    from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError
-    from compiler.hlo.shape import flatten
-    from compiler.reference import evaluate
+    from compiler.api import (
+        CompilerError,
+        HloParseError,
+        HloUnsupportedError,
+        HloVerifyError,
+        estimate_flops,
+        evaluate,
+        flatten,
+        load_module,
+    )
     from core.dtypes import BY_NAME
 
     timings: dict[str, float] = {}

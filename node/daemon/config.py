@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compiler.errors import ConfigError
+from compiler.api import ConfigError
 
 PASSPHRASE_ENV = "VXLA_KEY_PASSPHRASE"
 CHAIN_KEY_ENV = "VXLA_CHAIN_PRIVATE_KEY"

@@ -198,10 +198,11 @@ def readable_roots() -> list[str]:
     and vxla's own packages (an editable install keeps them in its checkout)."""
     import attest
     import compiler
+    import core
     import node
 
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    for package in (attest, compiler, node):
+    for package in (core, attest, compiler, node):
         roots.update(package.__path__)
     return sorted(root for root in roots if os.path.isdir(root))
 

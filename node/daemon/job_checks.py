@@ -19,11 +19,17 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from attest.digests import sha256_hex
-from compiler.errors import ArgumentError
-from compiler.hlo import HloError, parse_shape
-from compiler.hlo.cost import estimate_flops
-from compiler.hlo.shape import ArrayShape, Shape
-from compiler.program import Program, bind_arguments, load_program
+from compiler.api import (
+    ArgumentError,
+    ArrayShape,
+    HloError,
+    Program,
+    Shape,
+    bind_arguments,
+    estimate_flops,
+    load_program,
+    parse_shape,
+)
 from node.daemon.config import Limits
 from node.errors import JobRejected
 from node.tensors import read_npy

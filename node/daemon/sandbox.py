@@ -45,8 +45,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from attest import Statement
-from compiler.config import CompilerConfig
-from compiler.runtime.executable import Fault
+from compiler.api import CompilerConfig, Fault
 from node.daemon.config import Limits
 from node.daemon.confinement import Confinement, confine, execution_user, hand_over
 from node.daemon.job_checks import KnownModules, ModuleSummary, checked_module, prepare_job
@@ -388,7 +387,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     _cap_address_space(memory_limit)
     # Everything a job needs is loaded, and what it reads once is read, before the process
     # confines itself (and before "ready": the first job does not wait for it).
-    import compiler.driver  # noqa: F401
+    from compiler.api import compile_program  # noqa: F401 - loads the compiler and LLVM
     from node.tracing.statement import host_record, vxla_version
 
     host_record()
@@ -446,10 +445,7 @@ def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:
 
 
 def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict] | None:
-    from compiler.driver import compile_program
-    from compiler.errors import ExecutionError
-    from compiler.runtime.host import TargetNotRunnable
-    from compiler.runtime.stops import DeadlineExceeded
+    from compiler.api import DeadlineExceeded, ExecutionError, TargetNotRunnable, compile_program
     from node.tensors import npy_bytes
     from node.tracing.statement import build_statement, tensor_records
 

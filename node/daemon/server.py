@@ -20,7 +20,7 @@ import uvicorn
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from attest import load_private_key
-from compiler.runtime.executable import Fault
+from compiler.api import Fault
 from node.chain import ChainClient, JobMarket, NodeRegistry
 from node.chain.client import _address
 from node.chain.state import ChainState, JobState, import_legacy_files

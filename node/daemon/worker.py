@@ -23,12 +23,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from attest import Statement, key_id, sign_statement
 from attest.digests import sha256_hex
-from compiler.config import CompilerConfig
-from compiler.config import load_config as load_compiler_config
-from compiler.errors import ExecutionError, TargetNotRunnable
-from compiler.runtime.executable import Fault
-from compiler.runtime.host import this_host
-from compiler.runtime.threads import machine_threads
+from compiler.api import (
+    CompilerConfig,
+    ExecutionError,
+    Fault,
+    TargetNotRunnable,
+    machine_threads,
+    this_host,
+)
+from compiler.api import load_config as load_compiler_config
 from node.daemon.config import Limits
 from node.daemon.job_checks import KnownModules, ModuleSummary, check_flops, check_module_size
 from node.daemon.sandbox import (

@@ -31,12 +31,16 @@ from attest import (
     tensor_digest,
 )
 from attest.digests import text_digest
-from compiler.config import TARGET_CPUS, CompilerConfig
-from compiler.errors import ArgumentError
-from compiler.passes.pipeline import pipeline_named
-from compiler.program import Program
-from compiler.runtime.executable import Executable, TracedRun
-from compiler.runtime.host import this_host
+from compiler.api import (
+    TARGET_CPUS,
+    ArgumentError,
+    CompilerConfig,
+    Executable,
+    Program,
+    TracedRun,
+    pipeline_named,
+    this_host,
+)
 from core.dtypes import from_numpy
 from node.errors import NodeError
 

@@ -28,15 +28,25 @@ from attest import (
     verify_signatures,
 )
 from attest.verify import TrustedKeys
-from compiler.config import CompilerConfig, ConfigError, load_config, validate_target
-from compiler.driver import compile_program
-from compiler.errors import ExecutionError
-from compiler.hlo import HloError
-from compiler.passes.pipeline import PIPELINES, pipeline_named
-from compiler.program import Program, load_program
-from compiler.runtime.executable import Executable, TracedRun
-from compiler.runtime.host import TargetNotRunnable, runnable_cpus, this_host
-from compiler.runtime.threads import machine_threads
+from compiler.api import (
+    PIPELINES,
+    CompilerConfig,
+    ConfigError,
+    Executable,
+    ExecutionError,
+    HloError,
+    Program,
+    TargetNotRunnable,
+    TracedRun,
+    compile_program,
+    load_config,
+    load_program,
+    machine_threads,
+    pipeline_named,
+    runnable_cpus,
+    this_host,
+    validate_target,
+)
 from node.tracing.statement import (
     TraceInputError,
     build_statement,
