@@ -66,8 +66,12 @@ def _depends_on(start: Instruction, target: Instruction) -> bool:
 
 def _candidate(fusion: Instruction, user_map: dict[int, list[Instruction]], computation: Computation) -> bool:
     """A loop fusion whose results all have one shape; a multi-output one only when every
-    user reads it through get-tuple-element (those indices are renumbered)."""
+    user reads it through get-tuple-element (those indices are renumbered). Its results are
+    arrays: a fusion from the input whose root makes a tuple itself (XLA fuses a variadic
+    reduce so) is left as it is."""
     if fusion.opcode != "fusion" or fusion.attrs.get("kind") != "kLoop" or _output_dims(fusion) is None:
+        return False
+    if not all(isinstance(result.shape, ArrayShape) for result in _results(fusion)):
         return False
     if isinstance(fusion.shape, TupleShape):
         return fusion is not computation.root and all(u.opcode == "get-tuple-element" for u in user_map.get(id(fusion), []))

@@ -87,3 +87,21 @@ ENTRY e {
     one, two = fused(text), fused(text)
     assert canonical_text(one) == canonical_text(two)
     assert [i.name for i in one.instructions()] == [i.name for i in two.instructions()]
+
+
+def test_xla_fusions_of_a_variadic_reduce_pass_through_the_pipeline_unchanged_in_value() -> None:
+    """XLA's optimized argmax fuses each variadic reduce into a kLoop fusion whose root makes
+    the tuple itself: the default pipeline takes the module (it once failed an assertion on
+    it) and computes the same bits as the module as written."""
+    from compiler.config import load_config
+    from compiler.hlo import load_module
+    from compiler.passes.pipeline import pipeline_named
+    from compiler.reference import evaluate
+    from harness.fixture_data import Fixture
+
+    fixture = Fixture("argmax")
+    module = load_module((fixture.directory / "xla_optimized.hlo").read_text())
+    optimized = pipeline_named(load_config().pipeline).run(load_module(canonical_text(module)))
+    arrays = fixture.inputs()
+    for got, want in zip(evaluate(optimized, arrays), evaluate(module, arrays), strict=True):
+        assert got.tobytes() == want.tobytes()
