@@ -14,6 +14,8 @@ from node.cli.common import (
     EXIT_DIFFERENT,
     EXIT_OK,
     UsageError,
+    add_program_arguments,
+    command_group,
     node_session,
     node_url_arg,
     output_records,
@@ -170,8 +172,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "with --wait, wait for it and print the output digests (each output checked against "
         "the signed trace's digest).",
     )
-    submit.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
-    submit.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
+    add_program_arguments(submit, inputs=True)
     submit.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700 (or 127.0.0.1:8700)")
     submit.add_argument("--redundancy", type=positive_int, default=1, metavar="K", help="nodes that must run the job (above 1: post it on chain, with --devnet)")
     submit.add_argument("--devnet", metavar="DIR", help="post the job on the devnet in DIR (its market and submitter account); --wait follows it to finalization")
@@ -182,9 +183,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     submit.add_argument("--json", action="store_true", help="print one JSON object")
     submit.set_defaults(handler=cmd_submit)
 
-    devnet = commands.add_parser("devnet", help="a local chain with N nodes", description="A local devnet: anvil, the contracts and N registered nodes, as child processes.")
-    devnet_commands = devnet.add_subparsers(dest="devnet_command", metavar="SUBCOMMAND")
-    devnet_commands.required = True
+    devnet_commands = command_group(commands, "devnet", help="a local chain with N nodes", description="A local devnet: anvil, the contracts and N registered nodes, as child processes.")
     devnet_up = devnet_commands.add_parser("up", help="start anvil, deploy, register and start N nodes", description="Start anvil on 127.0.0.1, deploy the contracts, and start N nodes (own keys, data dirs, ports, staked accounts); writes DIR/state.json.")
     devnet_up.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="number of nodes (default 3)")
     devnet_up.add_argument("--fault", type=_fault_spec, action="append", metavar="NODE=INSTRUCTION[:BIT]", help="test/demo only: start node NODE with fault injection (flips BIT of INSTRUCTION's output)")

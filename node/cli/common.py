@@ -276,6 +276,24 @@ def non_negative_int(text: str) -> int:
     return _integer_from(text, 0, "a whole number, 0 or more")
 
 
+def command_group(commands: argparse._SubParsersAction, name: str, *, help: str, description: str) -> argparse._SubParsersAction:
+    """Adds a command that only groups subcommands (`vxla node run`, `vxla keys init`):
+    one of them must be named, and it lands in `args.<name>_command`. Returns the group's
+    subcommands, to add them to."""
+    group = commands.add_parser(name, help=help, description=description)
+    subcommands = group.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
+    subcommands.required = True
+    return subcommands
+
+
+def add_program_arguments(parser: argparse.ArgumentParser, *, inputs: bool = False) -> None:
+    """The program positionals: the module file (read by `read_hlo_text`) and, with
+    `inputs`, its input files in parameter order."""
+    parser.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
+    if inputs:
+        parser.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
+
+
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     names = "; ".join(f"{name} ({cpu.description})" for name, cpu in TARGET_CPUS.items())
     parser.add_argument(

@@ -17,7 +17,14 @@ from attest import (
 )
 from compiler.config import ConfigError, load_config
 from compiler.runtime.host import TargetNotRunnable
-from node.cli.common import EXIT_OK, UsageError, key_dir, key_passphrase, non_negative_int
+from node.cli.common import (
+    EXIT_OK,
+    UsageError,
+    command_group,
+    key_dir,
+    key_passphrase,
+    non_negative_int,
+)
 
 
 def cmd_keys_init(args: argparse.Namespace) -> int:
@@ -157,9 +164,7 @@ def cmd_tokens_remove(args: argparse.Namespace) -> int:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Adds this group's subcommands to the `vxla` parser."""
-    node = commands.add_parser("node", help="run a worker node", description="Run a vxla worker node.")
-    node_commands = node.add_subparsers(dest="node_command", metavar="SUBCOMMAND")
-    node_commands.required = True
+    node_commands = command_group(commands, "node", help="run a worker node", description="Run a vxla worker node.")
     node_run = node_commands.add_parser(
         "run",
         help="serve the node's HTTP API and run queued jobs",
@@ -174,9 +179,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     node_run.add_argument("--config", metavar="TOML", help="node configuration (default: configs/node.toml if present, else built-in defaults); the key passphrase comes from $VXLA_KEY_PASSPHRASE")
     node_run.set_defaults(handler=cmd_node_run)
 
-    keys = commands.add_parser("keys", help="manage the node's signing keys", description="Manage the node's Ed25519 signing keys.")
-    key_commands = keys.add_subparsers(dest="keys_command", metavar="SUBCOMMAND")
-    key_commands.required = True
+    key_commands = command_group(commands, "keys", help="manage the node's signing keys", description="Manage the node's Ed25519 signing keys.")
     keys_init = key_commands.add_parser(
         "init",
         help="create a new key pair (node.key, node.pub)",
@@ -189,15 +192,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     keys_init.add_argument("--json", action="store_true", help="print one JSON object")
     keys_init.set_defaults(handler=cmd_keys_init)
 
-    tokens = commands.add_parser(
+    token_commands = command_group(
+        commands,
         "tokens",
         help="manage the bearer tokens submitters need",
         description="Manage the bearer tokens a node with [auth] required = true asks of whoever posts "
         "jobs or uploads blobs. They live in node.data_dir/tokens.sqlite3 as SHA-256 digests; the "
         "node need not be stopped.",
     )
-    token_commands = tokens.add_subparsers(dest="tokens_command", metavar="SUBCOMMAND")
-    token_commands.required = True
     tokens_add = token_commands.add_parser(
         "add",
         help="make a token and print it (once)",
