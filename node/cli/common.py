@@ -23,12 +23,20 @@ from attest import (
     normalize_contract,
 )
 from attest.digests import tensor_digest
-from compiler.config import TARGET_CPUS, CompilerConfig, ConfigError, load_config, validate_target
-from compiler.driver import compile_program
-from compiler.hlo import HloError
-from compiler.program import Program, load_program
-from compiler.runtime.executable import Executable
-from compiler.runtime.host import TargetNotRunnable, check_runnable
+from compiler.api import (
+    TARGET_CPUS,
+    CompilerConfig,
+    ConfigError,
+    Executable,
+    HloError,
+    Program,
+    TargetNotRunnable,
+    check_runnable,
+    compile_program,
+    load_config,
+    load_program,
+    validate_target,
+)
 from core.dtypes import from_numpy
 from node.errors import NodeError
 from node.jax_programs import (

@@ -15,8 +15,7 @@ from attest import (
     key_id,
     load_private_key,
 )
-from compiler.config import ConfigError, load_config
-from compiler.runtime.host import TargetNotRunnable
+from compiler.api import ConfigError, TargetNotRunnable, load_config
 from node.cli.common import (
     EXIT_OK,
     UsageError,

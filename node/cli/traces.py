@@ -15,7 +15,7 @@ from attest import (
     load_public_key,
     parse_public_key,
 )
-from compiler.runtime.threads import machine_threads
+from compiler.api import machine_threads
 from node.cli.common import (
     EXIT_DIFFERENT,
     EXIT_NOT_RE_EXECUTED,
