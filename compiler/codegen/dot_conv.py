@@ -497,6 +497,9 @@ def emit_dot(lowering: Lowering, instruction: Instruction, operands: list[Ref], 
     n = _product(rhs_shape.dims[d] for d in rhs_free)
     lhs = _canonical(lowering, instruction, operands[0], lhs_shape, list(lb) + lhs_free + list(lc), acc_type, steps)  # type: ignore[arg-type]
     if acc_type.is_complex:
+        # The complex loop nest has no gemm work items to end with an epilogue
+        # (fusibility.dot_takes_epilogue keeps complex dots out of kOutput kernels).
+        assert epilogue is None, f"%{instruction.name}: an epilogue on a complex dot"
         rhs = _canonical(lowering, instruction, operands[1], rhs_shape, list(rb) + list(rc) + rhs_free, acc_type, steps)  # type: ignore[arg-type]
         return _emit_complex_chains(lowering, instruction, lhs, rhs, batch, m, k, n, acc_type, steps)
     panel = panel_width(lowering.config, acc_type)

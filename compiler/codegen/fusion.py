@@ -39,8 +39,13 @@ from compiler.codegen.reductions import Inputs, emit_reduce
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.order import REDUCE_LANES, accumulation_type
-from compiler.passes.fusibility import flat_identity, read_at_own_position
+from compiler.numerics.order import REDUCE_LANES
+from compiler.passes.fusibility import (
+    element_generated,
+    epilogue_dot,
+    flat_identity,
+    read_at_own_position,
+)
 from core.dtypes import F32, F64, S64
 
 
@@ -80,40 +85,6 @@ def _shape(instruction: Instruction) -> ArrayShape:
 def _is_scalar_operand(user: Instruction, operand: Instruction) -> bool:
     """An elementwise operand of rank 0 that stands for every element (select, clamp)."""
     return _shape(operand).rank == 0 and _shape(user).rank > 0
-
-
-def supported(computation: Computation, root_opcode: str | None = None, stored: Instruction | None = None) -> bool:
-    """Whether every instruction of the fused computation has an element generator (the
-    root excepted when `root_opcode` names what it must be instead, and `stored`: a value
-    another kernel part stores, read from its buffer)."""
-    root = computation.root
-    if root_opcode is not None:
-        if root.opcode != root_opcode:
-            return False
-    elif root.opcode == "tuple":
-        # Multi-output: one loop over the one shape of all results.
-        results = root.operands
-        if not results or any(not isinstance(r.shape, ArrayShape) or r.array_shape.dims != results[0].array_shape.dims for r in results):
-            return False
-    elif not isinstance(root.shape, ArrayShape) or root.opcode == "parameter":
-        return False
-    for instruction in computation.post_order():
-        if instruction is root and (root_opcode is not None or root.opcode == "tuple"):
-            continue
-        if instruction is stored:
-            continue
-        if not isinstance(instruction.shape, ArrayShape):
-            return False
-        opcode = instruction.opcode
-        if opcode in ("parameter", "constant") or opcode in INDEX_MAPPING:
-            continue
-        if opcode == "bitcast-convert":
-            if _shape(instruction.operands[0]).dtype.bits != _shape(instruction).dtype.bits:
-                return False
-            continue
-        if opcode not in COMPUTED_PER_ELEMENT:
-            return False
-    return True
 
 
 def row_vectorizable(computation: Computation, width: int, root: Instruction | None = None, opaque: Instruction | None = None) -> bool:
@@ -564,15 +535,32 @@ def _vector_stop(b: ir.IRBuilder, begin: ir.Value, end: ir.Value, width: int) ->
     return b.add(begin, b.mul(b.udiv(b.sub(end, begin), I64(width)), I64(width)))
 
 
+def _decided(instruction: Instruction, kind: str) -> Computation | None:
+    """The fused computation when the passes decided `instruction` is one `kind` kernel
+    (compiler/passes/backend_decisions.py), else None: the lowering inlines it op by op."""
+    decided = instruction.decisions
+    if decided is None or decided.fused_kernel != kind:
+        return None
+    computation = instruction.attrs.get("calls")
+    assert isinstance(computation, Computation), f"%{instruction.name}: a {kind} kernel without a fused computation"
+    return computation
+
+
+def _assert_buffers(instruction: Instruction, operands: list[Ref]) -> None:
+    """A fused kernel reads each operand from one buffer (fusibility.fused_kernel: its
+    operands are arrays)."""
+    assert all(isinstance(ref, int) for ref in operands), f"%{instruction.name}: a fused kernel with a tuple operand"
+
+
 def emit_loop_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
     """A kLoop fusion as one kernel over its output elements (every result of a
-    multi-output fusion at each position), or None when its computation holds an op without
-    an element generator (the lowering then inlines it op by op)."""
-    computation = instruction.attrs.get("calls")
-    if not isinstance(computation, Computation) or not supported(computation):
+    multi-output fusion at each position), or None when the passes decided it is inlined
+    op by op (fusibility.loop_kernel: an op without an element generator)."""
+    computation = _decided(instruction, "kLoop")
+    if computation is None:
         return None
-    if not all(isinstance(ref, int) for ref in operands):
-        return None
+    assert element_generated(computation), f"%{instruction.name}: an op without an element generator"
+    _assert_buffers(instruction, operands)
     results = results_of(computation)
     result: Ref = lowering.new_buffers(instruction.shape)
     outputs = [result] if computation.root.opcode != "tuple" else list(result)  # type: ignore[arg-type]
@@ -649,12 +637,12 @@ class GeneratedInputs(Inputs):
 def emit_input_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
     """A kInput fusion (a reduce over generated inputs): the reduce's kernels, unchanged in
     order, reading each input element from its generator instead of a buffer. None when the
-    computation is not a reduce over generator-computable inputs."""
-    computation = instruction.attrs.get("calls")
-    if not isinstance(computation, Computation) or not supported(computation, "reduce"):
+    passes decided it is inlined op by op (fusibility.input_kernel)."""
+    computation = _decided(instruction, "kInput")
+    if computation is None:
         return None
-    if not all(isinstance(ref, int) for ref in operands):
-        return None
+    assert element_generated(computation, "reduce"), f"%{instruction.name}: not a reduce over element generators"
+    _assert_buffers(instruction, operands)
     reduce = computation.root
 
     def make_inputs(kernel: Kernel) -> Inputs:
@@ -668,20 +656,17 @@ def emit_input_fusion(lowering: Lowering, instruction: Instruction, operands: li
 def emit_output_fusion(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref | None:
     """A kOutput fusion (a dot and an elementwise epilogue): the dot's kernels, unchanged,
     with the epilogue computed at the end of each gemm work item over the elements that item
-    has just accumulated (compiler/codegen/dot_conv.py). None when the computation is not
-    one dot over parameters read by generator-computable ops at the root's own positions."""
-    computation = instruction.attrs.get("calls")
-    if not isinstance(computation, Computation) or not all(isinstance(ref, int) for ref in operands):
+    has just accumulated (compiler/codegen/dot_conv.py). None when the passes decided it is
+    inlined op by op (fusibility.output_kernel)."""
+    computation = _decided(instruction, "kOutput")
+    if computation is None:
         return None
-    dots = [i for i in computation.post_order() if i.opcode == "dot"]
-    if len(dots) != 1 or computation.root.opcode == "tuple" or not supported(computation, stored=dots[0]):
-        return None
-    dot, root = dots[0], computation.root
-    dtype = dot.array_shape.dtype
-    if any(op.opcode != "parameter" for op in dot.operands) or accumulation_type(dtype) != dtype:
-        return None
-    if dot is root or dot.array_shape.dims != root.array_shape.dims or not read_at_own_position(computation, dot):
-        return None
+    _assert_buffers(instruction, operands)
+    dot, root = epilogue_dot(computation), computation.root
+    # What the epilogue relies on: the dot reads parameters, and the root reads the dot only
+    # at the elements the work item has just computed.
+    assert dot is not None and dot is not root and all(op.opcode == "parameter" for op in dot.operands), f"%{instruction.name}: not one dot of parameters"
+    assert read_at_own_position(computation, dot), f"%{instruction.name}: the epilogue reads the dot elsewhere"
     output = lowering.new_buffer(root.array_shape)
     mode = loop_mode(computation, [root], vector_width(lowering.config), opaque=dot)
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from math import prod
 
-import numpy as np
 from llvmlite import ir
 
-from attest.digests import canonical_tensor_bytes
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
@@ -24,8 +22,7 @@ from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import is_order_free as opcode_is_order_free
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
-from compiler.reference import HANDLERS
-from compiler.reference.evaluator import Evaluator
+from compiler.passes.backend_decisions import running_window
 from core.dtypes import F32, F64, S64
 
 # Independent accumulators per lane for order-free reducers (see Reducer.order_free).
@@ -490,47 +487,18 @@ def _window_accumulators(kernel: Kernel, instruction: Instruction, operands: lis
     return inits, bases, dtypes, slots
 
 
-def running_dimension(instruction: Instruction) -> int | None:
-    """The dimension d along which a reduce-window is a running reduction (JAX's cumsum,
-    cumprod, cummax: a window of the whole of d, padded below by its size - 1, stride 1, and
-    size 1 elsewhere), where the padding folds to init itself (reducer(init, init) is init,
-    bit for bit, for constant inits); None otherwise.
-
-    Output element i along d is then reducer(...reducer(init, x[0])..., x[i]): the padding
-    positions come first and leave init as it is. That is the previous element's value
-    reduced with x[i], so a scan along d computes the contract's bits in O(n), where the
-    window loop takes O(n^2)."""
-    window = instruction.attrs["window"]
-    computation = instruction.attrs["to_apply"]
-    assert isinstance(window, attr.Window) and isinstance(computation, Computation)
-    half = len(instruction.operands) // 2
-    dims = instruction.operands[0].array_shape.dims
-    found = None
-    for d, (w, n) in enumerate(zip(window.dims, dims, strict=True)):
-        if w.stride != 1 or w.window_dilation != 1 or w.base_dilation != 1:
-            return None
-        if w.size == 1 and w.pad_low == 0 and w.pad_high == 0:
-            continue
-        if found is not None or n < 2 or (w.size, w.pad_low, w.pad_high) != (n, n - 1, 0):
-            return None
-        found = d
-    inits = instruction.operands[half:]
-    if found is None or any(op.opcode != "constant" or op.literal is None for op in inits):
-        return None
-    literals = [np.asarray(op.literal) for op in inits]
-    folded = Evaluator(HANDLERS).apply_scalar_computation(computation, literals + literals)
-    same = all(canonical_tensor_bytes(np.asarray(f).astype(v.dtype)) == canonical_tensor_bytes(v)
-               for f, v in zip(folded, literals, strict=True))
-    return found if same else None
-
-
 def _emit_running_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step], dim: int) -> Ref:
-    """A running reduce-window (see running_dimension): one work item per line along `dim`,
-    acc = init, then for k = 0, 1, ...: acc = reducer(acc, x[k]), out[k] = acc."""
+    """A running reduce-window (compiler/passes/backend_decisions.py running_dimension): one
+    work item per line along `dim`, acc = init, then for k = 0, 1, ...: acc = reducer(acc,
+    x[k]), out[k] = acc."""
     half = len(operands) // 2
     dims = instruction.operands[0].array_shape.dims
     computation = instruction.attrs["to_apply"]
-    assert isinstance(computation, Computation)
+    window = instruction.attrs["window"]
+    assert isinstance(computation, Computation) and isinstance(window, attr.Window)
+    # The scan is the window loop only for this window shape (the decision also checked that
+    # the padding folds to init, which needs the reference's bits).
+    assert running_window(window, dims) == dim, f"%{instruction.name}: not a running window along {dim}"
     out_shapes = _result_shapes(instruction)
     outputs = [lowering.new_buffer(s) for s in out_shapes]
     length = dims[dim]
@@ -560,7 +528,8 @@ def _emit_running_reduce_window(lowering: Lowering, instruction: Instruction, op
 def _emit_reduce_window(lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
     """acc = init, then acc = reducer(acc, v) over window positions in row-major order; a
     position in padding or in a base-dilation hole contributes init."""
-    running = running_dimension(instruction)
+    decided = instruction.decisions
+    running = decided.running_dimension if decided is not None else None
     if running is not None:
         return _emit_running_reduce_window(lowering, instruction, operands, steps, running)
     half = len(operands) // 2

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.errors import CompilerError
 from compiler.hlo.errors import SourceLocation
 from compiler.hlo.shape import ArrayShape, Shape
 
@@ -29,12 +30,25 @@ COMPUTATION_ATTRIBUTES = (
 )
 
 
-class CycleError(ValueError):
+class CycleError(CompilerError, ValueError):
     """An instruction is (transitively) its own operand."""
 
     def __init__(self, instruction: Instruction) -> None:
         super().__init__(f"%{instruction.name} depends on itself")
         self.instruction = instruction
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """How the backend emits one instruction, as the passes decided it. An instruction
+    without decisions (a module lowered without running the pass pipeline) is emitted the
+    general way: a fusion inlined op by op, a reduce-window by its window loop."""
+
+    # A fusion: the kind of the one kernel it is emitted as (kLoop, kInput, kOutput); None:
+    # inlined op by op.
+    fused_kernel: str | None = None
+    # A reduce-window: the dimension it runs along as a scan; None: the window loop.
+    running_dimension: int | None = None
 
 
 @dataclass(eq=False)
@@ -53,6 +67,9 @@ class Instruction:
     # Attributes without meaning under the numerics contract (metadata, sharding, ...), kept
     # verbatim for display and never printed canonically.
     ignored_attrs: dict[str, str] = field(default_factory=dict)
+    # The passes' decisions for the backend (compiler/passes/backend_decisions.py), recorded
+    # after the last rewrite. Never printed: the canonical text and graph_hash do not see it.
+    decisions: Decisions | None = None
 
     @property
     def array_shape(self) -> ArrayShape:

@@ -16,6 +16,7 @@ from typing import Protocol
 from attest.digests import text_digest
 from compiler.hlo.ir import Module
 from compiler.hlo.verifier import verify_module
+from compiler.passes.backend_decisions import decide
 
 
 class Pass(Protocol):
@@ -76,8 +77,11 @@ class Pipeline:
         return names
 
     def run(self, module: Module, observer: PassObserver | None = None) -> Module:
-        """Runs every stage on `module` (in place) and returns it. `observer` sees the module
-        after every pass run, numbered from 1."""
+        """Runs every stage on `module` (in place) and returns it, with the backend's
+        decisions recorded on it (compiler/passes/backend_decisions.py: not a rewrite, so no
+        stage and no part of pipeline_id; every pipeline records them, "none" included, since
+        the input text may hold fusions). `observer` sees the module after every pass run,
+        numbered from 1."""
         counter = 0
 
         def run_pass(p: Pass) -> bool:
@@ -101,6 +105,7 @@ class Pipeline:
                         break
             else:
                 run_pass(stage)
+        decide(module)
         return module
 
 

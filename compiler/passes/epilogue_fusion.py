@@ -23,19 +23,15 @@ from compiler.hlo.editing import (
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape
-from compiler.numerics.order import accumulation_type
 from compiler.passes.base import SimplePass
-from compiler.passes.fusibility import read_at_own_position
+from compiler.passes.fusibility import dot_takes_epilogue, read_at_own_position
 from compiler.passes.loop_fusion import step_computations
 
 
 def _epilogue_of(dot: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> Instruction | None:
     """The single-output loop fusion that is the dot's only user and reads it in place."""
-    if dot is computation.root or not isinstance(dot.shape, ArrayShape):
-        return None
-    dtype = dot.array_shape.dtype
     its_users = user_map.get(id(dot), [])
-    if accumulation_type(dtype) != dtype or dtype.is_complex or len(its_users) != 1:
+    if dot is computation.root or not dot_takes_epilogue(dot) or len(its_users) != 1:
         return None
     fusion = its_users[0]
     if fusion.opcode != "fusion" or fusion.attrs.get("kind") != "kLoop" or not isinstance(fusion.shape, ArrayShape):

@@ -1,13 +1,18 @@
-"""Fusibility: which instructions the fusion passes may put in one kernel, and how a fused
-computation reads its values (at the output's own position or elsewhere). The passes decide
-with these and compiler/codegen/fusion.py relies on the same answers when it emits.
+"""Fusibility: which instructions the fusion passes may put in one kernel, how a fused
+computation reads its values (at the output's own position or elsewhere), and whether a
+fusion instruction is emitted as one fused kernel (fused_kernel). The passes decide with
+these (compiler/passes/backend_decisions.py records fused_kernel for every fusion) and
+compiler/codegen/fusion.py emits what was decided, relying on the same answers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
+from compiler.numerics.order import accumulation_type
 
 
 def _shape(instruction: Instruction) -> ArrayShape:
@@ -96,3 +101,108 @@ def flat_identity(computation: Computation, root: Instruction | None = None, opa
         pending.extend((operand, positional) for operand in instruction.operands)
     safe = [n for n in sorted(at_position) if n not in elsewhere] if identity else []
     return identity, safe
+
+
+def element_generated(computation: Computation, root_opcode: str | None = None, stored: Instruction | None = None) -> bool:
+    """Whether every instruction of a fused computation has an element generator in the
+    backend (the root excepted when `root_opcode` names what it must be instead, and
+    `stored`: a value another kernel part stores, read from its buffer)."""
+    root = computation.root
+    if root_opcode is not None:
+        if root.opcode != root_opcode:
+            return False
+    elif root.opcode == "tuple":
+        # Multi-output: one loop over the one shape of all results.
+        results = root.operands
+        if not results or any(not isinstance(r.shape, ArrayShape) or r.array_shape.dims != results[0].array_shape.dims for r in results):
+            return False
+    elif not isinstance(root.shape, ArrayShape) or root.opcode == "parameter":
+        return False
+    for instruction in computation.post_order():
+        if instruction is root and (root_opcode is not None or root.opcode == "tuple"):
+            continue
+        if instruction is stored:
+            continue
+        if not isinstance(instruction.shape, ArrayShape):
+            return False
+        opcode = instruction.opcode
+        if opcode in ("parameter", "constant") or opcode in INDEX_MAPPING:
+            continue
+        if opcode == "bitcast-convert":
+            if _shape(instruction.operands[0]).dtype.bits != _shape(instruction).dtype.bits:
+                return False
+            continue
+        if opcode not in COMPUTED_PER_ELEMENT:
+            return False
+    return True
+
+
+def dot_takes_epilogue(dot: Instruction) -> bool:
+    """Whether a dot's kernel can compute an epilogue: its result is an array of its own
+    accumulation type (an f16/bf16 dot rounds its f32 chains in a separate step, which the
+    epilogue would have to follow) and not complex (complex dots run a loop nest of their
+    own, without the gemm's work items an epilogue ends)."""
+    if not isinstance(dot.shape, ArrayShape):
+        return False
+    dtype = dot.array_shape.dtype
+    return accumulation_type(dtype) == dtype and not dtype.is_complex
+
+
+def _called(fusion: Instruction) -> Computation | None:
+    """The fused computation, when every operand is an array (a fused kernel reads each
+    operand from one buffer; a tuple-shaped operand is inlined with the fusion)."""
+    computation = fusion.attrs.get("calls")
+    if not isinstance(computation, Computation) or any(not isinstance(op.shape, ArrayShape) for op in fusion.operands):
+        return None
+    return computation
+
+
+def loop_kernel(fusion: Instruction) -> bool:
+    """A kLoop fusion is one loop over its output elements when every instruction in it has
+    an element generator."""
+    computation = _called(fusion)
+    return computation is not None and element_generated(computation)
+
+
+def input_kernel(fusion: Instruction) -> bool:
+    """A kInput fusion is its root reduce's kernels reading generated inputs when the root
+    is a reduce and everything below it has element generators."""
+    computation = _called(fusion)
+    return computation is not None and element_generated(computation, "reduce")
+
+
+def epilogue_dot(computation: Computation) -> Instruction | None:
+    """The one dot of a kOutput fusion's computation, or None when it holds none or several."""
+    dots = [i for i in computation.post_order() if i.opcode == "dot"]
+    return dots[0] if len(dots) == 1 else None
+
+
+def output_kernel(fusion: Instruction) -> bool:
+    """A kOutput fusion is its dot's kernels computing the rest (the epilogue) at the end
+    of each gemm work item when: it holds one dot, of parameters, that takes an epilogue;
+    the root is one array of the dot's shape that reads the dot only at its own position
+    (a work item has computed just its own elements); every other instruction has an
+    element generator."""
+    computation = _called(fusion)
+    dot = epilogue_dot(computation) if computation is not None else None
+    if computation is None or dot is None:
+        return False
+    root = computation.root
+    if root.opcode == "tuple" or dot is root or not element_generated(computation, stored=dot):
+        return False
+    if any(op.opcode != "parameter" for op in dot.operands) or not dot_takes_epilogue(dot):
+        return False
+    return dot.array_shape.dims == root.array_shape.dims and read_at_own_position(computation, dot)
+
+
+# The condition each fusion kind's fused kernel needs.
+_FUSED_KERNELS: dict[str, Callable[[Instruction], bool]] = {"kLoop": loop_kernel, "kInput": input_kernel, "kOutput": output_kernel}
+
+
+def fused_kernel(fusion: Instruction) -> str | None:
+    """The kind of the one kernel a fusion instruction is emitted as, or None when it is
+    inlined op by op (a kind without a fused kernel, or contents its kernel cannot compute:
+    fusions in the input text may hold anything)."""
+    kind = str(fusion.attrs.get("kind"))
+    condition = _FUSED_KERNELS.get(kind)
+    return kind if condition is not None and condition(fusion) else None
