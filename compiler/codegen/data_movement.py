@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
-from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.kernel import Kernel, pad_source, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I64, storage_type
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
@@ -248,17 +248,7 @@ def _pad(lowering: Lowering, instruction: Instruction, operands: list[Ref], step
         fill = kernel.load(kernel.buffer(operands[1]), source.dtype, I64(0))  # type: ignore[arg-type]
         if source.element_count == 0:
             return fill
-        inside = ir.Constant(ir.IntType(1), 1)
-        indices = []
-        for m, p, size in zip(multi, config, source.dims, strict=True):
-            shifted = b.sub(m, I64(p.low))
-            step = p.interior + 1
-            position = b.sdiv(shifted, I64(step)) if step > 1 else shifted
-            on_grid = b.icmp_signed("==", b.srem(shifted, I64(step)), I64(0)) if step > 1 else ir.Constant(ir.IntType(1), 1)
-            in_range = b.and_(b.icmp_signed(">=", shifted, I64(0)), b.icmp_signed("<", position, I64(size)))
-            inside = b.and_(inside, b.and_(on_grid, in_range))
-            indices.append(position)
-        safe = [b.select(inside, i, I64(0)) for i in indices]
+        inside, safe = pad_source(b, multi, config, source.dims)
         value = kernel.load(kernel.buffer(operands[0]), source.dtype, ravel(b, safe, strides))  # type: ignore[arg-type]
         return b.select(inside, value, fill)
 

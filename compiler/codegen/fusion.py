@@ -32,7 +32,7 @@ from compiler.codegen.elementwise import (
     ElementEmitter,
     vector_width,
 )
-from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
+from compiler.codegen.kernel import Kernel, pad_source, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I32, I64, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.codegen.reductions import Inputs, emit_reduce
@@ -356,17 +356,7 @@ class FusionEmitter:
         fill = self.elements.splat(self.value(instruction.operands[1], self.scalar_index()), index.lanes)
         if source.element_count == 0:
             return fill
-        inside = ir.Constant(ir.IntType(1), 1)
-        positions = []
-        for m, p, size in zip(multi, instruction.attrs.get("padding", ()), source.dims, strict=True):  # type: ignore[arg-type]
-            shifted = b.sub(m, I64(p.low))
-            step = p.interior + 1
-            position = b.sdiv(shifted, I64(step)) if step > 1 else shifted
-            on_grid = b.icmp_signed("==", b.srem(shifted, I64(step)), I64(0)) if step > 1 else ir.Constant(ir.IntType(1), 1)
-            in_range = b.and_(b.icmp_signed(">=", shifted, I64(0)), b.icmp_signed("<", position, I64(size)))
-            inside = b.and_(inside, b.and_(on_grid, in_range))
-            positions.append(position)
-        safe = [b.select(inside, p, I64(0)) for p in positions]
+        inside, safe = pad_source(b, multi, instruction.attrs.get("padding", ()), source.dims)
         value = self.value(instruction.operands[0], self.new_index(source.dims, multi=safe, lanes=index.lanes, row=index.row))
         return b.select(inside, value, fill)
 

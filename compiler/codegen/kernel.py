@@ -261,6 +261,22 @@ def ravel(builder: ir.IRBuilder, indices: list[ir.Value], strides: list[int]) ->
     return total if total is not None else I64(0)
 
 
+def pad_source(builder: ir.IRBuilder, multi: list[ir.Value], padding: object, dims: tuple[int, ...]) -> tuple[ir.Value, list[ir.Value]]:
+    """Where a pad's output position `multi` reads its operand: (whether it is an operand
+    element, not padding or an interior hole; the operand position, 0 where it is not)."""
+    inside = ir.Constant(ir.IntType(1), 1)
+    positions = []
+    for m, p, size in zip(multi, padding, dims, strict=True):  # type: ignore[call-overload]
+        shifted = builder.sub(m, I64(p.low))
+        step = p.interior + 1
+        position = builder.sdiv(shifted, I64(step)) if step > 1 else shifted
+        on_grid = builder.icmp_signed("==", builder.srem(shifted, I64(step)), I64(0)) if step > 1 else ir.Constant(ir.IntType(1), 1)
+        in_range = builder.and_(builder.icmp_signed(">=", shifted, I64(0)), builder.icmp_signed("<", position, I64(size)))
+        inside = builder.and_(inside, builder.and_(on_grid, in_range))
+        positions.append(position)
+    return inside, [builder.select(inside, p, I64(0)) for p in positions]
+
+
 def row_major_strides(dims: tuple[int, ...]) -> list[int]:
     strides = [1] * len(dims)
     for axis in range(len(dims) - 2, -1, -1):
