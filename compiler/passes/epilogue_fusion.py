@@ -17,15 +17,13 @@ from compiler.hlo.editing import (
     bind_parameters,
     clone_computation,
     install_fusion,
-    remove_dead,
-    remove_unreachable_computations,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import dot_takes_epilogue, read_at_own_position
-from compiler.passes.loop_fusion import step_computations
+from compiler.passes.loop_fusion import fuse_in_step_computations
 
 
 def _epilogue_of(dot: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> Instruction | None:
@@ -77,18 +75,13 @@ class EpilogueFusion(SimplePass):
     version = 1
 
     def run(self, module: Module) -> bool:
-        names = NameAllocator(module)
-        changed = False
-        for computation in step_computations(module):
+        def fuse(computation: Computation, names: NameAllocator) -> bool:
             fused_here = False
             for dot in [i for i in computation.post_order() if i.opcode == "dot"]:
                 epilogue = _epilogue_of(dot, computation, users(computation))
                 if epilogue is not None:
                     fuse_epilogue(module, computation, dot, epilogue, names)
                     fused_here = True
-            if fused_here:
-                remove_dead(computation)
-                changed = True
-        if changed:
-            remove_unreachable_computations(module)
-        return changed
+            return fused_here
+
+        return fuse_in_step_computations(module, fuse)

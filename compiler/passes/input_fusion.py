@@ -17,14 +17,12 @@ from compiler.hlo.editing import (
     bind_parameters,
     clone_computation,
     install_fusion,
-    remove_dead,
-    remove_unreachable_computations,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import is_duplicable, is_fusible
-from compiler.passes.loop_fusion import step_computations
+from compiler.passes.loop_fusion import fuse_in_step_computations
 
 
 def _absorbable(producer: Instruction, reduce: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> bool:
@@ -92,17 +90,11 @@ class InputFusion(SimplePass):
     version = 1
 
     def run(self, module: Module) -> bool:
-        names = NameAllocator(module)
-        changed = False
-        for computation in step_computations(module):
-            reduces = [i for i in computation.post_order() if i.opcode == "reduce"]
+        def fuse(computation: Computation, names: NameAllocator) -> bool:
             fused_here = False
-            for reduce in reduces:
+            for reduce in [i for i in computation.post_order() if i.opcode == "reduce"]:
                 # Users are recomputed: an earlier fusion replaced instructions.
                 fused_here |= fuse_reduce(module, computation, reduce, names, users(computation))
-            if fused_here:
-                remove_dead(computation)
-                changed = True
-        if changed:
-            remove_unreachable_computations(module)
-        return changed
+            return fused_here
+
+        return fuse_in_step_computations(module, fuse)

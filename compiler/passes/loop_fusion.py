@@ -28,6 +28,8 @@ while and conditional are never fused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler.hlo.editing import (
     NameAllocator,
     add_computation_before,
@@ -53,6 +55,21 @@ MAX_GROUP_DEPTH = 64
 
 # Attributes of the control-flow ops whose computations run as steps of the plan.
 _STEP_COMPUTATIONS = ("condition", "body", "true_computation", "false_computation", "branch_computations")
+
+
+def fuse_in_step_computations(module: Module, fuse: Callable[[Computation, NameAllocator], bool]) -> bool:
+    """Runs `fuse` (which says whether it changed the computation) on each step computation,
+    drops what that left dead, then the computations nothing calls any more: the frame of
+    every fusion pass."""
+    names = NameAllocator(module)
+    changed = False
+    for computation in step_computations(module):
+        if fuse(computation, names):
+            remove_dead(computation)
+            changed = True
+    if changed:
+        remove_unreachable_computations(module)
+    return changed
 
 
 def step_computations(module: Module) -> list[Computation]:
@@ -199,14 +216,10 @@ class LoopFusion(SimplePass):
     version = 3  # 2: groups hold chains of at most MAX_GROUP_DEPTH ops; 3: a minor-dimension transpose stays out of a group with math calls
 
     def run(self, module: Module) -> bool:
-        names = NameAllocator(module)
-        changed = False
-        for computation in step_computations(module):
-            for group in group_instructions(computation):
+        def fuse(computation: Computation, names: NameAllocator) -> bool:
+            groups = group_instructions(computation)
+            for group in groups:
                 fuse_group(module, computation, group, names)
-                changed = True
-            if changed:
-                remove_dead(computation)
-        if changed:
-            remove_unreachable_computations(module)
-        return changed
+            return bool(groups)
+
+        return fuse_in_step_computations(module, fuse)

@@ -16,15 +16,13 @@ from compiler.hlo.editing import (
     add_computation_before,
     bind_parameters,
     clone_computation,
-    remove_dead,
-    remove_unreachable_computations,
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import flat_identity
-from compiler.passes.loop_fusion import step_computations
+from compiler.passes.loop_fusion import fuse_in_step_computations
 
 
 def _callee(fusion: Instruction) -> Computation:
@@ -139,16 +137,13 @@ class MultiOutputFusion(SimplePass):
     version = 1
 
     def run(self, module: Module) -> bool:
-        names = NameAllocator(module)
-        changed = False
-        for computation in step_computations(module):
+        def fuse(computation: Computation, names: NameAllocator) -> bool:
+            merged = False
             while self._merge_one(module, computation, names):
-                changed = True
-            if changed:
-                remove_dead(computation)
-        if changed:
-            remove_unreachable_computations(module)
-        return changed
+                merged = True
+            return merged
+
+        return fuse_in_step_computations(module, fuse)
 
     def _merge_one(self, module: Module, computation: Computation, names: NameAllocator) -> bool:
         """Merges the first mergeable pair in execution order; False when there is none."""
