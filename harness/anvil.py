@@ -13,10 +13,10 @@ from pathlib import Path
 
 from web3 import HTTPProvider, Web3
 
-ANVIL = (
-    Path(__file__).resolve().parents[1]
-    / "contracts/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
-)
+from node.devnet import CHECKOUT_ANVIL
+
+# The tests run the pinned build, never an anvil on PATH.
+ANVIL = Path(__file__).resolve().parents[1] / CHECKOUT_ANVIL
 
 
 def _free_port() -> int:
