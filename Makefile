@@ -41,7 +41,7 @@ system-programs:
 		  echo "make: could not install chromium and graphviz (apt-get install chromium graphviz)"; }
 
 test: setup lint $(NPM_STAMP) system-programs
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist worksteal -q
 
 # AArch64 under QEMU user mode: an arm64 Debian root with python3.11, the runtime
 # dependencies as aarch64 wheels, and .arm64/bin/vxla (the command line, emulated; QEMU_CPU
@@ -70,7 +70,7 @@ ARM64_SAMPLE := tests/codegen/test_op_families.py tests/codegen/test_training_op
 ARM64_PYTEST := $(BIN)/python -m tests.arm64.native_llvm -- $(ARM64)/bin/python -m pytest -q -p no:cacheprovider
 
 test-arm64: arm64
-	VXLA_ARM64_TESTS=1 $(BIN)/python -m pytest -n 2 -q tests/arm64
+	VXLA_ARM64_TESTS=1 $(BIN)/python -m pytest -n 2 --dist worksteal -q tests/arm64
 	QEMU_CPU=max,sve=off VXLA_TEST_TARGETS=neoverse-n1 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or test_training_ops or ((test_int4 or test_complex) and not conversions) or (neoverse-n1 and (numerics_ir or bits_equal) and not self_contained and not (test_fma and f64)) or flush_to_zero"
 	QEMU_CPU=max,sve-default-vector-length=32 VXLA_TEST_TARGETS=neoverse-v1 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "(neoverse-v1 and (numerics_ir or bits_equal) and not self_contained and not (test_fma and f64)) or flush_to_zero"
 
