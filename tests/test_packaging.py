@@ -199,14 +199,20 @@ def _node_process(bin_dir: Path, cwd: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 def test_node_run_from_a_wheel_with_no_config_in_the_directory(installed: Path, tmp_path: Path) -> None:
+    keys = run_installed(installed, "keys", "init", cwd=tmp_path)  # ~/.vxla/keys, the default key_file's
+    assert keys.returncode == 0, keys.stderr
+    assert not (tmp_path / "configs").exists()
     with socket.socket() as probe:
         try:
             probe.bind(("127.0.0.1", DEFAULT_NODE_PORT))
         except OSError:
-            pytest.skip(f"127.0.0.1:{DEFAULT_NODE_PORT}, the shipped defaults' port, is in use")
-    keys = run_installed(installed, "keys", "init", cwd=tmp_path)  # ~/.vxla/keys, the default key_file's
-    assert keys.returncode == 0, keys.stderr
-    assert not (tmp_path / "configs").exists()
+            probe.close()
+            # Something else holds the shipped defaults' port: the node read those defaults
+            # if it refuses that very address, by name, with the usage exit status.
+            refused = run_installed(installed, "node", "run", cwd=tmp_path, timeout=120)
+            assert refused.returncode == 2, refused.stderr
+            assert f"node.host/node.port 127.0.0.1:{DEFAULT_NODE_PORT}: cannot listen" in refused.stderr
+            return
     with _node_process(installed, tmp_path) as process:
         match, log = _wait_for_line(process, r"serving (http://\S+)", timeout=40)
         assert match is not None, log

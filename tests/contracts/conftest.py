@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-from web3 import EthereumTesterProvider, Web3
+from web3 import Web3
 
-from harness.market import ETHER, MIN_STAKE, SLASH, UNBONDING_DELAY
-from node.chain import ChainClient, JobMarket, NodeRegistry, deploy
+from harness.market import ETHER, MIN_STAKE, SLASH, UNBONDING_DELAY, _Chain, deployed_chain  # noqa: F401 - the constants are the tests'
+from node.chain import ChainClient, JobMarket, NodeRegistry
 
 KEY_ID = bytes.fromhex("11" * 32)
 ENDPOINT = "http://node.example:8545"
@@ -85,28 +85,11 @@ class Env:
             self.client.advance_time(timestamp - now)
 
 
-@dataclass
-class _Chain:
-    w3: Web3
-    registry: str
-    market: str
-    snapshot: int
-
-
 @pytest.fixture(scope="session")
 def _chain() -> _Chain:
-    w3 = Web3(EthereumTesterProvider())
-    client = ChainClient(w3)
-    accounts = client.accounts()
-    deployment = deploy(
-        client,
-        accounts[0],
-        min_stake_wei=MIN_STAKE,
-        unbonding_delay_s=UNBONDING_DELAY,
-        slash_amount_wei=SLASH,
-    )
-    snapshot = w3.provider.ethereum_tester.take_snapshot()
-    return _Chain(w3, deployment.registry.address, deployment.market.address, snapshot)
+    """The deployed market the harness keeps, one per process (deploying costs seconds); each
+    test starts from its snapshot."""
+    return deployed_chain()
 
 
 @pytest.fixture
