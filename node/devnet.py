@@ -1,6 +1,9 @@
 """A local devnet: anvil on 127.0.0.1, the contracts deployed, and N registered nodes, each a
 `vxla node run` child process with its own keys, data directory, port and chain account.
 
+anvil mines a block every second and every transaction at once (`ANVIL_MINING`), so the
+chain's clock moves as a real chain's does.
+
 Layout under the devnet directory (default `.devnet/`):
 - `state.json`: what `up` started (pids with the command line each was started with, ports,
   addresses, the deployment); `status` and `down` read it.
@@ -46,6 +49,11 @@ NODE_STAKE_WEI = 2 * ETHER
 SLASH_WEI = ETHER // 10
 UNBONDING_DELAY_S = 60
 MAX_NODES = 8  # anvil funds 10 accounts: a deployer, a submitter and the nodes
+# A block every second even with no traffic, as a chain makes blocks, and a transaction
+# mined at once (anvil's mixed mining). With transactions alone an idle devnet's clock stands
+# still between them: the commit deadline of a job that not every slot committed to never
+# passes on chain, and reveals wait for the next transaction, whoever sends it.
+ANVIL_MINING = ("--block-time", "1", "--mixed-mining")
 
 
 def free_port() -> int:
@@ -186,7 +194,7 @@ def up(
     try:
         port = free_port()
         tell(f"starting anvil on 127.0.0.1:{port}")
-        argv = [str(anvil_path), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337"]
+        argv = [str(anvil_path), "--port", str(port), "--host", "127.0.0.1", "--silent", "--chain-id", "31337", *ANVIL_MINING]
         anvil_proc, anvil_info = _spawn(argv, directory / "anvil.log")
         started.append(anvil_info)
         rpc_url = f"http://127.0.0.1:{port}"

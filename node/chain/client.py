@@ -350,9 +350,21 @@ class ChainClient:
     # -- internals -------------------------------------------------------------------------
 
     def _estimate(self, tx: dict[str, Any]) -> int:
+        # Estimated on the pending block: its time is the time the transaction will run at.
+        # On a chain that mines only when a transaction comes (an idle devnet) the latest
+        # block can be minutes old, and a call that its deadlines allow now (a reveal once
+        # the commit deadline passed, a finalize) would be refused on the latest block's
+        # time, and so never sent: the chain's clock would never move, and the node would
+        # miss its reveal and be slashed. A chain that knows no pending block is asked on
+        # the latest one.
         query = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
         try:
-            estimate = int(self.w3.eth.estimate_gas(query))
+            try:
+                estimate = int(self.w3.eth.estimate_gas(query, "pending"))
+            except Exception as exc:
+                if revert_data(exc) is not None:
+                    raise
+                estimate = int(self.w3.eth.estimate_gas(query))
         except Exception as exc:
             raise self._decoded(exc) from exc
         if estimate > self.gas_cap:

@@ -127,11 +127,18 @@ Policy = Callable[[ChainJob, int], str | None]
 
 @dataclass(frozen=True)
 class AcceptancePolicy:
-    """The default policy: thresholds on reward, redundancy and time left to commit."""
+    """The default policy: thresholds on reward, redundancy, time left to commit and time to
+    reveal in."""
 
     min_reward_wei: int = 1
     max_k: int = 16
     min_commit_window_s: int = 0  # seconds the node needs between decision and commit deadline
+    # Seconds between the commit deadline and the reveal deadline. A claimed slot that is
+    # never revealed is slashed, and while fewer than k nodes commit (more slots than nodes
+    # take the job) the reveal can only run after the commit deadline: a shorter window can
+    # pass between two blocks (or while the node's chain connection blinks), and the stake
+    # with it.
+    min_reveal_window_s: int = 10
 
     def __call__(self, job: ChainJob, now: int) -> str | None:
         """None to accept `job`, else why not."""
@@ -141,6 +148,8 @@ class AcceptancePolicy:
             return f"redundancy {job.k} above {self.max_k}"
         if job.commit_deadline - now < self.min_commit_window_s:
             return f"{job.commit_deadline - now}s left to commit, need {self.min_commit_window_s}"
+        if job.reveal_deadline - job.commit_deadline < self.min_reveal_window_s:
+            return f"{job.reveal_deadline - job.commit_deadline}s to reveal in, need {self.min_reveal_window_s}"
         return None
 
 

@@ -333,6 +333,34 @@ def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, no
     assert envelope_digest_of(served.text) == bytes.fromhex(info["local"]["envelope_digest"])
 
 
+def test_more_slots_than_nodes_on_an_idle_chain_settle_with_no_honest_node_slashed(devnet: Devnet, nodes_factory) -> None:  # noqa: ANN001
+    """The test chain mines only when a transaction comes (anvil's automine, no block
+    interval): its clock stands still between transactions, like an idle devnet. A job of 5
+    slots on 3 nodes keeps its commit phase open until the commit deadline, which the latest
+    block's time never reaches while nobody sends anything. Each node sends its reveal once
+    the time its transaction will run at (the pending block's) is past the commit deadline:
+    every reveal lands in the reveal window, the job settles on the three equal results, and
+    no honest node loses stake."""
+    servers = nodes_factory()
+    market, registry = devnet.deployment.market, devnet.deployment.registry
+    stakes = {account: registry.get_node(account).stake for account in devnet.accounts}
+    submitter = ChainSubmitter(market, devnet.submitter, reward_wei=REWARD, commit_window_s=25, reveal_window_s=15)
+    job = Client(servers[0].url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=5)
+    job_id = int(job.id)
+    deadline = time.monotonic() + 90
+    while market.get_job(job_id).phase != Phase.FINALIZED:
+        assert time.monotonic() < deadline, f"not finalized: {market.get_job(job_id)}"
+        time.sleep(0.2)
+    chain_job = market.get_job(job_id)
+    expected = result_digest_of([tensor_digest(o) for o in FIXTURE.xla_outputs()])
+    assert chain_job.accepted and chain_job.result == expected and chain_job.revealed == 3
+    assert all(s.revealed for s in market.get_slots(job_id))
+    assert not _events(devnet, "Slashed", job_id)
+    assert {account: registry.get_node(account).stake for account in devnet.accounts} == stakes
+    rewarded = _events(devnet, "Rewarded", job_id)
+    assert len(rewarded) == 3 and sum(int(e.args["amount"]) for e in rewarded) == REWARD
+
+
 def test_an_older_data_directory_is_moved_into_the_chain_database_on_start(devnet: Devnet) -> None:
     account, contract = devnet.accounts[0], devnet.deployment.market.address
     config = node_config(devnet, "older", account)

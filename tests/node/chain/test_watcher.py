@@ -505,6 +505,27 @@ def test_unknown_program_and_policy_refusals_do_not_claim(net: Net) -> None:
     assert net.events("SlotClaimed", unknown) == []
 
 
+def test_a_reveal_window_too_short_to_count_on_is_declined_before_any_claim(net: Net) -> None:
+    """A slot claimed and never revealed is slashed; when fewer than k nodes take a job, the
+    reveal runs only after the commit deadline, so a reveal window of a few seconds can pass
+    with no block in it. The default policy declines such a job, with no transaction sent."""
+    watcher = net.watcher(0, honest(0))
+    minimum = AcceptancePolicy().min_reveal_window_s
+    tight = net.post(k=5, commit_in=500, reveal_in=500 + minimum - 1)
+    enough = net.post(k=5, commit_in=500, reveal_in=500 + minimum)
+    nonce = net.nonce(net.nodes[0])
+
+    drive([watcher], rounds=1)
+
+    rec = watcher.state.job(tight)
+    assert rec is not None and rec.state == JobState.SKIPPED
+    assert rec.note == f"{minimum - 1}s to reveal in, need {minimum}"
+    assert net.events("SlotClaimed", tight) == []
+    rec = watcher.state.job(enough)
+    assert rec is not None and rec.state == JobState.COMMITTED
+    assert net.nonce(net.nodes[0]) == nonce + 2  # the second job's claim and commit only
+
+
 def test_log_polling_is_bounded_trails_the_head_and_applies_each_log_once(net: Net) -> None:
     def decline(job: ChainJob, now: int) -> str | None:
         return "observer"
