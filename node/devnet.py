@@ -98,6 +98,34 @@ def find_anvil(explicit: str | Path | None = None, environ: dict[str, str] | Non
     )
 
 
+def install_checkout_anvil(progress: Callable[[str], None], environ: dict[str, str] | None = None) -> None:
+    """In a checkout without contracts/node_modules (a fresh clone), installs the pinned
+    anvil of contracts/package-lock.json with `npm ci`, as `make contracts` does, so that
+    `vxla devnet up` works from a fresh clone as the README says. Does nothing outside a
+    checkout, or when the checkout's anvil is there. DevnetError naming what is missing when
+    npm is not installed or the install fails (its output's last lines)."""
+    environ = dict(os.environ if environ is None else environ)
+    contracts = ROOT / "contracts"
+    if (ROOT / CHECKOUT_ANVIL).is_file() or not (contracts / "package-lock.json").is_file():
+        return
+    npm = shutil.which("npm", path=environ.get("PATH"))
+    if npm is None:
+        raise DevnetError(
+            f"anvil not found, and npm is not installed to install the checkout's pinned anvil "
+            f"({CHECKOUT_ANVIL}): install Node.js with npm, or pass --anvil PATH"
+        )
+    progress("installing the pinned anvil (npm ci in contracts/, once)")
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=contracts, env=environ,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0 or not (ROOT / CHECKOUT_ANVIL).is_file():
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-5:])
+        raise DevnetError(f"npm ci in {contracts} failed (exit {done.returncode}); `make contracts` shows why:\n{tail}")
+    # The stamp `make contracts` checks, so make does not install the same lock file again.
+    (contracts / "node_modules" / ".installed").touch()
+
+
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -181,7 +209,13 @@ def up(
     for index in faults:
         if not 0 <= index < nodes:
             raise DevnetError(f"fault on node {index}: there are nodes 0..{nodes - 1}")
-    anvil_path = find_anvil(anvil)
+    try:
+        anvil_path = find_anvil(anvil)
+    except DevnetError:
+        if anvil is not None or os.environ.get(ANVIL_ENV):
+            raise  # a named anvil that is not there is the user's to fix
+        install_checkout_anvil(tell)  # a fresh clone: what `make contracts` would install
+        anvil_path = find_anvil(anvil)
     directory = directory.resolve()
     _check_node_directories(directory, nodes)
     if (directory / STATE_FILE).is_file():

@@ -71,3 +71,36 @@ def test_the_cli_passes_its_option_on(tmp_path: Path, capsys: pytest.CaptureFixt
     missing = tmp_path / "no-such-anvil"
     assert main(["devnet", "up", "--nodes", "1", "--anvil", str(missing), "--dir", str(tmp_path / "devnet")]) == 2
     assert f"--anvil {missing}: not an executable file" in capsys.readouterr().err
+
+
+def fake_checkout(root: Path, npm_script: str, tmp_path: Path) -> dict[str, str]:
+    """A checkout's contracts/ with its lock file and no node_modules, and an `npm` on PATH
+    that runs `npm_script` (it is given npm's arguments); returns the environment."""
+    (root / "contracts").mkdir(parents=True)
+    (root / "contracts" / "package-lock.json").write_text("{}")
+    npm = tmp_path / "npm-bin" / "npm"
+    npm.parent.mkdir()
+    npm.write_text(f"#!/bin/sh\n{npm_script}\n")
+    npm.chmod(0o755)
+    return {"PATH": f"{npm.parent}:/usr/bin:/bin"}
+
+
+def test_a_fresh_clone_installs_the_pinned_anvil_with_npm_ci_once(tmp_path: Path, no_checkout: Path) -> None:
+    # npm ci, run in contracts/, puts the lock file's anvil where the checkout keeps it.
+    anvil = node.devnet.CHECKOUT_ANVIL
+    environ = fake_checkout(no_checkout, f'test "$1" = ci && mkdir -p {anvil.parent.relative_to("contracts")} && printf "#!/bin/sh\\n" > {anvil.relative_to("contracts")} && chmod +x {anvil.relative_to("contracts")}', tmp_path)
+    steps: list[str] = []
+    node.devnet.install_checkout_anvil(steps.append, environ)
+    assert steps == ["installing the pinned anvil (npm ci in contracts/, once)"]
+    assert find_anvil(None, {"PATH": str(tmp_path / "empty")}) == no_checkout / anvil
+    assert (no_checkout / "contracts" / "node_modules" / ".installed").is_file()  # make's stamp
+    node.devnet.install_checkout_anvil(steps.append, environ)
+    assert len(steps) == 1  # there now: not installed again
+
+
+def test_a_failed_install_or_no_npm_is_an_error_naming_it(tmp_path: Path, no_checkout: Path) -> None:
+    environ = fake_checkout(no_checkout, "echo 'npm ERR! network unreachable' >&2; exit 1", tmp_path)
+    with pytest.raises(DevnetError, match=r"npm ci in .* failed \(exit 1\)[^$]*network unreachable"):
+        node.devnet.install_checkout_anvil(lambda step: None, environ)
+    with pytest.raises(DevnetError, match="install Node.js with npm, or pass --anvil PATH"):
+        node.devnet.install_checkout_anvil(lambda step: None, {"PATH": str(tmp_path / "empty")})
