@@ -39,6 +39,11 @@ class _Group:
     members: int = 0
     committed: threading.Event = field(default_factory=threading.Event)
     error: str | None = None  # why the group's changes were not committed
+    cause: sqlite3.Error | None = None  # the SQLite error that ended it, if one did
+
+
+# What a client is told to wait (Retry-After, in seconds) after the node's storage failed.
+STORAGE_RETRY_AFTER_S = 30
 
 
 class StorageError(NodeError):
@@ -151,14 +156,20 @@ class Database:
             # A caller waiting for the lock joins the group, and the last one in commits.
             joined_later = group.durable and self._waiting and group.members < MAX_GROUP and self._exclusive is None
             if self._group is group and not joined_later:
-                self._commit(group)
+                try:
+                    self._commit(group)
+                except sqlite3.Error:
+                    # A caller whose changes were undone raises its own error, not the
+                    # commit's (the group's other callers hear of that through group.error).
+                    if caller_error is None:
+                        raise
         finally:
             self._lock.release()
         if caller_error is not None:
             raise caller_error
         group.committed.wait()
         if group.error is not None:
-            raise sqlite3.OperationalError(f"not committed: {group.error}")
+            raise _not_committed(group)
 
     def _join(self, durable: bool) -> _Group:
         """The open group, or a new one. SQLite fixes a transaction's sync level at its
@@ -198,13 +209,13 @@ class Database:
         try:
             self.connection.execute("COMMIT")
         except sqlite3.Error as error:
-            self._end_group(f"the commit failed: {error}")
+            self._end_group(f"the commit failed: {error}", error)
             raise
         self._group = None
         self._restore_sync(group.durable)
         group.committed.set()
 
-    def _end_group(self, reason: str) -> None:
+    def _end_group(self, reason: str, cause: sqlite3.Error | None = None) -> None:
         """Rolls back the open group (if SQLite has not) and tells its callers why."""
         group, self._group = self._group, None
         if self.connection.in_transaction:
@@ -214,6 +225,7 @@ class Database:
             with suppress(sqlite3.Error):
                 self._restore_sync(group.durable)
             group.error = reason
+            group.cause = cause
             group.committed.set()
 
     @contextmanager
@@ -259,3 +271,14 @@ class Database:
                     reader.close()
                 self._readers.clear()
             self.connection.close()
+
+
+def _not_committed(group: _Group) -> sqlite3.OperationalError:
+    """What a caller whose changes were in a group that did not commit raises: the error of
+    the commit, its SQLite code kept (a member of a group whose commit found the disk full is
+    told the disk is full, a 507, as the caller that ran the commit is)."""
+    error = sqlite3.OperationalError(f"not committed: {group.error}")
+    if group.cause is not None:
+        error.sqlite_errorcode = getattr(group.cause, "sqlite_errorcode", None)  # type: ignore[attr-defined]
+        error.__cause__ = group.cause
+    return error

@@ -78,10 +78,7 @@ def read_npy(data: bytes, dtype: np.dtype | None = None, shape: tuple[int, ...] 
         header = _npy_header(dtype, shape)
         if data.startswith(header) and len(data) == len(header) + dtype.itemsize * math.prod(shape):
             return np.frombuffer(data, dtype, offset=len(header)).reshape(shape).copy()
-    try:
-        declared_type, declared_shape, fortran, offset = _npy_layout(data)
-    except (ValueError, OSError, EOFError) as error:
-        raise ValueError(f"not a readable .npy file ({error})") from None
+    declared_type, declared_shape, fortran, offset = _npy_layout(data)
     # The header's shape is checked against the bytes that follow before anything is
     # allocated for it: 16 bytes declaring 10^10 elements are refused, not 40 GB asked for.
     size = declared_type.itemsize * math.prod(declared_shape)
@@ -94,20 +91,58 @@ def read_npy(data: bytes, dtype: np.dtype | None = None, shape: tuple[int, ...] 
     return array.reshape(declared_shape, order="F" if fortran else "C").copy(order="K")
 
 
+# numpy's messages about a bad .npy header, by how they start, and what ours say instead:
+# numpy's go on to echo what the header held (reprs of what it parsed, even of the parser's
+# own objects with their heap addresses), which the node must not send back to a client.
+_HEADER_PROBLEMS = (
+    ("EOF", "it ends inside its header"),
+    ("the magic string is not correct", "it does not start with the .npy magic string"),
+    ("Header info length", "its header is over numpy's size limit"),
+    ("Header is not a dictionary", "its header is not a dictionary"),
+    ("Header does not contain the correct keys", "its header's keys are not descr, fortran_order and shape"),
+    ("shape is not valid", "its header's shape is not a tuple of integers"),
+    ("fortran_order is not a valid bool", "its header's fortran_order is not True or False"),
+    ("descr is not a valid dtype descriptor", "its header's descr is not an element type"),
+)
+
+
+def _header_problem(error: Exception) -> str:
+    """What is wrong with an .npy header, in words of ours (see _HEADER_PROBLEMS)."""
+    text = str(error)
+    for start, problem in _HEADER_PROBLEMS:
+        if text.startswith(start):
+            return problem
+    return "its header is not a valid .npy header"
+
+
 def _npy_layout(data: bytes) -> tuple[np.dtype, tuple[int, ...], bool, int]:
     """The element type, shape, Fortran order and data offset an .npy header declares
-    (format 1.0 or 2.0); ValueError for anything else, pickled objects among them."""
+    (format 1.0 or 2.0); ValueError naming the problem for anything else, pickled objects
+    among them, without echoing what the header holds."""
     stream = io.BytesIO(data)
-    version = np.lib.format.read_magic(stream)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-    else:
-        raise ValueError(f"format version {version[0]}.{version[1]} (1.0 and 2.0 are read)")
+    try:
+        version = np.lib.format.read_magic(stream)
+    except Exception as error:  # a hostile header makes numpy raise anything, not only ValueError
+        raise _unreadable(_header_problem(error)) from None
+    read_header = _HEADER_READERS.get(version)
+    if read_header is None:
+        raise _unreadable(f"format version {version[0]}.{version[1]}; 1.0 and 2.0 are read")
+    try:
+        shape, fortran, dtype = read_header(stream)
+    except Exception as error:  # IndexError, TypeError... as well as ValueError
+        raise _unreadable(_header_problem(error)) from None
     if dtype.hasobject:
-        raise ValueError("it holds Python objects (never unpickled)")
+        raise _unreadable("it holds Python objects, never unpickled")
+    if any(dim < 0 for dim in shape):
+        raise _unreadable("its header's shape has a negative dimension")
     return dtype, tuple(shape), bool(fortran), stream.tell()
+
+
+_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+
+
+def _unreadable(problem: str) -> ValueError:
+    return ValueError(f"not a readable .npy file ({problem})")
 
 
 def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:

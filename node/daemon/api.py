@@ -15,9 +15,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, Response
@@ -40,9 +40,10 @@ from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, JobRequest, is_digest
-from node.sqlite import StorageError
+from node.sqlite import STORAGE_RETRY_AFTER_S, StorageError
 
 MAX_PAGE = 1000  # the most jobs one list request returns
+T = TypeVar("T")
 
 
 def _problem(status: int, message: str) -> HTTPException:
@@ -63,9 +64,14 @@ def _admitted(request: Request) -> Token | None:
 AdmittedToken = Annotated[Token | None, Depends(_admitted)]
 
 
-def _charge(gate: Gate, token: Token | None, *, jobs: int = 0, nbytes: int = 0) -> None:
+def _charged(
+    gate: Gate, token: Token | None, store: Callable[[], T], *, jobs: int = 0, nbytes: int = 0,
+    withdraw: Callable[[T], bool] | None = None,
+) -> T:  # fmt: skip
+    """`store()` and the token's charge for it, as one unit (Gate.charged): 403 past a quota,
+    StorageError (507/503) with nothing stored and nothing charged when either store fails."""
     try:
-        gate.charge(token, jobs=jobs, nbytes=nbytes)
+        return gate.charged(token, store, jobs=jobs, nbytes=nbytes, withdraw=withdraw)
     except Refused as refused:
         raise _refusal(refused) from None
 
@@ -136,7 +142,7 @@ def create_app(
     @app.exception_handler(StorageError)
     async def _storage_failed(request: Request, error: StorageError) -> JSONResponse:
         # The node's trouble, said as such: 507 full, 503 otherwise (retry later).
-        return JSONResponse({"detail": str(error)}, status_code=error.status, headers={"Retry-After": "30"})
+        return JSONResponse({"detail": str(error)}, status_code=error.status, headers={"Retry-After": str(STORAGE_RETRY_AFTER_S)})
 
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, pool, gate))
@@ -185,8 +191,7 @@ def blob_routes(store: JobStore, limits_bytes: int, gate: Gate) -> APIRouter:
         actual = sha256_hex(data)
         if actual != digest:
             raise _problem(400, f"blob: body hashes to {actual}, not {digest}")
-        await run_in_threadpool(lambda: _charge(gate, token, nbytes=size))
-        await run_in_threadpool(store.blobs.put, data)
+        await run_in_threadpool(lambda: _charged(gate, token, lambda: store.blobs.put(data), nbytes=size))
         return {"digest": digest, "size": size}
 
     @router.get("/v1/blobs/{digest}", response_class=Response)
@@ -244,10 +249,13 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
         uploaded = (len(module_bytes) if body.module is not None else 0) + (sum(map(len, inputs)) if body.input_data else 0)
-        _charge(gate, token, jobs=1, nbytes=uploaded)
-        # Only now is anything stored: the job with its module and inline inputs, at once.
+        # Only now is anything stored: the job with its module and inline inputs, at once,
+        # and the token charged for it only once it is (nothing charged if the store fails).
         inline = inputs if body.input_data else []
-        job = store.add_job(module.source_hash, [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline])
+        job = _charged(
+            gate, token, lambda: store.add_job(module.source_hash, [sha256_hex(d) for d in inline] or body.inputs, [module_bytes, *inline]),
+            jobs=1, nbytes=uploaded, withdraw=lambda stored: store.withdraw(stored.id),
+        )  # fmt: skip
         if pool is not None:
             pool.notify()
         return job.to_dict()

@@ -10,20 +10,30 @@ token itself is printed once, when it is made. Each token has a quota of jobs an
 bytes (0: none) and a rate limit of requests a minute (a token bucket, kept in memory: a
 restart refills it). Refusals: 401 without a known token, 403 over a quota, 429 over the rate,
 each naming the reason; a refused request stores nothing and uses nothing of the quota.
+
+A charge and what it pays for are one unit (`Gate.charged`): the token is charged only for a
+job or blob that was stored, and a failure of either store (a full disk) is a StorageError,
+answered 507 or 503, with nothing stored and nothing charged.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from attest.digests import sha256_hex
 from node.errors import NodeError
-from node.sqlite import Database
+from node.sqlite import Database, StorageError, storage, storage_error
+
+log = logging.getLogger("vxla.node")
+T = TypeVar("T")
 
 TOKEN_PREFIX = "vxla_"
 TOKENS_FILE = "tokens.sqlite3"
@@ -53,6 +63,15 @@ class Refused(NodeError):
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+
+
+class ChargeNotStored(StorageError, Generic[T]):
+    """The token database failed to commit a charge after the work it pays for was stored:
+    `done` is what that work returned (the caller withdraws it, or keeps it uncharged)."""
+
+    def __init__(self, error: StorageError, done: T) -> None:
+        super().__init__(str(error), error.status)
+        self.done = done
 
 
 @dataclass(frozen=True)
@@ -126,24 +145,50 @@ class TokenStore:
 
     def tokens(self) -> list[Token]:
         """Every token's record, by name."""
-        return [_token(r) for r in self._database.rows("SELECT * FROM tokens ORDER BY name")]
+        with storage(self._database.path):
+            return [_token(r) for r in self._database.rows("SELECT * FROM tokens ORDER BY name")]
 
     def find(self, token: str) -> Token | None:
         """The record of `token`, None when no token hashes to it."""
-        rows = self._database.rows("SELECT * FROM tokens WHERE token_sha256 = ?", (_hash(token),))
+        with storage(self._database.path):
+            rows = self._database.rows("SELECT * FROM tokens WHERE token_sha256 = ?", (_hash(token),))
         return _token(rows[0]) if rows else None
 
     def charge(self, name: str, *, jobs: int = 0, nbytes: int = 0) -> None:
         """Adds to a token's use, or raises Refused (403) if that would pass a quota; the check
         and the addition are one transaction, so concurrent requests cannot both pass."""
-        with self._database.transaction() as db:
-            row = db.execute("SELECT * FROM tokens WHERE name = ?", (name,)).fetchone()
-            if row is None:
-                raise Refused(401, f"token {name!r} was removed")
-            over = over_quota(_token(row), jobs, nbytes)
-            if over is not None:
-                raise over
-            db.execute("UPDATE tokens SET jobs = jobs + ?, bytes = bytes + ? WHERE name = ?", (jobs, nbytes, name))
+        self.charge_for(name, lambda: None, jobs=jobs, nbytes=nbytes)
+
+    def charge_for(self, name: str, work: Callable[[], T], *, jobs: int = 0, nbytes: int = 0) -> T:
+        """`work()` (what stores the request's job or blob, in its own database), charged to
+        token `name` as `charge` does, in a token transaction left open while `work` runs and
+        committed after it returned: what `work` raises undoes the charge, so nothing that
+        was not stored is charged. Refused (403) before `work` runs past a quota; StorageError
+        when the token database fails, ChargeNotStored when it fails after `work` stored."""
+        stored: list[T] = []
+        in_work = False
+        try:
+            with self._database.transaction() as db:
+                row = db.execute("SELECT * FROM tokens WHERE name = ?", (name,)).fetchone()
+                if row is None:
+                    raise Refused(401, f"token {name!r} was removed")
+                over = over_quota(_token(row), jobs, nbytes)
+                if over is not None:
+                    raise over
+                db.execute("UPDATE tokens SET jobs = jobs + ?, bytes = bytes + ? WHERE name = ?", (jobs, nbytes, name))
+                in_work = True
+                stored.append(work())
+                in_work = False
+        except (sqlite3.DatabaseError, OSError) as error:
+            # What `work` raised is its own store's (passed on as it is), and constraint
+            # violations and misuse are bugs: only the token database's failures are named here.
+            if in_work or isinstance(error, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise
+            failure = storage_error(error, self._database.path)
+            if stored:  # the commit failed after `work` stored its result
+                raise ChargeNotStored(failure, stored[0]) from error
+            raise failure from error
+        return stored[0]
 
 
 def over_quota(record: Token, jobs: int, nbytes: int) -> Refused | None:
@@ -218,5 +263,37 @@ class Gate:
 
     def charge(self, token: Token | None, *, jobs: int = 0, nbytes: int = 0) -> None:
         """Counts what an admitted request uses against its token's quotas (403 past one)."""
-        if token is not None and self.tokens is not None:
-            self.tokens.charge(token.name, jobs=jobs, nbytes=nbytes)
+        self.charged(token, lambda: None, jobs=jobs, nbytes=nbytes)
+
+    def charged(
+        self, token: Token | None, work: Callable[[], T], *, jobs: int = 0, nbytes: int = 0,
+        withdraw: Callable[[T], bool] | None = None,
+    ) -> T:  # fmt: skip
+        """`work()` (storing what an admitted request brings: a job, a blob) and its charge to
+        the request's token, as one unit: the token is charged only if `work` stored, and a
+        failure of either store is a StorageError (507 full, 503 otherwise) with nothing
+        charged. Refused (403) past a quota, before `work` runs.
+
+        The charge commits after `work`'s own commit (two SQLite files cannot commit as one):
+        when the charge's commit fails, `withdraw(result)` undoes `work` and the StorageError
+        is raised; where nothing can be withdrawn (a blob, a job a worker took already) the
+        request stands uncharged, logged: the node's loss, never the submitter's."""
+        if token is None or self.tokens is None:
+            return work()
+        try:
+            return self.tokens.charge_for(token.name, work, jobs=jobs, nbytes=nbytes)
+        except ChargeNotStored as failed:
+            done: T = failed.done
+            if withdraw is not None and _withdrawn(withdraw, done):
+                raise StorageError(str(failed), failed.status) from None
+            log.warning("token %r: its charge could not be stored (%s); the request stands, uncharged", token.name, failed)
+            return done
+
+
+def _withdrawn(withdraw: Callable[[T], bool], done: T) -> bool:
+    """Whether `withdraw(done)` undid it; a store that fails to is as if it could not."""
+    try:
+        return withdraw(done)
+    except StorageError as error:
+        log.warning("could not withdraw what an uncharged request stored (%s)", error)
+        return False

@@ -5,7 +5,13 @@ For each route that stores or computes something (`INTAKE_ROUTES`) it checks, fr
 headers alone: the credentials and the token's rate (node.daemon.auth.Gate.admit), the
 quota the request would need (a job for `POST /v1/jobs`, the declared bytes for a blob),
 and the route's body limit (`Content-Length`). A refusal is answered at once, the body
-unread. The token admitted is handed to the route in `scope["state"]["token"]`.
+unread. The token admitted is handed to the route in `scope["state"]["token"]`. The token
+database failing (a full disk) is a 507 or 503 with `Retry-After`, as on the routes.
+
+Every other route, and one whose body limit is 0, takes no body: a request to one that
+declares a body (`Content-Length` past 0, or `Transfer-Encoding`) is refused (413) before a
+byte of it is read, and its connection closed, so the server does not read on to the end of
+a body nobody wants.
 
 Bodies are then counted as they arrive (a chunked one declares no length), and a JSON body is
 read in full (it is within its limit by then) and its nesting checked before anything parses
@@ -22,11 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from node.daemon.auth import Gate, Refused, Token
+from node.sqlite import STORAGE_RETRY_AFTER_S, StorageError
 
 # A job request is {"inputs": [...]}: depth 2. Room for clients that wrap it, and no more.
 MAX_JSON_DEPTH = 32
-# A body for a route that takes none (GET, HEAD), or an unknown route.
-NO_BODY_LIMIT = 64 * 1024
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -86,19 +91,29 @@ class Intake:
         headers = dict(scope["headers"])
         declared_text = headers.get(b"content-length", b"")
         declared = int(declared_text) if declared_text.isdigit() else None
-        if route is not None:
-            try:
-                token = self.gate.admit(_text(headers.get(b"authorization")))
-                self.gate.may_use(token, jobs=route.jobs, nbytes=0 if route.json_body else declared or 0)
-            except Refused as refused:
-                await _refuse(send, refused.status, str(refused), refusal_headers(refused))
-                return
-            scope.setdefault("state", {})["token"] = token
-        limit = route.body_limit if route is not None else NO_BODY_LIMIT
+        if (route is None or route.body_limit == 0) and (declared or b"transfer-encoding" in headers):
+            # Answered before the body is read; the connection closes after the answer
+            # (_refuse), where answering without it would make the server read it all.
+            await _refuse(send, 413, f"this route ({scope['method']}) takes no request body")
+            return
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            token = self.gate.admit(_text(headers.get(b"authorization")))
+            self.gate.may_use(token, jobs=route.jobs, nbytes=0 if route.json_body else declared or 0)
+        except Refused as refused:
+            await _refuse(send, refused.status, str(refused), refusal_headers(refused))
+            return
+        except StorageError as error:  # the token database's: the node's trouble, as the API says it
+            await _refuse(send, error.status, str(error), {"Retry-After": str(STORAGE_RETRY_AFTER_S)})
+            return
+        scope.setdefault("state", {})["token"] = token
+        limit = route.body_limit
         if declared is not None and declared > limit:
             await _refuse(send, 413, f"body of {declared} bytes is over this route's limit ({limit} bytes)")
             return
-        if route is not None and route.json_body:
+        if route.json_body:
             body = await _read_body(receive, limit)
             if body is None:
                 await _refuse(send, 413, f"body is over this route's limit ({limit} bytes)")

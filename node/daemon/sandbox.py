@@ -19,6 +19,9 @@ program; after a death or a kill the next job starts a fresh one.
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement, and only then signs. A child running a hostile program can make
   its job fail, not make the node sign something else.
+- Storage: a job that finds the node's disk full (its compile cache, say) is answered 507,
+  which the daemon raises as a StorageError: the job waits in the queue for space (the
+  worker pool), rather than failing for good over the node's trouble.
 - Reach: once it has imported what it runs, the child confines itself
   (node/daemon/confinement.py: another user or no capabilities, Landlock) and says what holds
   in its first answer; it reaches its compile cache through a directory the daemon opened
@@ -28,6 +31,7 @@ program; after a death or a kill the next job starts a fresh one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import multiprocessing
@@ -50,6 +54,7 @@ from node.daemon.config import Limits
 from node.daemon.confinement import Confinement, confine, execution_user, hand_over
 from node.daemon.job_checks import KnownModules, ModuleSummary, checked_module, prepare_job
 from node.errors import JobRejected
+from node.sqlite import StorageError
 from node.tensors import recorded_array
 
 log = logging.getLogger("vxla.node.sandbox")
@@ -63,6 +68,8 @@ KILL_GRACE_S = 0.5
 # stacks and allocator arenas reserve space they seldom touch.
 ADDRESS_SPACE_HEADROOM = 4 << 30
 _EXECUTABLES_KEPT = 16
+# The status of a child's answer that the node's storage is full (the API's for it).
+STORAGE_FULL = 507
 
 T = TypeVar("T")
 
@@ -211,7 +218,7 @@ class ExecutionProcess:
             )
         try:
             header = json.loads(self._connection.recv_bytes(1 << 20))
-            refused = None if header["ok"] else JobRejected(str(header["error"]), int(header["status"]))
+            refused = None if header["ok"] else _refusal(str(header["error"]), int(header["status"]))
         except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
             raise self._lost(error) from None
         if refused is not None:
@@ -250,6 +257,14 @@ class ExecutionProcess:
 
     def close(self) -> None:
         self.kill()
+
+
+def _refusal(message: str, status: int) -> JobRejected | StorageError:
+    """What a child's refusal raises: StorageError when the node's storage was full (the job
+    is not at fault, and waits for space), JobRejected otherwise."""
+    if status == STORAGE_FULL:
+        return StorageError(message, STORAGE_FULL)
+    return JobRejected(message, status)
 
 
 def _check_outputs(statement: Statement, outputs: list[bytes]) -> None:
@@ -423,13 +438,33 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
             connection.send_bytes(json.dumps({"ok": False, "error": message, "status": 413}).encode())
             continue
         except Exception as error:  # an internal error fails the job, not the process
-            connection.send_bytes(json.dumps({"ok": False, "error": f"internal error: {type(error).__name__}: {error}", "status": 500}).encode())
+            connection.send_bytes(json.dumps(_internal_error(error)).encode())
             continue
         statement, outputs, header = answer
         connection.send_bytes(json.dumps({"ok": True, "outputs": len(outputs), **header}).encode())
         connection.send_bytes(statement)
         for data in outputs:
             connection.send_bytes(data)
+
+
+def _internal_error(error: Exception) -> dict:
+    """The answer to a job that raised `error`: the node's storage full (a compile cache
+    write, say) is said as such, STORAGE_FULL, as the job may run once there is space; any
+    other error fails the job."""
+    if _out_of_space(error):
+        return {"ok": False, "error": f"execution: the node's storage is full ({error})", "status": STORAGE_FULL}
+    return {"ok": False, "error": f"internal error: {type(error).__name__}: {error}", "status": 500}
+
+
+def _out_of_space(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from, is a full disk or quota."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:

@@ -305,6 +305,14 @@ class JobStore:
             return _job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     @_stored
+    def withdraw(self, job_id: str) -> bool:
+        """Removes a job still queued, whose submission failed after it was stored (its
+        token's charge could not be); False when a worker has taken it already. Its blobs
+        stay: they are named by their content, and may be another job's too."""
+        with self._transaction() as db:
+            return db.execute("DELETE FROM jobs WHERE id = ? AND state = ?", (job_id, QUEUED)).rowcount == 1
+
+    @_stored
     def get(self, job_id: str) -> StoredJob | None:
         rows = self._database.rows("SELECT * FROM jobs WHERE id = ?", (job_id,))
         return _job(rows[0]) if rows else None

@@ -7,6 +7,11 @@ pool can kill: a job that crashes native code or runs past its wall-time limit f
 the node goes on. The daemon checks what a process answers, signs the statement and stores
 the outputs and the envelope. A job whose process died is queued once more (the death may
 have had another cause) and failed for good the second time.
+
+The node's storage failing while a job runs (a full disk under its compile cache, its
+outputs or its trace) is not the job's fault: the job goes back to the queue, and the worker
+waits until the store takes a write again (with growing pauses, so a disk with room for the
+probe but not for the job costs one try a while, not a busy loop) before it takes one.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ R = TypeVar("R")
 # doubling from the first (0.5 + 1 + 2 + 4 s), before the job goes back to the queue.
 RECORD_TRIES = 5
 RECORD_FIRST_WAIT_S = 0.5
+# After a job went back to the queue over a storage failure, the longest pause between a
+# worker's checks that the store takes writes again (the first is its poll interval).
+STORAGE_WAIT_MAX_S = 30.0
 MODULE_CHECKERS = 2
 MODULE_CHECK_WAIT_S = 30.0
 MODULE_CHECK_MEMORY_PER_BYTE = 48
@@ -156,6 +164,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._current: dict[int, str] = {}
         self._stranded: set[str] = set()  # running jobs the store refused to put back (under _wake)
+        self._storage_pause_s = 0.0  # the pause after a storage failure; grows while they go on
         # One execution process per job that may run at once: the local workers' and the
         # chain executor's (which runs as many).
         self.executions = ExecutionProcesses(self.compiler_config, store.data_dir / "compile-cache", limits.max_job_memory_bytes, 2 * workers)
@@ -230,6 +239,12 @@ class WorkerPool:
             self._current[index] = job.id
             try:
                 job = self.run_job(job, claim_next=True)
+                self._storage_pause_s = 0.0
+            except StorageError as error:  # a full disk, say: the node's trouble, not the job's
+                log.warning("job %s: the node's storage failed while it ran (%s); it goes back to the queue and runs again once the store takes writes", job.id, error)
+                self._put_back(job.id)
+                job = None
+                self._wait_for_storage(index)
             except Exception:  # the store failing as the outcome is recorded, after retries
                 log.exception("job %s: its outcome could not be stored; it goes back to the queue", job.id)
                 self._put_back(job.id)
@@ -238,6 +253,22 @@ class WorkerPool:
                 self._current.pop(index, None)
         if job is not None:  # claimed with the last job's finish as the pool stopped, not run
             self._requeue(job.id)
+
+    def _wait_for_storage(self, index: int) -> None:
+        """Waits until the store takes a write again (or the pool stops): each failure in a row
+        doubles the first pause, up to STORAGE_WAIT_MAX_S, since a store with room for the
+        small probe may still have none for the job."""
+        self._storage_pause_s = min(STORAGE_WAIT_MAX_S, max(self.poll_seconds, 2 * self._storage_pause_s))
+        pause = self._storage_pause_s
+        while not self._stopping.wait(pause):
+            try:
+                self.store.check_writable()
+            except StorageError as error:
+                log.debug("worker %d: the store takes no write yet (%s)", index, error)
+                pause = min(STORAGE_WAIT_MAX_S, 2 * pause)
+                continue
+            log.info("worker %d: the store takes writes again; taking jobs", index)
+            return
 
     def _claim(self, index: int) -> StoredJob | None:
         try:
@@ -301,7 +332,7 @@ class WorkerPool:
             following = self._execute(job, claim_next=claim_next and not self._stopping.is_set())
             outcome = "done"
         except StorageError:
-            raise  # the outcome could not be stored: the caller puts the job back in the queue
+            raise  # the store failed, during the run or as its outcome was recorded: the caller puts the job back in the queue
         except ExecutionDied as error:
             outcome = self._after_death(job, str(error))
         except (JobRejected, ExecutionError) as error:
