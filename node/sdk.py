@@ -20,11 +20,22 @@ uploads the module, the inputs and the inputs manifest to the node, posts the jo
 JobMarket with the submitter's account (digests as `node.chain_executor` defines them), and
 returns a chain job: `wait` follows it to finalization through the node's
 `GET /v1/chain/jobs/{id}`, and `outputs` are checked against the finalized result digest too.
+
+The node is not trusted with the client's memory or time either (node.transfers): every
+answer streams in within a bound of what it should hold (`AnswerLimits`: JSON and traces by a
+protocol maximum, each input and output blob by the .npy size its recorded element type and
+shape imply), every request, answer included, ends by one deadline, and redirects are not
+followed. The errors are the SDK's own, all `node.errors.NodeError`: `RequestRefused` (the
+node's 4xx or 5xx and why), `NodeUnreachable` (no answer), `AnswerRefused` (an answer past
+its bound or deadline, a redirect, not the JSON or signed trace the route serves),
+`IntegrityError` (bytes that are not what the trace records: digest, element type, shape; a
+signature that does not verify), `JobFailed`, and `JobTimeout` (also a TimeoutError).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -40,7 +51,8 @@ from web3 import HTTPProvider, Web3
 
 from attest import KeyFileError, Statement, key_id, parse_public_key, verify_signatures
 from attest.digests import sha256_hex
-from attest.errors import VerificationError
+from attest.errors import AttestError, VerificationError
+from attest.statement import TensorRecord
 from attest.verify import TrustedKeys
 from node.chain import ChainClient, ContractRevert, JobMarket, Sender
 from node.devnet_state import DevnetState
@@ -51,10 +63,13 @@ from node.protocol import (
     JobRequest,
     chain_digests,
     inputs_manifest,
+    is_digest,
     result_digest_of,
 )
-from node.tensors import npy_bytes, recorded_array
+from node.tensors import npy_bytes, npy_size_bound, recorded_array
+from node.tracing.statement import TraceInputError
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
+from node.transfers import AnswerRefused, deadline_transport, fetch
 from node.urls import node_url
 
 # Where `connect` and `vxla submit` find the bearer token of a node that requires one.
@@ -82,7 +97,40 @@ class JobFailed(NodeError):
 
 
 class IntegrityError(NodeError):
-    """Bytes from the node that do not match the digest they were asked for."""
+    """Bytes from the node that are not what they were asked for: a blob that does not hash
+    to its digest, an input or output whose digest, element type or shape is not the one the
+    trace records, a trace whose signature does not verify."""
+
+
+class JobTimeout(NodeError, TimeoutError):
+    """`Job.wait` reached its timeout before the job ended; the message says its last state."""
+
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class AnswerLimits:
+    """The most a client takes from a node: an answer past its bound is dropped as it streams
+    in (AnswerRefused), so no node makes the client hold more than this or wait longer."""
+
+    # A job's state, a page of jobs, the node's key, the answer to an upload: small objects.
+    json_bytes: int = 8 * MiB
+    # A signed trace: a few hundred bytes per traced instruction over a few KiB, so this is
+    # far more than the largest module a node takes by default (16 MiB) traces to.
+    trace_bytes: int = 128 * MiB
+    # A module blob (`Job.verify`): nodes take at most 16 MiB by default; room for more.
+    module_bytes: int = 64 * MiB
+    # Any one input or output blob (each is bounded first by the .npy size its recorded type
+    # and shape imply): a job's outputs live in its memory, at most 8 GiB on a default node.
+    tensor_bytes: int = 8 << 30
+    # Every request, from connecting to the answer's last byte (a node's timeout per read
+    # would let an answer dripped a byte at a time go on without end).
+    transfer_seconds: float = 300.0
+
+
+# What a Client takes when given no limits (read at each Client's creation).
+DEFAULT_LIMITS = AnswerLimits()
 
 
 def _module_bytes(module: str | Path | bytes) -> bytes:
@@ -143,12 +191,15 @@ class Job:
         k slots are claimed, committed and revealed."""
         info = self.info
         if self.on_chain and self.state == "open" and "k" in info:
-            return f"open: {info['claimed']} claimed, {info['committed']} committed, {info['revealed']} revealed of {info['k']}"
+            return f"open: {info.get('claimed')} claimed, {info.get('committed')} committed, {info.get('revealed')} revealed of {info['k']}"
         return self.state
 
     def refresh(self) -> Job:
         """Fetches the job's current state from the node."""
-        self.info = self.client._json("GET", self._path)
+        return self._refresh()
+
+    def _refresh(self, max_seconds: float | None = None) -> Job:
+        self.info = self.client._json("GET", self._path, max_seconds=max_seconds)
         return self
 
     def wait(
@@ -159,12 +210,14 @@ class Job:
     ) -> Job:
         """Polls until the job is done; `progress` is called on every change of its `stage`
         (a chain job's claims, commitments and reveals included). Raises JobFailed when it
-        failed and TimeoutError after `timeout` seconds."""
+        failed and JobTimeout (a TimeoutError) once `timeout` seconds have passed, whatever
+        the node or the chain does meanwhile (a last look at the node may take a second
+        more)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = None
         delay = poll_seconds
         while True:
-            self.refresh()
+            self._look(deadline, timeout)
             if self.stage != seen:
                 seen = self.stage
                 if progress is not None:
@@ -174,42 +227,118 @@ class Job:
             if self.state == "failed":
                 reason = "finalized without a majority" if self.on_chain else self.info.get("error")
                 raise JobFailed(f"job {self.id} failed: {reason}")
-            if self.on_chain and self._settle_if_over():
-                continue
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"job {self.id} still {self.state} after {timeout} s")
-            time.sleep(delay)
+            finalized = self.on_chain and self._settle_if_over()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise self._timed_out(timeout)
+            if finalized:
+                continue  # finalized just now: its result is there to see at once
+            time.sleep(delay if left is None else min(delay, left))
             delay = min(delay * 1.5, 1.0)  # quick for small jobs, gentle for long ones
+
+    def _look(self, deadline: float | None, timeout: float | None) -> None:
+        """`refresh`, within what is left of a wait: a node slow to answer runs the wait
+        out at its deadline, not at the client's deadline per request."""
+        if deadline is None:
+            self.refresh()
+            return
+        try:
+            self._refresh(max_seconds=min(self.client.limits.transfer_seconds, max(deadline - time.monotonic(), 1.0)))
+        except (AnswerRefused, NodeUnreachable):
+            if time.monotonic() >= deadline:
+                raise self._timed_out(timeout) from None
+            raise
+
+    def _timed_out(self, timeout: float | None) -> JobTimeout:
+        return JobTimeout(f"job {self.id} still {self.state} after {timeout} s")
 
     def _settle_if_over(self) -> bool:
         """For an open chain job whose time is up, on the chain's clock: JobFailed when no node
         committed before the commit deadline (nothing can finalize it with a result); past the
-        reveal deadline, the job finalized by this submitter (anyone may), True to look again.
-        False while the nodes still have time."""
+        reveal deadline, the job finalized by this submitter (anyone may): True when that
+        went through, to look again at once. False while the nodes still have time, or when
+        the chain refused (finalized meanwhile by someone else, or its own clock not there
+        yet): the wait looks again after its pause, its deadline checked first."""
         info = self.info
         if "chain_time" not in info or self.state != "open":
             return False
-        now = int(info["chain_time"])
-        if now >= int(info["commit_deadline"]) and int(info["committed"]) == 0:
+        now, commit_deadline, reveal_deadline, committed, claimed, k = self._chain_numbers(
+            "chain_time", "commit_deadline", "reveal_deadline", "committed", "claimed", "k"
+        )
+        if now >= commit_deadline and committed == 0:
             view = info.get("node") or {}
-            said = f"; the node: {view['state']}, {view['note']}" if view.get("note") else ""
+            said = f"; the node: {view.get('state')}, {view['note']}" if isinstance(view, dict) and view.get("note") else ""
             raise JobFailed(
                 f"job {self.id} expired: no node committed a result before its commit deadline "
-                f"({int(info['claimed'])} of {int(info['k'])} slots claimed; the chain's time is "
-                f"{now - int(info['commit_deadline'])} s past it{said})"
+                f"({claimed} of {k} slots claimed; the chain's time is "
+                f"{now - commit_deadline} s past it{said})"
             )
-        if now < int(info["reveal_deadline"]):
+        if now < reveal_deadline:
             return False
         submitter = self.client.chain
         if submitter is None:
             raise JobFailed(f"job {self.id}: its reveal deadline passed and it is not finalized yet; anyone may finalize it")
-        with contextlib.suppress(ContractRevert):  # finalized by someone else meanwhile: the next look shows it
+        try:
             submitter.market.finalize(submitter.account, int(self.id))
+        except ContractRevert:
+            # Finalized by someone else meanwhile (the next look shows it), or not yet
+            # finalizable on the chain's own clock: look again after the usual pause.
+            return False
         return True
 
+    def _chain_numbers(self, *names: str) -> list[int]:
+        """The integer fields `names` of the node's answer for a chain job."""
+        try:
+            return [int(self.info[name]) for name in names]
+        except (KeyError, TypeError, ValueError):
+            raise AnswerRefused(f"{self.client.url}{self._path}: not a chain job's state (it needs integer {', '.join(names)})") from None
+
     def trace(self) -> str:
-        """The signed DSSE envelope (JSON text) of the done job."""
-        return self.client._request("GET", f"{self._path}/trace").text
+        """The signed DSSE envelope (JSON text) of the done job, at most the client's
+        `limits.trace_bytes` long."""
+        path = f"{self._path}/trace"
+        data = self.client._request("GET", path, max_bytes=self.client.limits.trace_bytes, what="trace")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AnswerRefused(f"{self.client.url}{path}: not UTF-8 text, so not a trace") from None
+
+    def _statement(self, envelope: str) -> Statement:
+        """The statement the node's trace carries (its signature not checked here);
+        AnswerRefused when the trace is not a DSSE envelope of a canonical statement."""
+        try:
+            return Statement.from_json_bytes(parse_envelope(envelope).payload)
+        except (TraceInputError, AttestError) as exc:
+            raise AnswerRefused(f"job {self.id}: the node's trace is not a signed statement ({exc})") from None
+
+    def _record(self) -> dict[str, Any]:
+        """The node's record of the job (a chain job's `local` part): digests of its blobs."""
+        record = (self.info.get("local") or {}) if self.on_chain else self.info
+        if not isinstance(record, dict):
+            raise AnswerRefused(f"{self.client.url}{self._path}: the job's record is not a JSON object")
+        return record
+
+    def _digests(self, values: Any, what: str) -> list[str]:
+        """The node's list of blob digests `what`, each a lower-case hex SHA-256."""
+        if not isinstance(values, list) or not all(isinstance(v, str) and is_digest(v) for v in values):
+            raise AnswerRefused(f"{self.client.url}{self._path}: {what} is not a list of SHA-256 digests")
+        return values
+
+    def _recorded_blob(self, digest: str, record: TensorRecord) -> np.ndarray:
+        """The blob `digest` as the tensor `record` describes, downloaded within the .npy
+        size its element type and shape imply and checked against it: digest, element type
+        and shape."""
+        bound = npy_size_bound(record)
+        limit = self.client.limits.tensor_bytes
+        if bound > limit:
+            raise AnswerRefused(
+                f"job {self.id}: the trace records {record.name} as {record.dtype}{list(record.shape)}, "
+                f"{bound} bytes as .npy, over this client's limit of {limit} (AnswerLimits.tensor_bytes)"
+            )
+        try:
+            return recorded_array(self.client.get_blob(digest, max_bytes=bound), record)
+        except ValueError as exc:
+            raise IntegrityError(f"job {self.id}: {exc}") from None
 
     def outputs(self, timeout: float | None = 600.0) -> Any:
         """The output arrays (waiting up to `timeout` seconds for the job to finish), from a
@@ -243,18 +372,19 @@ class Job:
         if self.state != "done":
             self.wait(timeout=timeout)
         trace = self.trace()
-        record = (self.info.get("local") or {}) if self.on_chain else self.info
+        statement = self._statement(trace)
+        record = self._record()
         if not record.get("module_digest"):
             raise IntegrityError(f"job {self.id}: the node has no record of its module")
-        module = self.client.get_blob(str(record["module_digest"]))
+        [module_digest] = self._digests([record["module_digest"]], "module_digest")
+        module = self.client.get_blob(module_digest, max_bytes=self.client.limits.module_bytes)
         inputs = None
         if execute:
-            statement = Statement.from_json_bytes(parse_envelope(trace).payload)
             recorded = statement.predicate.deterministic.inputs
-            digests = list(record.get("input_digests", []))
+            digests = self._digests(record.get("input_digests", []), "input_digests")
             if len(digests) != len(recorded):
                 raise IntegrityError(f"job {self.id}: {len(digests)} input blobs, the trace records {len(recorded)}")
-            inputs = [recorded_array(self.client.get_blob(d), r) for d, r in zip(digests, recorded, strict=True)]
+            inputs = [self._recorded_blob(d, r) for d, r in zip(digests, recorded, strict=True)]
         keys = trusted_keys if trusted_keys is not None else self.client.verification_keys()
         return verify_trace(
             trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
@@ -263,29 +393,19 @@ class Job:
 
     def _checked_outputs(self) -> list[np.ndarray]:
         envelope = self.trace()
+        statement = self._statement(envelope)
         try:
             verify_signatures(envelope, self.client.verification_keys())
         except VerificationError as exc:
             raise IntegrityError(f"job {self.id}: the trace's signature does not verify ({exc})") from None
-        statement = Statement.from_json_bytes(parse_envelope(envelope).payload)
         records = statement.predicate.deterministic.outputs
-        if self.on_chain:
-            local = self.info.get("local") or {}
-            digests = list(local.get("output_digests", []))
-            # The node's outputs must be the ones the quorum settled on.
-            if result_digest_of([r.digest for r in records]).hex() != self.info.get("result_digest"):
-                raise IntegrityError(f"chain job {self.id}: the node's outputs are not the finalized result")
-        else:
-            digests = list(self.info.get("output_digests", []))
+        digests = self._digests(self._record().get("output_digests", []), "output_digests")
+        # The node's outputs must be the ones the quorum settled on.
+        if self.on_chain and result_digest_of([r.digest for r in records]).hex() != self.info.get("result_digest"):
+            raise IntegrityError(f"chain job {self.id}: the node's outputs are not the finalized result")
         if len(digests) != len(records):
             raise IntegrityError(f"job {self.id}: {len(digests)} output blobs, the trace records {len(records)}")
-        arrays = []
-        for digest, record in zip(digests, records, strict=True):
-            try:
-                arrays.append(recorded_array(self.client.get_blob(digest), record))
-            except ValueError:
-                raise IntegrityError(f"job {self.id}: {record.name} does not match the trace's digest") from None
-        return arrays
+        return [self._recorded_blob(digest, record) for digest, record in zip(digests, records, strict=True)]
 
 
 @dataclass
@@ -322,15 +442,21 @@ class Client:
         transport: httpx.BaseTransport | None = None,
         chain: ChainSubmitter | None = None,
         token: str | None = None,
+        limits: AnswerLimits | None = None,
     ) -> None:
-        """`transport` replaces the network (httpx.MockTransport in tests, or an ASGI app);
-        `chain`: post jobs with redundancy on this market (see the module docstring);
-        `token`: the bearer token a node that requires one gave you (`vxla tokens add`)."""
+        """`timeout`: seconds one read from the node may wait; `limits`: the most an answer
+        may hold and how long one request may take in all (default: DEFAULT_LIMITS);
+        `transport` replaces the network (httpx.MockTransport in tests, or an ASGI app: the
+        deadline is then checked as each chunk arrives); `chain`: post jobs with redundancy
+        on this market (see the module docstring); `token`: the bearer token a node that
+        requires one gave you (`vxla tokens add`)."""
         self.url = url.rstrip("/")
         self.chain = chain
         self.trusted_keys = trusted_keys
+        self.limits = limits if limits is not None else DEFAULT_LIMITS
         self._node_key: Ed25519PublicKey | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else None
+        transport = transport if transport is not None else deadline_transport()
         self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
 
     def close(self) -> None:
@@ -342,31 +468,45 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, method: str, path: str, *, max_bytes: int, what: str, max_seconds: float | None = None, **kwargs: Any) -> bytes:
+        """The body of the node's 2xx answer, at most `max_bytes` (`what` it should be names
+        it in errors), all of it within `max_seconds` (default: the limits' transfer_seconds).
+        RequestRefused for a 4xx or 5xx, AnswerRefused for an answer past its bounds or a
+        redirect (never followed), NodeUnreachable for no answer."""
+        seconds = self.limits.transfer_seconds if max_seconds is None else max_seconds
         try:
-            response = self._http.request(method, path, **kwargs)
+            answer = fetch(self._http, method, path, max_bytes=max_bytes, max_seconds=seconds, what=what, **kwargs)
         except httpx.HTTPError as exc:  # the SDK's own error, with the URL, not httpx's
             raise NodeUnreachable(f"cannot reach the node at {self.url} ({type(exc).__name__}: {exc})") from exc
-        if response.status_code >= 400:
-            try:
-                detail = str(response.json().get("detail"))
-            except ValueError:
-                detail = response.text
-            raise RequestRefused(response.status_code, detail)
-        return response
+        if answer.status >= 400:
+            raise RequestRefused(answer.status, _refusal_detail(answer.body))
+        if not 200 <= answer.status < 300:
+            location = answer.headers.get("location")
+            to = f" to {location}" if location else ""
+            raise AnswerRefused(f"{self.url}{path}: answered {answer.status}{to}; a node's routes do not redirect, and the client follows no redirect")
+        return answer.body
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        return self._request(method, path, **kwargs).json()
+    def _json(self, method: str, path: str, *, max_seconds: float | None = None, **kwargs: Any) -> dict[str, Any]:
+        body = self._request(method, path, max_bytes=self.limits.json_bytes, what="answer", max_seconds=max_seconds, **kwargs)
+        try:
+            answer = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to parse
+            raise AnswerRefused(f"{self.url}{path}: not JSON ({exc})") from None
+        if not isinstance(answer, dict):
+            raise AnswerRefused(f"{self.url}{path}: not a JSON object")
+        return answer
 
     def put_blob(self, data: bytes) -> str:
         """Uploads `data`; returns its digest."""
         digest = sha256_hex(data)
-        self._request("PUT", f"/v1/blobs/{digest}", content=data)
+        self._request("PUT", f"/v1/blobs/{digest}", content=data, max_bytes=self.limits.json_bytes, what="answer")
         return digest
 
-    def get_blob(self, digest: str) -> bytes:
-        """The bytes stored under `digest`, checked against it."""
-        data = self._request("GET", f"/v1/blobs/{digest}").content
+    def get_blob(self, digest: str, max_bytes: int | None = None) -> bytes:
+        """The bytes stored under `digest`, checked against it: at most `max_bytes` (default:
+        the client's `limits.tensor_bytes`), AnswerRefused past that."""
+        bound = self.limits.tensor_bytes if max_bytes is None else max_bytes
+        data = self._request("GET", f"/v1/blobs/{digest}", max_bytes=bound, what="blob")
         if sha256_hex(data) != digest:
             raise IntegrityError(f"blob {digest}: the node sent bytes with another digest")
         return data
@@ -400,8 +540,7 @@ class Client:
         if self.chain is None and sum(map(len, data)) <= INLINE_INPUT_BYTES:
             # Small inputs travel in the job request: one request, and nothing is stored
             # unless the job is taken.
-            info = self._json("POST", "/v1/jobs", json=inline_job_request(text, data, redundancy))
-            return Job(self, info["id"], info)
+            return self._new_job(self._json("POST", "/v1/jobs", json=inline_job_request(text, data, redundancy)))
         digests = [self.put_blob(d) for d in data]
         if self.chain is not None:
             self.put_blob(module)
@@ -410,10 +549,15 @@ class Client:
             # The job is on chain and paid for: its id is the caller's even if the node
             # cannot tell its state just now (posting again would pay twice).
             job = Job(self, str(job_id), on_chain=True)
-            with contextlib.suppress(NodeUnreachable, RequestRefused):
+            with contextlib.suppress(NodeUnreachable, RequestRefused, AnswerRefused):
                 job.refresh()
             return job
-        info = self._json("POST", "/v1/jobs", json=JobRequest.stored(text, digests, redundancy).body())
+        return self._new_job(self._json("POST", "/v1/jobs", json=JobRequest.stored(text, digests, redundancy).body()))
+
+    def _new_job(self, info: dict[str, Any]) -> Job:
+        """The job a node's answer to `POST /v1/jobs` describes."""
+        if not isinstance(info.get("id"), str) or not info["id"]:
+            raise AnswerRefused(f"{self.url}/v1/jobs: the answer names no job id")
         return Job(self, info["id"], info)
 
     def job(self, job_id: str | int) -> Job:
@@ -436,6 +580,8 @@ class Client:
             if before is not None:
                 params["before"] = before
             page = self._json("GET", path, params=params)
+            if not isinstance(page.get("jobs"), list):
+                raise AnswerRefused(f"{self.url}{path}: not a page of jobs")
             found.extend(page["jobs"])
             before = page.get("next")
             if before is None:
@@ -483,6 +629,17 @@ class Client:
             trace, keys, module_source=_module_bytes(module),
             inputs=[_as_array(t) for t in inputs], threads=threads, execute_on=execute_on,
         )  # fmt: skip
+
+
+def _refusal_detail(body: bytes) -> str:
+    """What a node's refusal says: the `detail` of its JSON, else its text."""
+    try:
+        answer = json.loads(body)
+        if isinstance(answer, dict) and "detail" in answer:
+            return str(answer["detail"])
+    except (ValueError, RecursionError):
+        pass
+    return body.decode("utf-8", errors="replace")
 
 
 def is_chain_job_id(job_id: str) -> bool:

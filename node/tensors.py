@@ -145,10 +145,22 @@ def _unreadable(problem: str) -> ValueError:
     return ValueError(f"not a readable .npy file ({problem})")
 
 
+# The longest .npy header there is: format 1.0 (what `npy_bytes` writes) has a 2-byte length
+# after the magic string and version, and numpy reads no longer header in format 2.0.
+NPY_HEADER_BYTES = 10 + 0xFFFF
+
+
+def npy_size_bound(record: TensorRecord) -> int:
+    """The most bytes an .npy file of the tensor `record` describes may take: its elements
+    and the longest header (what a reader may download before `recorded_array` checks it)."""
+    return NPY_HEADER_BYTES + from_name(record.dtype).numpy.itemsize * math.prod(record.shape)
+
+
 def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
     """The array in .npy `data` (never unpickled) as the tensor `record` describes, checked
-    against its digest; ValueError when it is not that tensor. bfloat16 arrays round-trip
-    .npy as raw 2-byte records and are read back as the recorded type."""
+    against it: element type, shape and digest; ValueError when it is not that tensor.
+    bfloat16 arrays round-trip .npy as raw 2-byte records and are read back as the recorded
+    type."""
     dtype = from_name(record.dtype).numpy
     try:
         array = read_npy(data, dtype, record.shape)
@@ -156,6 +168,10 @@ def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
         raise ValueError(f"{record.name}: {error}") from None
     if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
         array = array.view(dtype)
+    # The digest is what the record's signer claims: the bytes must also be the type and
+    # shape the record names, or a signer could describe one shape over another's bytes.
+    if array.dtype != dtype or array.shape != tuple(record.shape):
+        raise ValueError(f"{record.name} is {array.dtype.name}{list(array.shape)}, its record says {record.dtype}{list(record.shape)}")
     if tensor_digest(array) != record.digest:
         raise ValueError(f"{record.name} does not match its recorded digest")
     return array

@@ -247,10 +247,12 @@ def add_node_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
 @contextlib.contextmanager
 def node_session(args: argparse.Namespace, label: str | None = None, **client_options: Any) -> Iterator[Any]:
     """A client of the node args.node names (its token from --token, else $VXLA_TOKEN), closed
-    after; the node's refusals and silence become usage errors naming the node (exit 2).
+    after; the node's refusals, its silence and answers the SDK refuses (over their size
+    bound, not complete by their deadline, a redirect, not what the route serves) become
+    usage errors naming the node (exit 2): nothing about the job was shown either way.
     `label` prefixes a refusal (default: the URL). Yields a node.sdk.Client, imported here
     (it needs web3, which the compile and run commands do without)."""
-    from node.sdk import TOKEN_ENV, Client, NodeUnreachable, RequestRefused
+    from node.sdk import TOKEN_ENV, AnswerRefused, Client, NodeUnreachable, RequestRefused
 
     token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or None
     client = Client(args.node, token=token, **client_options)
@@ -260,6 +262,8 @@ def node_session(args: argparse.Namespace, label: str | None = None, **client_op
         raise UsageError(f"{label or args.node}: {exc.detail} (HTTP {exc.status})") from None
     except NodeUnreachable as exc:
         raise UsageError(f"--node {args.node}: {exc}") from None
+    except AnswerRefused as exc:
+        raise UsageError(f"--node {args.node}: answer refused: {exc}") from None
     finally:
         client.close()
 

@@ -133,7 +133,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_job(args: argparse.Namespace) -> int:
     """vxla verify --node URL --job ID: the job's trace, module and inputs fetched from the
-    node (each checked against its digest) and verified here as a trace file would be."""
+    node (each checked against its digest) and verified here as a trace file would be. Bytes
+    that are not what the trace records exit 1 (IntegrityError); an answer the SDK refuses
+    (AnswerRefused: node.sdk's bounds) exits 2 through node_session, as a malformed trace file
+    does: either way one line on stderr names the problem."""
     from node.sdk import IntegrityError, JobFailed
 
     if not ((args.node or args.devnet) and args.job):
@@ -178,8 +181,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "the output digests; when the trace has op-level data, the first instruction whose "
         "digest differs is printed (with its Merkle inclusion proofs checked).",
         epilog="Exit status: 0 verified (every check passed, the result re-executed), 1 something "
-        "differs (the failed checks are named), 2 bad input (unreadable or malformed trace, missing "
-        "files, no trusted keys), 3 every check made passed but the result was not re-executed "
+        "differs (the failed checks are named; with --node, also bytes that are not what the trace "
+        "records), 2 bad input (unreadable or malformed trace, missing files, no trusted keys; with "
+        "--node, a node that refuses or does not answer, or an answer refused: over its size bound, "
+        "not complete by its deadline, a redirect, not the JSON or signed trace the route serves), "
+        "3 every check made passed but the result was not re-executed "
         "(no --module, or no --inputs for a module that takes some): the trace is not verified.",
     )
     verify.add_argument("trace", metavar="TRACE.json", nargs="?", help="the signed trace (DSSE envelope JSON) from vxla run --trace")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -46,6 +45,7 @@ from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
 from node.protocol import parse_manifest, result_digest_of
+from node.transfers import AnswerRefused, deadline_transport, fetch
 
 log = logging.getLogger("vxla.node.chain")
 R = TypeVar("R")
@@ -59,28 +59,18 @@ R = TypeVar("R")
 
 def download(http: httpx.Client, url: str, max_bytes: int | None, max_seconds: float = 120.0, *, policy: PeerAddressPolicy) -> bytes | None:
     """The body of a 200 answer to GET `url`, or None: another status (a redirect is not
-    followed), a body longer than `max_bytes`, or one still arriving after `max_seconds` (the
-    client's timeout bounds each read, this the whole answer). PeerAddressRefused when
-    `policy` refuses the address, before connecting or once connected (before the answer
-    is read). A peer can make a node neither buffer unbounded data, nor wait without end,
-    nor send requests into its own network."""
+    followed), a body longer than `max_bytes`, or one still arriving after `max_seconds`
+    (node.transfers.fetch: the deadline bounds the whole answer, not each read).
+    PeerAddressRefused when `policy` refuses the address, before connecting or once
+    connected (before the answer is read). A peer can make a node neither buffer unbounded
+    data, nor wait without end, nor send requests into its own network."""
     policy.check(url)
-    give_up = time.monotonic() + max_seconds
-    with http.stream("GET", url) as response:
-        policy.check_connected(response)
-        if response.status_code != 200:
-            return None
-        chunks, size = [], 0
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if max_bytes is not None and size > max_bytes:
-                log.warning("%s: answer over %d bytes, dropped", url, max_bytes)
-                return None
-            if time.monotonic() > give_up:
-                log.warning("%s: answer still arriving after %.0f s, dropped", url, max_seconds)
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
+    try:
+        answer = fetch(http, "GET", url, max_bytes=max_bytes, max_seconds=max_seconds, on_answer=policy.check_connected)
+    except AnswerRefused as error:
+        log.warning("%s, dropped", error)
+        return None
+    return answer.body if answer.status == 200 else None
 
 
 class BlobFetcher:
@@ -104,7 +94,7 @@ class BlobFetcher:
         self.peers = peers
         self.max_bytes = max_bytes
         self.policy = policy or PeerAddressPolicy()
-        self.http = http if http is not None else httpx.Client(timeout=timeout)
+        self.http = http if http is not None else httpx.Client(timeout=timeout, transport=deadline_transport())
 
     def ensure(self, digest: str) -> bytes:
         """The blob's bytes, fetched and stored if missing; BlobError if no peer has it."""

@@ -40,6 +40,7 @@ from node.daemon.chain_executor import ChainExecutor, ExecutedChainJob, download
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.protocol import envelope_digest_of, result_digest_of, seal_of
 from node.tracing.verify import parse_envelope
+from node.transfers import deadline_transport
 
 log = logging.getLogger("vxla.node.divergence")
 
@@ -107,7 +108,7 @@ class DivergenceMonitor:
         self.executor = executor
         self.address = address
         self.timeout = timeout
-        self.http = httpx.Client(timeout=timeout)
+        self.http = httpx.Client(timeout=timeout, transport=deadline_transport())
         self._done: set[tuple[str, int, str]] = set()  # (contract, job, node) compared
         self._settled: set[tuple[str, int]] = set()  # finalized jobs with every slot compared
 
