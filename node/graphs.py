@@ -39,12 +39,23 @@ class GraphvizMissing(NodeError):
     """Graphviz's `dot` program is not installed: an SVG cannot be drawn (DOT text can)."""
 
 
+class UnknownInstruction(ValueError):
+    """No entry instruction has the name asked to be highlighted; `names` are the names it
+    has (so a node can refuse other wrong names without drawing again)."""
+
+    def __init__(self, message: str, names: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.names = names
+
+
 @dataclass(frozen=True)
 class GraphPicture:
-    """The graph's DOT text, and the instructions on the highlighted path (empty without)."""
+    """The graph's DOT text, the instructions on the highlighted path (empty without), and
+    the canonical names of every entry instruction (what may be highlighted)."""
 
     dot: str
     path: tuple[str, ...]
+    names: tuple[str, ...] = ()
 
     def svg(self) -> bytes:
         """The picture as SVG, drawn by Graphviz's `dot`."""
@@ -57,7 +68,8 @@ class GraphPicture:
 def graph_picture(program: Program, config: CompilerConfig | None = None, highlight: str | None = None) -> GraphPicture:
     """The optimized graph of `program` for `config` (the node's default without one), with
     the entry instruction named `highlight` (canonical name, e.g. `fusion.7`) and the path
-    to it from a parameter marked; ValueError when no entry instruction has that name."""
+    to it from a parameter marked; UnknownInstruction (a ValueError) when no entry
+    instruction has that name."""
     module, plan = optimized_plan(program, config or load_config())
     return _Drawing(module, plan).draw(highlight)
 
@@ -79,7 +91,8 @@ class _Drawing:
         if highlight is not None:
             if highlight not in self.by_name:
                 some = ", ".join(list(self.by_name)[:12])
-                raise ValueError(f"no instruction {highlight!r} in the optimized graph; its instructions are named as in its canonical text: {some}, ...")
+                message = f"no instruction {highlight!r} in the optimized graph; its instructions are named as in its canonical text: {some}, ..."
+                raise UnknownInstruction(message, tuple(self.by_name))
             path = self._path_to(self.by_name[highlight])
         on_path = set(path)
         legend = ("fill: the value's place in the arena (one colour, one place: memory reused); "
@@ -100,7 +113,7 @@ class _Drawing:
                 target = name if fused is None else self._parameter_node(name, fused, number)
                 bold = self.names[id(operand)] in on_path and name in on_path
                 graph.edge(source, target, **({"color": HIGHLIGHT, "penwidth": "2.2"} if bold else {}))
-        return GraphPicture(graph.source, tuple(path))
+        return GraphPicture(graph.source, tuple(path), tuple(self.by_name))
 
     def _fused(self, instruction: Instruction) -> Computation | None:
         called = instruction.attrs.get("calls")

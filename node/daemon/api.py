@@ -33,9 +33,10 @@ from node.chain.state import JobState
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
+from node.daemon.drawing import Drawings
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import ModuleSummary, check_inputs
-from node.daemon.pages import pages_routes
+from node.daemon.pages import SecurityHeaders, pages_routes
 from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
@@ -130,6 +131,8 @@ def create_app(
     # FastAPI's Swagger UI and ReDoc pages, whose scripts come from a CDN.
     app = FastAPI(title="vxla node", version="1", description="Verifiable execution of HLO jobs", docs_url=None, redoc_url=None)
     app.add_middleware(Intake, gate=gate, routes=intake_routes(limits))
+    app.add_middleware(SecurityHeaders)  # outermost: the intake's refusals carry the headers too
+    drawings = Drawings(store, limits, metrics.registry)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
@@ -147,8 +150,8 @@ def create_app(
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, pool, gate))
     app.include_router(chain_routes(store, chain))
-    app.include_router(node_routes(store, signer, metrics, pool, chain))
-    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi))
+    app.include_router(node_routes(store, signer, metrics, pool, chain, drawings))
+    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi, drawings, gate))
     return app
 
 
@@ -165,6 +168,8 @@ def intake_routes(limits: Limits) -> list[IntakeRoute]:
     return [
         IntakeRoute("POST", re.compile(r"/v1/jobs"), job_body, json_body=True, jobs=1),
         IntakeRoute("PUT", re.compile(r"/v1/blobs/[^/]*"), blob_limit(limits)),
+        # Drawing a graph is computing on the module: the same credentials as a job (no body).
+        IntakeRoute("GET", re.compile(r"/graphs/[^/]*"), 0),
     ]
 
 
@@ -406,7 +411,9 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
     return router
 
 
-def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, pool: WorkerPool | None, chain: ChainRole | None) -> APIRouter:
+def node_routes(
+    store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, pool: WorkerPool | None, chain: ChainRole | None, drawings: Drawings | None = None
+) -> APIRouter:
     """`GET /v1/key`, `/healthz`, `/readyz` and `/metrics`: the node itself."""
     router = APIRouter()
     signer_id = key_id(signer)
@@ -421,8 +428,8 @@ def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, poo
         return {"key_id": signer_id, "public_key": raw_public_key(signer).hex(), "public_key_pem": signer_pem}
 
     @router.get("/healthz")
-    def healthz() -> dict[str, Any]:
-        """The process answers."""
+    async def healthz() -> dict[str, Any]:
+        """The process answers (from the event loop itself: no busy thread delays it)."""
         return {"ok": True}
 
     @router.get("/readyz")
@@ -433,6 +440,8 @@ def node_routes(store: JobStore, signer: Ed25519PublicKey, metrics: Metrics, poo
         checks: dict[str, Any] = {"key": signer_id, "workers": pool is not None}
         if pool is not None and pool.executions.confinement is not None:
             checks["execution"] = pool.executions.confinement  # what confines the execution processes
+        if drawings is not None and drawings.confinement is not None:
+            checks["drawing"] = drawings.confinement  # and the graph drawing processes, once one ran
         try:
             checks["jobs"] = store.counts()
             store.check_writable()

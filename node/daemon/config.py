@@ -28,7 +28,8 @@ DEFAULTS_NAME = "node.toml"
 
 @dataclass(frozen=True)
 class Limits:
-    """What one job may ask of the node; checked before anything is stored or compiled."""
+    """What one job may ask of the node, checked before anything is stored or compiled, and
+    what the node spends on drawing graphs for its pages."""
 
     max_module_bytes: int = 16 * 1024 * 1024
     max_tensor_bytes: int = 256 * 1024 * 1024
@@ -38,6 +39,15 @@ class Limits:
     # The memory one job may use: its plan's arena, inputs and outputs (checked after
     # compiling, before running), and the cap on its execution process's address space.
     max_job_memory_bytes: int = 8 * 1024 * 1024 * 1024
+    # The graphs of the node's pages (node/daemon/drawing.py), each drawn in a confined child
+    # process: the largest module drawn, one drawing's wall time (its CPU time too) and memory
+    # (address space beyond the process's own once the compiler is loaded), the drawings at
+    # once, and how many more may wait for a turn (past that: 503 with Retry-After).
+    graph_module_bytes: int = 1024 * 1024
+    graph_wall_seconds: float = 30.0
+    graph_memory_bytes: int = 1024 * 1024 * 1024
+    graph_drawings: int = 1
+    graph_queue: int = 8
 
 
 @dataclass(frozen=True)
@@ -65,8 +75,8 @@ class ChainConfig:
 
 @dataclass(frozen=True)
 class AuthConfig:
-    """Who may post jobs and upload blobs (node.daemon.auth): with `required`, only holders of
-    a token from `vxla tokens add`; reads stay open either way."""
+    """Who may post jobs, upload blobs and have graphs drawn (node.daemon.auth): with
+    `required`, only holders of a token from `vxla tokens add`; reads stay open either way."""
 
     required: bool = False
 

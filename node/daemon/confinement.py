@@ -34,6 +34,7 @@ import errno
 import os
 import pwd
 import stat
+import struct
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -99,21 +100,22 @@ class Confinement:
     network_denied: bool
     signals_scoped: bool
     readable: tuple[str, ...]
+    executable: tuple[str, ...] = ()  # programs it may start (a drawing process's dot)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @staticmethod
     def from_dict(data: dict) -> Confinement:
-        return Confinement(**{**data, "readable": tuple(data.get("readable", ()))})
+        return Confinement(**{**data, "readable": tuple(data.get("readable", ())), "executable": tuple(data.get("executable", ()))})
 
-    def describe(self) -> str:
+    def describe(self, what: str = "execution processes", reach: str = "the Python installation and the compile cache") -> str:
         user = ("root without capabilities" if self.no_capabilities else "root") if self.uid == 0 else f"uid {self.uid}"
         if not self.landlock_abi:
-            return f"execution processes run as {user}, without Landlock (the kernel has none): they can open what {user} can"
+            return f"{what} run as {user}, without Landlock (the kernel has none): they can open what {user} can"
         extra = ", no TCP" if self.network_denied else ""
         extra += ", no signals outside" if self.signals_scoped else ""
-        return f"execution processes run as {user}, confined by Landlock ABI {self.landlock_abi} to the Python installation and the compile cache{extra}"
+        return f"{what} run as {user}, confined by Landlock ABI {self.landlock_abi} to {reach}{extra}"
 
 
 def _libc() -> ctypes.CDLL:
@@ -207,12 +209,15 @@ def readable_roots() -> list[str]:
     return sorted(root for root in roots if os.path.isdir(root))
 
 
-def confine(cache_fd: int | None, user: tuple[int, int] | None) -> Confinement:
+def confine(
+    cache_fd: int | None, user: tuple[int, int] | None, reads: tuple[str, ...] = (), executables: tuple[str, ...] = ()
+) -> Confinement:
     """Confines this process for good (the module docstring): becomes `user` if given, then
     restricts itself with Landlock where the kernel has it, allowing reads of
-    `readable_roots()` and the system files it needs, and reads and writes of the directory
-    open at `cache_fd`. Call it after every import the process will need."""
-    readable = tuple(readable_roots())
+    `readable_roots()`, of `reads` and of the system files it needs, reads and writes of the
+    directory open at `cache_fd`, and starting the programs `executables` (each with its ELF
+    interpreter: `executable_files`). Call it after every import the process will need."""
+    readable = (*readable_roots(), *reads)
     if user is not None:
         uid, gid = user
         os.setgroups([])
@@ -223,7 +228,7 @@ def confine(cache_fd: int | None, user: tuple[int, int] | None) -> Confinement:
     no_capabilities = _capabilities_dropped()
     abi = landlock_abi()
     if not abi:
-        return Confinement(os.getuid(), os.getgid(), no_capabilities, 0, False, False, False, readable)
+        return Confinement(os.getuid(), os.getgid(), no_capabilities, 0, False, False, False, readable, executables)
     libc = _libc()
     # Every right this ABI knows is handled (so denied unless a rule allows it).
     handled = _READ_WRITE | _FS_EXECUTE | (_FS_IOCTL_DEV if abi >= 5 else 0)
@@ -239,6 +244,8 @@ def confine(cache_fd: int | None, user: tuple[int, int] | None) -> Confinement:
     try:
         for path in (*readable, *_SYSTEM_READS):
             _allow(libc, ruleset, path, _READ & handled)
+        for path in executables:
+            _allow(libc, ruleset, path, (_FS_EXECUTE | _FS_READ_FILE) & handled)
         if cache_fd is not None:
             _allow_fd(libc, ruleset, cache_fd, _READ_WRITE & handled)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -247,7 +254,36 @@ def confine(cache_fd: int | None, user: tuple[int, int] | None) -> Confinement:
             raise OSError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
-    return Confinement(os.getuid(), os.getgid(), no_capabilities, abi, True, abi >= 4, abi >= 6, readable)
+    return Confinement(os.getuid(), os.getgid(), no_capabilities, abi, True, abi >= 4, abi >= 6, readable, executables)
+
+
+def executable_files(program: str) -> tuple[str, ...]:
+    """What Landlock must let a process execute to start `program`: the program's file and
+    its ELF interpreter (the dynamic loader, which the kernel opens for execution too), both
+    with their links resolved (Landlock's rules name files, not the links to them)."""
+    path = os.path.realpath(program)
+    interpreter = _elf_interpreter(path)
+    return (path, os.path.realpath(interpreter)) if interpreter else (path,)
+
+
+def _elf_interpreter(path: str) -> str | None:
+    """The PT_INTERP path of a 64-bit ELF file; None for a static program or another format."""
+    try:
+        with open(path, "rb") as program:
+            header = program.read(64)
+            if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2:
+                return None
+            order = "<" if header[5] == 1 else ">"
+            table, entry_size, entries = struct.unpack_from(order + "Q", header, 0x20)[0], *struct.unpack_from(order + "HH", header, 0x36)
+            for number in range(entries):
+                program.seek(table + number * entry_size)
+                kind, _, offset, _, _, size = struct.unpack(order + "IIQQQQ", program.read(40))
+                if kind == 3:  # PT_INTERP
+                    program.seek(offset)
+                    return program.read(size).rstrip(b"\0").decode()
+    except (OSError, struct.error, UnicodeDecodeError):
+        return None
+    return None
 
 
 class _CapHeader(ctypes.Structure):

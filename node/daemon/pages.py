@@ -11,39 +11,41 @@ machine may be offline, and a verifier's page must not call out).
 - `/docs`: the API's operations, from its OpenAPI schema (instead of a page whose scripts
   come from a CDN).
 
-Graphs are drawn by `vxla graph` in a child process with its CPU time and memory capped (a
-module is never compiled in the daemon's own process, see node/daemon/worker.py), one at a
-time, and kept for the pages that show them again.
+Graphs are drawn in confined, bounded child processes, a few at a time, and every outcome is
+kept (node/daemon/drawing.py). Drawing is computing: with `[auth] required = true` a graph is
+drawn only for a request with a token (the intake checks `/graphs/...` as it checks the API's
+routes that compute), and a page fetched without one shows a note in place of the graph. The
+pages themselves show what the API's reads show, and are open as those are.
+
+Every answer carries a strict Content-Security-Policy (`SecurityHeaders`): no script, no
+frame, nothing from elsewhere; the one style sheet is allowed by its hash.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
-import subprocess
-import sys
-import tempfile
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response
+import anyio.from_thread
+from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi.responses import HTMLResponse
 
 from attest import Statement
 from node.chain.contracts import Phase
+from node.daemon.auth import Gate, Refused
 from node.daemon.chain_role import ChainRole
+from node.daemon.drawing import Drawings, Outcome
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.protocol import is_digest
 from node.tracing.verify import parse_envelope
 
 PAGE_JOBS = 100  # jobs listed on the front page, newest first
-GRAPH_SECONDS = 120  # the most a graph may take to draw (wall clock, and CPU seconds)
-GRAPH_MEMORY_BYTES = 4 << 30  # the address space a drawing process may have
-GRAPHS_KEPT = 32
+RELOAD_S = 3  # how often the job list reloads while a job is queued or running
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 72em; padding: 0 1em; color: #222; }
@@ -55,11 +57,46 @@ th { color: #555; font-weight: 600; } code, .digest { font: 12px ui-monospace, m
 mark { background: #fdd; color: #c00; font-weight: 600; } .graph svg { max-width: 100%; height: auto; }
 .note { color: #555; }
 """
+# The pages run no script and load nothing from elsewhere; their one style sheet is inline,
+# allowed by its hash. No page may be framed (clickjacking), and an SVG, a JSON answer or a
+# blob is never sniffed into something a browser would run.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; img-src 'self'; "
+    f"style-src 'sha256-{base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()}'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+]
 
 
-def pages_routes(store: JobStore, chain: ChainRole | None, signer_id: str, openapi: Callable[[], dict[str, Any]]) -> APIRouter:
+class SecurityHeaders:
+    """ASGI middleware: `SECURITY_HEADERS` on every answer of the app (pages, SVGs, the API)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def pages_routes(
+    store: JobStore, chain: ChainRole | None, signer_id: str, openapi: Callable[[], dict[str, Any]], drawings: Drawings, gate: Gate
+) -> APIRouter:
+    """The pages and the graphs; `drawings` draws the graphs, `gate` says whether a request
+    may have one drawn (with `[auth] required`, only with a token)."""
     router = APIRouter(include_in_schema=False)
-    graphs = _Graphs(store)
 
     @router.get("/", response_class=HTMLResponse)
     def front(state: str | None = None) -> HTMLResponse:
@@ -74,12 +111,11 @@ def pages_routes(store: JobStore, chain: ChainRole | None, signer_id: str, opena
             rows = [[f'<a href="/chain/jobs/{t.job_id}">{t.job_id}</a>', _state(t.state.value), str(t.k), _e(t.note)] for t in tracked]
             body.append("<h2>Chain jobs</h2>" + (_table(["job", "this node", "k", "why"], rows) if rows else "<p>No chain jobs seen yet.</p>"))
         running = any(job.state in ("queued", "running") for job in jobs)
-        # The one script: while a job is still queued or running, look again in 3 s.
-        script = "<script>setTimeout(() => location.reload(), 3000)</script>" if running else ""
-        return _page("vxla node", "".join(body) + script)
+        # While a job is still queued or running, look again shortly (a meta refresh: no script).
+        return _page("vxla node", "".join(body), reload_s=RELOAD_S if running else None)
 
     @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-    def job_page(job_id: str) -> HTMLResponse:
+    def job_page(job_id: str, request: Request) -> HTMLResponse:
         job = store.get(job_id)
         if job is None:
             raise HTTPException(404, f"job {job_id}: unknown")
@@ -92,18 +128,32 @@ def pages_routes(store: JobStore, chain: ChainRole | None, signer_id: str, opena
         body = [_table([], rows)]
         if job.envelope_digest is not None:
             body.append(_trace_sections(store.blobs.get(job.envelope_digest)))
-            body.append(f"<h2>Optimized graph</h2><p class=graph><img alt='the optimized graph' src='/graphs/{_e(job.module_digest)}.svg'></p>")
+            if _may_draw(gate, request):
+                picture = f"<p class=graph><img alt='the optimized graph' src='/graphs/{_e(job.module_digest)}.svg'></p>"
+            else:
+                picture = f"<p class=note>{_token_needed(job.module_digest)}</p>"
+            body.append(f"<h2>Optimized graph</h2>{picture}")
         return _page(f"Job {job.id}", "".join(body))
 
     @router.get("/graphs/{module_digest}.svg")
-    def graph(module_digest: str, highlight: str | None = None) -> Response:
-        if not is_digest(module_digest) or not store.blobs.has(module_digest):
+    async def graph(module_digest: str, request: Request, highlight: str | None = None) -> Response:
+        # Async, and drawn by `drawings` in threads of its own: the event loop and the
+        # threads of the other routes are never held by a drawing.
+        if not is_digest(module_digest):
             raise HTTPException(404, f"module {module_digest}: not stored on this node")
-        svg, _ = graphs.draw(module_digest, highlight)
-        return Response(svg, media_type="image/svg+xml")
+        outcome = await drawings.answer(module_digest, highlight, request.is_disconnected)
+        if not outcome.ok:
+            retry = {"Retry-After": str(outcome.retry_after_s)} if outcome.retry_after_s else None
+            raise HTTPException(outcome.status, outcome.detail, headers=retry)
+        return Response(outcome.svg, media_type="image/svg+xml")
+
+    def draw_in_the_loop(module_digest: str, highlight: str) -> Outcome:
+        """A graph for a page rendered in a worker thread, drawn (or refused) as the graph
+        route's are."""
+        return anyio.from_thread.run(drawings.answer, module_digest, highlight, _staying)
 
     @router.get("/chain/jobs/{job_id}", response_class=HTMLResponse)
-    def chain_job_page(job_id: int) -> HTMLResponse:
+    def chain_job_page(job_id: int, request: Request) -> HTMLResponse:
         if chain is None:
             raise HTTPException(404, "this node follows no chain")
         try:
@@ -141,9 +191,10 @@ def pages_routes(store: JobStore, chain: ChainRole | None, signer_id: str, opena
         report = chain.monitor.report(chain.market.address, job_id)
         if report is not None and report.divergences:
             module_digest = record.module_digest if record is not None else None
+            draw = draw_in_the_loop if _may_draw(gate, request) else None
             body.append("<h2>Divergence</h2>")
             for divergence in report.divergences:
-                body.append(_divergence_section(divergence, module_digest, graphs))
+                body.append(_divergence_section(divergence, module_digest, draw))
         elif record is not None:
             body.append("<h2>Divergence</h2><p>No node's result differs from this node's (so far).</p>")
         return _page(f"Chain job {job_id}", "".join(body))
@@ -162,64 +213,31 @@ def pages_routes(store: JobStore, chain: ChainRole | None, signer_id: str, opena
     return router
 
 
-class _Graphs:
-    """Graphs drawn by `vxla graph` in a child process, the last few kept."""
-
-    def __init__(self, store: JobStore) -> None:
-        self._store = store
-        self._kept: OrderedDict[tuple[str, str | None], tuple[bytes, tuple[str, ...]]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._drawing = threading.Lock()
-
-    def draw(self, module_digest: str, highlight: str | None) -> tuple[bytes, tuple[str, ...]]:
-        """(SVG, the path to `highlight` from a parameter) of the module stored under
-        `module_digest`; 422 when it cannot be drawn (the reason said), 503 when it takes
-        too long or Graphviz is missing."""
-        key = (module_digest, highlight)
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return self._kept[key]
-        with self._drawing:  # one drawing at a time: pages never take the node's cores
-            drawn = self._draw(self._store.blobs.get(module_digest), highlight)
-        with self._lock:
-            self._kept[key] = drawn
-            while len(self._kept) > GRAPHS_KEPT:
-                self._kept.popitem(last=False)
-        return drawn
-
-    def _draw(self, module: bytes, highlight: str | None) -> tuple[bytes, tuple[str, ...]]:
-        with tempfile.TemporaryDirectory(prefix="vxla-graph-") as directory:
-            source, svg = Path(directory) / "module.hlo", Path(directory) / "graph.svg"
-            source.write_bytes(module)
-            argv = [sys.executable, "-c", DRAW, str(source), "--svg", str(svg)]
-            if highlight:
-                argv += ["--highlight", highlight]
-            try:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=GRAPH_SECONDS, check=False)
-            except subprocess.TimeoutExpired:
-                raise HTTPException(503, f"the graph took over {GRAPH_SECONDS} s to draw") from None
-            if done.returncode != 0:
-                reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit status {done.returncode}"
-                status = 503 if "Graphviz" in reason else 422
-                raise HTTPException(status, f"cannot draw the graph: {reason}")
-            path = next((line.split(None, 1)[1] for line in done.stdout.splitlines() if line.startswith("path ")), "")
-            return svg.read_bytes(), tuple(p.strip() for p in path.split("->") if p.strip())
+async def _staying() -> bool:
+    """A page's own drawing is never dropped for its client's going."""
+    return False
 
 
-# The drawing process caps its own CPU time and address space before it starts `vxla graph`,
-# so a module that compiles slowly or hugely costs the node a bounded share (set in the child
-# itself: a pre-exec hook is unsafe in the node's threaded process).
-DRAW = (
-    "import resource, sys\n"
-    f"resource.setrlimit(resource.RLIMIT_CPU, ({GRAPH_SECONDS}, {GRAPH_SECONDS}))\n"
-    f"resource.setrlimit(resource.RLIMIT_AS, ({GRAPH_MEMORY_BYTES}, {GRAPH_MEMORY_BYTES}))\n"
-    "from node.cli import main\n"
-    "sys.exit(main(['graph', *sys.argv[1:]]))\n"
-)
+def _may_draw(gate: Gate, request: Request) -> bool:
+    """Whether `request` may have graphs drawn: any request on a node that requires no
+    token, else one whose token the gate admits (as the intake admits API requests)."""
+    if not gate.required:
+        return True
+    try:
+        return gate.admit(request.headers.get("authorization")) is not None
+    except Refused:
+        return False
 
 
-def _divergence_section(divergence: Any, module_digest: str | None, graphs: _Graphs) -> str:  # noqa: ANN401 - a NodeDivergence
+def _token_needed(module_digest: str) -> str:
+    """What a page shows for a graph when the node draws graphs only for token holders."""
+    url = f"/graphs/{_e(module_digest)}.svg"
+    return (f"This node draws graphs only for requests with a token: fetch <a href='{url}'>{url}</a> with "
+            "<code>Authorization: Bearer TOKEN</code>, or draw it yourself with <code>vxla graph</code> from the "
+            f"module (<code>GET /v1/blobs/{_e(module_digest)}</code>).")  # fmt: skip
+
+
+def _divergence_section(divergence: Any, module_digest: str | None, draw: Callable[[str, str], Outcome] | None) -> str:  # noqa: ANN401 - a NodeDivergence
     rows = [
         ["node", f"{_e(divergence.node)} <span class=note>{_e(divergence.endpoint)}</span>"],
         ["its result", _digest(divergence.their_result)],
@@ -235,15 +253,17 @@ def _divergence_section(divergence: Any, module_digest: str | None, graphs: _Gra
         ["this node's digest", _digest(divergence.our_digest or "absent")],
     ]
     picture = ""
-    if module_digest is not None:
-        try:
-            svg, path = graphs.draw(module_digest, name)
-            steps = [f"<mark>{_e(step)}</mark>" if step == name else _e(step) for step in path]
+    if module_digest is not None and draw is None:
+        rows.append(["graph", _token_needed(module_digest)])
+    elif module_digest is not None:
+        outcome = draw(module_digest, name)
+        if outcome.ok:
+            steps = [f"<mark>{_e(step)}</mark>" if step == name else _e(step) for step in outcome.path]
             rows.append(["path in the graph", " &rarr; ".join(steps)])
             full = f"/graphs/{_e(module_digest)}.svg?highlight={_e(name)}"
-            picture = f"<div class=graph>{_inline_svg(svg)}</div><p><a href='{full}'>The graph at full size</a></p>"
-        except HTTPException as exc:
-            rows.append(["graph", _e(str(exc.detail))])
+            picture = f"<div class=graph>{_inline_svg(outcome.svg)}</div><p><a href='{full}'>The graph at full size</a></p>"
+        else:
+            rows.append(["graph", _e(outcome.detail)])
     return _table([], rows) + picture
 
 
@@ -293,9 +313,10 @@ def _jobs_table(jobs: Iterable[StoredJob]) -> str:
     return _table(["job", "state", "queued", "took", "why"], rows)
 
 
-def _page(title: str, body: str) -> HTMLResponse:
+def _page(title: str, body: str, reload_s: int | None = None) -> HTMLResponse:
+    reload = f"<meta http-equiv=refresh content={reload_s}>" if reload_s else ""
     document = (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>"
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{_e(title)}</title>{reload}"
         f"<meta name=viewport content='width=device-width, initial-scale=1'><style>{STYLE}</style></head>"
         f"<body><nav><a href='/'>Jobs</a><a href='/docs'>API</a><a href='/metrics'>Metrics</a></nav>"
         f"<h1>{_e(title)}</h1>{body}</body></html>"

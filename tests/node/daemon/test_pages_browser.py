@@ -1,8 +1,9 @@
 """The node's web pages in a real browser: Playwright driving Debian's headless Chromium
 against real nodes with real jobs. The job list renders with each job's state and why, a
 job's page shows its trace's hashes and its graph, the API page lists the operations, a
-chain job whose nodes diverged highlights the first differing instruction in its graph, and
-no request leaves the machine.
+chain job whose nodes diverged highlights the first differing instruction in its graph, no
+request leaves the machine, and the node's Content-Security-Policy refuses nothing the pages
+use.
 
 Chromium is Debian's (`apt-get install chromium`; Playwright's own browser download needs a
 network): `make test` installs it where it can. Without it these tests fail, saying so: they
@@ -66,7 +67,8 @@ def browser() -> Iterator[object]:
 
 
 class Visit:
-    """A page of one browser context that records every request it makes."""
+    """A page of one browser context that records every request it makes and every
+    Content-Security-Policy violation the browser reports."""
 
     def __init__(self, browser, base: str) -> None:  # noqa: ANN001
         self.context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -74,6 +76,8 @@ class Visit:
         self.base = base
         self.requests: list[str] = []
         self.page.on("request", lambda request: self.requests.append(request.url))
+        self.refused: list[str] = []
+        self.page.on("console", lambda message: self.refused.append(message.text) if "Content Security Policy" in message.text else None)
 
     def go(self, path: str):  # noqa: ANN201
         response = self.page.goto(self.base + path)
@@ -91,6 +95,7 @@ class Visit:
         strangers = [url for url in self.requests if not url.startswith(self.base + "/")]
         self.context.close()
         assert strangers == [], f"requests that left the node: {strangers}"
+        assert self.refused == [], f"what the node's Content-Security-Policy refused: {self.refused}"
 
 
 @pytest.fixture(scope="module")
