@@ -39,7 +39,7 @@ class GraphvizMissing(NodeError):
     """Graphviz's `dot` program is not installed: an SVG cannot be drawn (DOT text can)."""
 
 
-class UnknownInstruction(ValueError):
+class UnknownInstruction(NodeError, ValueError):
     """No entry instruction has the name asked to be highlighted; `names` are the names it
     has (so a node can refuse other wrong names without drawing again)."""
 
@@ -68,7 +68,7 @@ class GraphPicture:
 def graph_picture(program: Program, config: CompilerConfig | None = None, highlight: str | None = None) -> GraphPicture:
     """The optimized graph of `program` for `config` (the node's default without one), with
     the entry instruction named `highlight` (canonical name, e.g. `fusion.7`) and the path
-    to it from a parameter marked; UnknownInstruction (a ValueError) when no entry
+    to it from a parameter marked; UnknownInstruction (a NodeError and a ValueError) when no entry
     instruction has that name."""
     module, plan = optimized_plan(program, config or load_config())
     return _Drawing(module, plan).draw(highlight)
