@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "Plan": "compiler.codegen.plan",
     "KernelStep": "compiler.codegen.plan",
     "walk_steps": "compiler.codegen.plan",
+    "binary_hash": "compiler.codegen.plan",
     "PIPELINES": "compiler.passes.pipeline",
     "pipeline_named": "compiler.passes.pipeline",
     # The pinned configuration and targets.

@@ -1,13 +1,18 @@
 """The persistent compile cache: object bytes and plans keyed by everything that can change
 them (the program's hlo_hash, the whole CompilerConfig and the compiler's own source).
 
-Nothing read from it is trusted as read. An entry is two files: the object bytes, and a
+Nothing read from it is trusted as read: the node's confined execution process writes it, so
+whoever runs there can write any file in it. An entry is two files: the object bytes, and a
 record of the key, the plan, graph_hash and binary_hash, stored after the SHA-256 of its own
-bytes. A hit checks the record against its SHA-256 and its key, and the object against the
-record's binary_hash: the plan decides what the node reads back as outputs and signs, so a
-flipped bit in it (bit rot, an edit) must not run under the object's good hashes. A damaged
-entry is counted (`damaged`) and rebuilt, never used. Files are written to a temporary file
-and renamed.
+bytes. A hit checks the record against its SHA-256 and its key, and recomputes binary_hash
+from the object bytes and the plan as read (compiler/codegen/plan.py `binary_hash`; the
+record's stated one is never used). The seal catches bit rot, not an editor, who can reseal;
+the binding is binary_hash itself: it covers the plan, which decides what the node reads back
+as outputs and signs, so an edited plan runs, if at all, under another binary_hash than the
+honest one every verifier's recompilation gives. And since the key pins everything that
+decides the honest object and plan, a record whose stated binary_hash is not the recomputed
+one is damaged too. A damaged entry is counted (`damaged`) and rebuilt, never used. Files
+are written to a temporary file and renamed.
 
 Beside the entries, a source index records the hlo_hash this compiler found for the exact
 bytes of a source it verified, so `compiler.compile` finds a cached executable without parsing
@@ -24,11 +29,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
-from compiler.codegen.plan import Plan
+from compiler.codegen.plan import Plan, binary_hash
 from compiler.config import CompilerConfig
 from core.atomic_files import write_bytes_atomic
 
-CACHE_FORMAT = 3  # 3: records carry the SHA-256 of their bytes
+CACHE_FORMAT = 4  # 3: records carry the SHA-256 of their bytes; 4: binary_hash covers the plan
 _SOURCE_ROOT = Path(__file__).resolve().parent
 
 
@@ -139,16 +144,21 @@ class CompileCache:
 
 def _entry_of(key: str, record: bytes, object_bytes: bytes) -> Entry | None:
     """The entry a sealed record and object bytes make, or None when either is damaged: the
-    record's digest, its key, and the object's binary_hash must all match."""
+    record's digest and its key must match, and the binary_hash recomputed from the object
+    and the plan as read must be the record's."""
     content = _unsealed(record)
     if content is None:
         return None
     try:
         meta = json.loads(content)
-        if meta["key"] != key or sha256_hex(object_bytes) != meta["binary_hash"]:
+        if meta["key"] != key or not _is_digest(meta["graph_hash"]):
             return None
-        return Entry(object_bytes, Plan.from_json(meta["plan"]), meta["graph_hash"], meta["binary_hash"])
-    except (ValueError, KeyError, TypeError, IndexError):
+        plan = Plan.from_json(meta["plan"])
+        recomputed = binary_hash(object_bytes, plan)
+        if recomputed != meta["binary_hash"]:
+            return None
+        return Entry(object_bytes, plan, meta["graph_hash"], recomputed)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
         return None
 
 

@@ -11,7 +11,7 @@ from compiler.codegen import buffer_assignment, grid
 from compiler.codegen.backend import Backend, backend_for
 from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
-from compiler.codegen.plan import Plan, finest_split
+from compiler.codegen.plan import Plan, binary_hash, finest_split
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
 from compiler.errors import BackendError
@@ -92,7 +92,7 @@ def compile_program(
         ir_text, plan, graph_text = generate(program, config, observer if progress else None)
         tell(f"generating machine code for {config.cpu}")
         object_bytes = backend_for(config).emit_binary(ir_text, config)
-        entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), sha256_hex(object_bytes))
+        entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), binary_hash(object_bytes, plan))
         if cache is not None:
             cache.put(key, entry)
     if cache is not None:
@@ -123,7 +123,7 @@ def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: 
     """An executable of `program` for GPU target `config` whose grid runs on this host's CPU
     (compiler/runtime/emulated_grid.py; `block_size`: see EmulatedDevice): for tests of the
     grid logic without a GPU. It names the GPU target but runs host code, so its binary_hash
-    is the host object's, and no statement is ever made of it."""
+    is of the host object (and the plan), and no statement is ever made of it."""
     if not config.is_gpu:
         raise ValueError(f"{config.cpu} is not a GPU target")
     ir_text, plan, graph_text = generate(program, config, backend=HOST_GRID)
@@ -132,6 +132,6 @@ def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: 
     missing = HOST_GRID.unresolved_symbols(object_bytes)
     if missing:
         raise BackendError(f"emulated grid object references symbols it does not define: {', '.join(missing)}")
-    hashes = {"hlo_hash": program.hlo_hash, "graph_hash": text_digest(graph_text), "binary_hash": sha256_hex(object_bytes)}
+    hashes = {"hlo_hash": program.hlo_hash, "graph_hash": text_digest(graph_text), "binary_hash": binary_hash(object_bytes, plan)}
     device = emulated_grid.EmulatedDevice(load_object(object_bytes, host), block_size)
     return Executable(program, config, plan, object_bytes, hashes, threads=1, device=device, emulated=True)

@@ -45,9 +45,9 @@ SESSION_CACHE_VARIABLE = "VXLA_TEST_SESSION_CACHE"
 def session_cache() -> Path:
     """Where tests that compile a fixture only to run it get the executable: each fixture is
     compiled once per session and configuration, not once per test file. Every entry was made
-    by this checkout's compiler in this session, and a hit re-checks the bytes against their
-    binary_hash. Tests of compiling itself (determinism, the golden manifest of targets this
-    host cannot run) compile afresh."""
+    by this checkout's compiler in this session, and a hit recomputes their binary_hash (the
+    object bytes and the plan). Tests of compiling itself (determinism, the golden manifest of
+    targets this host cannot run) compile afresh."""
     return Path(os.environ[SESSION_CACHE_VARIABLE])
 
 

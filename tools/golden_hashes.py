@@ -1,6 +1,6 @@
 """Writes tests/fixtures/golden_hashes.json: every fixture's hlo_hash, the digests of the
 reference evaluator's outputs on its inputs (the bits every target must give) and, for every
-pinned target (the GPU ones' binary_hash is their cubin's), its graph_hash and binary_hash,
+pinned target (the GPU ones' binary_hash covers their cubin), its graph_hash and binary_hash,
 with the pipeline_id, LLVM version and nvJitLink release they were made with. Compiling only (no run of machine code), so every target is recorded on any
 host.
 

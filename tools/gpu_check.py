@@ -18,9 +18,10 @@ Two halves, because a GPU machine need not have the compiler's dependencies (nor
       compiler/codegen/plan.py and compiler/runtime/{grid_runner,cuda_device,stops}.py are
       imported: no LLVM). Runs each case through the same plan runner and driver code as
       `vxla run --target nvptx-sm90` (first run recorded as a CUDA graph, later runs replayed),
-      compares every output's SHA-256, runs the math functions over every input, prints the
-      GPU, the times and a summary, and exits 1 if any bit differs (2 if no GPU can run the
-      bundle's cubins). `make test-gpu` does both halves on a GPU host.
+      once its cubin and plan are checked against its binary_hash, compares every output's
+      SHA-256, runs the math functions over every input, prints the GPU, the times and a
+      summary, and exits 1 if any bit differs (2 if no GPU can run the bundle's cubins).
+      `make test-gpu` does both halves on a GPU host.
 
       The benchmark (bits checked too) prints: the sgemm's TFLOP/s against cuBLAS SGEMM with
       TF32 off (through CuPy, or PyTorch), the fusion's GB/s against the GPU's device-to-device
@@ -225,7 +226,7 @@ def run(directory: Path, skip_math: bool, repeat: int, graphs: bool = True, skip
     best: dict[str, float] = {}
     for case in manifest["cases"]:
         stem = directory / "cases" / case["name"]
-        problem, seconds, graph_error = _checked_case(stem, case["outputs"], lambda stem=stem: _stored_inputs(stem), processor, target, repeat, graphs)
+        problem, seconds, graph_error = _checked_case(stem, case["binary_hash"], case["outputs"], lambda stem=stem: _stored_inputs(stem), processor, target, repeat, graphs)
         if problem:
             differing.append(f"{case['name']}: {problem}")
         elif seconds:
@@ -248,26 +249,30 @@ def _stored_inputs(stem: Path) -> list[np.ndarray]:
     return [inputs[key] for key in sorted(inputs.files, key=lambda k: int(k.split("_")[1]))]
 
 
-def _checked_case(stem: Path, expected: list[str], inputs, processor: str, target: str, repeat: int, graphs: bool) -> tuple[str, list[float], str]:
+def _checked_case(stem: Path, binary: str, expected: list[str], inputs, processor: str, target: str, repeat: int, graphs: bool) -> tuple[str, list[float], str]:
     """_run_case, with any failure reported as the case's problem: the first run on a new
     GPU finds what it finds, and every case still runs."""
     try:
-        return _run_case(stem, expected, inputs(), processor, target, repeat, graphs)
+        return _run_case(stem, binary, expected, inputs(), processor, target, repeat, graphs)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}", [], ""
 
 
-def _run_case(stem: Path, expected: list[str], inputs: list[np.ndarray], processor: str, target: str, repeat: int, graphs: bool) -> tuple[str, list[float], str]:
+def _run_case(stem: Path, binary: str, expected: list[str], inputs: list[np.ndarray], processor: str, target: str, repeat: int, graphs: bool) -> tuple[str, list[float], str]:
     """(what differs, or "", each run's seconds, why CUDA graphs were off): the case's cubin
-    and plan run `repeat` times on `inputs` (each run waited for), every output's SHA-256
-    compared with `expected` each time."""
-    from compiler.api import Plan
+    and plan, once checked against the case's binary_hash `binary`, run `repeat` times on
+    `inputs` (each run waited for), every output's SHA-256 compared with `expected` each time."""
+    from compiler.api import Plan, binary_hash
     from compiler.runtime.cuda_device import open_cuda
     from compiler.runtime.grid_runner import GridRun, allocate_memory
 
-    device = open_cuda(processor, target, stem.with_suffix(".cubin").read_bytes())
-    device.use_graphs = graphs
+    cubin = stem.with_suffix(".cubin").read_bytes()
     plan = Plan.from_json(json.loads(stem.with_suffix(".plan.json").read_text()))
+    # The bits checked here vouch for the compiled binary_hash only if these files are its.
+    if binary_hash(cubin, plan) != binary:
+        return f"its cubin and plan are not its binary_hash {binary[:16]}...", [], ""
+    device = open_cuda(processor, target, cubin)
+    device.use_graphs = graphs
     memory = allocate_memory(device, plan)
     by_index = {b.input_index: b.id for b in plan.buffers if b.kind == "input"}
     for index, array in enumerate(inputs):
@@ -303,7 +308,7 @@ def _run_bench(directory: Path, manifest: dict, device, repeat: int, graphs: boo
     for program in manifest["bench"]:
         stem = directory / "bench" / program["name"]
         shapes = program["shapes"]
-        problem, seconds, graph_error = _checked_case(stem, program["outputs"], lambda shapes=shapes: _generated(shapes), processor, target, repeat, graphs)
+        problem, seconds, graph_error = _checked_case(stem, program["binary_hash"], program["outputs"], lambda shapes=shapes: _generated(shapes), processor, target, repeat, graphs)
         if problem:
             differing.append(f"{program['name']}: {problem}")
             print(f"  {program['name']:<24} DIFFERS  {problem}", flush=True)

@@ -4,12 +4,18 @@ The code generator turns a module into object code (one function per kernel) and
 the buffers (their sizes and where they live), and the steps that run kernels, copy buffers,
 and drive while loops and conditionals. The plan is plain data and serializes to JSON, so the
 compile cache can store it beside the object bytes.
+
+The object bytes alone do not say what a run computes: the plan decides which kernels run,
+in what order, and which buffers are read back as the outputs. So binary_hash, the identity
+of the code that runs in every trace, covers both (`binary_hash`, the one place it is made).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
 BufferKind = Literal["arena", "input", "constant"]
@@ -269,15 +275,45 @@ class Plan:
             trace_points=[TracePoint(int(a), str(n), str(o), tuple(b)) for a, n, o, b in data.get("trace_points", [])],
         )
 
+    def canonical_bytes(self) -> bytes:
+        """The plan's canonical JSON (sorted keys, no whitespace, ASCII): equal plans give equal
+        bytes in any process, and a plan read back from JSON gives the bytes it was written
+        from. Non-finite numbers are refused: no honest plan has one."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+# The domain of binary_hash's framing: another version of the framing is another hash.
+BINARY_HASH_DOMAIN = b"vxla.binary.v1"
+
+
+def binary_hash(object_bytes: bytes, plan: Plan) -> str:
+    """binary_hash: the SHA-256 of the object bytes and the plan that drives them, each framed
+    by its length after the domain, so no two (object, plan) pairs share their framed bytes.
+    The compiler makes it, the compile cache recomputes it on every load (a record's stated
+    hash is never believed), and a GPU bundle's cubin and plan are checked against it: an
+    edited plan (a step removed, another buffer read as an output) is another binary_hash,
+    never the honest one that a verifier's recompilation gives."""
+    plan_bytes = plan.canonical_bytes()
+    digest = hashlib.sha256(BINARY_HASH_DOMAIN + b"\n")
+    for part in (object_bytes, plan_bytes):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
 
 def _step_to_json(step: Step) -> dict:
-    data = asdict(step)
+    # Field by field, not dataclasses.asdict: asdict deep-copies every nested step, and every
+    # compile and cache hit serializes the whole plan for binary_hash.
+    data = {name: getattr(step, name) for name in _STEP_FIELDS[type(step)]}
     if isinstance(step, WhileStep):
         data["condition"] = [_step_to_json(s) for s in step.condition]
         data["body"] = [_step_to_json(s) for s in step.body]
     elif isinstance(step, ConditionalStep):
         data["branches"] = [[_step_to_json(s) for s in branch] for branch in step.branches]
     return data
+
+
+_STEP_FIELDS = {kind: tuple(f.name for f in fields(kind)) for kind in (KernelStep, CopyStep, WhileStep, ConditionalStep)}
 
 
 def _step_from_json(data: dict) -> Step:

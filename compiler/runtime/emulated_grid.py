@@ -13,7 +13,7 @@ cubin) is held by the PTX checks and the golden cubin hashes, and by the device 
 GPU (tools/gpu_check.py).
 
 An emulated executable is for tests: it names the GPU target but runs host code, so its
-binary_hash is that host object's, and no statement is ever signed of it.
+binary_hash is of that host object, and no statement is ever signed of it.
 """
 
 from __future__ import annotations

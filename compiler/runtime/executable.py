@@ -94,7 +94,7 @@ class RunState:
 class Executable:
     """A compiled module: `run(*arrays)` returns the outputs; `hashes` identifies exactly what
     runs (hlo_hash of the program, graph_hash of the optimized graph, binary_hash of the
-    object bytes)."""
+    object bytes and the plan that drives them: compiler/codegen/plan.py `binary_hash`)."""
 
     program: Program
     config: CompilerConfig

@@ -332,8 +332,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="compile an HLO module to pinned native code; print its hashes",
         description="Compile an HLO module for the pinned target (configs/compiler.toml, or "
         "--target) and print hlo_hash, graph_hash (the optimized graph) and binary_hash "
-        "(the exact object bytes that run). Compiled objects are cached by hlo_hash and the "
-        "whole compiler configuration.",
+        "(the exact object bytes that run, with the plan that drives them). Compiled objects "
+        "are cached by hlo_hash and the whole compiler configuration.",
     )
     add_program_arguments(compile_)
     add_target_options(compile_)

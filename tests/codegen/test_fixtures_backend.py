@@ -52,7 +52,7 @@ def assert_golden(name: str, target: str, hashes: dict[str, str]) -> None:
     for key, value in recorded.items():
         assert hashes[key] == value, (
             f"{name} on {target}: {key} is {hashes[key][:16]}..., the manifest has {value[:16]}... "
-            f"with the same pipeline_id: the {'optimized graph' if key == 'graph_hash' else 'machine code' if key == 'binary_hash' else 'canonical text'} "
+            f"with the same pipeline_id: the {'optimized graph' if key == 'graph_hash' else 'machine code or its plan' if key == 'binary_hash' else 'canonical text'} "
             "changed without a pass version bump (if on purpose: bump it and run `make golden`)"
         )
 

@@ -224,6 +224,29 @@ def test_the_device_side_imports_no_llvm() -> None:
     subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=Fixture("scan").directory.parents[2])
 
 
+def test_the_device_check_runs_a_bundled_case_only_under_its_binary_hash(tmp_path) -> None:
+    """tools/gpu_check.py checks a case's cubin and plan against the binary_hash the bundle
+    recorded before it opens the GPU: a plan edited in the bundle (its last step cut) is
+    refused by name, so the bits it checks vouch for the binary_hash it names."""
+    import json
+
+    from tools import gpu_check
+
+    fixture = Fixture("mlp_softmax")
+    executable = compile_program(load_program(fixture.module_text), config(EMULATED), cache_dir=False)
+    stem = tmp_path / "mlp_softmax"
+    gpu_check._write_case(stem, fixture.module_text, executable)
+    binary, processor = executable.hashes["binary_hash"], config(EMULATED).target_cpu.processor
+
+    def problem() -> str:
+        return gpu_check._checked_case(stem, binary, [], lambda: [], processor, EMULATED, 1, False)[0]
+
+    assert "binary_hash" not in problem()  # the honest case gets to the GPU (or its absence)
+    plan = json.loads(stem.with_suffix(".plan.json").read_text())
+    stem.with_suffix(".plan.json").write_text(json.dumps({**plan, "steps": plan["steps"][:-1]}))
+    assert problem() == f"its cubin and plan are not its binary_hash {binary[:16]}..."
+
+
 @pytest.mark.parametrize("case", [name for name, _, _ in gpu_cases.cases()])
 def test_every_op_family_case_on_the_emulated_grid(case: str) -> None:
     """The op families' fixed cases (what the device check runs besides the fixtures), with
