@@ -406,9 +406,9 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
     statements = {}
     say("the nodes' results and signed traces:")
     for node in state.nodes:
-        info = Client(node.url)._json("GET", f"/v1/chain/jobs/{job.id}")
-        local = info["local"] or {}
-        envelope = Client(node.url)._request("GET", f"/v1/chain/jobs/{job.id}/trace").content
+        theirs = Client(node.url).job(job.id)
+        local = theirs.info["local"] or {}
+        envelope = theirs.trace()
         statements[node.index] = Statement.from_json_bytes(parse_envelope(envelope).payload)
         fault = f"   <- FAULT INJECTION {node.fault}" if node.fault else ""
         say(f"  node{node.index} result {local.get('result_digest', '?')[:16]}  trace {local.get('envelope_digest', '?')[:16]}{fault}")

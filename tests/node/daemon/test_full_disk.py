@@ -28,21 +28,10 @@ from node.daemon.config import AuthConfig, NodeConfig
 from node.daemon.server import NodeServer
 from node.sdk import Client, inline_job_request
 from node.tensors import npy_bytes
-from tests.node.daemon.test_store_faults import mounted, needs_root
+from tests.node.daemon.test_store_faults import fill, mounted, needs_root
 
 MLP = Fixture("mlp_softmax")
 KEY = generate_private_key()
-
-
-def fill(path: Path) -> None:
-    """Writes `path` until its filesystem has no room left."""
-    with path.open("wb") as handle:
-        try:
-            while True:
-                handle.write(bytes(64 * 1024))
-                handle.flush()
-        except OSError:
-            pass
 
 
 def until(condition: Callable[[], bool], timeout: float, what: str) -> None:

@@ -33,6 +33,17 @@ KEY = generate_private_key()
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not sys.platform.startswith("linux"), reason="mounting a small filesystem needs root on Linux")
 
 
+def fill(path: Path) -> None:
+    """Writes `path` until its filesystem has no room left."""
+    with path.open("wb") as handle:
+        try:
+            while True:
+                handle.write(bytes(64 * 1024))
+                handle.flush()
+        except OSError:
+            pass
+
+
 @contextmanager
 def mounted(directory: Path, options: str) -> Iterator[Path]:
     directory.mkdir(parents=True, exist_ok=True)
@@ -105,13 +116,7 @@ def test_a_full_disk_is_a_507_and_not_ready_until_space_is_back(tmp_path: Path) 
         filler = tmp_path / "data" / "filler"
         try:
             assert httpx.get(f"{server.url}/readyz", timeout=30).status_code == 200
-            with filler.open("wb") as handle:  # the disk fills up
-                try:
-                    while True:
-                        handle.write(bytes(64 * 1024))
-                        handle.flush()
-                except OSError:
-                    pass
+            fill(filler)  # the disk fills up
             data = os.urandom(SMALL_BLOB_BYTES * 3)
             answer = httpx.put(f"{server.url}/v1/blobs/{sha256_hex(data)}", content=data, timeout=30)
             assert answer.status_code == 507, answer.text
