@@ -16,10 +16,11 @@ probe but not for the job costs one try a while, not a busy loop) before it take
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -54,9 +55,6 @@ from node.sqlite import StorageError
 log = logging.getLogger("vxla.node")
 R = TypeVar("R")
 
-# Checker processes: how many parse modules at once, how long a request waits for one (then
-# 503), and the memory one may use past its start, per byte of the largest module allowed (a
-# parsed module takes up to about 16 times its text, and parsing more while it runs).
 # A job's outcome the store fails to record is tried this many times, the waits between
 # doubling from the first (0.5 + 1 + 2 + 4 s), before the job goes back to the queue.
 RECORD_TRIES = 5
@@ -64,9 +62,17 @@ RECORD_FIRST_WAIT_S = 0.5
 # After a job went back to the queue over a storage failure, the longest pause between a
 # worker's checks that the store takes writes again (the first is its poll interval).
 STORAGE_WAIT_MAX_S = 30.0
+# Checker processes: how many parse modules at once, how long a request waits for one (then
+# 503), and the memory one may use past its start, per byte of the largest module allowed (a
+# parsed module takes up to about 16 times its text, and parsing more while it runs).
 MODULE_CHECKERS = 2
 MODULE_CHECK_WAIT_S = 30.0
 MODULE_CHECK_MEMORY_PER_BYTE = 48
+# A module over this many bytes is large: parsing one near max_module_bytes takes a checker
+# for a minute. Large modules take at most MODULE_CHECKERS - 1 checkers at once, so a small
+# job never waits behind them (two 16 MB modules once held both checkers, and a small valid
+# job waited 30 s for a 503).
+LARGE_MODULE_BYTES = 1 << 20
 
 
 @dataclass
@@ -174,6 +180,7 @@ class WorkerPool:
         self.checkers = ExecutionProcesses(
             self.compiler_config, store.data_dir / "compile-cache", MODULE_CHECK_MEMORY_PER_BYTE * limits.max_module_bytes, MODULE_CHECKERS
         )
+        self._large_checks = threading.BoundedSemaphore(MODULE_CHECKERS - 1)
 
     def check_module(self, module_bytes: bytes) -> ModuleSummary:
         """A module's summary (identity, parameters, work), from a checker process or from
@@ -182,10 +189,30 @@ class WorkerPool:
         check_module_size(module_bytes, self.limits)
         summary = self.known_modules.recall(module_bytes)
         if summary is None:
-            summary = self.checkers.check_module(ModuleCheckRequest(module_bytes, self.limits), MODULE_CHECK_WAIT_S)
+            with self._checker_lane(len(module_bytes)):
+                summary = self.checkers.check_module(ModuleCheckRequest(module_bytes, self.limits), MODULE_CHECK_WAIT_S)
             self.known_modules.remember(module_bytes, summary)
         check_flops(summary.flops, self.limits)
         return summary
+
+    @contextlib.contextmanager
+    def _checker_lane(self, module_bytes: int) -> Iterator[None]:
+        """Holds a large module's share of the checkers while it is checked (small modules
+        need none: a checker is always left to them); JobRejected 503 when the large
+        modules' share stays taken for MODULE_CHECK_WAIT_S."""
+        if module_bytes <= LARGE_MODULE_BYTES:
+            yield
+            return
+        if not self._large_checks.acquire(timeout=MODULE_CHECK_WAIT_S):
+            raise JobRejected(
+                f"module: the node is checking other large modules (over {LARGE_MODULE_BYTES} bytes) "
+                f"for {MODULE_CHECK_WAIT_S:.0f} s; try again",
+                503,
+            )
+        try:
+            yield
+        finally:
+            self._large_checks.release()
 
     def start(self) -> None:
         """Starts the worker threads, and in the background a checker process and one

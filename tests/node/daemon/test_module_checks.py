@@ -4,22 +4,29 @@ that costs a lot to parse then costs a checker process, not the daemon's threads
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from attest.keys import generate_private_key
 from compiler import program as program_module
 from compiler.config import load_config
 from harness.fixture_data import Fixture
+from node.daemon import worker
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.job_checks import ModuleSummary, checked_module
 from node.daemon.sandbox import ExecutionProcesses, ModuleCheckRequest
 from node.daemon.server import NodeServer
+from node.daemon.worker import LARGE_MODULE_BYTES
 from node.errors import JobRejected
+from node.protocol import JobRequest
 from node.sdk import Client
+from node.tensors import npy_bytes
 
 MLP = Fixture("mlp_softmax")
 
@@ -68,3 +75,56 @@ def test_when_every_checker_is_busy_a_request_gets_503_not_a_queue(tmp_path: Pat
         assert summary.hlo_hash == ModuleSummary.of(*checked_module(MLP.module_text.encode(), Limits())).hlo_hash
     finally:
         checkers.close()
+
+
+def chain_module(target_bytes: int) -> str:
+    """A valid module of about `target_bytes` of text: a chain of adds on one f32[4]
+    parameter (parsing and checking it takes about a second a megabyte)."""
+    lines = ["HloModule chain", "", "ENTRY main {", "  p = f32[4] parameter(0)"]
+    previous, size = "p", 0
+    while size < target_bytes:
+        name = f"add.{len(lines)}"
+        lines.append(f"  {name} = f32[4] add({previous}, {previous})")
+        size += len(lines[-1]) + 1
+        previous = name
+    return "\n".join([*lines, f"  ROOT out = f32[4] negate({previous})", "}", ""])
+
+
+def post(url: str, module: str) -> httpx.Response:
+    body = JobRequest.inline(module, [npy_bytes(np.ones(4, np.float32))]).body()
+    return httpx.post(f"{url}/v1/jobs", json=body, timeout=120)
+
+
+def test_large_modules_leave_a_checker_to_small_jobs(node: NodeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large modules (over LARGE_MODULE_BYTES) take at most all checkers but one: while the
+    large modules' share is taken, another large one gets 503 naming it, and a small job is
+    checked and taken at once."""
+    large, small = chain_module(LARGE_MODULE_BYTES + 4096), chain_module(2048)
+    monkeypatch.setattr(worker, "MODULE_CHECK_WAIT_S", 0.5)
+    assert node.pool._large_checks.acquire(timeout=5)  # a large module is being checked
+    try:
+        refused = post(node.url, large)
+        assert refused.status_code == 503 and "checking other large modules" in refused.json()["detail"]
+        assert post(node.url, small).status_code == 201
+    finally:
+        node.pool._large_checks.release()
+    assert post(node.url, large).status_code == 201
+
+
+def test_a_small_job_is_answered_while_two_large_modules_are_checked(node: NodeServer) -> None:
+    """Two large modules posted at once, then a small job: the small job's answer comes
+    before either large module's (before, the two held both checkers and it waited)."""
+    answers: list[tuple[str, int]] = []
+
+    def submit(what: str, module: str) -> None:
+        answers.append((what, post(node.url, module).status_code))
+
+    threads = [threading.Thread(target=submit, args=(f"large{i}", chain_module(3 * LARGE_MODULE_BYTES // 2 + i))) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # both large modules are in the node, one checked, one waiting its turn
+    submit("small", chain_module(2048))
+    for thread in threads:
+        thread.join()
+    assert answers[0] == ("small", 201), answers
+    assert sorted(answers[1:]) == [("large0", 201), ("large1", 201)]
