@@ -33,9 +33,13 @@ import ctypes
 import errno
 import os
 import pwd
+import resource
 import stat
 import struct
 import sys
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -337,3 +341,28 @@ def _allow_fd(libc: ctypes.CDLL, ruleset: int, fd: int, access: int) -> None:
     rule = _PathBeneathAttr(access, fd)
     if libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
         raise OSError(ctypes.get_errno(), f"landlock_add_rule: {os.strerror(ctypes.get_errno())}")
+
+
+# --- bounds of the node's child processes (execution, checking, drawing) -------------------
+def cap_address_space(extra_bytes: int) -> None:
+    """Caps this process's address space (RLIMIT_AS, which its children inherit) at what it
+    maps now plus `extra_bytes`: called once what the process always needs is loaded, so
+    the cap bounds what its work may add."""
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = size + extra_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def end_with_the_daemon(end: Callable[[], None]) -> None:
+    """Calls `end` as soon as the daemon that started this process is gone (killed with
+    SIGKILL, say), from a thread of its own: an orphan must not go on with work nobody waits
+    for."""
+    daemon_pid = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == daemon_pid:
+            time.sleep(0.2)
+        end()
+
+    threading.Thread(target=watch, name="vxla-daemon-watch", daemon=True).start()

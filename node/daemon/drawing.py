@@ -35,7 +35,6 @@ import resource
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -47,7 +46,14 @@ import anyio
 from prometheus_client import CollectorRegistry, Counter
 
 from node.daemon.config import Limits
-from node.daemon.confinement import Confinement, confine, executable_files, execution_user
+from node.daemon.confinement import (
+    Confinement,
+    cap_address_space,
+    confine,
+    end_with_the_daemon,
+    executable_files,
+    execution_user,
+)
 from node.daemon.store import JobStore
 
 log = logging.getLogger("vxla.node.drawing")
@@ -332,7 +338,7 @@ def _drawing_process(connection: Connection, request: DrawingRequest) -> None:
     answer: a JSON header, then (when drawn) the SVG."""
     os.setsid()  # a group of its own, which `dot` joins: the daemon ends both at once
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when it stops
-    threading.Thread(target=_end_with_the_daemon, args=(os.getppid(),), name="vxla-daemon-watch", daemon=True).start()
+    end_with_the_daemon(lambda: os.killpg(0, signal.SIGKILL))  # the drawing and its `dot`
     from compiler.api import load_config
     from node.graphs import graph_picture  # noqa: F401 - loads the compiler's passes and Graphviz's binding
 
@@ -357,18 +363,7 @@ def _bound(request: DrawingRequest) -> None:
     seconds = max(1, math.ceil(request.wall_seconds))
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of what a hostile module made of it
-    with open("/proc/self/statm") as statm:
-        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    cap = size + request.memory_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-
-def _end_with_the_daemon(daemon_pid: int) -> None:
-    """Ends this process's group (it and `dot`) as soon as the daemon is gone: nobody waits
-    for the drawing any more."""
-    while os.getppid() == daemon_pid:
-        time.sleep(0.2)
-    os.killpg(0, signal.SIGKILL)
+    cap_address_space(request.memory_bytes)
 
 
 def _drawing(request: DrawingRequest, config: Any) -> tuple[dict, bytes]:  # noqa: ANN401 - a CompilerConfig

@@ -36,7 +36,6 @@ import json
 import logging
 import multiprocessing
 import os
-import resource
 import signal
 import sys
 import threading
@@ -51,7 +50,14 @@ from typing import TypeVar
 from attest import Statement
 from compiler.api import CompilerConfig, Fault
 from node.daemon.config import Limits
-from node.daemon.confinement import Confinement, confine, execution_user, hand_over
+from node.daemon.confinement import (
+    Confinement,
+    cap_address_space,
+    confine,
+    end_with_the_daemon,
+    execution_user,
+    hand_over,
+)
 from node.daemon.job_checks import KnownModules, ModuleSummary, checked_module, prepare_job
 from node.errors import JobRejected
 from node.sqlite import StorageError
@@ -371,21 +377,6 @@ class ExecutionProcesses:
 
 
 # --- the child ---------------------------------------------------------------------------
-def _cap_address_space(memory_limit: int) -> None:
-    with open("/proc/self/statm") as statm:
-        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    cap = size + memory_limit + ADDRESS_SPACE_HEADROOM
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-
-
-def _exit_with_the_daemon(daemon_pid: int) -> None:
-    """Ends this process as soon as the daemon is gone (killed with SIGKILL, say): an orphan
-    must not keep running a job nobody waits for."""
-    while os.getppid() == daemon_pid:
-        time.sleep(0.2)
-    os._exit(1)
-
-
 def _open_directory(directory: Path) -> OpenDirectory | str:
     """The compile cache as the child gets it: an open directory on Linux, else its path."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -398,8 +389,8 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     """The child's loop: one request at a time, answered in bytes (see the module docstring).
     Its first answer says it is ready and what confines it, or why it could not start."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when its children stop
-    threading.Thread(target=_exit_with_the_daemon, args=(os.getppid(),), name="vxla-daemon-watch", daemon=True).start()
-    _cap_address_space(memory_limit)
+    end_with_the_daemon(lambda: os._exit(1))
+    cap_address_space(memory_limit + ADDRESS_SPACE_HEADROOM)
     # Everything a job needs is loaded, and what it reads once is read, before the process
     # confines itself (and before "ready": the first job does not wait for it).
     from compiler.api import compile_program  # noqa: F401 - loads the compiler and LLVM
