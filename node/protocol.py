@@ -120,11 +120,13 @@ def statement_digest(statement: Statement) -> str:
     return sha256_hex(canonical_json(statement.predicate.deterministic.to_dict()))
 
 
-def seal_of(node: str, job_id: int, result_digest: bytes) -> bytes:
-    """The sealed commitment keccak256(abi.encode(node, jobId, resultDigest)), as the
-    contract computes it in `sealOf`."""
+def seal_of(node: str, job_id: int, result_digest: bytes, op_trace_root: bytes) -> bytes:
+    """The sealed commitment keccak256(abi.encode(node, jobId, resultDigest, opTraceRoot)), as
+    the contract computes it in `sealOf`: it binds the op-trace root too, so a node cannot pick
+    its execution commitment after seeing another's."""
     return keccak(
         abi_encode(
-            ["address", "uint256", "bytes32"], [to_checksum_address(node), job_id, result_digest]
+            ["address", "uint256", "bytes32", "bytes32"],
+            [to_checksum_address(node), job_id, result_digest, op_trace_root],
         )
     )

@@ -5,8 +5,11 @@ pragma solidity 0.8.28;
 /// @notice Operators of vxla nodes register here with their Ed25519 attestation key id, an
 /// endpoint URL and a stake in native ether. The stake backs their work in the JobMarket:
 /// the market locks a part of it per claimed job slot and slashes it when the node reveals a
-/// result the quorum rejects, or never reveals. Free stake leaves in two steps (request, then
-/// pull after the unbonding delay) so a node cannot escape a slash by withdrawing first.
+/// result the job rejects, or never reveals; the dispute game slashes a slot a dispute refutes,
+/// and the referee locks and slashes the stake of the committee members it draws. Free stake
+/// leaves in two steps (request, then pull after the unbonding delay) so a node cannot escape
+/// a slash by withdrawing first. The registry also lists its nodes in registration order, which
+/// is where a referee draws committee members from.
 contract NodeRegistry {
     /// @notice What the registry knows about one operator.
     struct Node {
@@ -22,7 +25,7 @@ contract NodeRegistry {
     error NotOwner(address caller);
     error MarketAlreadySet(address market);
     error ZeroAddress();
-    error NotMarket(address caller);
+    error NotModule(address caller);
     error AlreadyRegistered(address node);
     error NotRegistered(address node);
     error StakeTooLow(uint256 sent, uint256 minimum);
@@ -35,7 +38,7 @@ contract NodeRegistry {
     error TransferFailed(address to, uint256 amount);
     error Reentrancy();
 
-    event MarketSet(address indexed market);
+    event MarketSet(address indexed market, address indexed game, address indexed referee);
     event NodeRegistered(address indexed node, bytes32 indexed keyId, string endpoint, uint256 stake);
     event EndpointUpdated(address indexed node, string endpoint);
     event StakeAdded(address indexed node, uint256 amount, uint256 stake);
@@ -51,10 +54,17 @@ contract NodeRegistry {
     uint64 public immutable unbondingDelay;
     /// @notice The deployer, allowed only to wire the market once.
     address public immutable owner;
-    /// @notice The JobMarket allowed to lock, unlock and slash stake.
+    /// @notice The JobMarket. It, the dispute game and the referee are this deployment's
+    /// modules: the only callers allowed to lock, unlock and slash stake, and the market's
+    /// credits.
     address public market;
+    /// @notice The DisputeGame of the market's jobs.
+    address public game;
+    /// @notice The referee that decides a dispute's single instruction (the committee).
+    address public referee;
 
     mapping(address => Node) private _nodes;
+    address[] private _nodeList;
     uint256 private _guard = 1;
 
     modifier nonReentrant() {
@@ -64,8 +74,8 @@ contract NodeRegistry {
         _guard = 1;
     }
 
-    modifier onlyMarket() {
-        if (msg.sender != market) revert NotMarket(msg.sender);
+    modifier onlyModule() {
+        if (!isModule(msg.sender)) revert NotModule(msg.sender);
         _;
     }
 
@@ -77,14 +87,25 @@ contract NodeRegistry {
         owner = msg.sender;
     }
 
-    /// @notice Wires the JobMarket; callable once, by the deployer.
+    /// @notice Wires the JobMarket, its DisputeGame and the game's referee; callable once, by
+    /// the deployer.
     /// @param market_ address of the JobMarket contract
-    function setMarket(address market_) external {
+    /// @param game_ address of the DisputeGame contract
+    /// @param referee_ address of the referee (Committee) contract
+    function setMarket(address market_, address game_, address referee_) external {
         if (msg.sender != owner) revert NotOwner(msg.sender);
         if (market != address(0)) revert MarketAlreadySet(market);
-        if (market_ == address(0)) revert ZeroAddress();
+        if (market_ == address(0) || game_ == address(0) || referee_ == address(0)) revert ZeroAddress();
         market = market_;
-        emit MarketSet(market_);
+        game = game_;
+        referee = referee_;
+        emit MarketSet(market_, game_, referee_);
+    }
+
+    /// @notice Whether `account` is one of the wired modules (market, game, referee).
+    /// @param account the caller to check
+    function isModule(address account) public view returns (bool) {
+        return account != address(0) && (account == market || account == game || account == referee);
     }
 
     /// @notice Registers msg.sender as a node operator, bonding msg.value as stake.
@@ -100,6 +121,7 @@ contract NodeRegistry {
         n.keyId = keyId;
         n.endpoint = endpoint;
         n.stake = msg.value;
+        _nodeList.push(msg.sender);
         emit NodeRegistered(msg.sender, keyId, endpoint, msg.value);
     }
 
@@ -152,10 +174,11 @@ contract NodeRegistry {
         if (!ok) revert TransferFailed(msg.sender, amount);
     }
 
-    /// @notice Locks `amount` of the node's free stake behind a job slot (market only).
+    /// @notice Locks `amount` of the node's free stake behind a job slot or a committee seat
+    /// (modules only).
     /// @param node the operator
     /// @param amount wei to lock
-    function lock(address node, uint256 amount) external onlyMarket {
+    function lock(address node, uint256 amount) external onlyModule {
         Node storage n = _nodes[node];
         if (!n.registered) revert NotRegistered(node);
         if (n.stake < minStake) revert StakeTooLow(n.stake, minStake);
@@ -165,20 +188,20 @@ contract NodeRegistry {
         emit StakeLocked(node, amount, n.locked);
     }
 
-    /// @notice Releases `amount` of locked stake after a job settles (market only).
+    /// @notice Releases `amount` of locked stake after a job or dispute settles (modules only).
     /// @param node the operator
     /// @param amount wei to unlock
-    function unlock(address node, uint256 amount) external onlyMarket {
+    function unlock(address node, uint256 amount) external onlyModule {
         Node storage n = _nodes[node];
-        n.locked -= amount; // checked: reverts if the market unlocks more than it locked
+        n.locked -= amount; // checked: reverts if the modules unlock more than they locked
         emit StakeUnlocked(node, amount, n.locked);
     }
 
-    /// @notice Takes `amount` of the node's locked stake and sends it to the market, which
-    /// credits it to the job's winners or submitter (market only).
+    /// @notice Takes `amount` of the node's locked stake and sends it to the calling module,
+    /// which credits it to whoever the job or dispute pays (modules only).
     /// @param node the operator
     /// @param amount wei to slash, out of the stake the market locked
-    function slash(address node, uint256 amount) external onlyMarket nonReentrant {
+    function slash(address node, uint256 amount) external onlyModule nonReentrant {
         Node storage n = _nodes[node];
         n.locked -= amount;
         n.stake -= amount;
@@ -197,6 +220,17 @@ contract NodeRegistry {
     /// @param node the operator
     function isRegistered(address node) external view returns (bool) {
         return _nodes[node].registered;
+    }
+
+    /// @notice Number of nodes ever registered (a node stays listed: registration is permanent).
+    function nodeCount() external view returns (uint256) {
+        return _nodeList.length;
+    }
+
+    /// @notice The node registered `index`-th (0-based, registration order).
+    /// @param index position in 0..nodeCount()-1
+    function nodeAt(uint256 index) external view returns (address) {
+        return _nodeList[index];
     }
 
     /// @notice Stake that is neither locked nor unbonding.

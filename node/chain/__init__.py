@@ -1,21 +1,30 @@
-"""Chain access for vxla nodes: the NodeRegistry and JobMarket contracts through web3, and the
+"""Chain access for vxla nodes: the NodeRegistry, JobMarket, DisputeGame and Committee
+contracts through web3, and the
 watcher (with its state) and the verifier role that follow them; the daemon (node/daemon/)
 plugs its executor into the watcher.
 
 `ChainClient` owns the connection (nonces, gas, fees, receipts, revert decoding, logs);
-`NodeRegistry` and `JobMarket` are typed bindings over it; `deploy` deploys both, wired.
+`NodeRegistry`, `JobMarket`, `DisputeGame` and `Committee` are typed bindings over it;
+`deploy` deploys all four, wired.
 """
 
 from node.chain.artifacts import Artifact, load_artifact
 from node.chain.client import ChainClient, Sender, TxResult
 from node.chain.contracts import (
+    Committee,
     Deployment,
+    Dispute,
+    DisputeGame,
+    GameTerms,
     JobMarket,
     NodeInfo,
     NodeRegistry,
     OnChainJob,
+    Panel,
     Phase,
     Slot,
+    Stage,
+    Verdict,
     deploy,
 )
 from node.chain.errors import (
@@ -31,20 +40,27 @@ __all__ = [
     "Artifact",
     "ChainClient",
     "ChainError",
+    "Committee",
     "ContractRevert",
     "Deployment",
+    "Dispute",
+    "DisputeGame",
     "Event",
+    "GameTerms",
     "GasCapExceeded",
     "OnChainJob",
     "JobMarket",
     "NodeInfo",
     "NodeRegistry",
+    "Panel",
     "Phase",
     "Sender",
     "Slot",
+    "Stage",
     "TransactionDropped",
     "TransactionReverted",
     "TxResult",
+    "Verdict",
     "decode_receipt",
     "deploy",
     "fetch_events",

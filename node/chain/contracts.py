@@ -1,4 +1,5 @@
-"""Typed bindings of NodeRegistry and JobMarket, and their wired deployment."""
+"""Typed bindings of NodeRegistry, JobMarket, DisputeGame and Committee, and their wired
+deployment (docs/disputes.md describes the game)."""
 
 from __future__ import annotations
 
@@ -50,16 +51,27 @@ class OnChainJob:
     submitter: str
     program_digest: bytes
     inputs_digest: bytes
+    graph_root: bytes
     reward: int
     commit_deadline: int
     reveal_deadline: int
+    challenge_window: int
+    reveal_end: int  # when the k-th slot revealed; 0 while not all did
+    trace_leaves: int
     k: int
     claimed: int
     committed: int
     revealed: int
+    open_disputes: int
     phase: Phase
     accepted: bool
     result: bytes
+
+    @property
+    def challenge_deadline(self) -> int:
+        """When challenges close and finalize may run: the end of the reveal phase (the k-th
+        reveal, or the reveal deadline) plus the challenge window (the contract's rule)."""
+        return (self.reveal_end or self.reveal_deadline) + self.challenge_window
 
     def commit_phase_over(self, next_block_time: int) -> bool:
         """Whether no commitment can land any more: every slot committed, or the next block
@@ -76,8 +88,10 @@ class Slot:
     seal: bytes
     result_digest: bytes
     envelope_digest: bytes
+    op_trace_root: bytes
     committed: bool
     revealed: bool
+    refuted: bool
 
 
 class _Bound:
@@ -110,9 +124,11 @@ class NodeRegistry(_Bound):
 
     ARTIFACT = "NodeRegistry"
 
-    def set_market(self, sender: Sender, market: str) -> TxResult:
-        """Wire the JobMarket (deployer only, once)."""
-        return self._send(sender, "setMarket", to_checksum_address(market))
+    def set_market(self, sender: Sender, market: str, game: str, referee: str) -> TxResult:
+        """Wire the JobMarket, its DisputeGame and the referee (deployer only, once)."""
+        return self._send(
+            sender, "setMarket", to_checksum_address(market), to_checksum_address(game), to_checksum_address(referee)
+        )
 
     def register(self, sender: Sender, key_id: bytes, endpoint: str, stake_wei: int) -> TxResult:
         """Register `sender` as a node with its attestation key id, endpoint and stake."""
@@ -175,6 +191,22 @@ class NodeRegistry(_Bound):
         """The wired JobMarket (zero address before setMarket)."""
         return to_checksum_address(self._view("market"))
 
+    def game(self) -> str:
+        """The wired DisputeGame."""
+        return to_checksum_address(self._view("game"))
+
+    def referee(self) -> str:
+        """The wired referee (Committee)."""
+        return to_checksum_address(self._view("referee"))
+
+    def node_count(self) -> int:
+        """Number of nodes ever registered."""
+        return int(self._view("nodeCount"))
+
+    def node_at(self, index: int) -> str:
+        """The node registered `index`-th (0-based)."""
+        return to_checksum_address(self._view("nodeAt", index))
+
 
 class JobMarket(_Bound):
     """Binding of JobMarket.sol: jobs, slots, sealed commit-reveal, quorum, credits."""
@@ -190,16 +222,25 @@ class JobMarket(_Bound):
         commit_deadline: int,
         reveal_deadline: int,
         reward_wei: int,
+        *,
+        graph_root: bytes,
+        trace_leaves: int,
+        challenge_window: int,
     ) -> int:
-        """Post a job with `reward_wei` in escrow; returns its id (from JobPosted)."""
+        """Post a job with `reward_wei` in escrow, naming the graph it must run (its graph
+        commitment: root and op-trace leaf count, docs/disputes.md) and how long after the
+        reveal phase its results may be challenged; returns its id (from JobPosted)."""
         result = self._send(
             sender,
             "postJob",
             _bytes32(program_digest, "program_digest"),
             _bytes32(inputs_digest, "inputs_digest"),
+            _bytes32(graph_root, "graph_root"),
+            trace_leaves,
             k,
             commit_deadline,
             reveal_deadline,
+            challenge_window,
             value=reward_wei,
         )
         for event in self.events(result):
@@ -215,24 +256,27 @@ class JobMarket(_Bound):
         """Commit a sealed result (see `seal_of`)."""
         return self._send(sender, "commit", job_id, _bytes32(seal, "seal"))
 
-    def commit_result(self, sender: Sender, job_id: int, result_digest: bytes) -> TxResult:
-        """Commit the seal of `result_digest` for `sender` (computed locally)."""
-        return self.commit(sender, job_id, seal_of(_address(sender), job_id, result_digest))
+    def commit_result(self, sender: Sender, job_id: int, result_digest: bytes, op_trace_root: bytes) -> TxResult:
+        """Commit the seal of `result_digest` and `op_trace_root` for `sender` (computed locally)."""
+        return self.commit(sender, job_id, seal_of(_address(sender), job_id, result_digest, op_trace_root))
 
     def reveal(
-        self, sender: Sender, job_id: int, result_digest: bytes, envelope_digest: bytes
+        self, sender: Sender, job_id: int, result_digest: bytes, envelope_digest: bytes, op_trace_root: bytes
     ) -> TxResult:
-        """Reveal the result and trace digests behind `sender`'s seal."""
+        """Reveal the result digest, the trace (envelope) digest and the op-trace Merkle root
+        behind `sender`'s seal."""
         return self._send(
             sender,
             "reveal",
             job_id,
             _bytes32(result_digest, "result_digest"),
             _bytes32(envelope_digest, "envelope_digest"),
+            _bytes32(op_trace_root, "op_trace_root"),
         )
 
     def finalize(self, sender: Sender, job_id: int) -> TxResult:
-        """Settle `job_id` by quorum (anyone may call it when the reveal phase is over)."""
+        """Settle `job_id` (anyone may call it once the challenge deadline passed and no
+        dispute on it is open)."""
         return self._send(sender, "finalize", job_id)
 
     def withdraw(self, sender: Sender) -> TxResult:
@@ -247,22 +291,17 @@ class JobMarket(_Bound):
             to_checksum_address(r[0]),
             bytes(r[1]),
             bytes(r[2]),
-            r[3],
-            r[4],
-            r[5],
-            r[6],
-            r[7],
-            r[8],
-            r[9],
-            Phase(r[10]),
-            r[11],
-            bytes(r[12]),
+            bytes(r[3]),
+            *r[4:15],
+            Phase(r[15]),
+            r[16],
+            bytes(r[17]),
         )
 
     def get_slots(self, job_id: int) -> list[Slot]:
         """The claimed slots of `job_id`, in claim order."""
         return [
-            Slot(to_checksum_address(s[0]), bytes(s[1]), bytes(s[2]), bytes(s[3]), s[4], s[5])
+            Slot(to_checksum_address(s[0]), bytes(s[1]), bytes(s[2]), bytes(s[3]), bytes(s[4]), s[5], s[6], s[7])
             for s in self._view("getSlots", job_id)
         ]
 
@@ -286,17 +325,254 @@ class JobMarket(_Bound):
         """Address of the NodeRegistry."""
         return to_checksum_address(self._view("registry"))
 
-    def seal_of(self, node: str, job_id: int, result_digest: bytes) -> bytes:
+    def seal_of(self, node: str, job_id: int, result_digest: bytes, op_trace_root: bytes) -> bytes:
         """The contract's own seal computation (a check of `seal_of`)."""
-        return bytes(self._view("sealOf", to_checksum_address(node), job_id, result_digest))
+        return bytes(self._view("sealOf", to_checksum_address(node), job_id, result_digest, op_trace_root))
+
+    def challenge_deadline(self, job_id: int) -> int:
+        """When challenges on `job_id` close (see OnChainJob.challenge_deadline)."""
+        return int(self._view("challengeDeadline", job_id))
+
+    def min_challenge_window(self) -> int:
+        """Shortest challenge window a job may ask for, in seconds."""
+        return int(self._view("minChallengeWindow"))
+
+
+class Stage(enum.IntEnum):
+    """DisputeGame.Stage."""
+
+    NONE = 0
+    BISECT = 1
+    REVEAL_LEAF = 2
+    OPEN_LEAF = 3
+    REFEREE = 4
+    SETTLED = 5
+
+
+class Verdict(enum.IntEnum):
+    """The referee's ruling (Verdict in DisputeGame.sol)."""
+
+    NONE = 0
+    DEFENDER_RIGHT = 1
+    DEFENDER_WRONG = 2
+    NO_VERDICT = 3
+
+
+@dataclass(frozen=True)
+class Dispute:
+    """DisputeGame.Dispute."""
+
+    job_id: int
+    challenger: str
+    defender: str
+    slot: int
+    stage: Stage
+    verdict: Verdict
+    defender_to_move: bool
+    by_timeout: bool
+    level: int
+    position: int
+    trace_leaves: int
+    moves: int
+    deadline: int
+    graph_root: bytes
+    defender_exec_root: bytes
+    challenger_result: bytes
+    challenger_op_trace_root: bytes
+    defender_node: bytes
+    challenger_node: bytes
+    defender_left: bytes
+    defender_right: bytes
+    defender_leaf: bytes
+    challenger_leaf: bytes
+    bond: int
+
+    @property
+    def leaf_index(self) -> int | None:
+        """The instruction the walk reached (n: the result), or None while still bisecting."""
+        return None if self.stage in (Stage.NONE, Stage.BISECT) else self.position
+
+    @property
+    def winner(self) -> str | None:
+        """Who won, once settled (None without a verdict or before the end)."""
+        if self.verdict == Verdict.DEFENDER_RIGHT:
+            return self.defender
+        if self.verdict == Verdict.DEFENDER_WRONG:
+            return self.challenger
+        return None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """Committee.Panel: a dispute's committee and its votes."""
+
+    defender: str
+    challenger: str
+    defender_leaf: bytes
+    deadline: int
+    cast: int
+    resolved: bool
+    members: tuple[str, ...]
+    votes: tuple[bytes, ...]
+    voted: tuple[bool, ...]
+
+
+def _b32(values: Any) -> list[bytes]:
+    return [_bytes32(bytes(v), "hash") for v in values]
+
+
+class DisputeGame(_Bound):
+    """Binding of DisputeGame.sol: challenges, bisection, the leaf, timeouts."""
+
+    ARTIFACT = "DisputeGame"
+
+    def challenge(self, sender: Sender, job_id: int, slot: int, result_digest: bytes, op_trace_root: bytes, bond_wei: int) -> int:
+        """Challenge `slot` of `job_id` with `sender`'s own execution; returns the dispute id."""
+        result = self._send(
+            sender,
+            "challenge",
+            job_id,
+            slot,
+            _bytes32(result_digest, "result_digest"),
+            _bytes32(op_trace_root, "op_trace_root"),
+            value=bond_wei,
+        )
+        for event in self.events(result):
+            if event.name == "DisputeOpened":
+                return int(event.args["disputeId"])
+        raise ChainError("challenge succeeded without a DisputeOpened event")
+
+    def bisect(self, sender: Sender, dispute_id: int, left: bytes, right: bytes) -> TxResult:
+        """One bisection move: `sender`'s two children of the walk's node."""
+        return self._send(sender, "bisect", dispute_id, _bytes32(left, "left"), _bytes32(right, "right"))
+
+    def reveal_leaf(self, sender: Sender, dispute_id: int, digest: bytes) -> TxResult:
+        """The defender's digest at the leaf the walk reached."""
+        return self._send(sender, "revealLeaf", dispute_id, _bytes32(digest, "digest"))
+
+    def open_leaf(
+        self,
+        sender: Sender,
+        dispute_id: int,
+        digest: bytes,
+        graph_leaf: bytes,
+        graph_proof: list[bytes],
+        operands: list[bytes],
+        operand_proofs: list[list[bytes]],
+    ) -> TxResult:
+        """The challenger's digest at the leaf, the graph leaf with its proof and the operand
+        digests with theirs; the referee then rules."""
+        return self._send(
+            sender,
+            "openLeaf",
+            dispute_id,
+            _bytes32(digest, "digest"),
+            bytes(graph_leaf),
+            _b32(graph_proof),
+            _b32(operands),
+            [_b32(proof) for proof in operand_proofs],
+        )
+
+    def timeout(self, sender: Sender, dispute_id: int) -> TxResult:
+        """End a dispute whose party missed its deadline (anyone)."""
+        return self._send(sender, "timeout", dispute_id)
+
+    def get_dispute(self, dispute_id: int, block: int | None = None) -> Dispute:
+        """The dispute record."""
+        r = self._view("getDispute", dispute_id, block=block)
+        return Dispute(
+            int(r[0]),
+            to_checksum_address(r[1]),
+            to_checksum_address(r[2]),
+            int(r[3]),
+            Stage(r[4]),
+            Verdict(r[5]),
+            bool(r[6]),
+            bool(r[7]),
+            *(int(v) for v in r[8:13]),
+            *(bytes(v) for v in r[13:23]),
+            int(r[23]),
+        )
+
+    def to_move(self, dispute_id: int) -> str | None:
+        """Who must move next (None once the referee rules or it settled)."""
+        mover = to_checksum_address(self._view("toMove", dispute_id))
+        return None if int(mover, 16) == 0 else mover
+
+    def dispute_count(self) -> int:
+        """Number of disputes opened (ids 1..dispute_count)."""
+        return int(self._view("disputeCount"))
+
+    def challenge_bond(self) -> int:
+        """Wei a challenge carries."""
+        return int(self._view("challengeBond"))
+
+    def move_window(self) -> int:
+        """Seconds each party has for a move."""
+        return int(self._view("moveWindow"))
+
+
+class Committee(_Bound):
+    """Binding of Committee.sol, the referee: members drawn per dispute vote a digest."""
+
+    ARTIFACT = "Committee"
+
+    def vote(self, sender: Sender, dispute_id: int, digest: bytes) -> TxResult:
+        """A member's vote: the output digest it computed."""
+        return self._send(sender, "vote", dispute_id, _bytes32(digest, "digest"))
+
+    def resolve(self, sender: Sender, dispute_id: int) -> TxResult:
+        """Tally, pay the members and hand the verdict to the game (anyone, when due)."""
+        return self._send(sender, "resolve", dispute_id)
+
+    def get_panel(self, dispute_id: int) -> Panel:
+        """The dispute's committee (UnknownPanel before its leaf was referred)."""
+        r = self._view("getPanel", dispute_id)
+        return Panel(
+            to_checksum_address(r[0]),
+            to_checksum_address(r[1]),
+            bytes(r[2]),
+            int(r[3]),
+            int(r[4]),
+            bool(r[5]),
+            tuple(to_checksum_address(m) for m in r[6]),
+            tuple(bytes(v) for v in r[7]),
+            tuple(bool(v) for v in r[8]),
+        )
+
+    def size(self) -> int:
+        """Members drawn per dispute."""
+        return int(self._view("size"))
+
+    def member_stake(self) -> int:
+        """Stake locked per member."""
+        return int(self._view("memberStake"))
+
+    def vote_window(self) -> int:
+        """Seconds the members have to vote."""
+        return int(self._view("voteWindow"))
+
+
+@dataclass(frozen=True)
+class GameTerms:
+    """The dispute game's parameters, fixed at deployment."""
+
+    min_challenge_window_s: int = 10
+    challenge_bond_wei: int = 10**17
+    move_window_s: int = 30
+    committee_size: int = 3
+    member_stake_wei: int = 10**17
+    vote_window_s: int = 60
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """A wired NodeRegistry and JobMarket."""
+    """A wired NodeRegistry, JobMarket, DisputeGame and Committee."""
 
     registry: NodeRegistry
     market: JobMarket
+    game: DisputeGame
+    committee: Committee
     block: int  # the block of the first deployment: where a watcher starts reading logs
 
 
@@ -307,21 +583,37 @@ def deploy(
     min_stake_wei: int,
     unbonding_delay_s: int,
     slash_amount_wei: int,
+    terms: GameTerms | None = None,
 ) -> Deployment:
-    """Deploy the registry, then the market wired to it, then `registry.setMarket`."""
-    reg_art = load_artifact("NodeRegistry")
-    market_art = load_artifact("JobMarket")
+    """Deploy the registry, the market, the game and the committee, then wire them with
+    `registry.setMarket`."""
+    terms = terms or GameTerms()
     reg_tx = client.deploy(
         deployer,
-        reg_art.bytecode,
+        load_artifact("NodeRegistry").bytecode,
         abi_encode(["uint256", "uint64"], [min_stake_wei, unbonding_delay_s]),
     )
     registry = NodeRegistry(client, reg_tx.receipt["contractAddress"])
     market_tx = client.deploy(
         deployer,
-        market_art.bytecode,
-        abi_encode(["address", "uint256"], [registry.address, slash_amount_wei]),
+        load_artifact("JobMarket").bytecode,
+        abi_encode(["address", "uint256", "uint64"], [registry.address, slash_amount_wei, terms.min_challenge_window_s]),
     )
     market = JobMarket(client, market_tx.receipt["contractAddress"])
-    registry.set_market(deployer, market.address)
-    return Deployment(registry, market, int(reg_tx.receipt["blockNumber"]))
+    game_tx = client.deploy(
+        deployer,
+        load_artifact("DisputeGame").bytecode,
+        abi_encode(["address", "uint256", "uint64"], [registry.address, terms.challenge_bond_wei, terms.move_window_s]),
+    )
+    game = DisputeGame(client, game_tx.receipt["contractAddress"])
+    committee_tx = client.deploy(
+        deployer,
+        load_artifact("Committee").bytecode,
+        abi_encode(
+            ["address", "uint8", "uint256", "uint64"],
+            [registry.address, terms.committee_size, terms.member_stake_wei, terms.vote_window_s],
+        ),
+    )
+    committee = Committee(client, committee_tx.receipt["contractAddress"])
+    registry.set_market(deployer, market.address, game.address, committee.address)
+    return Deployment(registry, market, game, committee, int(reg_tx.receipt["blockNumber"]))
