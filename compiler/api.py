@@ -26,6 +26,10 @@ _EXPORTS: dict[str, str] = {
     "compile_program": "compiler.driver",
     "generate": "compiler.driver",
     "optimized_plan": "compiler.driver",
+    # The graph commitment a job posts (docs/disputes.md).
+    "graph_commitment": "compiler.driver",
+    "GraphCommitment": "compiler.hlo.commitment",
+    "GraphRecord": "compiler.hlo.commitment",
     "Plan": "compiler.codegen.plan",
     "KernelStep": "compiler.codegen.plan",
     "walk_steps": "compiler.codegen.plan",

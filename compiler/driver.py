@@ -15,6 +15,7 @@ from compiler.codegen.plan import Plan, binary_hash, finest_split
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
 from compiler.errors import BackendError
+from compiler.hlo.commitment import GraphCommitment, commit_graph
 from compiler.hlo.ir import Module
 from compiler.hlo.opcodes import family_modules
 from compiler.hlo.printer import canonical_copy, canonical_text
@@ -36,6 +37,14 @@ def optimize(program: Program, config: CompilerConfig, observer: PassObserver | 
     own module is never changed). The copy is the module of the canonical text, made without
     parsing it again. `observer` sees the module after every pass."""
     return pipeline_named(config.pipeline).run(canonical_copy(program.module), observer)
+
+
+def graph_commitment(program: Program, config: CompilerConfig) -> GraphCommitment:
+    """The graph commitment a job posts (docs/disputes.md): graphRoot and traceLeaves of the
+    optimized module, whose records are the op-level trace's instructions. Only the pass
+    pipeline runs (no lowering, no machine code), and it does not depend on the target, so
+    every target of one pipeline commits to the same graph."""
+    return commit_graph(optimize(program, config))
 
 
 def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None, backend: Backend | None = None) -> tuple[str, Plan, str]:
