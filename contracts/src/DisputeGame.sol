@@ -435,6 +435,8 @@ contract DisputeGame {
         address bondTo = verdict == Verdict.DefenderRight ? d.defender : d.challenger;
         address winner = verdict == Verdict.NoVerdict ? address(0) : (refute ? d.challenger : d.defender);
         emit DisputeSettled(disputeId, d.jobId, verdict, byTimeout, winner);
-        _market().closeDispute{value: d.bond}(d.jobId, d.slot, refute, d.challenger, bondTo);
+        _market().closeDispute{value: d.bond}(
+            d.jobId, d.slot, refute, verdict == Verdict.NoVerdict, d.challenger, bondTo
+        );
     }
 }

@@ -18,14 +18,15 @@ import {Commitments} from "./Commitments.sol";
 ///
 /// Settlement rules, once the challenge deadline passed and no dispute is open (ether is never
 /// created or lost):
-/// - the survivors are the slots that revealed and were not refuted; the result digest revealed
-///   by a strict majority of the survivors wins;
+/// - the survivors are the slots that revealed and that no dispute refuted or left undecided
+///   (a referee without a verdict: fail closed); the result digest revealed by a strict
+///   majority of the survivors wins;
 /// - with a winner, the pool (reward plus every slash of this job made at finalize) is split
 ///   evenly between the winning slots; the first winning slot (claim order) also gets the
 ///   division remainder; without a winner the submitter gets the pool;
 /// - a slot that never revealed is slashed `slashAmount`; with a winner, so is every survivor
 ///   that revealed another digest; a refuted slot was slashed by its dispute, whose winner got
-///   that stake.
+///   that stake; an undecided slot is not slashed.
 /// Every payout is a credit pulled with withdraw().
 contract JobMarket {
     /// @notice Largest redundancy a job may ask for; bounds the loops in finalize.
@@ -69,6 +70,7 @@ contract JobMarket {
         bool committed;
         bool revealed;
         bool refuted; // a dispute found this slot's execution wrong
+        bool undecided; // a dispute on this slot ended without a verdict: it cannot carry the job
     }
 
     /// @notice What the DisputeGame needs of a challenged slot.
@@ -304,7 +306,7 @@ contract JobMarket {
         uint256 slashes = 0;
         for (uint256 i = 0; i < n; i++) {
             Slot storage s = slots[i];
-            if (!s.revealed || (!s.refuted && accepted && s.resultDigest != winner)) {
+            if (!s.revealed || (_survives(s) && accepted && s.resultDigest != winner)) {
                 slashed[i] = true;
                 slashes += 1;
             }
@@ -356,13 +358,15 @@ contract JobMarket {
 
     /// @notice Closes a dispute (game only). With `refute`, the slot is refuted: its locked
     /// stake is slashed and credited to `challenger`, unless an earlier dispute refuted it
-    /// already. msg.value (the bond) is credited to `bondTo`.
+    /// already. With `undecided` (no verdict), the slot can no longer carry the job but keeps
+    /// its stake. msg.value (the bond) is credited to `bondTo`.
     /// @param jobId the job
     /// @param slot the challenged slot
     /// @param refute whether the defender lost
+    /// @param undecided whether the referee gave no verdict
     /// @param challenger who gets the slashed stake
     /// @param bondTo who gets the bond sent with this call
-    function closeDispute(uint256 jobId, uint8 slot, bool refute, address challenger, address bondTo)
+    function closeDispute(uint256 jobId, uint8 slot, bool refute, bool undecided, address challenger, address bondTo)
         external
         payable
         onlyGame
@@ -372,6 +376,7 @@ contract JobMarket {
         j.openDisputes -= 1;
         if (msg.value > 0) _credit(bondTo, msg.value);
         Slot storage s = _slots[jobId][slot];
+        if (undecided) s.undecided = true;
         if (!refute || s.refuted) return;
         s.refuted = true;
         _credit(challenger, slashAmount);
@@ -392,22 +397,26 @@ contract JobMarket {
         emit Credited(account, amount, msg.sender);
     }
 
-    /// @dev The digest revealed by more than half of the surviving slots (revealed, not refuted)
-    /// and how many revealed it; (0, 0) without one. At most one digest can have one.
+    /// @dev Whether a slot counts in the tally: revealed, and no dispute refuted it or left it
+    /// undecided.
+    function _survives(Slot storage s) private view returns (bool) {
+        return s.revealed && !s.refuted && !s.undecided;
+    }
+
+    /// @dev The digest revealed by more than half of the surviving slots and how many revealed
+    /// it; (0, 0) without one. At most one digest can have one.
     function _tally(uint256 jobId) private view returns (bytes32 winner, uint8 winners) {
         Slot[] storage slots = _slots[jobId];
         uint256 n = slots.length;
         uint256 survivors = 0;
         for (uint256 i = 0; i < n; i++) {
-            if (slots[i].revealed && !slots[i].refuted) survivors += 1;
+            if (_survives(slots[i])) survivors += 1;
         }
         for (uint256 a = 0; a < n; a++) {
-            if (!slots[a].revealed || slots[a].refuted) continue;
+            if (!_survives(slots[a])) continue;
             uint8 count = 0;
             for (uint256 b = 0; b < n; b++) {
-                if (slots[b].revealed && !slots[b].refuted && slots[b].resultDigest == slots[a].resultDigest) {
-                    count += 1;
-                }
+                if (_survives(slots[b]) && slots[b].resultDigest == slots[a].resultDigest) count += 1;
             }
             if (uint256(count) * 2 > survivors) return (slots[a].resultDigest, count);
         }
@@ -421,7 +430,7 @@ contract JobMarket {
         uint256 share = pool / winners;
         uint256 remainder = pool - share * winners;
         for (uint256 i = 0; i < slots.length; i++) {
-            if (slots[i].revealed && !slots[i].refuted && slots[i].resultDigest == winner) {
+            if (_survives(slots[i]) && slots[i].resultDigest == winner) {
                 uint256 amount = share + remainder;
                 remainder = 0;
                 credits[slots[i].node] += amount;

@@ -10,6 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+# The contracts one deployment is made of (node/chain/contracts.py deploy).
+DEPLOYMENT_CONTRACTS = ("NodeRegistry", "JobMarket", "DisputeGame", "Committee")
+
 
 @dataclass(frozen=True)
 class Artifact:

@@ -22,7 +22,7 @@ from web3 import Web3
 from web3.contract.contract import ContractFunction
 from web3.exceptions import BlockNotFound, TransactionNotFound
 
-from node.chain.artifacts import load_artifact
+from node.chain.artifacts import DEPLOYMENT_CONTRACTS, load_artifact
 from node.chain.errors import (
     ChainError,
     ErrorDecoder,
@@ -89,13 +89,13 @@ class ChainClient:
         error_abis: tuple[list[dict[str, Any]], ...] | None = None,
     ) -> None:
         """`error_abis`: ABIs whose custom errors revert data is decoded against (default:
-        the NodeRegistry and JobMarket artifacts)."""
+        the artifacts of every contract of a deployment)."""
         self.w3 = w3
         self.gas_cap = gas_cap
         self.receipt_timeout = receipt_timeout
         self.nonces = NonceManager(w3)
         if error_abis is None:
-            error_abis = (load_artifact("NodeRegistry").abi, load_artifact("JobMarket").abi)
+            error_abis = tuple(load_artifact(name).abi for name in DEPLOYMENT_CONTRACTS)
         self._decoder = ErrorDecoder(*error_abis)
         # Wei each sender paid for gas through this client, mined reverts included: what a
         # balance check must add back.

@@ -92,6 +92,7 @@ class Slot:
     committed: bool
     revealed: bool
     refuted: bool
+    undecided: bool  # a dispute on it ended without a verdict: it cannot carry the job
 
 
 class _Bound:
@@ -301,7 +302,7 @@ class JobMarket(_Bound):
     def get_slots(self, job_id: int) -> list[Slot]:
         """The claimed slots of `job_id`, in claim order."""
         return [
-            Slot(to_checksum_address(s[0]), bytes(s[1]), bytes(s[2]), bytes(s[3]), bytes(s[4]), s[5], s[6], s[7])
+            Slot(to_checksum_address(s[0]), bytes(s[1]), bytes(s[2]), bytes(s[3]), bytes(s[4]), s[5], s[6], s[7], s[8])
             for s in self._view("getSlots", job_id)
         ]
 

@@ -1,0 +1,225 @@
+"""A deployed market with its dispute game on the in-process EVM, and parties that play it,
+honestly or lying on purpose: shared by tests/contracts/test_disputes.py and the gas figures
+of bench/gas.py.
+
+Jobs here are synthetic: a graph of n records whose operands are earlier leaves, an honest
+execution (random digests) and faulty ones that diverge from some instruction on, as a real
+wrong kernel would (every later digest differs too). Committee members vote what an honest
+re-execution of the instruction gives, the honest execution's digest, unless told to lie.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from web3 import EthereumTesterProvider, Web3
+
+from node.chain import ChainClient, GameTerms, Stage, TxResult, deploy
+from node.chain.contracts import Deployment
+from node.chain.disputes import Execution, GraphLeaves, play_move
+
+ETHER = 10**18
+MIN_STAKE = ETHER
+SLASH = ETHER // 10
+TERMS = GameTerms(
+    min_challenge_window_s=10,
+    challenge_bond_wei=ETHER // 20,
+    move_window_s=100,
+    committee_size=3,
+    member_stake_wei=ETHER // 10,
+    vote_window_s=200,
+)
+WINDOW = 300  # the jobs' challenge window
+
+
+def digest(*parts: object) -> bytes:
+    return hashlib.sha256(repr(parts).encode()).digest()
+
+
+def synthetic_graph(n: int, seed: int, max_operands: int = 3) -> GraphLeaves:
+    """n records reading up to `max_operands` distinct earlier leaves each, and a result record
+    reading the last few."""
+    rng = random.Random(seed)
+    leaves = []
+    for i in range(n):
+        operands = sorted(rng.sample(range(i), min(i, rng.randint(0, max_operands))))
+        leaves.append(digest("record", seed, i) + b"".join(j.to_bytes(4, "big") for j in operands))
+    outputs = list(range(max(0, n - 2), n))
+    top = digest("result-record", seed) + b"".join(j.to_bytes(4, "big") for j in outputs)
+    return GraphLeaves(tuple(leaves), top)
+
+
+def honest_execution(n: int, seed: int) -> Execution:
+    return Execution(tuple(digest("out", seed, i) for i in range(n)), digest("result", seed))
+
+
+def diverging(honest: Execution, start: int, tag: str = "wrong") -> Execution:
+    """An execution equal to `honest` before `start` and different from there on (start = n:
+    only the result differs)."""
+    digests = tuple(d if i < start else digest(tag, i, d) for i, d in enumerate(honest.digests))
+    return Execution(digests, digest(tag, "result", honest.result))
+
+
+@dataclass
+class Party:
+    """An account and the execution it stands by."""
+
+    account: str
+    execution: Execution
+
+
+@dataclass
+class GameEnv:
+    w3: Web3
+    client: ChainClient
+    d: Deployment
+    deployer: str
+    submitter: str
+    nodes: list[str]
+    gas: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def market(self):  # noqa: ANN201 - the binding
+        return self.d.market
+
+    @property
+    def game(self):  # noqa: ANN201
+        return self.d.game
+
+    @property
+    def committee(self):  # noqa: ANN201
+        return self.d.committee
+
+    def record(self, what: str, result: TxResult) -> TxResult:
+        self.gas.setdefault(what, []).append(result.gas_used)
+        return result
+
+    def now(self) -> int:
+        return max(self.client.timestamp(), int(time.time()))
+
+    def travel_to(self, timestamp: int) -> None:
+        now = self.client.timestamp()
+        if timestamp > now:
+            self.client.advance_time(timestamp - now)
+
+    def tracked(self) -> list[str]:
+        return [*self.client.accounts(), self.d.registry.address, self.market.address, self.game.address, self.committee.address]
+
+    def total(self) -> int:
+        balances = sum(self.client.balance(a) for a in self.tracked())
+        return balances + sum(self.client.fees_paid.values())
+
+    def stake(self, node: str) -> int:
+        return self.d.registry.get_node(node).stake
+
+    def locked(self, node: str) -> int:
+        return self.d.registry.get_node(node).locked
+
+    def run_job(self, graph: GraphLeaves, slots: list[Party], reward: int = ETHER, reveal: bool = True) -> int:
+        """Posts a job of k = len(slots) under `graph`; every slot claims, commits and (with
+        `reveal`) reveals its execution. Returns the job id."""
+        now = self.now()
+        job = self.market.post_job(
+            self.submitter, digest("program"), digest("inputs"), len(slots), now + 1_000, now + 2_000, reward,
+            graph_root=graph.root, trace_leaves=graph.n, challenge_window=WINDOW,
+        )
+        for p in slots:
+            self.record("claimSlot", self.market.claim_slot(p.account, job))
+            self.record("commit", self.market.commit_result(p.account, job, p.execution.result, p.execution.op_trace_root))
+        if reveal:
+            for p in slots:
+                self.record("reveal", self.market.reveal(p.account, job, p.execution.result, digest("trace", p.account), p.execution.op_trace_root))
+        return job
+
+    def challenge(self, job: int, slot: int, challenger: Party) -> int:
+        """`challenger` disputes `slot` with its own execution; returns the dispute id."""
+        dispute = self.game.challenge(
+            challenger.account, job, slot, challenger.execution.result, challenger.execution.op_trace_root, TERMS.challenge_bond_wei
+        )
+        # The in-process chain mines one transaction per block: the latest is the challenge.
+        block = self.w3.eth.get_block("latest")
+        receipt = self.w3.eth.get_transaction_receipt(block["transactions"][-1])
+        self.gas.setdefault("challenge", []).append(int(receipt["gasUsed"]))
+        return dispute
+
+    def play(self, dispute: int, defender: Party, challenger: Party, graph: GraphLeaves, silent: str | None = None, stop_at: Stage | None = None) -> int:
+        """Both parties move until the referee has the instruction (or the dispute settled, or
+        `silent`'s turn comes: that party stops answering). Returns the moves made."""
+        moves = 0
+        while True:
+            d = self.game.get_dispute(dispute)
+            if d.stage in (Stage.REFEREE, Stage.SETTLED) or d.stage == stop_at:
+                return moves
+            mover = self.game.to_move(dispute)
+            if mover == silent:
+                return moves
+            party = defender if mover == defender.account else challenger
+            name = {Stage.BISECT: "bisect", Stage.REVEAL_LEAF: "revealLeaf", Stage.OPEN_LEAF: "openLeaf"}[d.stage]
+            result = play_move(self.game, party.account, dispute, party.execution, graph)
+            assert result is not None
+            self.record(name, result)
+            moves += 1
+
+    def vote_all(self, dispute: int, honest_digest: bytes, liars: int = 0, silent: int = 0) -> list[str]:
+        """The drawn members vote: the first `liars` vote a wrong digest, the next `silent`
+        never vote, the rest vote `honest_digest`. Returns the members."""
+        panel = self.committee.get_panel(dispute)
+        for i, member in enumerate(panel.members):
+            if i < liars:
+                self.record("vote", self.committee.vote(member, dispute, digest("lie", i)))
+            elif i < liars + silent:
+                continue
+            else:
+                self.record("vote", self.committee.vote(member, dispute, honest_digest))
+        return list(panel.members)
+
+    def resolve(self, dispute: int) -> None:
+        panel = self.committee.get_panel(dispute)
+        if panel.cast < len(panel.members):
+            self.travel_to(panel.deadline)
+        self.record("resolve", self.committee.resolve(self.nodes[-1], dispute))
+
+    def finalize(self, job: int) -> TxResult:
+        self.travel_to(self.market.get_job(job).challenge_deadline)
+        return self.record("finalize", self.market.finalize(self.deployer, job))
+
+
+_CHAIN: list[tuple[Web3, Deployment, int]] = []
+
+
+def _deployed() -> tuple[Web3, Deployment, int]:
+    """One chain per process with 8 registered nodes, reused through snapshots."""
+    if not _CHAIN:
+        w3 = Web3(EthereumTesterProvider())
+        client = ChainClient(w3)
+        accounts = client.accounts()
+        d = deploy(client, accounts[0], min_stake_wei=MIN_STAKE, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
+        for i, node in enumerate(accounts[2:10]):
+            d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
+        _CHAIN.append((w3, d, w3.provider.ethereum_tester.take_snapshot()))
+    return _CHAIN[0]
+
+
+def game_env() -> Iterator[GameEnv]:
+    """A fresh GameEnv from the snapshot; checks that no ether was created or lost."""
+    w3, d, snapshot = _deployed()
+    tester = w3.provider.ethereum_tester
+    tester.revert_to_snapshot(snapshot)
+    tester.mine_blocks(1)
+    client = ChainClient(w3)
+    binding = Deployment(
+        type(d.registry)(client, d.registry.address),
+        type(d.market)(client, d.market.address),
+        type(d.game)(client, d.game.address),
+        type(d.committee)(client, d.committee.address),
+        d.block,
+    )
+    accounts = client.accounts()
+    env = GameEnv(w3, client, binding, accounts[0], accounts[1], accounts[2:10])
+    start = env.total()
+    yield env
+    assert env.total() == start, "ether was created or lost"
