@@ -5,6 +5,7 @@ figures are the bench's own run."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 from web3 import EthereumTesterProvider, Web3
@@ -18,6 +19,7 @@ def _bench():  # noqa: ANN202 - the bench module
     spec = importlib.util.spec_from_file_location("dispute_gas", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["dispute_gas"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
