@@ -16,7 +16,11 @@ triple. Several components open it (each with its own connection); one connectio
 to share between threads.
 
 Nodes before schema 4 kept this in two SQLite files and two kinds of JSON side file;
-`import_legacy_files` moves them in (and renames the old files `*.migrated`).
+`import_legacy_files` moves them in (and renames the old files `*.migrated`). Schema 5 added
+to each job its graph commitment and challenge window (the JobCommitment log) and the
+op-trace root this node seals and reveals (docs/disputes.md); a schema 4 file gains those
+columns when opened, its rows without them (NULL: see the watcher for what it does with a
+job executed before its op-trace root was recorded).
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from pathlib import Path
 from node.errors import NodeError
 from node.sqlite import Database
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+# The schemas a file may have and be brought up to SCHEMA_VERSION when opened.
+MIGRATABLE = ("4",)
 # The log readers, each with its own cursor.
 READERS = ("watcher", "verifier")
 
@@ -55,7 +61,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     posted_block INTEGER NOT NULL,
     result_digest BLOB,
     envelope_digest BLOB,
-    note TEXT NOT NULL DEFAULT ''
+    note TEXT NOT NULL DEFAULT '',
+    graph_root BLOB,
+    trace_leaves INTEGER,
+    challenge_window INTEGER,
+    op_trace_root BLOB
 );
 CREATE TABLE IF NOT EXISTS verifications (
     job_id INTEGER NOT NULL,
@@ -80,6 +90,8 @@ CREATE TABLE IF NOT EXISTS settled (job_id INTEGER PRIMARY KEY, head INTEGER NOT
 # How many read ranges keep the hash of their last block: how far back a reorg can be
 # traced to the block where the chain the node read and the chain now part.
 KEPT_BLOCK_HASHES = 256
+# The columns schema 5 added to `jobs` (each NULL in a row from before).
+_ADDED_JOB_COLUMNS = (("graph_root", "BLOB"), ("trace_leaves", "INTEGER"), ("challenge_window", "INTEGER"), ("op_trace_root", "BLOB"))
 
 
 class JobState(enum.StrEnum):
@@ -116,6 +128,14 @@ class TrackedJob:
     result_digest: bytes | None
     envelope_digest: bytes | None
     note: str
+    # The job's graph commitment and challenge window (its JobCommitment log); None in a row
+    # recorded before schema 5 (the watcher fills them in from the chain).
+    graph_root: bytes | None = None
+    trace_leaves: int | None = None
+    challenge_window: int | None = None
+    # The op-trace Merkle root of this node's execution, sealed and revealed with the result
+    # digest; None before execution, and in a row executed before schema 5.
+    op_trace_root: bytes | None = None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (the API's chain job list): digests in hex."""
@@ -125,18 +145,41 @@ class TrackedJob:
             "reward": str(self.reward), "k": self.k, "commit_deadline": self.commit_deadline,
             "reveal_deadline": self.reveal_deadline, "posted_block": self.posted_block,
             "result_digest": None if self.result_digest is None else self.result_digest.hex(),
+            "graph_root": None if self.graph_root is None else self.graph_root.hex(),
+            "trace_leaves": self.trace_leaves, "challenge_window": self.challenge_window,
+            "op_trace_root": None if self.op_trace_root is None else self.op_trace_root.hex(),
         }  # fmt: skip
 
     def terms(self) -> tuple[object, ...]:
-        """What the JobPosted log said of the job: the same job has the same terms."""
+        """What the JobPosted and JobCommitment logs said of the job: the same job has the
+        same terms (the last three are None in a row from before schema 5)."""
         return (self.submitter, self.program_digest, self.inputs_digest, self.reward, self.k,
-                self.commit_deadline, self.reveal_deadline)  # fmt: skip
+                self.commit_deadline, self.reveal_deadline, self.graph_root, self.trace_leaves,
+                self.challenge_window)  # fmt: skip
+
+    def same_job(self, terms: tuple[object, ...]) -> bool:
+        """Whether `terms` (in the order of `terms()`) are this job's: every term this record
+        holds is equal (a row from before schema 5 holds no graph commitment, so it is not
+        compared)."""
+        return len(terms) == len(self.terms()) and all(
+            mine is None or mine == theirs for mine, theirs in zip(self.terms(), terms, strict=True)
+        )
 
 
-_COLUMNS = (
+# The columns of schema 4, which the files of older nodes hold too (import_legacy_files).
+_BASE_COLUMNS = (
     "job_id, state, submitter, program_digest, inputs_digest, reward, k, commit_deadline, "
     "reveal_deadline, posted_block, result_digest, envelope_digest, note"
 )
+_COLUMNS = _BASE_COLUMNS + ", graph_root, trace_leaves, challenge_window, op_trace_root"
+
+
+def _blob(value: object) -> bytes | None:
+    return None if value is None else bytes(value)  # type: ignore[arg-type]
+
+
+def _int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
 
 
 def _record(row: tuple) -> TrackedJob:  # type: ignore[type-arg]
@@ -151,9 +194,13 @@ def _record(row: tuple) -> TrackedJob:  # type: ignore[type-arg]
         int(row[7]),
         int(row[8]),
         int(row[9]),
-        None if row[10] is None else bytes(row[10]),
-        None if row[11] is None else bytes(row[11]),
+        _blob(row[10]),
+        _blob(row[11]),
         row[12],
+        _blob(row[13]),
+        _int(row[14]),
+        _int(row[15]),
+        _blob(row[16]),
     )
 
 
@@ -206,6 +253,9 @@ class ChainState:
                 if statement.strip():
                     db.execute(statement)
             stored = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if stored.get("schema") in MIGRATABLE and {**stored, "schema": identity["schema"]} == identity:
+                _migrate(db)
+                stored["schema"] = identity["schema"]
             if not stored:
                 db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(identity.items()))
             elif stored.get("schema") != identity["schema"]:
@@ -267,7 +317,7 @@ class ChainState:
                 db.execute("INSERT OR IGNORE INTO seen_logs VALUES (?, ?)", (tx_hash, log_index))
                 known = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE job_id = ?", (job.job_id,)).fetchone()
                 if known is not None:
-                    if _record(known).terms() == job.terms():
+                    if _record(known).same_job(job.terms()):
                         continue
                     db.execute("DELETE FROM jobs WHERE job_id = ?", (job.job_id,))
                     db.execute("DELETE FROM settled WHERE job_id = ?", (job.job_id,))
@@ -275,7 +325,7 @@ class ChainState:
                     job = replace(job, note="replaced: the chain now holds another job under this id")
                 cur = db.execute(
                     f"INSERT OR IGNORE INTO jobs ({_COLUMNS}) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         job.job_id,
                         job.state.value,
@@ -290,6 +340,10 @@ class ChainState:
                         job.result_digest,
                         job.envelope_digest,
                         job.note,
+                        job.graph_root,
+                        job.trace_leaves,
+                        job.challenge_window,
+                        job.op_trace_root,
                     ),
                 )
                 added += cur.rowcount
@@ -362,11 +416,13 @@ class ChainState:
         note: str | None = None,
         result_digest: bytes | None = None,
         envelope_digest: bytes | None = None,
+        op_trace_root: bytes | None = None,
         head: int | None = None,
     ) -> TrackedJob:
-        """Move `job_id` to `state` (and store digests or a note when given), atomically. A
-        terminal state records `head`, the latest block the decision was made at (see
-        `reopen_settled_after`)."""
+        """Move `job_id` to `state` (and store digests or a note when given), atomically; the
+        digests of an execution (`result_digest`, `envelope_digest`, `op_trace_root`) are
+        stored together. A terminal state records `head`, the latest block the decision was
+        made at (see `reopen_settled_after`)."""
         with self._tx() as db:
             db.execute("UPDATE jobs SET state = ? WHERE job_id = ?", (state.value, job_id))
             if state in TERMINAL and head is not None:
@@ -377,9 +433,22 @@ class ChainState:
                 db.execute("UPDATE jobs SET note = ? WHERE job_id = ?", (note, job_id))
             if result_digest is not None:
                 db.execute(
-                    "UPDATE jobs SET result_digest = ?, envelope_digest = ? WHERE job_id = ?",
-                    (result_digest, envelope_digest, job_id),
+                    "UPDATE jobs SET result_digest = ?, envelope_digest = ?, op_trace_root = ? WHERE job_id = ?",
+                    (result_digest, envelope_digest, op_trace_root, job_id),
                 )
+        record = self.job(job_id)
+        if record is None:
+            raise KeyError(job_id)
+        return record
+
+    def set_commitment(self, job_id: int, graph_root: bytes, trace_leaves: int, challenge_window: int) -> TrackedJob:
+        """Fill in the graph commitment and challenge window of a row recorded before schema
+        5 (from the chain's record of the job); a row that holds them keeps its own."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE jobs SET graph_root = ?, trace_leaves = ?, challenge_window = ? WHERE job_id = ? AND graph_root IS NULL",
+                (graph_root, trace_leaves, challenge_window, job_id),
+            )
         record = self.job(job_id)
         if record is None:
             raise KeyError(job_id)
@@ -463,6 +532,16 @@ class ChainState:
         return json.loads(rows[0][0]) if rows else None
 
 
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a schema 4 file up to SCHEMA_VERSION (in the opening transaction): the columns
+    schema 5 added to `jobs`, NULL in every row there."""
+    present = {str(row[1]) for row in db.execute("PRAGMA table_info(jobs)")}
+    for name, kind in _ADDED_JOB_COLUMNS:
+        if name not in present:
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
+
+
 def _json(document: dict) -> str:
     return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
@@ -505,8 +584,8 @@ def import_legacy_files(data_dir: str | Path, state: ChainState) -> list[str]:
                     (next_block,) = db.execute(f"SELECT next_block FROM {schema}.cursor WHERE id = 0").fetchone()
                     db.execute("INSERT OR REPLACE INTO cursors VALUES (?, ?)", (reader, next_block))
                     db.execute(f"INSERT OR IGNORE INTO seen_logs SELECT tx_hash, log_index FROM {schema}.seen_logs")
-                    columns = _COLUMNS.replace("envelope_digest", envelope)
-                    db.execute(f"INSERT OR IGNORE INTO jobs ({_COLUMNS}) SELECT {columns} FROM {schema}.jobs")
+                    columns = _BASE_COLUMNS.replace("envelope_digest", envelope)
+                    db.execute(f"INSERT OR IGNORE INTO jobs ({_BASE_COLUMNS}) SELECT {columns} FROM {schema}.jobs")
                     db.execute(f"INSERT OR IGNORE INTO verifications SELECT job_id, node, seal, status, local_result, note FROM {schema}.verifications")
                     imported.append(path.name)
                 if records_dir.is_dir():

@@ -2,10 +2,12 @@
 configured fraction) and check each commitment against the re-execution as soon as it is on
 chain, before any reveal.
 
-A commitment is a seal, keccak256(abi.encode(node, jobId, resultDigest)) (`node.chain.seal_of`),
-so a verifier that knows the result digest its own re-execution gives can tell whether a node
-sealed the same result without waiting for the node to reveal it: MATCH or MISMATCH is
-recorded during the commit phase. Finding the first divergent instruction needs the other
+A commitment is a seal, keccak256(abi.encode(node, jobId, resultDigest, opTraceRoot))
+(`node.protocol.seal_of`), so a verifier that knows the result digest and op-trace root its
+own re-execution gives can tell whether a node sealed the same execution without waiting for
+the node to reveal it: MATCH or MISMATCH is recorded during the commit phase (a node that
+sealed the right result under another op-trace root is a MISMATCH too: its execution
+commitment is not the honest one, and a dispute would find where). Finding the first divergent instruction needs the other
 node's trace, which nodes serve only once the commit phase is over (before that it would
 let a lazy node copy a result); `node.divergence_report` does that part, for every job this
 node holds a local execution of, the ones re-executed here included.
@@ -147,6 +149,7 @@ class ChainVerifier:
             job = ChainJob(
                 commit.job_id, j.submitter, j.program_digest, j.inputs_digest, j.reward, j.k,
                 j.commit_deadline, j.reveal_deadline, self.chain_id, self.market.address,
+                j.graph_root, j.trace_leaves, j.challenge_window,
             )
             try:
                 self.executor.check(job)
@@ -161,10 +164,10 @@ class ChainVerifier:
             self._outcomes[commit.job_id] = outcome
         if isinstance(outcome, str):
             return VerificationStatus.REFUSED, None, outcome
-        if seal_of(commit.node, commit.job_id, outcome.result_digest) == commit.seal:
+        if seal_of(commit.node, commit.job_id, outcome.result_digest, outcome.op_trace_root) == commit.seal:
             return VerificationStatus.MATCH, outcome.result_digest, ""
         note = (
             f"seal {commit.seal.hex()} is not the seal of the re-executed result "
-            f"{outcome.result_digest.hex()}"
+            f"{outcome.result_digest.hex()} and op-trace root {outcome.op_trace_root.hex()}"
         )
         return VerificationStatus.MISMATCH, outcome.result_digest, note

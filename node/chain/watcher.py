@@ -36,10 +36,23 @@ left uncommitted and is slashed at finalize; the job is FAILED and the watcher s
 finalizes it. Any other exception from `execute` is treated as transient
 and retried on the next step until the commit deadline passes.
 
-Finalizing: once every slot has revealed, any node may finalize before the reveal deadline.
-A watcher given a `finalize_gate` does so only when the gate agrees (the daemon's gate is its
-divergence monitor having compared every other commitment, so its report is on record before
-the quorum settles); at the reveal deadline it finalizes regardless.
+Commitments (docs/disputes.md): a job names the graph it must run (`graph_root`,
+`trace_leaves`, from its JobCommitment log) and the executor's check refuses a job whose
+graph this node's own compile does not commit to, before any claim. The seal and the reveal
+bind the op-trace Merkle root of the node's signed trace (`ExecutionOutcome.op_trace_root`),
+which the state records with the result digest. A job executed by a vxla that did not record
+that root (a row from before schema 5) is read again from the executor before its commit; a
+job committed without it cannot be revealed under this contract (its seal binds no root), so
+it is FAILED with a note saying so.
+
+Finalizing: the contract settles a job only once its challenge deadline (the end of the
+reveal phase plus the job's challenge window) has passed and no dispute on it is open; the
+watcher waits for both on the chain's clock (the time its transaction would run at), so it
+sends no finalize the chain would refuse. A watcher given a `finalize_gate` finalizes at the
+challenge deadline only when the gate agrees (the daemon's gate is its divergence monitor
+having compared every other commitment, so its report is on record before the quorum
+settles); at the latest challenge deadline a job can have (the reveal deadline plus the
+window) it finalizes regardless.
 """
 
 from __future__ import annotations
@@ -83,23 +96,27 @@ class ChainJob:
     reveal_deadline: int
     chain_id: int
     contract: str
+    # The graph commitment the job names (docs/disputes.md): the root over its graph records
+    # and n, the op-trace leaves of its graph; and the seconds after the reveal phase in
+    # which its results may be challenged.
+    graph_root: bytes
+    trace_leaves: int
+    challenge_window: int
 
 
 @dataclass(frozen=True)
 class ExecutionOutcome:
-    """What a node commits to (result) and reveals alongside it (trace)."""
+    """What a node commits to (the result digest and the op-trace root, sealed together) and
+    reveals alongside them (the trace's envelope digest)."""
 
     result_digest: bytes
     envelope_digest: bytes
+    op_trace_root: bytes  # `op_trace.merkle_root` of the signed trace (EMPTY_ROOT without one)
 
     def __post_init__(self) -> None:
-        for name in ("result_digest", "envelope_digest"):
+        for name in ("result_digest", "envelope_digest", "op_trace_root"):
             if len(getattr(self, name)) != 32:
                 raise ValueError(f"{name} must be 32 bytes")
-
-
-
-
 
 
 class JobPending(NodeError):
@@ -277,12 +294,19 @@ class ChainWatcher:
             self.market.contract,
             start,
             end,
-            names=("JobPosted",),
+            names=("JobPosted", "JobCommitment"),
             chunk=self.config.log_chunk,
         )
+        # postJob emits JobCommitment right after JobPosted, in the same transaction.
+        commitments = {(e.tx_hash, int(e.args["jobId"])): e.args for e in events if e.name == "JobCommitment"}
         rows = []
         for event in events:
+            if event.name != "JobPosted":
+                continue
             a = event.args
+            c = commitments.get((event.tx_hash, int(a["jobId"])))
+            if c is None:
+                raise ChainError(f"job {a['jobId']}: JobPosted without its JobCommitment in transaction 0x{event.tx_hash.hex()}")
             record = TrackedJob(
                 job_id=int(a["jobId"]),
                 state=JobState.SEEN,
@@ -297,6 +321,9 @@ class ChainWatcher:
                 result_digest=None,
                 envelope_digest=None,
                 note="",
+                graph_root=bytes(c["graphRoot"]),
+                trace_leaves=int(c["traceLeaves"]),
+                challenge_window=int(c["challengeWindow"]),
             )
             rows.append((event.tx_hash, event.log_index, record))
         if before is None or self.client.block_hash(end) != before:
@@ -308,7 +335,8 @@ class ChainWatcher:
     # -- per job -------------------------------------------------------------------------
 
     def chain_job(self, record: TrackedJob) -> ChainJob:
-        """The executor's view of a job record."""
+        """The executor's view of a job record (one holding its graph commitment)."""
+        assert record.graph_root is not None and record.trace_leaves is not None and record.challenge_window is not None
         return ChainJob(
             job_id=record.job_id,
             submitter=record.submitter,
@@ -320,6 +348,9 @@ class ChainWatcher:
             reveal_deadline=record.reveal_deadline,
             chain_id=self.chain_id,
             contract=self.market.address,
+            graph_root=record.graph_root,
+            trace_leaves=record.trace_leaves,
+            challenge_window=record.challenge_window,
         )
 
     def _advance(self, record: TrackedJob, report: StepReport) -> None:
@@ -398,10 +429,12 @@ class ChainWatcher:
             if exc.name == "UnknownJob":
                 return self._gone(rec)
             raise
-        if _terms(job) != rec.terms():
+        if not rec.same_job(_terms(job)):
             # Another job under this id: the chain was replaced after the log was read. The
             # new log, read again after the rewind, replaces the record; until then, wait.
             return None
+        if rec.graph_root is None:  # a row from before schema 5: its commitment from the chain
+            rec = self.state.set_commitment(job_id, job.graph_root, job.trace_leaves, job.challenge_window)
         slot = self._my_slot(job_id)
         # Our next transaction lands in a later block: its time is what the contract's
         # deadline checks will see (an idle devnet's latest block can be minutes old).
@@ -416,7 +449,7 @@ class ChainWatcher:
                 return None
             if rec.state == JobState.SEEN and slot is None:
                 return self._set(job_id, JobState.SKIPPED, note="finalized before a decision")
-            return self._set(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest))
+            return self._set(job_id, JobState.DONE, note=_outcome_note(job, rec.result_digest, slot))
         if rec.state == JobState.SEEN:
             return self._decide(rec, job, slot, now, report)
         if rec.state == JobState.CLAIMED:
@@ -495,19 +528,25 @@ class ChainWatcher:
             note="",
             result_digest=outcome.result_digest,
             envelope_digest=outcome.envelope_digest,
+            op_trace_root=outcome.op_trace_root,
         )
 
     def _commit(self, rec: TrackedJob, job: OnChainJob, slot: Slot | None, now: int, report: StepReport) -> TrackedJob | None:
         job_id = rec.job_id
         assert rec.result_digest is not None
+        if rec.op_trace_root is None:
+            # Executed by a vxla that did not record the op-trace root (schema 4): the seal
+            # needs it, so the outcome is read again from the executor (its record holds the
+            # signed trace, whose root it is).
+            return self._set(job_id, JobState.CLAIMED, note="executed before op-trace roots were recorded: reading the outcome again")
         if slot is not None and slot.committed:  # committed before a crash
-            if slot.seal != seal_of(self.address, job_id, rec.result_digest):
-                return self._set(job_id, JobState.FAILED, note="on-chain seal differs from the local result")
+            if slot.seal != seal_of(self.address, job_id, rec.result_digest, rec.op_trace_root):
+                return self._set(job_id, JobState.FAILED, note="on-chain seal differs from the local result and op-trace root")
             return self._set(job_id, JobState.COMMITTED, note="commit found on chain")
         if now >= job.commit_deadline:
             return self._set(job_id, JobState.FAILED, note="commit deadline passed")
-        result = rec.result_digest
-        error = self._send(report, job_id, "commit", lambda: self.market.commit_result(self.account, job_id, result))
+        result, root = rec.result_digest, rec.op_trace_root
+        error = self._send(report, job_id, "commit", lambda: self.market.commit_result(self.account, job_id, result, root))
         if error is None:
             return self._set(job_id, JobState.COMMITTED, note="")
         if error == "CommitPhaseOver":
@@ -521,12 +560,20 @@ class ChainWatcher:
         assert rec.result_digest is not None and rec.envelope_digest is not None
         if slot is not None and slot.revealed:  # revealed before a crash
             return self._set(job_id, JobState.REVEALED, note="reveal found on chain")
+        if rec.op_trace_root is None:
+            # Committed by a vxla that sealed no op-trace root (schema 4): the contract checks
+            # the reveal against a seal of (result, op-trace root), which this one is not.
+            return self._set(
+                job_id, JobState.FAILED,
+                note="committed before op-trace roots were recorded: the seal binds no op-trace root, so this "
+                "contract cannot accept its reveal; the slot is slashed at finalize",
+            )  # fmt: skip
         if now < job.commit_deadline and job.committed < job.k:
             return None  # the commit phase is still open
         if now >= job.reveal_deadline:
             return self._set(job_id, JobState.FAILED, note="reveal deadline passed")
-        result, trace = rec.result_digest, rec.envelope_digest
-        error = self._send(report, job_id, "reveal", lambda: self.market.reveal(self.account, job_id, result, trace))
+        result, trace, root = rec.result_digest, rec.envelope_digest, rec.op_trace_root
+        error = self._send(report, job_id, "reveal", lambda: self.market.reveal(self.account, job_id, result, trace, root))
         if error is None or error == "AlreadyRevealed":
             return self._set(job_id, JobState.REVEALED, note="")
         if error == "RevealPhaseOver":
@@ -536,14 +583,18 @@ class ChainWatcher:
         return self._set(job_id, JobState.COMMITTED, note=f"reveal refused: {error}")
 
     def _finalize(self, rec: TrackedJob, job: OnChainJob, now: int, report: StepReport) -> TrackedJob | None:
-        # REVEALED or FAILED: settle the job once the reveal phase is over. Done is recorded
-        # when the finalization is seen at the confirmed block (`_move`).
+        # REVEALED or FAILED: settle the job once its challenge window is over and no dispute
+        # on it is open (the contract's rule). Done is recorded when the finalization is seen
+        # at the confirmed block (`_move`).
         job_id = rec.job_id
-        if now < job.reveal_deadline and (job.revealed < job.k or not self.finalize_gate(job_id)):
+        if not finalizable(job, now):
+            return None
+        if now < job.reveal_deadline + job.challenge_window and not self.finalize_gate(job_id):
             return None
         error = self._send(report, job_id, "finalize", lambda: self.market.finalize(self.account, job_id))
         if self.config.confirmations == 0 and error in (None, "JobFinalized"):
-            return self._set(job_id, JobState.DONE, note=_outcome_note(self.market.get_job(job_id), rec.result_digest))
+            note = _outcome_note(self.market.get_job(job_id), rec.result_digest, self._my_slot(job_id))
+            return self._set(job_id, JobState.DONE, note=note)
         return None
 
     def _withdraw(self, report: StepReport) -> None:
@@ -553,9 +604,17 @@ class ChainWatcher:
         self._send(report, 0, "withdraw", lambda: self.market.withdraw(self.account))
 
 
+def finalizable(job: OnChainJob, now: int) -> bool:
+    """Whether `finalize` of `job` can run at chain time `now` (the next block's): its
+    challenge deadline has passed and no dispute on it is open (JobMarket.finalize's rule,
+    whose errors are ChallengeWindowOpen and DisputesOpen)."""
+    return job.phase == Phase.OPEN and now >= job.challenge_deadline and job.open_disputes == 0
+
+
 def _terms(job: OnChainJob) -> tuple[object, ...]:
     """`TrackedJob.terms` of a job as the chain holds it now."""
-    return (job.submitter, job.program_digest, job.inputs_digest, job.reward, job.k, job.commit_deadline, job.reveal_deadline)
+    return (job.submitter, job.program_digest, job.inputs_digest, job.reward, job.k, job.commit_deadline,
+            job.reveal_deadline, job.graph_root, job.trace_leaves, job.challenge_window)  # fmt: skip
 
 
 # The furthest step of each state that must be on chain: a claim, a commit, a reveal.
@@ -583,7 +642,11 @@ def _missing_on_chain(rec: TrackedJob, slot: Slot | None) -> tuple[JobState, str
     return None
 
 
-def _outcome_note(job: OnChainJob, ours: bytes | None) -> str:
+def _outcome_note(job: OnChainJob, ours: bytes | None, slot: Slot | None = None) -> str:
+    if slot is not None and slot.refuted:
+        return "finalized: our slot was refuted by a dispute"
+    if slot is not None and slot.undecided:
+        return "finalized: a dispute on our slot ended without a verdict, so it did not count"
     if not job.accepted:
         return "finalized without a majority (refunded)"
     if ours is not None and job.result == ours:

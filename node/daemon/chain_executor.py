@@ -17,9 +17,12 @@ with the cache, `run_traced`, `build_statement` bound to the job id, chain id an
 sign, store outputs and envelope). Before the claim, `check` compiles the job and checks
 its memory in an execution process without running it (`WorkerPool.check_bound`), so a
 program that kills the compiler or needs too much memory is refused before any stake is
-locked on it. Both run in background threads (the blob fetches too); `check` and `execute`
+locked on it; the same check gives the graph commitment of this node's compile, and a job
+that names another (root or op-trace leaf count, docs/disputes.md) is refused: the node
+would run another graph than the one the job's disputes are decided on. Both run in background threads (the blob fetches too); `check` and `execute`
 answer `JobPending` until they are done. The result digest is `node.protocol.result_digest_of`
-over the output tensor digests; the envelope digest is the stored envelope blob's digest.
+over the output tensor digests; the envelope digest is the stored envelope blob's digest; the
+op-trace root is the signed trace's `op_trace.merkle_root` (`op_trace_root_of`).
 Each finished chain job is recorded in the node's chain database (node/chain/state.py), so
 a restarted node reveals the digests it committed to instead of re-running.
 """
@@ -30,11 +33,12 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 import httpx
 
+from attest import EMPTY_ROOT, Statement
 from attest.digests import sha256_hex
 from node.chain import NodeRegistry, fetch_events
 from node.chain.state import ChainState
@@ -45,16 +49,19 @@ from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
 from node.protocol import parse_manifest, result_digest_of
+from node.tracing.verify import parse_envelope
 from node.transfers import AnswerRefused, deadline_transport, fetch
 
 log = logging.getLogger("vxla.node.chain")
 R = TypeVar("R")
 
 
-
-
-
-
+def op_trace_root_of(statement: Statement) -> bytes:
+    """The op-trace root a node seals and reveals for an execution: its signed statement's
+    `op_trace.merkle_root`, or the root of no leaves (EMPTY_ROOT, SHA-256 of nothing) for a
+    graph without traced instructions, whose statement has no op trace."""
+    op_trace = statement.predicate.deterministic.op_trace
+    return bytes.fromhex(EMPTY_ROOT if op_trace is None else op_trace.merkle_root)
 
 
 def download(http: httpx.Client, url: str, max_bytes: int | None, max_seconds: float = 120.0, *, policy: PeerAddressPolicy) -> bytes | None:
@@ -167,6 +174,9 @@ class ExecutedChainJob:
     output_tensor_digests: list[str]
     envelope_digest: str  # the envelope blob's digest: what the node reveals on chain
     result_digest: str  # hex
+    # hex: the signed trace's op-trace root, sealed and revealed with the result; "" in a
+    # record made before it was recorded (read from the stored envelope then).
+    op_trace_root: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the API answer)."""
@@ -233,7 +243,29 @@ class ChainExecutor:
         record = self.record(job.contract, job.job_id)
         if record is None:
             record = self._in_background(self._threads, self._running, job, lambda: self._run(job))  # JobRejected passes through
-        return ExecutionOutcome(bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest))
+        return ExecutionOutcome(
+            bytes.fromhex(record.result_digest), bytes.fromhex(record.envelope_digest), self.op_trace_root(record)
+        )
+
+    def op_trace_root(self, record: ExecutedChainJob) -> bytes:
+        """The op-trace root of an executed job: recorded, or for a record made before roots
+        were recorded, read from its stored signed trace (and recorded then)."""
+        if not record.op_trace_root:
+            record = self._with_op_trace_root(record)
+        return bytes.fromhex(record.op_trace_root)
+
+    def _with_op_trace_root(self, record: ExecutedChainJob) -> ExecutedChainJob:
+        """A record made before op-trace roots were recorded, with the root of the signed
+        trace it names (stored here: the node served it), recorded from now on. JobRejected
+        when that trace is gone: the node cannot say what it would seal."""
+        blobs = self.store.blobs
+        if not blobs.has(record.envelope_digest):
+            raise JobRejected(f"the record of chain job {record.job_id} has no op-trace root and its signed trace is no longer stored")
+        envelope = blobs.get(record.envelope_digest)
+        statement = Statement.from_json_bytes(parse_envelope(envelope).payload)
+        record = replace(record, op_trace_root=op_trace_root_of(statement).hex())
+        self.state.record_execution(record.contract, record.job_id, record.to_dict())
+        return record
 
     def _in_background(
         self, threads: ThreadPoolExecutor, started: dict[ChainJob, Future[R]], job: ChainJob, work: Callable[[], R]
@@ -256,7 +288,13 @@ class ChainExecutor:
         blobs = self.store.blobs
         module = self.pool.check_module(blobs.get(module_digest))
         check_inputs(module.parameter_shapes, [blobs.get(d) for d in input_digests], self.pool.limits)
-        self.pool.check_bound(module_digest, input_digests)
+        graph = self.pool.check_bound(module_digest, input_digests)
+        if (graph.root, graph.trace_leaves) != (job.graph_root.hex(), job.trace_leaves):
+            raise JobRejected(
+                f"graph commitment differs: the job names root {job.graph_root.hex()} with {job.trace_leaves} "
+                f"op-trace leaves, this node's compile of its program ({self.pool.compiler_config.pipeline} "
+                f"pipeline) commits to root {graph.root} with {graph.trace_leaves}"
+            )
 
     def _run(self, job: ChainJob) -> ExecutedChainJob:
         module_digest, input_digests = self._digests(job)
@@ -273,6 +311,7 @@ class ChainExecutor:
             output_tensor_digests=result.output_tensor_digests,
             envelope_digest=result.envelope_digest,
             result_digest=result_digest_of(result.output_tensor_digests).hex(),
+            op_trace_root=op_trace_root_of(result.statement).hex(),
         )
         self.state.record_execution(job.contract, job.job_id, record.to_dict())
         log.info("chain job %d executed: result %s", job.job_id, record.result_digest)

@@ -2,8 +2,9 @@
 for a chain job both executed, fetch that node's signed trace and name the first instruction
 where the two executions part (`attest.first_divergence` against this node's op-level trace).
 
-Timing: a commitment is a seal of (node, job, result digest), so comparing it with the seal of
-our own result tells agreement from divergence as soon as the commitment is mined. A node
+Timing: a commitment is a seal of (node, job, result digest, op-trace root), so comparing it
+with the seal of our own execution tells agreement from divergence as soon as the commitment
+is mined (a node that reached our result through another op trace diverges too). A node
 serves its trace once the job's commit phase is over (before that it would let a lazy node
 copy the result), so the report is written at the start of the reveal phase, from the
 commitments alone: it does not wait for any reveal. The watcher finalizes a job early only
@@ -13,9 +14,9 @@ before the quorum it takes part in is settled.
 The other trace is found at the other node's `GET /v1/chain/jobs/{id}/trace` (endpoint from
 the registry) and is accepted only if it is signed by the key the node registered on chain
 (the public key from its `GET /v1/key`, checked against the registered key id), its
-statement is bound to the same job, chain and contract, its outputs give the result the node
-sealed on chain, and, once the node has revealed, its bytes hash to the trace digest it
-revealed. Reports are written to
+statement is bound to the same job, chain and contract, its outputs and op-trace root give
+the seal the node committed on chain, and, once the node has revealed, its bytes hash to the
+trace digest it revealed. Reports are written to
 the node's chain database (node/chain/state.py), logged, and served at
 `GET /v1/chain/jobs/{id}/divergence`.
 """
@@ -36,7 +37,7 @@ from attest.errors import VerificationError
 from attest.keys import public_key_from_raw
 from attest.statement import Statement
 from node.chain import JobMarket, NodeRegistry, Phase, Slot
-from node.daemon.chain_executor import ChainExecutor, ExecutedChainJob, download
+from node.daemon.chain_executor import ChainExecutor, ExecutedChainJob, download, op_trace_root_of
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.protocol import envelope_digest_of, result_digest_of, seal_of
 from node.tracing.verify import parse_envelope
@@ -162,6 +163,7 @@ class DivergenceMonitor:
         job = self.market.get_job(job_id)
         traces_served = job.commit_phase_over(self.market.client.next_block_time())
         our_seal_result = bytes.fromhex(ours.result_digest)
+        our_root = self.executor.op_trace_root(ours)
         found = []
         pending = False
         for slot in self.market.get_slots(job_id):
@@ -171,7 +173,7 @@ class DivergenceMonitor:
             if not slot.committed:
                 pending = pending or not traces_served  # it may still commit
                 continue
-            if slot.seal == seal_of(slot.node, job_id, our_seal_result):
+            if slot.seal == seal_of(slot.node, job_id, our_seal_result, our_root):
                 self._done.add(key)
                 self.on_compare("agree")
                 continue
@@ -266,8 +268,8 @@ class DivergenceMonitor:
         except VerificationError as error:
             return str(error)
         result = result_digest_of([o.digest for o in statement.predicate.deterministic.outputs])
-        if seal_of(slot.node, job_id, result) != slot.seal:
-            return "its outputs do not give the sealed result"
+        if seal_of(slot.node, job_id, result, op_trace_root_of(statement)) != slot.seal:
+            return "its outputs and op-trace root do not give the sealed commitment"
         if slot.revealed and envelope_digest_of(envelope.decode("utf-8", errors="replace")) != slot.envelope_digest:
             return "its digest is not the revealed trace digest"
         return None

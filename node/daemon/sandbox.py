@@ -14,7 +14,9 @@ program; after a death or a kill the next job starts a fresh one.
   fails in the child.
 - Before a claim: a chain job is compiled and its memory checked in an execution process
   without running (`ExecutionRequest.run` false), so a program that kills the compiler, or
-  one over the memory limit, is refused before the node locks stake on it.
+  one over the memory limit, is refused before the node locks stake on it. The check also
+  answers the graph commitment of the compiled program (`GraphSummary`: root and op-trace
+  leaf count, docs/disputes.md), which the chain executor compares with the job's.
 - Trust: the child does not hold the signing key and answers in bytes, never pickles: the
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement, and only then signs. A child running a hostile program can make
@@ -119,6 +121,15 @@ class ExecutionAnswer:
     cache_hit: bool
 
 
+@dataclass(frozen=True)
+class GraphSummary:
+    """What a check answers of the compiled program: its graph commitment (the root in hex
+    and n, the op-trace leaves), as `compiler.api.graph_commitment` makes it."""
+
+    root: str
+    trace_leaves: int
+
+
 class ExecutionDied(JobRejected):
     """The execution process died during a job (a signal, memory exhaustion)."""
 
@@ -192,12 +203,19 @@ class ExecutionProcess:
         _check_outputs(statement, outputs)
         return ExecutionAnswer(statement, outputs, *timings)
 
-    def check(self, request: ExecutionRequest) -> None:
+    def check(self, request: ExecutionRequest) -> GraphSummary:
         """Compiles the job and checks its plan's memory without running it (`run` false);
-        the same errors as `execute`."""
+        returns the program's graph commitment. The same errors as `execute`."""
         header = self._ask(replace(request, run=False))
-        if header.get("checked") is not True:
-            raise self._lost(ValueError("no check answer"))
+        try:
+            if header.get("checked") is not True:
+                raise ValueError("no check answer")
+            root, leaves = header["graph_root"], header["trace_leaves"]
+            if not (isinstance(root, str) and len(root) == 64 and isinstance(leaves, int) and leaves >= 0):
+                raise ValueError("not a graph commitment")
+            return GraphSummary(root, leaves)
+        except (ValueError, KeyError) as error:
+            raise self._lost(error) from None
 
     def check_module(self, request: ModuleCheckRequest) -> ModuleSummary:
         """The summary of a module the child parsed and verified; JobRejected as it refused
@@ -307,9 +325,10 @@ class ExecutionProcesses:
         """Runs `request` in an idle execution process (see ExecutionProcess.execute)."""
         return self._in_a_process(lambda process: process.execute(request))
 
-    def check(self, request: ExecutionRequest) -> None:
-        """Compiles `request` and checks its memory, without running (ExecutionProcess.check)."""
-        self._in_a_process(lambda process: process.check(request))
+    def check(self, request: ExecutionRequest) -> GraphSummary:
+        """Compiles `request` and checks its memory, without running; the program's graph
+        commitment (ExecutionProcess.check)."""
+        return self._in_a_process(lambda process: process.check(request))
 
     def check_module(self, request: ModuleCheckRequest, wait_s: float) -> ModuleSummary:
         """Parses and checks a module in an idle process (ExecutionProcess.check_module),
@@ -393,7 +412,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     cap_address_space(memory_limit + ADDRESS_SPACE_HEADROOM)
     # Everything a job needs is loaded, and what it reads once is read, before the process
     # confines itself (and before "ready": the first job does not wait for it).
-    from compiler.api import compile_program  # noqa: F401 - loads the compiler and LLVM
+    from compiler.api import compile_program, graph_commitment  # noqa: F401 - loads the compiler and LLVM
     from node.tracing.statement import host_record, vxla_version
 
     host_record()
@@ -405,6 +424,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
         return
     cache_dir = cache.path if isinstance(cache, OpenDirectory) else cache
     executables: OrderedDict[str, object] = OrderedDict()
+    graphs: OrderedDict[str, GraphSummary] = OrderedDict()  # graph commitments by hlo_hash
     known = KnownModules()
     connection.send_bytes(json.dumps({"ready": True, "confinement": confinement.to_dict()}).encode())
     while True:
@@ -418,8 +438,10 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
         try:
             program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
             answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
-            if answer is None:  # checked, not run
-                connection.send_bytes(json.dumps({"ok": True, "checked": True}).encode())
+            if answer is None:  # checked, not run: with the graph commitment
+                graph = _graph_summary(program, compiler_config, graphs)
+                header = {"ok": True, "checked": True, "graph_root": graph.root, "trace_leaves": graph.trace_leaves}
+                connection.send_bytes(json.dumps(header).encode())
                 continue
         except JobRejected as error:
             connection.send_bytes(json.dumps({"ok": False, "error": str(error), "status": error.status}).encode())
@@ -514,6 +536,20 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
     )  # fmt: skip
     header = {"compile_ns": compiled - begin, "execute_ns": executed - compiled, "cache_hit": cache_hit}
     return statement.to_json_bytes(), [npy_bytes(a) for a in run.outputs], header
+
+
+def _graph_summary(program, compiler_config: CompilerConfig, graphs: OrderedDict[str, GraphSummary]) -> GraphSummary:
+    """The graph commitment of `program` under the node's pipeline (kept per program, as the
+    executables are)."""
+    from compiler.api import graph_commitment
+
+    summary = graphs.get(program.hlo_hash)
+    if summary is None:
+        commitment = graph_commitment(program, compiler_config)
+        summary = graphs[program.hlo_hash] = GraphSummary(commitment.root, commitment.trace_leaves)
+        while len(graphs) > _EXECUTABLES_KEPT:
+            graphs.popitem(last=False)
+    return summary
 
 
 def _output_bytes(executable) -> int:

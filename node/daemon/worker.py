@@ -45,6 +45,7 @@ from node.daemon.sandbox import (
     ExecutionKilled,
     ExecutionProcesses,
     ExecutionRequest,
+    GraphSummary,
     ModuleCheckRequest,
 )
 from node.daemon.store import STATES, JobStore, StoredJob
@@ -435,12 +436,14 @@ class WorkerPool:
         unstored = () if store_blobs else tuple(produced)
         return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests, unstored)
 
-    def check_bound(self, module_digest: str, input_digests: Sequence[str]) -> None:
+    def check_bound(self, module_digest: str, input_digests: Sequence[str]) -> GraphSummary:
         """Compile (cached) and check the plan's memory in an execution process, without
         running: what a chain job passes before the node claims it, so that a program that
-        kills the compiler or needs too much memory costs no stake. Raises JobRejected
-        (ExecutionDied when the process died, ExecutionKilled past the wall limit)."""
-        self.executions.check(self._request(module_digest, input_digests, "", None, None))
+        kills the compiler or needs too much memory costs no stake. Returns the program's
+        graph commitment under this node's pipeline (what the job must name). Raises
+        JobRejected (ExecutionDied when the process died, ExecutionKilled past the wall
+        limit)."""
+        return self.executions.check(self._request(module_digest, input_digests, "", None, None))
 
     def _request(
         self, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None, contract: str | None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key
+from compiler.api import graph_commitment, load_config, load_program
 from harness.fixture_data import Fixture
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, JobPending
@@ -144,11 +146,14 @@ def test_devnet_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert sorted(str(p.relative_to(directory)) for p in directory.rglob("*")) == ["node0", "node0/precious.txt"]
 
 
-def _chain_job(program: str, inputs: str) -> ChainJob:
+def _chain_job(program: str, inputs: str, module: str | None = None) -> ChainJob:
+    """A chain job naming the graph commitment of `module` (none: a root no graph has)."""
+    graph = None if module is None else graph_commitment(load_program(module), load_config())
     return ChainJob(
         job_id=1, submitter="0x" + "5" * 40, program_digest=bytes.fromhex(program),
         inputs_digest=bytes.fromhex(inputs), reward=1, k=1, commit_deadline=10, reveal_deadline=20,
-        chain_id=31337, contract="0x" + "6" * 40,
+        chain_id=31337, contract="0x" + "6" * 40, graph_root=bytes.fromhex(graph.root if graph else "00" * 32),
+        trace_leaves=graph.trace_leaves if graph else 0, challenge_window=60,
     )  # fmt: skip
 
 
@@ -173,13 +178,19 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         module = fixture.module_text.encode()
         inputs = [store.blobs.put(npy_bytes(x)) for x in fixture.inputs()]
         program, inputs_digest = chain_digests(module, inputs)
-        job = _chain_job(program.hex(), inputs_digest.hex())
+        job = _chain_job(program.hex(), inputs_digest.hex(), fixture.module_text)
         # Not stored anywhere yet: a transient error (the watcher retries), not a refusal.
         with pytest.raises(BlobError):
             _checked(executor, job)
         store.blobs.put(module)
         store.blobs.put(inputs_manifest(inputs))
         _checked(executor, job)  # admitted
+        # The same job naming another graph commitment: refused, naming both roots.
+        other = replace(job, graph_root=bytes(32))
+        with pytest.raises(JobRejected, match=f"graph commitment differs: the job names root {'00' * 32} .* commits to root {job.graph_root.hex()}"):
+            _checked(executor, other)
+        with pytest.raises(JobRejected, match=f"with {job.trace_leaves + 1} op-trace leaves"):
+            _checked(executor, replace(job, trace_leaves=job.trace_leaves + 1))
         # A manifest naming the inputs in another order (uint8 where int32 belongs): refused.
         swapped = store.blobs.put(inputs_manifest(inputs[::-1]))
         with pytest.raises(JobRejected, match="parameter 0 expects s32"):
@@ -230,7 +241,7 @@ def test_executor_check_compiles_in_an_execution_process_and_refuses_what_kills_
             store.blobs.put(module.encode())
             store.blobs.put(inputs_manifest(scalar))
             program, inputs_digest = chain_digests(module.encode(), scalar)
-            return _chain_job(program.hex(), inputs_digest.hex())
+            return _chain_job(program.hex(), inputs_digest.hex(), module)
 
         # 4 MiB of output, and its .npy copy: over 6 MiB once the plan is known.
         with pytest.raises(JobRejected, match=r"needs \d+ bytes of memory, over limits.max_job_memory_bytes \(6291456\)"):

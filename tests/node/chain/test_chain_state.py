@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,43 @@ def test_a_database_of_another_schema_is_refused_with_what_to_do(tmp_path: Path)
     legacy_database(tmp_path / "old.sqlite", 3, next_block=1)
     with pytest.raises(ChainStateError, match="schema 3"):
         open_state(tmp_path / "old.sqlite")
+
+
+def test_a_schema_4_database_gains_the_commitment_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    """A node's database from before the dispute game (schema 4) opens: its rows are kept,
+    without a graph commitment or an op-trace root (NULL), and new rows carry both."""
+    path = tmp_path / "chain.sqlite3"
+    with closing(sqlite3.connect(path)) as db, db:
+        db.executescript(
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE jobs (
+                job_id INTEGER PRIMARY KEY, state TEXT NOT NULL, submitter TEXT NOT NULL,
+                program_digest BLOB NOT NULL, inputs_digest BLOB NOT NULL, reward INTEGER NOT NULL,
+                k INTEGER NOT NULL, commit_deadline INTEGER NOT NULL, reveal_deadline INTEGER NOT NULL,
+                posted_block INTEGER NOT NULL, result_digest BLOB, envelope_digest BLOB,
+                note TEXT NOT NULL DEFAULT ''
+            );
+            """
+        )
+        meta = {"schema": "4", "chain_id": "31337", "contract": CONTRACT, "account": ACCOUNT}
+        db.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+        db.execute("INSERT INTO jobs VALUES (7, 'committed', ?, ?, ?, 1, 1, 10, 20, 3, ?, ?, '')", (ACCOUNT, b"p" * 32, b"i" * 32, b"r" * 32, b"e" * 32))
+    state = open_state(path)
+    old = state.job(7)
+    assert old is not None and old.state == JobState.COMMITTED and old.result_digest == b"r" * 32
+    assert (old.graph_root, old.trace_leaves, old.challenge_window, old.op_trace_root) == (None, None, None, None)
+    # The same job read again from its logs (now with its commitment) is not another job.
+    assert old.same_job(replace(old, graph_root=b"g" * 32, trace_leaves=4, challenge_window=60).terms())
+    assert not old.same_job(replace(old, k=2).terms())
+    filled = state.set_commitment(7, b"g" * 32, 4, 60)
+    assert (filled.graph_root, filled.trace_leaves, filled.challenge_window) == (b"g" * 32, 4, 60)
+    new = replace(tracked(8, b"e" * 32), graph_root=b"h" * 32, trace_leaves=0, challenge_window=5, op_trace_root=b"o" * 32)
+    state.apply_range([(b"t" * 32, 0, new)], next_block=9)
+    assert state.job(8) == new
+    state.set_state(8, JobState.EXECUTED, result_digest=b"r" * 32, envelope_digest=b"e" * 32, op_trace_root=b"q" * 32)
+    assert state.job(8).op_trace_root == b"q" * 32  # type: ignore[union-attr]
+    state.close()
+    with closing(sqlite3.connect(path)) as db:
+        assert dict(db.execute("SELECT key, value FROM meta"))["schema"] == "5"
+    assert open_state(path).job(7) == filled  # opened again: nothing to migrate

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +22,21 @@ from attest import key_id, sign_statement, verify
 from attest.digests import digest_of_digests, sha256_hex, tensor_digest
 from attest.keys import generate_private_key
 from compiler.config import load_config
-from compiler.driver import compile_program
+from compiler.driver import compile_program, graph_commitment
 from compiler.program import load_program
 from compiler.runtime.executable import Executable
 from harness.fixture_data import Fixture
-from node.chain import ChainClient, JobMarket, NodeRegistry, Phase, deploy, fetch_events
-from node.chain.state import JobState
+from node.chain import (
+    ChainClient,
+    DisputeGame,
+    GameTerms,
+    JobMarket,
+    NodeRegistry,
+    Phase,
+    deploy,
+    fetch_events,
+)
+from node.chain.state import ChainState, JobState
 from node.chain.watcher import (
     AcceptancePolicy,
     ChainJob,
@@ -36,8 +46,19 @@ from node.chain.watcher import (
     StepReport,
     WatcherConfig,
 )
+from node.daemon.chain_executor import BlobFetcher, ChainExecutor, op_trace_root_of
+from node.daemon.config import Limits
+from node.daemon.store import JobStore
+from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
-from node.protocol import envelope_digest_of, result_digest_of
+from node.protocol import (
+    chain_digests,
+    envelope_digest_of,
+    inputs_manifest,
+    result_digest_of,
+    seal_of,
+)
+from node.tensors import npy_bytes
 from node.tracing.statement import build_statement
 
 ETHER = 10**18
@@ -48,6 +69,17 @@ PROGRAM = b"\x01" * 32
 INPUTS = b"\x02" * 32
 HONEST = bytes.fromhex(sha256_hex(b"honest result"))
 WRONG = bytes.fromhex(sha256_hex(b"wrong result"))
+# The graph commitment and challenge window of the synthetic jobs (MapExecutor checks
+# nothing of the graph: the daemon's executor does, see the last tests).
+GRAPH = bytes.fromhex(sha256_hex(b"the jobs' graph"))
+LEAVES = 4
+WINDOW = GameTerms().min_challenge_window_s
+
+
+def op_trace_root(result: bytes) -> bytes:
+    """The op-trace root of a MapExecutor's execution reaching `result` (equal for equal
+    results, as honest executions' are)."""
+    return bytes.fromhex(sha256_hex(b"op trace of " + result))
 
 
 class Crash(BaseException):
@@ -77,7 +109,7 @@ class MapExecutor:
             raise JobPending
         result = self.results[job.program_digest]
         trace = bytes.fromhex(sha256_hex(self.name.encode() + result + job.job_id.to_bytes(32, "big")))
-        return ExecutionOutcome(result, trace)
+        return ExecutionOutcome(result, trace, op_trace_root(result))
 
 
 @dataclass
@@ -85,6 +117,7 @@ class _Chain:
     w3: Web3
     registry: str
     market: str
+    game: str
     block: int
     snapshot: int
 
@@ -94,7 +127,7 @@ def _chain() -> _Chain:
     w3 = Web3(EthereumTesterProvider())
     client = ChainClient(w3)
     d = deploy(client, client.accounts()[0], min_stake_wei=ETHER, unbonding_delay_s=3_600, slash_amount_wei=SLASH)
-    return _Chain(w3, d.registry.address, d.market.address, d.block, w3.provider.ethereum_tester.take_snapshot())
+    return _Chain(w3, d.registry.address, d.market.address, d.game.address, d.block, w3.provider.ethereum_tester.take_snapshot())
 
 
 @dataclass
@@ -127,9 +160,18 @@ class Net:
             start_block=self.chain.block,
         )
 
-    def post(self, k: int = 3, commit_in: int = 1_000, reveal_in: int = 2_000, program: bytes = PROGRAM) -> int:
+    def post(
+        self, k: int = 3, commit_in: int = 1_000, reveal_in: int = 2_000, program: bytes = PROGRAM, window: int = WINDOW
+    ) -> int:
         now = self.client.timestamp()
-        return self.market.post_job(self.submitter, program, INPUTS, k, now + commit_in, now + reveal_in, REWARD)
+        return self.market.post_job(
+            self.submitter, program, INPUTS, k, now + commit_in, now + reveal_in, REWARD,
+            graph_root=GRAPH, trace_leaves=LEAVES, challenge_window=window,
+        )  # fmt: skip
+
+    def close_challenges(self, job_id: int) -> None:
+        """Move chain time to the job's challenge deadline: the next block may finalize it."""
+        self.travel_to(self.market.get_job(job_id).challenge_deadline)
 
     def travel_to(self, timestamp: int) -> None:
         now = self.client.timestamp()
@@ -187,6 +229,8 @@ def test_honest_job_is_claimed_committed_revealed_finalized_and_paid(net: Net) -
     job_id = net.post()
 
     drive(watchers)
+    net.close_challenges(job_id)
+    drive(watchers, rounds=2)
 
     job = net.market.get_job(job_id)
     assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
@@ -212,6 +256,8 @@ def test_faulty_node_is_outvoted_and_slashed(net: Net) -> None:
     job_id = net.post()
 
     drive(watchers)
+    net.close_challenges(job_id)
+    drive(watchers, rounds=2)
 
     job = net.market.get_job(job_id)
     assert job.accepted and job.result == HONEST
@@ -244,8 +290,8 @@ class _CrashingMarket(JobMarket):
             raise Crash
         return result
 
-    def reveal(self, sender, job_id, result_digest, envelope_digest):  # noqa: ANN001, ANN201
-        result = super().reveal(sender, job_id, result_digest, envelope_digest)
+    def reveal(self, sender, job_id, result_digest, envelope_digest, op_trace_root):  # noqa: ANN001, ANN201
+        result = super().reveal(sender, job_id, result_digest, envelope_digest, op_trace_root)
         if self.crash_after == "reveal":
             raise Crash
         return result
@@ -276,6 +322,8 @@ def test_restarted_node_finishes_without_duplicate_transactions(net: Net, crash_
     client = ChainClient(net.chain.w3)
     restarted = net.watcher(0, executor0, market=JobMarket(client, net.market.address))
     reports = drive([restarted, *others])
+    net.close_challenges(job_id)
+    reports += drive([restarted, *others], rounds=2)
     finalized_by_0 = any((job_id, "finalize") in r.transactions for r in reports[0::3])
 
     job = net.market.get_job(job_id)
@@ -326,7 +374,7 @@ def test_node_that_cannot_commit_in_time_fails_the_job_and_is_slashed(net: Net) 
     assert len(slow.calls) == 2  # not executed once the deadline had passed
     assert net.market.get_job(job_id).revealed == 2
 
-    net.travel_to(job.reveal_deadline)
+    net.close_challenges(job_id)  # not every slot revealed: the reveal deadline plus the window
     drive(watchers, rounds=2)
     job = net.market.get_job(job_id)
     assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
@@ -368,7 +416,7 @@ def test_a_job_whose_run_kills_the_execution_process_fails_and_is_never_run_or_c
     net.travel_to(job.commit_deadline)
     drive(watchers, rounds=1)
     assert job.revealed == 0 and net.market.get_job(job_id).revealed == 2
-    net.travel_to(job.reveal_deadline)
+    net.close_challenges(job_id)
     drive(watchers, rounds=2)
     job = net.market.get_job(job_id)
     assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
@@ -396,7 +444,7 @@ def test_run_before_claim_skips_a_job_whose_run_kills_the_process_with_no_stake_
     job = net.market.get_job(job_id)
     net.travel_to(job.commit_deadline)
     drive(watchers, rounds=1)
-    net.travel_to(job.reveal_deadline)
+    net.close_challenges(job_id)
     drive(watchers, rounds=2)
     job = net.market.get_job(job_id)
     assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST and job.revealed == 2
@@ -415,9 +463,12 @@ def test_pending_execution_keeps_the_claim_and_finishes_on_a_later_step(net: Net
     assert record is not None and record.state == JobState.CLAIMED and record.note == ""
 
     second = watcher.step()
-    # k=1: the one commit ends the commit phase and the one reveal the reveal phase.
-    assert second.transactions == [(job_id, "commit"), (job_id, "reveal"), (job_id, "finalize"), (0, "withdraw")]
+    # k=1: the one commit ends the commit phase and the one reveal the reveal phase; the
+    # challenge window follows.
+    assert second.transactions == [(job_id, "commit"), (job_id, "reveal")]
     assert len(executor.calls) == 2
+    net.close_challenges(job_id)
+    assert watcher.step().transactions == [(job_id, "finalize"), (0, "withdraw")]
     assert net.market.get_job(job_id).accepted
 
 
@@ -617,8 +668,18 @@ class TraceExecutor:
         envelope = sign_statement(statement, self.key).to_json()
         self.envelopes[job.job_id] = envelope
         return ExecutionOutcome(
-            result_digest_of([tensor_digest(o) for o in run.outputs]), envelope_digest_of(envelope)
+            result_digest_of([tensor_digest(o) for o in run.outputs]), envelope_digest_of(envelope), op_trace_root_of(statement)
         )
+
+
+def post_traced(net: Net, executor: TraceExecutor, k: int = 1) -> int:
+    """Posts the job a TraceExecutor runs, naming its program's graph commitment."""
+    graph = graph_commitment(executor.program, load_config())
+    now = net.client.timestamp()
+    return net.market.post_job(
+        net.submitter, executor.program_digest, executor.inputs_digest, k, now + 1_000, now + 2_000, REWARD,
+        graph_root=bytes.fromhex(graph.root), trace_leaves=graph.trace_leaves, challenge_window=WINDOW,
+    )  # fmt: skip
 
 
 def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(net: Net) -> None:
@@ -626,13 +687,13 @@ def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(
     executable = compile_program(load_program(fixture.module_text), load_config())
     executors = [TraceExecutor(fixture, executable, generate_private_key()) for _ in range(3)]
     watchers = [net.watcher(i, e) for i, e in enumerate(executors)]
-    now = net.client.timestamp()
     first = executors[0]
-    job_id = net.market.post_job(
-        net.submitter, first.program_digest, first.inputs_digest, 3, now + 1_000, now + 2_000, REWARD
-    )
+    graph = graph_commitment(first.program, load_config())
+    job_id = post_traced(net, first, k=3)
 
     drive(watchers, rounds=3)
+    net.close_challenges(job_id)
+    drive(watchers, rounds=2)
 
     job = net.market.get_job(job_id)
     assert job.accepted
@@ -651,4 +712,125 @@ def test_real_execution_three_nodes_agree_on_the_result_and_reveal_their_traces(
             contract=net.market.address,
         )
         assert statement.predicate.key_id == key_id(executor.key)
+        # The reveal carries the op-trace root of that signed trace: the execution commitment
+        # a dispute walks, one leaf per instruction of the job's graph.
+        op_trace = statement.predicate.deterministic.op_trace
+        assert op_trace is not None and len(op_trace.instructions) == graph.trace_leaves
+        assert slots[node].op_trace_root.hex() == op_trace.merkle_root
     assert len({slots[n].envelope_digest for n in net.nodes}) == 3  # one signed trace per node
+    assert len({slots[n].op_trace_root for n in net.nodes}) == 1  # one honest execution
+
+
+def test_finalize_waits_for_the_challenge_deadline_without_sending_anything_before(net: Net) -> None:
+    """Every slot revealed ends the reveal phase; the job settles only once the challenge
+    window after it is over (the contract refuses finalize before), and the watchers send no
+    transaction that the contract would refuse meanwhile."""
+    watchers = [net.watcher(i, honest(i)) for i in range(3)]
+    job_id = net.post(window=600)
+
+    drive(watchers, rounds=3)
+    job = net.market.get_job(job_id)
+    assert job.revealed == 3 and job.reveal_end > 0 and job.challenge_deadline == job.reveal_end + 600
+    assert all(w.state.job(job_id).state == JobState.REVEALED for w in watchers)  # type: ignore[union-attr]
+    nonces = [net.nonce(n) for n in net.nodes]
+    net.travel_to(job.challenge_deadline - 1)  # the next block: one second short
+    reports = drive(watchers, rounds=2)
+    assert all(r.transactions == [] and r.errors == [] for r in reports)
+    assert [net.nonce(n) for n in net.nodes] == nonces  # nothing sent, nothing reverted
+    assert net.market.get_job(job_id).phase == Phase.OPEN
+
+    net.close_challenges(job_id)
+    drive(watchers, rounds=2)
+    assert net.market.get_job(job_id).phase == Phase.FINALIZED
+    assert len(net.events("Finalized", job_id)) == 1
+    assert all(w.state.job(job_id).state == JobState.DONE for w in watchers)  # type: ignore[union-attr]
+
+
+def test_finalize_waits_while_a_dispute_is_open_and_a_refuted_slot_is_noted(net: Net) -> None:
+    """A dispute open on the job holds its settlement past the challenge deadline; once it is
+    over (the defender, whose watcher plays no game, times out and is refuted), the job
+    settles among the surviving slots and the refuted node's record says so."""
+    watchers = [net.watcher(i, honest(i)) for i in range(3)]
+    game = DisputeGame(net.client, net.chain.game)
+    job_id = net.post()
+    drive(watchers, rounds=3)
+    assert net.market.get_slots(job_id)[0].node == net.nodes[0]
+
+    # The submitter challenges slot 0 with another execution of the same result.
+    dispute_id = game.challenge(net.submitter, job_id, 0, HONEST, op_trace_root(WRONG), game.challenge_bond())
+    assert net.market.get_job(job_id).open_disputes == 1
+    net.close_challenges(job_id)
+    nonces = [net.nonce(n) for n in net.nodes]
+    reports = drive(watchers, rounds=2)
+    assert all(r.transactions == [] for r in reports) and [net.nonce(n) for n in net.nodes] == nonces
+    assert net.market.get_job(job_id).phase == Phase.OPEN
+
+    net.travel_to(game.get_dispute(dispute_id).deadline)
+    game.timeout(net.submitter, dispute_id)
+    assert net.market.get_slots(job_id)[0].refuted
+    drive(watchers, rounds=2)
+    job = net.market.get_job(job_id)
+    assert job.phase == Phase.FINALIZED and job.accepted and job.result == HONEST
+    assert watchers[0].state.job(job_id).note == "finalized: our slot was refuted by a dispute"  # type: ignore[union-attr]
+    assert watchers[1].state.job(job_id).note == "finalized: our result won"  # type: ignore[union-attr]
+
+
+def test_the_daemons_executor_refuses_another_graph_before_the_claim_and_reveals_its_traces_root(net: Net) -> None:
+    """The node's own executor (node.daemon.chain_executor) behind the watcher: a job whose
+    graph commitment is not the one this node's compile of its program gives is refused by
+    the check, before any claim, naming both roots; a job that names the right one is run,
+    and its commit and reveal carry the op-trace root of the trace the node signed."""
+    fixture = Fixture("integer_arith")
+    module = fixture.module_text.encode()
+    store = JobStore(net.tmp / "node0")
+    pool = WorkerPool(store, generate_private_key(), Limits())
+    state_path = net.tmp / "node0.sqlite"
+    state = ChainState(state_path, chain_id=net.client.chain_id, contract=net.market.address, account=net.nodes[0], start_block=net.chain.block)
+    executor = ChainExecutor(pool, BlobFetcher(store, lambda: []), state)
+    try:
+        inputs = [store.blobs.put(npy_bytes(x)) for x in fixture.inputs()]
+        store.blobs.put(module)
+        store.blobs.put(inputs_manifest(inputs))
+        program, inputs_digest = chain_digests(module, inputs)
+        graph = graph_commitment(load_program(fixture.module_text), load_config())
+        other = bytes.fromhex(sha256_hex(b"another graph"))
+        now = net.client.timestamp()
+
+        def post(root: bytes) -> int:
+            return net.market.post_job(
+                net.submitter, program, inputs_digest, 1, now + 1_000, now + 2_000, REWARD,
+                graph_root=root, trace_leaves=graph.trace_leaves, challenge_window=WINDOW,
+            )  # fmt: skip
+
+        refused, taken = post(other), post(bytes.fromhex(graph.root))
+        watcher = net.watcher(0, executor)
+        nonce = net.nonce(net.nodes[0])
+        for _ in range(600):  # the check and the run answer JobPending until done
+            watcher.step()
+            states = (watcher.state.job(refused).state, watcher.state.job(taken).state)  # type: ignore[union-attr]
+            if states == (JobState.SKIPPED, JobState.REVEALED):
+                break
+            time.sleep(0.05)
+        record = watcher.state.job(refused)
+        assert record is not None and record.state == JobState.SKIPPED
+        assert record.note.startswith("refused: graph commitment differs")
+        assert other.hex() in record.note and graph.root in record.note
+        assert net.events("SlotClaimed", refused) == []
+        # The other job: claimed, committed and revealed, and nothing else sent.
+        assert net.nonce(net.nodes[0]) == nonce + 3
+        [slot] = net.market.get_slots(taken)
+        envelope = store.blobs.get(slot.envelope_digest.hex())
+        statement = verify(envelope, [pool.signing_key.public_key()], job_id=str(taken), chain_id=net.client.chain_id, contract=net.market.address)
+        op_trace = statement.predicate.deterministic.op_trace
+        assert op_trace is not None and len(op_trace.instructions) == graph.trace_leaves
+        assert slot.op_trace_root.hex() == op_trace.merkle_root
+        assert watcher.state.job(taken).op_trace_root == slot.op_trace_root  # type: ignore[union-attr]
+        assert executor.record(net.market.address, taken).op_trace_root == op_trace.merkle_root  # type: ignore[union-attr]
+        assert slot.seal == seal_of(net.nodes[0], taken, slot.result_digest, slot.op_trace_root)
+        watcher.close()
+    finally:
+        executor.close()
+        pool.executions.close()
+        pool.checkers.close()
+        state.close()
+        store.close()

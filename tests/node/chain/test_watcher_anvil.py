@@ -9,22 +9,35 @@ from pathlib import Path
 
 from web3 import Web3
 
-from node.chain import ChainClient, Deployment, JobMarket, Phase, deploy, fetch_events
+from node.chain import ChainClient, Deployment, GameTerms, JobMarket, Phase, deploy, fetch_events
 from node.chain.state import JobState
 from node.chain.watcher import ChainWatcher, WatcherConfig
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
-from tests.node.chain.test_watcher import ETHER, HONEST, PROGRAM, REWARD, SLASH, MapExecutor
+from tests.node.chain.test_watcher import (
+    ETHER,
+    GRAPH,
+    HONEST,
+    LEAVES,
+    PROGRAM,
+    REWARD,
+    SLASH,
+    MapExecutor,
+)
+
+# A one-second challenge window: the jobs here settle a second after their reveal.
+TERMS = GameTerms(min_challenge_window_s=1)
+COMMITMENT = {"graph_root": GRAPH, "trace_leaves": LEAVES, "challenge_window": 1}
 
 
 def test_no_decision_while_a_transaction_of_the_node_is_unmined(anvil: Web3, tmp_path) -> None:  # noqa: ANN001, F811
     client = ChainClient(anvil)
     accounts = client.accounts()
     deployer, node, submitter = accounts[0], accounts[1], accounts[2]
-    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=3_600, slash_amount_wei=SLASH)
+    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
     d.registry.register(node, b"\x01" * 32, "http://node.example", 2 * ETHER)
     market: JobMarket = d.market
     now = client.timestamp()
-    job_id = market.post_job(submitter, PROGRAM, b"\x02" * 32, 3, now + 1_000, now + 2_000, REWARD)
+    job_id = market.post_job(submitter, PROGRAM, b"\x02" * 32, 3, now + 1_000, now + 2_000, REWARD, **COMMITMENT)
     watcher = ChainWatcher(
         market, node, MapExecutor({PROGRAM: HONEST}, "node"), tmp_path / "w.sqlite", start_block=d.block
     )
@@ -59,7 +72,8 @@ def _reorg(w3: Web3, depth: int, keep: list[dict] | None = None) -> None:
 
 
 def _mine(w3: Web3, blocks: int) -> None:
-    w3.provider.make_request("anvil_mine", [blocks])
+    """Mine `blocks` blocks, each a second after the one before (so challenge windows pass)."""
+    w3.provider.make_request("anvil_mine", [blocks, 1])
 
 
 def _one_each(client: ChainClient, market: JobMarket, job_id: int, node: str) -> dict[str, int]:
@@ -83,7 +97,7 @@ def _failed_transactions(w3: Web3, sender: str) -> int:
 def _setup(w3: Web3, tmp_path: Path, confirmations: int) -> tuple[ChainClient, Deployment, str, str, ChainWatcher]:
     client = ChainClient(w3)
     deployer, node, submitter = client.accounts()[:3]
-    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=3_600, slash_amount_wei=SLASH)
+    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
     d.registry.register(node, b"\x01" * 32, "http://node.example", 2 * ETHER)
     watcher = ChainWatcher(
         d.market, node, MapExecutor({PROGRAM: HONEST}, "node"), tmp_path / "w.sqlite",
@@ -112,7 +126,7 @@ def _assert_settled_once(w3: Web3, client: ChainClient, d: Deployment, node: str
 def test_a_reorg_shallower_than_confirmations_drops_transactions_the_watcher_sends_again(anvil: Web3, tmp_path) -> None:  # noqa: ANN001, F811
     client, d, node, submitter, watcher = _setup(anvil, tmp_path, confirmations=2)
     now = client.timestamp()
-    job_id = d.market.post_job(submitter, PROGRAM, b"\x02" * 32, 1, now + 1_000, now + 2_000, REWARD)
+    job_id = d.market.post_job(submitter, PROGRAM, b"\x02" * 32, 1, now + 1_000, now + 2_000, REWARD, **COMMITMENT)
     _mine(anvil, 2)
     report = watcher.step()  # sees the post, claims and commits (k=1: then reveals)
     assert [a for _, a in report.transactions][:2] == ["claim", "commit"]
@@ -128,7 +142,7 @@ def test_a_reorg_deeper_than_confirmations_is_traced_back_and_reopens_what_it_un
     client, d, node, submitter, watcher = _setup(anvil, tmp_path, confirmations=1)
     now = client.timestamp()
     posted_at = anvil.eth.block_number + 1
-    job_id = d.market.post_job(submitter, PROGRAM, b"\x02" * 32, 1, now + 1_000, now + 2_000, REWARD)
+    job_id = d.market.post_job(submitter, PROGRAM, b"\x02" * 32, 1, now + 1_000, now + 2_000, REWARD, **COMMITMENT)
     post_tx = anvil.eth.get_block(posted_at, full_transactions=True)["transactions"][0]
     _run(watcher, anvil)
     assert watcher.state.job(job_id).state == JobState.DONE  # type: ignore[union-attr]
@@ -150,14 +164,14 @@ def test_a_job_id_that_a_reorg_gives_to_another_job_replaces_the_record(anvil: W
     client, d, node, submitter, watcher = _setup(anvil, tmp_path, confirmations=1)
     now = client.timestamp()
     posted_at = anvil.eth.block_number + 1
-    job_id = d.market.post_job(submitter, PROGRAM, b"\x02" * 32, 1, now + 1_000, now + 2_000, REWARD)
+    job_id = d.market.post_job(submitter, PROGRAM, b"\x02" * 32, 1, now + 1_000, now + 2_000, REWARD, **COMMITMENT)
     _mine(anvil, 1)
     watcher.step()  # records the job, claims it
     old = watcher.state.job(job_id)
     assert old is not None and old.inputs_digest == b"\x02" * 32
     # The post is dropped for good; another job (other inputs) takes its id.
     _reorg(anvil, anvil.eth.block_number - posted_at + 1)
-    again = d.market.post_job(submitter, PROGRAM, b"\x03" * 32, 1, now + 1_000, now + 2_000, REWARD)
+    again = d.market.post_job(submitter, PROGRAM, b"\x03" * 32, 1, now + 1_000, now + 2_000, REWARD, **COMMITMENT)
     assert again == job_id
     _run(watcher, anvil)
     rec = watcher.state.job(job_id)

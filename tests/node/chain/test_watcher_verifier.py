@@ -72,7 +72,9 @@ def test_verifier_records_the_faulty_commitment_before_any_reveal(net: Net) -> N
         (net.nodes[0], VerificationStatus.MATCH),
         (net.nodes[1], VerificationStatus.MATCH),
     }
-    drive(watchers, rounds=3)  # reveals and finalize
+    drive(watchers, rounds=3)  # reveals
+    net.close_challenges(job_id)
+    drive(watchers, rounds=2)  # finalize
     assert net.market.get_job(job_id).phase == Phase.FINALIZED
     assert verifier.step() == []  # reveals and finalize add nothing to check
     (bad,) = verifier.mismatches()

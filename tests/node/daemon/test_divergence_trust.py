@@ -1,6 +1,7 @@
 """What a divergence monitor accepts as another node's trace (py-evm chain): only a trace
 signed by the key the node registered, bound to the job, whose outputs give the result the
-node sealed, and, once revealed, the very bytes whose digest it revealed. Each other trace is
+node sealed (with its op-trace root), and, once revealed, the very bytes whose digest it
+revealed. Each other trace is
 refused with the reason named."""
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from node.daemon.divergence import DivergenceMonitor
 from node.daemon.store import JobStore
 from node.tracing.statement import build_statement
 from tests.node.chain.test_watcher import (  # noqa: F401  (_chain and net are fixtures)
-    REWARD,
     STAKE,
     Net,
     TraceExecutor,
     _chain,
     net,
+    post_traced,
 )
 
 FIXTURE = Fixture("integer_arith")
@@ -54,10 +55,7 @@ def test_a_peer_trace_is_trusted_only_under_its_registered_key_and_commitment(ne
     executable = compile_program(load_program(FIXTURE.module_text), load_config())
     executor = TraceExecutor(FIXTURE, executable, key)
     watcher = ChainWatcher(net.market, peer, executor, net.tmp / "peer.sqlite", start_block=net.chain.block)
-    now = net.client.timestamp()
-    job_id = net.market.post_job(
-        net.submitter, executor.program_digest, executor.inputs_digest, 1, now + 1_000, now + 2_000, REWARD
-    )
+    job_id = post_traced(net, executor)
     watcher.step()  # claim, execute, commit and reveal (k=1: the commit ends the commit phase)
     [slot] = net.market.get_slots(job_id)
     assert slot.committed and slot.revealed
@@ -88,7 +86,7 @@ def test_a_peer_trace_is_trusted_only_under_its_registered_key_and_commitment(ne
     # Signed by the peer, for this job, but not the result it sealed.
     point = next(p for p in executable.plan.trace_points if executable.plan.buffers[p.buffers[0]].kind == "arena")
     other = signed(job_id, Fault(point.name, 0))
-    assert monitor.trace_problem(job_id, slot, other, public) == "its outputs do not give the sealed result"
+    assert monitor.trace_problem(job_id, slot, other, public) == "its outputs and op-trace root do not give the sealed commitment"
     # The same signed statement in other bytes: after the reveal only the revealed bytes do.
     respaced = json.dumps(json.loads(envelope), indent=2).encode()
     assert monitor.trace_problem(job_id, slot, respaced, public) == "its digest is not the revealed trace digest"
@@ -105,21 +103,21 @@ def test_ready_only_once_every_other_commitment_is_compared(net: Net) -> None:  
     executable = compile_program(load_program(FIXTURE.module_text), load_config())
     executor = TraceExecutor(FIXTURE, executable, key)
     watcher = net.watcher(1, executor)
-    now = net.client.timestamp()
-    job_id = net.market.post_job(
-        net.submitter, executor.program_digest, executor.inputs_digest, 1, now + 1_000, now + 2_000, REWARD
-    )
+    job_id = post_traced(net, executor)
     watcher.step()
     watcher.close()
     [slot] = net.market.get_slots(job_id)
-    result = net.market.get_job(job_id).result
+    result = slot.result_digest
 
     records: dict[int, ExecutedChainJob] = {}
-    ours = SimpleNamespace(record=lambda contract, job: records.get(job), state=chain_database(net))
+    ours = SimpleNamespace(
+        record=lambda contract, job: records.get(job), state=chain_database(net),
+        op_trace_root=lambda record: bytes.fromhex(record.op_trace_root),
+    )  # fmt: skip
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert monitor.ready(job_id)  # no execution of ours: nothing to wait for
     records[job_id] = ExecutedChainJob(
-        job_id, net.client.chain_id, net.market.address, "", [], [], [], "", result.hex()
+        job_id, net.client.chain_id, net.market.address, "", [], [], [], "", result.hex(), slot.op_trace_root.hex()
     )
     assert slot.node == net.nodes[1] and not monitor.ready(job_id)  # node1's commitment not compared yet
     assert monitor.check_job(job_id) is None  # it seals our result: agreement, no report
@@ -133,18 +131,17 @@ def test_a_diverging_node_with_an_unusable_endpoint_does_not_hold_up_finalizing(
     peer = net.client.accounts()[6]
     net.registry.register(peer, bytes.fromhex(key_id(executor.key)), "::garbage", STAKE)  # not a URL
     watcher = ChainWatcher(net.market, peer, executor, net.tmp / "peer.sqlite", start_block=net.chain.block)
-    now = net.client.timestamp()
-    job_id = net.market.post_job(
-        net.submitter, executor.program_digest, executor.inputs_digest, 1, now + 1_000, now + 2_000, REWARD
-    )
+    job_id = post_traced(net, executor)
     watcher.step()
     watcher.close()
     other_result = "ab" * 32  # ours differs from what the peer sealed
     store = JobStore(net.tmp / "ours")
     envelope = store.blobs.put(b"our envelope")
-    record = ExecutedChainJob(job_id, net.client.chain_id, net.market.address, "", [], [], [], envelope, other_result)
+    record = ExecutedChainJob(job_id, net.client.chain_id, net.market.address, "", [], [], [], envelope, other_result, "cd" * 32)
     state = chain_database(net)
-    ours = SimpleNamespace(record=lambda contract, job: record, state=state, store=store)
+    ours = SimpleNamespace(
+        record=lambda contract, job: record, state=state, store=store, op_trace_root=lambda record: bytes.fromhex(record.op_trace_root)
+    )  # fmt: skip
     monitor = DivergenceMonitor(net.market, net.registry, ours, net.nodes[0])  # type: ignore[arg-type]
     assert not monitor.ready(job_id)
     assert monitor.check_job(job_id) is None  # no trace to compare: no report, and no retry
