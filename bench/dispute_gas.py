@@ -34,16 +34,14 @@ from web3 import EthereumTesterProvider, Web3  # noqa: E402
 
 from attest.commitment import path_moves  # noqa: E402
 from harness.dispute_game import (  # noqa: E402
-    MIN_STAKE,
-    SLASH,
     TERMS,
     GameEnv,
     Party,
+    deployed_env,
     diverging,
     honest_execution,
     synthetic_graph,
 )
-from node.chain import ChainClient, deploy  # noqa: E402
 from node.chain.disputes import Execution, GraphLeaves, leaf_opening  # noqa: E402
 
 ETHER = 10**18
@@ -78,15 +76,6 @@ class Figures:
     dispute_seconds: float
     non_interactive_gas: int
     non_interactive_proof_bytes: int
-
-
-def _fresh_env(w3: Web3) -> GameEnv:
-    client = ChainClient(w3)
-    accounts = client.accounts()
-    d = deploy(client, accounts[0], min_stake_wei=MIN_STAKE, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
-    for i, node in enumerate(accounts[2:10]):
-        d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
-    return GameEnv(w3, client, d, accounts[0], accounts[1], accounts[2:10])
 
 
 def _deepest_leaf_with_operands(graph: GraphLeaves, operands: int = 3) -> int:
@@ -141,7 +130,7 @@ def _operands(graph_leaf: bytes) -> list[int]:
 def measure(n: int, w3_factory, locate_artifact: dict) -> Figures:  # noqa: ANN001 - a callable making a Web3
     graph = synthetic_graph(n, seed=n)
     index = _deepest_leaf_with_operands(graph)
-    g = _fresh_env(w3_factory())
+    g = deployed_env(w3_factory())
     optimistic_txs, optimistic_gas = _lifecycle_gas(g, graph, 1)
     k3_txs, k3_gas = _lifecycle_gas(g, graph, 3)
 
@@ -194,10 +183,10 @@ def main() -> int:
         if args.anvil:
             from harness.anvil import running_anvil
 
-            url = stack.enter_context(running_anvil())
+            anvil, _ = stack.enter_context(running_anvil())
 
             def factory() -> Web3:
-                return Web3(Web3.HTTPProvider(url))
+                return anvil
         else:
 
             def factory() -> Web3:

@@ -195,11 +195,7 @@ def _deployed() -> tuple[Web3, Deployment, int]:
     """One chain per process with 8 registered nodes, reused through snapshots."""
     if not _CHAIN:
         w3 = Web3(EthereumTesterProvider())
-        client = ChainClient(w3)
-        accounts = client.accounts()
-        d = deploy(client, accounts[0], min_stake_wei=MIN_STAKE, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
-        for i, node in enumerate(accounts[2:10]):
-            d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
+        d = deployed_env(w3).d
         _CHAIN.append((w3, d, w3.provider.ethereum_tester.take_snapshot()))
     return _CHAIN[0]
 
@@ -223,3 +219,64 @@ def game_env() -> Iterator[GameEnv]:
     start = env.total()
     yield env
     assert env.total() == start, "ether was created or lost"
+
+
+def deployed_env(w3: Web3) -> GameEnv:
+    """A fresh deployment on `w3` (py-evm or anvil) with 8 registered nodes."""
+    client = ChainClient(w3)
+    accounts = client.accounts()
+    d = deploy(client, accounts[0], min_stake_wei=MIN_STAKE, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
+    for i, node in enumerate(accounts[2:10]):
+        d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
+    return GameEnv(w3, client, d, accounts[0], accounts[1], accounts[2:10])
+
+
+# The lies a campaign draws from: who lies, and how (tools/dispute_campaign.py, and the anvil
+# sample in tests/contracts/test_disputes_anvil.py).
+CASES = ("wrong-result", "right-result-challenged", "defender-silent", "challenger-silent", "committee-minority", "wrong-result-k3-majority")
+
+
+def play_case(g: GameEnv, case: str, n: int, diverge_at: int, seed: int) -> dict[str, object]:
+    """Plays one lie end to end (job, dispute, verdict, finalize) with the honest side on nodes
+    0 (slot or challenger as the case needs) and checks what must hold: the honest side wins,
+    its stake is whole, the job settles on the honest result or is refunded. Returns what
+    happened, for a campaign's log."""
+    graph = synthetic_graph(n, seed)
+    honest = honest_execution(n, seed)
+    wrong = diverging(honest, diverge_at)
+    good, bad = g.nodes[0], g.nodes[1]
+    honest_party_is_defender = case in ("right-result-challenged", "challenger-silent")
+    if case == "wrong-result-k3-majority":
+        slots = [Party(good, honest), Party(bad, wrong), Party(g.nodes[2], wrong)]
+    elif honest_party_is_defender:
+        slots = [Party(good, honest)]
+    else:
+        slots = [Party(bad, wrong)]
+    job = g.run_job(graph, slots)
+    honest_stake = g.stake(good)
+    disputes = []
+    targets = [1, 2] if case == "wrong-result-k3-majority" else [0]
+    for slot in targets:
+        defender = slots[slot]
+        challenger = Party(bad, wrong) if honest_party_is_defender else Party(good, honest)
+        dispute = g.challenge(job, slot, challenger)
+        disputes.append(dispute)
+        silent = {"defender-silent": defender.account, "challenger-silent": challenger.account}.get(case)
+        g.play(dispute, defender, challenger, graph, silent=silent)
+        d = g.game.get_dispute(dispute)
+        if silent is not None and d.stage != Stage.SETTLED:
+            g.travel_to(d.deadline)
+            g.record("timeout", g.game.timeout(g.nodes[7], dispute))
+        elif d.stage == Stage.REFEREE:
+            index = d.position
+            g.vote_all(dispute, honest.digest_at(index), liars=1 if case == "committee-minority" else 0)
+            g.resolve(dispute)
+        d = g.game.get_dispute(dispute)
+        assert d.stage == Stage.SETTLED, (case, d.stage)
+        assert d.winner == good, (case, "the honest side lost", d)
+    g.finalize(job)
+    j = g.market.get_job(job)
+    assert g.stake(good) == honest_stake, (case, "the honest node lost stake")
+    honest_slot = any(p.account == good for p in slots)
+    assert j.accepted == honest_slot and (not honest_slot or j.result == honest.result), (case, j)
+    return {"case": case, "n": n, "diverge_at": diverge_at, "disputes": len(disputes), "accepted": j.accepted}
