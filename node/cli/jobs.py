@@ -2,7 +2,8 @@
 
 A node's own jobs (GET /v1/jobs) show state, timings and the error of a failed one; chain
 jobs (GET /v1/chain/jobs) show the node's state of each and why (skipped, expired, refused),
-and `vxla job N` a chain job's phases: each slot's node, commitment and reveal.
+and `vxla job N` a chain job's phases (its challenge window among them): each slot's node,
+commitment, reveal (result and op-trace root) and whether a dispute refuted it.
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ def _print_chain_job(info: dict[str, Any]) -> None:
     print(f"slots        {info['claimed']} claimed, {info['committed']} committed, {info['revealed']} revealed of {info['k']}")
     print(f"commit until {deadline(int(info['commit_deadline']))}")
     print(f"reveal until {deadline(int(info['reveal_deadline']))}")
+    if "challenge_deadline" in info:
+        disputes = int(info.get("open_disputes", 0))
+        print(f"challenges   until {deadline(int(info['challenge_deadline']))} ({info.get('challenge_window')} s window, {disputes} dispute(s) open)")
+        print(f"graph        {info.get('graph_root')} ({info.get('trace_leaves')} op-trace leaves)")
     if info.get("node"):
         view = info["node"]
         print(f"this node    {view['state']}{': ' + view['note'] if view['note'] else ''}")
@@ -105,8 +110,13 @@ def _print_chain_job(info: dict[str, Any]) -> None:
         print(f"result       {info['result_digest']}")
     for slot in info.get("slots", []):
         steps = "revealed" if slot["revealed"] else "committed" if slot["committed"] else "claimed"
+        if slot.get("refuted"):
+            steps += ", REFUTED by a dispute"
+        elif slot.get("undecided"):
+            steps += ", undecided by a dispute (does not count)"
         result = f" {slot['result_digest']}" if slot["revealed"] else ""
-        print(f"  {slot['node']} {steps}{result}")
+        root = f" op-trace root {slot['op_trace_root']}" if slot["revealed"] and slot.get("op_trace_root") else ""
+        print(f"  {slot['node']} {steps}{result}{root}")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

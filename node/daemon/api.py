@@ -364,14 +364,24 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             "revealed": job.revealed,
             "commit_deadline": job.commit_deadline,
             "reveal_deadline": job.reveal_deadline,
+            # The graph commitment the job names, and its challenge window: finalize runs once
+            # the chain's time reaches challenge_deadline with no dispute open.
+            "graph_root": job.graph_root.hex(),
+            "trace_leaves": job.trace_leaves,
+            "challenge_window": job.challenge_window,
+            "challenge_deadline": job.challenge_deadline,
+            "open_disputes": job.open_disputes,
             "chain_time": chain_time,  # the time a transaction sent now runs at
             "slots": [
                 {
                     "node": slot.node,
                     "committed": slot.committed,
                     "revealed": slot.revealed,
+                    "refuted": slot.refuted,
+                    "undecided": slot.undecided,
                     "result_digest": slot.result_digest.hex(),
                     "envelope_digest": slot.envelope_digest.hex(),
+                    "op_trace_root": slot.op_trace_root.hex(),
                 }
                 for slot in slots
             ],

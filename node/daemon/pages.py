@@ -176,6 +176,9 @@ def pages_routes(
             ["slots", f"{job.claimed} claimed, {job.committed} committed, {job.revealed} revealed of {job.k}"],
             ["commit until", _relative(job.commit_deadline, now)],
             ["reveal until", _relative(job.reveal_deadline, now)],
+            ["challenges until", _relative(job.challenge_deadline, now)
+             + f" <span class=note>({job.challenge_window} s after the reveal phase; {job.open_disputes} dispute(s) open)</span>"],
+            ["graph", f"{_digest(job.graph_root.hex())} <span class=note>{job.trace_leaves} op-trace leaves</span>"],
         ]
         if tracked is not None:
             rows.append(["this node", _state(tracked.state.value) + (f" <span class=note>{_e(tracked.note)}</span>" if tracked.note else "")])
@@ -184,10 +187,13 @@ def pages_routes(
         body = [_table([], rows), "<h2>Commitments</h2>"]
         slot_rows = [
             [_e(s.node), "yes" if s.committed else "no", "yes" if s.revealed else "no",
-             _digest(s.result_digest.hex()) if s.revealed else "", _digest(s.envelope_digest.hex()) if s.revealed else ""]
+             _state("refuted") if s.refuted else _state("undecided") if s.undecided else "no",
+             _digest(s.result_digest.hex()) if s.revealed else "", _digest(s.envelope_digest.hex()) if s.revealed else "",
+             _digest(s.op_trace_root.hex()) if s.revealed else ""]
             for s in slots
         ]  # fmt: skip
-        body.append(_table(["node", "committed", "revealed", "result", "trace"], slot_rows) if slot_rows else "<p>No slot claimed yet.</p>")
+        headers = ["node", "committed", "revealed", "refuted", "result", "trace", "op-trace root"]
+        body.append(_table(headers, slot_rows) if slot_rows else "<p>No slot claimed yet.</p>")
         report = chain.monitor.report(chain.market.address, job_id)
         if report is not None and report.divergences:
             module_digest = record.module_digest if record is not None else None
