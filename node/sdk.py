@@ -16,10 +16,14 @@ node's URL or a devnet directory (its chain included):
     logits = client.submit(model.apply, params, x, redundancy=3).outputs()
 
 With a chain (`Client(url, chain=ChainSubmitter(market, account))`), `submit(..., redundancy=k)`
-uploads the module, the inputs and the inputs manifest to the node, posts the job on the
-JobMarket with the submitter's account (digests as `node.chain_executor` defines them), and
-returns a chain job: `wait` follows it to finalization through the node's
-`GET /v1/chain/jobs/{id}`, and `outputs` are checked against the finalized result digest too.
+compiles the module here for its graph commitment (the pass pipeline only, no machine code:
+docs/disputes.md), uploads the module, the inputs and the inputs manifest to the node, posts
+the job on the JobMarket with the submitter's account (digests as `node.chain_executor`
+defines them, the graph commitment and a challenge window: `challenge_window=` seconds, else
+the submitter's `challenge_window_s`), and returns a chain job: `wait` follows it to
+finalization through the node's `GET /v1/chain/jobs/{id}` (finalizing it itself once the
+challenge window is over and no dispute is open), and `outputs` are checked against the
+finalized result digest too.
 
 The node is not trusted with the client's memory or time either (node.transfers): every
 answer streams in within a bound of what it should hold (`AnswerLimits`: JSON and traces by a
@@ -254,16 +258,18 @@ class Job:
 
     def _settle_if_over(self) -> bool:
         """For an open chain job whose time is up, on the chain's clock: JobFailed when no node
-        committed before the commit deadline (nothing can finalize it with a result); past the
-        reveal deadline, the job finalized by this submitter (anyone may): True when that
-        went through, to look again at once. False while the nodes still have time, or when
-        the chain refused (finalized meanwhile by someone else, or its own clock not there
-        yet): the wait looks again after its pause, its deadline checked first."""
+        committed before the commit deadline (nothing can finalize it with a result); once
+        its challenge deadline has passed with no dispute open (the contract's rule), the
+        job finalized by this submitter (anyone may): True when that went through, to look
+        again at once. False while the nodes or challengers still have time, while a dispute
+        is open, or when the chain refused (finalized meanwhile by someone else, or its own
+        clock not there yet): the wait looks again after its pause, its deadline checked
+        first."""
         info = self.info
         if "chain_time" not in info or self.state != "open":
             return False
-        now, commit_deadline, reveal_deadline, committed, claimed, k = self._chain_numbers(
-            "chain_time", "commit_deadline", "reveal_deadline", "committed", "claimed", "k"
+        now, commit_deadline, challenge_deadline, open_disputes, committed, claimed, k = self._chain_numbers(
+            "chain_time", "commit_deadline", "challenge_deadline", "open_disputes", "committed", "claimed", "k"
         )
         if now >= commit_deadline and committed == 0:
             view = info.get("node") or {}
@@ -273,11 +279,11 @@ class Job:
                 f"({claimed} of {k} slots claimed; the chain's time is "
                 f"{now - commit_deadline} s past it{said})"
             )
-        if now < reveal_deadline:
+        if now < challenge_deadline or open_disputes > 0:
             return False
         submitter = self.client.chain
         if submitter is None:
-            raise JobFailed(f"job {self.id}: its reveal deadline passed and it is not finalized yet; anyone may finalize it")
+            raise JobFailed(f"job {self.id}: its challenge window is over and it is not finalized yet; anyone may finalize it")
         try:
             submitter.market.finalize(submitter.account, int(self.id))
         except ContractRevert:
@@ -408,25 +414,63 @@ class Job:
         return [self._recorded_blob(digest, record) for digest, record in zip(digests, records, strict=True)]
 
 
+# Seconds after the reveal phase in which a job's results may be challenged, unless the
+# submitter or the call says otherwise (at least the market's minChallengeWindow).
+DEFAULT_CHALLENGE_WINDOW_S = 60
+
+
+@dataclass(frozen=True)
+class GraphCommitment:
+    """What a job posts of its program's graph (docs/disputes.md): the root and n, the
+    op-trace leaves."""
+
+    root: bytes
+    trace_leaves: int
+
+
+def graph_commitment_of(module: str | Path | bytes, config: Any = None) -> GraphCommitment:
+    """The graph commitment of an HLO module (text or its file), computed here: its pass
+    pipeline runs (`config`: a compiler config, default configs/compiler.toml's, which the
+    nodes pin too), no machine code is made. ValueError naming the problem when the module
+    does not parse or compile."""
+    from compiler.api import CompilerError, graph_commitment, load_config, load_program
+
+    try:
+        program = load_program(_module_bytes(module).decode("utf-8"))
+        commitment = graph_commitment(program, config if config is not None else load_config())
+    except UnicodeDecodeError:
+        raise ValueError("module: not UTF-8 text") from None
+    except CompilerError as exc:
+        raise ValueError(f"module: {exc}") from None
+    return GraphCommitment(bytes.fromhex(commitment.root), commitment.trace_leaves)
+
+
 @dataclass
 class ChainSubmitter:
     """How a submitter posts jobs on chain: the market, its own account, the reward it
-    escrows and how long nodes get to commit and then to reveal."""
+    escrows, how long nodes get to commit and then to reveal, and how long after that the
+    results may be challenged."""
 
     market: JobMarket
     account: Sender
     reward_wei: int = 10**16
     commit_window_s: int = 60
     reveal_window_s: int = 60
+    challenge_window_s: int = DEFAULT_CHALLENGE_WINDOW_S
 
-    def post(self, program_digest: bytes, inputs_digest: bytes, k: int) -> int:
+    def post(
+        self, program_digest: bytes, inputs_digest: bytes, k: int, graph: GraphCommitment, challenge_window_s: int | None = None
+    ) -> int:
         """Posts the job with deadlines from the chain's clock (the time its post runs at,
-        however long the chain sat idle); returns its id."""
+        however long the chain sat idle), naming `graph` and a challenge window of
+        `challenge_window_s` (default: this submitter's); returns its id."""
         now = self.market.client.next_block_time()
         commit = now + self.commit_window_s
+        window = self.challenge_window_s if challenge_window_s is None else challenge_window_s
         return self.market.post_job(
-            self.account, program_digest, inputs_digest, k, commit, commit + self.reveal_window_s, self.reward_wei
-        )
+            self.account, program_digest, inputs_digest, k, commit, commit + self.reveal_window_s, self.reward_wei,
+            graph_root=graph.root, trace_leaves=graph.trace_leaves, challenge_window=window,
+        )  # fmt: skip
 
 
 class Client:
@@ -511,14 +555,25 @@ class Client:
             raise IntegrityError(f"blob {digest}: the node sent bytes with another digest")
         return data
 
-    def submit(self, program: str | Path | bytes | Callable[..., Any], *arguments: Any, redundancy: int = 1) -> Job:
+    def submit(
+        self,
+        program: str | Path | bytes | Callable[..., Any],
+        *arguments: Any,
+        redundancy: int = 1,
+        challenge_window: int | None = None,
+    ) -> Job:
         """Runs `program` on a node: HLO text (or its file) with one sequence of inputs
         (arrays or .npy paths, in parameter order), `submit("m.hlo", [x, w])`; or a JAX
         function with its arguments, `submit(f, params, x)` (the jax extra), exported to
         HLO text here. Small inputs (INLINE_INPUT_BYTES in all) go in the job request with
         the module, so the job is one request and a refused one leaves nothing on the node;
-        larger ones are uploaded as blobs first. With a chain
-        configured, the job is posted on chain for `redundancy` nodes instead."""
+        larger ones are uploaded as blobs first. With a chain configured, the job is posted
+        on chain for `redundancy` nodes instead, with its graph commitment (computed here)
+        and `challenge_window` seconds after its reveal phase for challenges (default: the
+        ChainSubmitter's `challenge_window_s`); without a chain a challenge window is an
+        error (ValueError)."""
+        if challenge_window is not None and self.chain is None:
+            raise ValueError("challenge_window: only a job posted on chain has one (configure a ChainSubmitter)")
         function = None
         if callable(program):
             function = export_function(program, *arguments)
@@ -527,11 +582,11 @@ class Client:
             if len(arguments) > 1:
                 raise TypeError("submit(module, inputs): give the inputs as one sequence")
             module, inputs = _module_bytes(program), list(arguments[0]) if arguments else []
-        job = self._submit(module, inputs, redundancy)
+        job = self._submit(module, inputs, redundancy, challenge_window)
         job.function = function
         return job
 
-    def _submit(self, module: bytes, inputs: Sequence[TensorLike], redundancy: int) -> Job:
+    def _submit(self, module: bytes, inputs: Sequence[TensorLike], redundancy: int, challenge_window: int | None = None) -> Job:
         data = [_tensor_bytes(t) for t in inputs]
         try:
             text = module.decode("utf-8")
@@ -541,11 +596,14 @@ class Client:
             # Small inputs travel in the job request: one request, and nothing is stored
             # unless the job is taken.
             return self._new_job(self._json("POST", "/v1/jobs", json=inline_job_request(text, data, redundancy)))
+        # Before anything is uploaded: a module that does not compile is refused here.
+        graph = graph_commitment_of(module) if self.chain is not None else None
         digests = [self.put_blob(d) for d in data]
         if self.chain is not None:
+            assert graph is not None
             self.put_blob(module)
             self.put_blob(inputs_manifest(digests))
-            job_id = self.chain.post(*chain_digests(module, digests), redundancy)
+            job_id = self.chain.post(*chain_digests(module, digests), redundancy, graph, challenge_window)
             # The job is on chain and paid for: its id is the caller's even if the node
             # cannot tell its state just now (posting again would pay twice).
             job = Job(self, str(job_id), on_chain=True)

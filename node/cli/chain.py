@@ -26,6 +26,7 @@ from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from node.chain import ContractRevert
     from node.sdk import IntegrityError, JobFailed
 
     module = read_hlo_text(args.module).decode("utf-8", errors="replace")  # StableHLO converted here, before anything is sent
@@ -34,10 +35,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
             load_npy(path)  # checked here so a bad file is named before anything is sent
         except TensorFileError as exc:
             raise UsageError(str(exc)) from None
+    if args.challenge_window is not None and not args.devnet:
+        raise UsageError("--challenge-window: only a job posted on chain has one (with --devnet)")
     chain = _devnet_submitter(Path(args.devnet)) if args.devnet else None
     with node_session(args, chain=chain) as client:
         try:
-            job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy)
+            job = client.submit(module, [Path(p) for p in args.inputs], redundancy=args.redundancy, challenge_window=args.challenge_window)
             report: dict = {"node": client.url, "job": job.info}
             if args.wait:
                 def progress(current) -> None:
@@ -57,6 +60,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
         except IntegrityError as exc:
             print(f"vxla submit: {exc}", file=sys.stderr)
             return EXIT_DIFFERENT
+        except ContractRevert as exc:  # the market refused the post (a window under its minimum, say)
+            raise UsageError(f"the JobMarket refused the job: {exc}") from None
+        except ValueError as exc:  # the module's graph commitment could not be computed here
+            raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
@@ -120,6 +127,7 @@ def cmd_devnet_up(args: argparse.Namespace) -> int:
     print(f"anvil     {state.rpc_url} (pid {state.anvil.pid}, chain id {state.chain_id})")
     print(f"market    {state.job_market}")
     print(f"registry  {state.node_registry}")
+    print(f"disputes  {state.dispute_game} (referee: committee {state.committee})")
     print(f"submitter {state.submitter}")
     for node in state.nodes:
         fault = f"  FAULT INJECTION {node.fault} (demo only)" if node.fault else ""
@@ -176,6 +184,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     submit.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700 (or 127.0.0.1:8700)")
     submit.add_argument("--redundancy", type=positive_int, default=1, metavar="K", help="nodes that must run the job (above 1: post it on chain, with --devnet)")
     submit.add_argument("--devnet", metavar="DIR", help="post the job on the devnet in DIR (its market and submitter account); --wait follows it to finalization")
+    submit.add_argument(
+        "--challenge-window", type=positive_int, default=None, metavar="S",
+        help="with --devnet: seconds after the reveal phase in which the results may be challenged, before the job "
+        "settles (default: 60; at least the market's minimum)",
+    )  # fmt: skip
     submit.add_argument("--wait", action="store_true", help="wait until the job is done and print its outputs")
     submit.add_argument("--timeout", type=float, default=None, metavar="S", help="with --wait: give up after S seconds")
     submit.add_argument("--out", metavar="OUT.npz", help="with --wait: write the outputs as out0, out1, ...")

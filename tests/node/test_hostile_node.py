@@ -317,18 +317,19 @@ def test_an_output_whose_shape_is_not_the_statements_is_refused(node: HostileNod
 
 
 def test_wait_ends_at_its_deadline_when_finalizing_keeps_reverting(node: HostileNode) -> None:
-    """A chain job past its reveal deadline that the chain will not finalize (an idle devnet's
-    clock): wait pauses between tries and raises JobTimeout at its deadline."""
+    """A chain job past its challenge deadline that the chain will not finalize (an idle
+    devnet's clock): wait pauses between tries and raises JobTimeout at its deadline."""
     tries = []
 
     def finalize(account: object, job_id: int) -> None:
         tries.append(job_id)
         if len(tries) > 200:  # a loop that neither pauses nor looks at its deadline
             raise RuntimeError("finalize tried 200 times in a row")
-        raise ContractRevert("RevealPhaseOpen", {}, b"")
+        raise ContractRevert("ChallengeWindowOpen", {}, b"")
 
     state = {"job_id": 7, "phase": "open", "accepted": False, "result_digest": "0" * 64, "k": 1, "claimed": 1,
              "committed": 1, "revealed": 0, "commit_deadline": 100, "reveal_deadline": 200, "chain_time": 250,
+             "challenge_window": 10, "challenge_deadline": 210, "open_disputes": 0,
              "slots": [], "local": None, "node": None}  # fmt: skip
     node.routes["/v1/chain/jobs/7"] = body(json.dumps(state).encode())
     chain = SimpleNamespace(market=SimpleNamespace(finalize=finalize), account="0x" + "1" * 40)

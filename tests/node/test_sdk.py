@@ -7,6 +7,7 @@ import base64
 import io
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import numpy as np
@@ -15,11 +16,12 @@ import pytest
 from attest import key_id, sign_statement
 from attest.digests import sha256_hex
 from attest.keys import generate_private_key, raw_public_key
-from compiler.driver import compile_program
+from compiler.config import load_config
+from compiler.driver import compile_program, graph_commitment
 from compiler.program import load_program
 from harness.fixture_data import Fixture
 from node.protocol import INLINE_INPUT_BYTES
-from node.sdk import Client, IntegrityError, JobFailed, RequestRefused
+from node.sdk import ChainSubmitter, Client, IntegrityError, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.statement import build_statement
 
@@ -151,3 +153,37 @@ def test_an_unreachable_node_is_the_sdks_own_error() -> None:
     with pytest.raises(NodeUnreachable, match=r"cannot reach the node at http://127.0.0.1:9 \(ConnectError") as raised:
         client.job("0" * 32)
     assert isinstance(raised.value, NodeError)
+
+
+class RecordingMarket:
+    """A JobMarket binding that records what a job is posted with (no chain)."""
+
+    def __init__(self) -> None:
+        self.client = SimpleNamespace(next_block_time=lambda: 1_000)
+        self.posted: list[tuple[tuple, dict]] = []
+
+    def post_job(self, *args: object, **kwargs: object) -> int:
+        self.posted.append((args, kwargs))
+        return 7
+
+
+def test_a_chain_job_posts_the_graph_commitment_computed_here_and_its_challenge_window() -> None:
+    node = FakeNode()
+    market = RecordingMarket()
+    submitter = ChainSubmitter(market, "0x" + "1" * 40, challenge_window_s=30)  # type: ignore[arg-type]
+    client = Client("http://node.invalid", transport=httpx.MockTransport(node), chain=submitter)
+    expected = graph_commitment(load_program(MLP.module_text), load_config())
+    for window, posted in ((None, 30), (90, 90)):
+        job = client.submit(MLP.module_text, MLP.inputs(), redundancy=3, challenge_window=window)
+        assert job.on_chain and job.id == "7"
+        args, kwargs = market.posted[-1]
+        assert args[3:] == (3, 1_060, 1_120, submitter.reward_wei)  # k, deadlines from the chain's clock, reward
+        assert kwargs == {"graph_root": bytes.fromhex(expected.root), "trace_leaves": expected.trace_leaves, "challenge_window": posted}
+    # A module that does not compile is refused here, before anything is uploaded or posted.
+    sent = len(node.requests)
+    with pytest.raises(ValueError, match="module: "):
+        client.submit("HloModule broken\n\nENTRY main {\n  ROOT x = f32[] nonsense()\n}\n", [])
+    assert len(node.requests) == sent and len(market.posted) == 2
+    # Without a chain a job has no challenge window.
+    with pytest.raises(ValueError, match="challenge_window: only a job posted on chain"):
+        client_for(node).submit(MLP.module_text, MLP.inputs(), challenge_window=30)

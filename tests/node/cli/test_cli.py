@@ -81,6 +81,8 @@ def _pickled(tmp_path):
         (lambda d, m, ins: ["run", m, *ins, "--backend", "magic"], "invalid choice"),
         (lambda d, m, ins: ["run", m, *ins, "--max-while-iterations", "0"], "positive integer"),
         (lambda d, m, ins: ["frobnicate"], "invalid choice"),
+        (lambda d, m, ins: ["submit", "--node", "127.0.0.1:9", m, *ins, "--challenge-window", "5"], "--challenge-window: only a job posted on chain"),
+        (lambda d, m, ins: ["submit", "--node", "127.0.0.1:9", m, *ins, "--challenge-window", "0"], "positive integer"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, make_args, fragment) -> None:
