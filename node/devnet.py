@@ -49,6 +49,28 @@ NODE_STAKE_WEI = 2 * ETHER
 SLASH_WEI = ETHER // 10
 UNBONDING_DELAY_S = 60
 MAX_NODES = 8  # anvil funds 10 accounts: a deployer, a submitter and the nodes
+# The dispute game's windows on a devnet (docs/disputes.md): short, so a job settles seconds
+# after its reveals, and a dispute plays out in under a minute. Its jobs' challenge window
+# is the submitter's (`vxla submit --challenge-window`, default 60 s), at least this minimum.
+MIN_CHALLENGE_WINDOW_S = 5
+MOVE_WINDOW_S = 20
+VOTE_WINDOW_S = 20
+MAX_COMMITTEE = 3
+CHALLENGE_BOND_WEI = ETHER // 10
+MEMBER_STAKE_WEI = ETHER // 10
+DEMO_CHALLENGE_WINDOW_S = 10  # the demo's jobs: settled 10 s after their last reveal
+
+
+def game_terms(nodes: int):  # -> node.chain.GameTerms (imported lazily)
+    """The devnet's dispute game terms for `nodes` nodes: the short windows above and a
+    committee of up to MAX_COMMITTEE members, as many as remain of the nodes once a dispute's
+    two parties are left out (at least 1)."""
+    from node.chain import GameTerms
+
+    return GameTerms(
+        min_challenge_window_s=MIN_CHALLENGE_WINDOW_S, challenge_bond_wei=CHALLENGE_BOND_WEI, move_window_s=MOVE_WINDOW_S,
+        committee_size=max(1, min(MAX_COMMITTEE, nodes - 2)), member_stake_wei=MEMBER_STAKE_WEI, vote_window_s=VOTE_WINDOW_S,
+    )  # fmt: skip
 # A block every second even with no traffic, as a chain makes blocks, and a transaction
 # mined at once (anvil's mixed mining). With transactions alone an idle devnet's clock stands
 # still between them: the commit deadline of a job that not every slot committed to never
@@ -242,13 +264,14 @@ def up(
             time.sleep(0.1)
         client = ChainClient(w3)
         deployer, submitter, *accounts = client.accounts()[: 2 + nodes]
-        tell("deploying NodeRegistry and JobMarket")
+        tell("deploying NodeRegistry, JobMarket, DisputeGame and Committee")
         d = deploy(
-            client, deployer, min_stake_wei=MIN_STAKE_WEI, unbonding_delay_s=UNBONDING_DELAY_S, slash_amount_wei=SLASH_WEI
-        )
+            client, deployer, min_stake_wei=MIN_STAKE_WEI, unbonding_delay_s=UNBONDING_DELAY_S, slash_amount_wei=SLASH_WEI,
+            terms=game_terms(nodes),
+        )  # fmt: skip
         state = DevnetState(
             str(directory), rpc_url, client.chain_id, d.market.address, d.registry.address, d.block,
-            deployer, submitter, anvil_info,
+            deployer, submitter, anvil_info, dispute_game=d.game.address, committee=d.committee.address,
         )  # fmt: skip
         procs = []
         for index, account in enumerate(accounts):
@@ -395,9 +418,12 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
     registry = NodeRegistry(client, state.node_registry)
     stakes = {n.account: registry.get_node(n.account).stake for n in state.nodes}
     k = len(state.nodes)
-    sdk = Client(state.nodes[0].url, chain=ChainSubmitter(market, state.submitter))
+    sdk = Client(state.nodes[0].url, chain=ChainSubmitter(market, state.submitter, challenge_window_s=DEMO_CHALLENGE_WINDOW_S))
     job = sdk.submit(module_path, input_paths, redundancy=k)
-    say(f"posted chain job {job.id} (k={k}) from {state.submitter}; module and inputs uploaded to node0")
+    say(
+        f"posted chain job {job.id} (k={k}, graph commitment computed here, results open to challenge for "
+        f"{DEMO_CHALLENGE_WINDOW_S} s after the reveals) from {state.submitter}; module and inputs uploaded to node0"
+    )
     job.wait(timeout=180, poll_seconds=0.25, progress=lambda j: say(f"  job {j.id}: {j.state}"))
     for index, array in enumerate(job.outputs()):
         flat = np.asarray(array, dtype=np.float64).ravel()

@@ -54,6 +54,10 @@ class DevnetState:
     submitter: str
     anvil: ProcessInfo
     nodes: list[NodeInfo] = field(default_factory=list)
+    # The dispute game and its referee (the registry names them too; "" in a state file
+    # written before they were deployed).
+    dispute_game: str = ""
+    committee: str = ""
 
     def first_node_url(self) -> str:
         """The URL of node 0, the one a client of the devnet talks to; DevnetError if none."""

@@ -19,7 +19,7 @@ from attest.digests import tensor_digest
 from harness.fixture_data import Fixture
 from node.chain import ChainClient, JobMarket
 from node.cli import main
-from node.devnet import DevnetState, demo, is_ours
+from node.devnet import MIN_CHALLENGE_WINDOW_S, DevnetState, demo, is_ours
 from node.protocol import result_digest_of
 from node.sdk import ChainSubmitter, Client
 
@@ -33,7 +33,7 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
     try:
         assert main(["devnet", "up", "--nodes", "3", "--dir", str(directory), "--json"]) == 0
         steps = capsys.readouterr().err  # each step as it starts, with the time so far
-        for step in ("] starting anvil on 127.0.0.1:", "] deploying NodeRegistry and JobMarket", "] node2: keys, stake, start", "] waiting for node2 to be ready"):
+        for step in ("] starting anvil on 127.0.0.1:", "] deploying NodeRegistry, JobMarket, DisputeGame and Committee", "] node2: keys, stake, start", "] waiting for node2 to be ready"):
             assert step in steps
         state = DevnetState.load(directory)
         assert len(state.nodes) == 3 and all(is_ours(n.process) for n in state.nodes) and is_ours(state.anvil)
@@ -49,7 +49,8 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         client = ChainClient(Web3(HTTPProvider(state.rpc_url)))
         market = JobMarket(client, state.job_market)
         sdk = Client(state.nodes[0].url, chain=ChainSubmitter(market, state.submitter))
-        job = sdk.submit(fixture.module_text, fixture.inputs(), redundancy=3)
+        # The devnet's shortest challenge window: the job settles seconds after its reveals.
+        job = sdk.submit(fixture.module_text, fixture.inputs(), redundancy=3, challenge_window=MIN_CHALLENGE_WINDOW_S)
         stages: list[str] = []
         job.wait(timeout=60, poll_seconds=0.2, progress=lambda current: stages.append(current.stage))
         assert stages[-1] == "done" and all(s.startswith("open: ") and s.endswith(" of 3") for s in stages[:-1]), stages
@@ -69,7 +70,8 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         capsys.readouterr()
         argv = ["submit", "--node", state.nodes[1].url, str(fixture.directory / "module.hlo")]
         argv += [str(p) for p in fixture.input_paths()]
-        assert main(argv + ["--redundancy", "3", "--devnet", str(directory), "--wait", "--json"]) == 0
+        window = ["--challenge-window", str(MIN_CHALLENGE_WINDOW_S)]
+        assert main(argv + ["--redundancy", "3", "--devnet", str(directory), "--wait", "--json", *window]) == 0
         submitted = json.loads(capsys.readouterr().out)
         assert submitted["job"]["phase"] == "finalized" and submitted["job"]["result_digest"] == expected.hex()
         assert [o["digest"] for o in submitted["outputs"]] == [tensor_digest(o) for o in fixture.xla_outputs()]
