@@ -22,7 +22,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from harness.fixture_data import Fixture
-from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
+from node.chain import ChainClient, Deployment, GameTerms, Phase, deploy, fetch_events
 from node.chain.state import JobState
 from node.cli import main
 from node.daemon.config import ChainConfig, NodeConfig
@@ -36,6 +36,10 @@ ETHER = 10**18
 REWARD = ETHER // 10
 SLASH = ETHER // 10
 FIXTURE = Fixture("integer_arith")
+# The jobs' challenge window (and the market's minimum): they settle two seconds after their
+# reveal phase.
+WINDOW = 2
+TERMS = GameTerms(min_challenge_window_s=1)
 
 
 @dataclass
@@ -51,7 +55,7 @@ class Devnet:
 def devnet(anvil: Web3, tmp_path: Path) -> Devnet:  # noqa: F811
     client = ChainClient(anvil)
     deployer, submitter, *accounts = client.accounts()[:5]
-    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=SLASH)
+    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=SLASH, terms=TERMS)
     return Devnet(client, d, submitter, accounts, tmp_path)
 
 
@@ -107,7 +111,7 @@ def nodes_factory(devnet: Devnet) -> Iterator:
 
 
 def submit(net: Devnet, server: NodeServer):  # noqa: ANN201
-    submitter = ChainSubmitter(net.deployment.market, net.submitter, reward_wei=REWARD)
+    submitter = ChainSubmitter(net.deployment.market, net.submitter, reward_wei=REWARD, challenge_window_s=WINDOW)
     client = Client(server.url, chain=submitter)
     job = client.submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=3)
     assert job.on_chain and job.state == "open"
@@ -128,10 +132,16 @@ def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward
     slots = market.get_slots(int(job.id))
     assert sorted(s.node for s in slots) == sorted(devnet.accounts)
     assert {s.result_digest for s in slots} == {expected}
-    # Every node records its own signed trace of the same outputs.
+    # Every node records its own signed trace of the same outputs, and revealed its op-trace
+    # root (one execution: the same on every node) after the challenge window.
+    roots = {s.node: s.op_trace_root.hex() for s in slots}
+    assert len(set(roots.values())) == 1
     for server in servers:
         info = Client(server.url)._json("GET", f"/v1/chain/jobs/{job.id}")
         assert info["local"]["result_digest"] == expected.hex()
+        assert server.chain is not None and info["local"]["op_trace_root"] == roots[server.chain.address]
+        assert info["challenge_window"] == WINDOW and info["challenge_deadline"] == chain_job.reveal_end + WINDOW
+        assert info["open_disputes"] == 0 and not any(slot["refuted"] for slot in info["slots"])
     outputs = job.outputs()
     assert [tensor_digest(o) for o in outputs] == [tensor_digest(o) for o in FIXTURE.xla_outputs()]
     # Anyone with a node's URL and the chain job's number verifies it, re-executed here.
@@ -278,7 +288,7 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     is skipped with the reason, and no stake is locked on it (a claim would be slashed for
     the missing reveal). Node 0 executes before it claims (`run_before_claim`)."""
     servers = nodes_factory(run_first=(0,))
-    client = Client(servers[0].url, chain=ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD))
+    client = Client(servers[0].url, chain=ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=WINDOW))
     refused = client.submit(OVER_MEMORY, [np.float32(1.5)], redundancy=3)
     job_id = int(refused.id)
     deadline = time.monotonic() + 60
@@ -315,7 +325,7 @@ def test_a_trace_is_served_only_once_the_commit_phase_is_over(devnet: Devnet, no
     """A job of 4 slots on 3 nodes keeps its commit phase open until the deadline: the nodes
     hold their traces back (409) so that no node can copy a result it did not compute."""
     servers = nodes_factory()
-    submitter = ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD, commit_window_s=600)
+    submitter = ChainSubmitter(devnet.deployment.market, devnet.submitter, reward_wei=REWARD, commit_window_s=600, challenge_window_s=WINDOW)
     job = Client(servers[0].url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=4)
     market = devnet.deployment.market
     deadline = time.monotonic() + 30
@@ -344,7 +354,7 @@ def test_more_slots_than_nodes_on_an_idle_chain_settle_with_no_honest_node_slash
     servers = nodes_factory()
     market, registry = devnet.deployment.market, devnet.deployment.registry
     stakes = {account: registry.get_node(account).stake for account in devnet.accounts}
-    submitter = ChainSubmitter(market, devnet.submitter, reward_wei=REWARD, commit_window_s=25, reveal_window_s=15)
+    submitter = ChainSubmitter(market, devnet.submitter, reward_wei=REWARD, commit_window_s=25, reveal_window_s=15, challenge_window_s=WINDOW)
     job = Client(servers[0].url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=5)
     job_id = int(job.id)
     deadline = time.monotonic() + 90
