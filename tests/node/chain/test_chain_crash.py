@@ -53,7 +53,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from harness.bench_load import bench
 from harness.fixture_data import Fixture
-from node.chain import ChainClient, Deployment, Phase, Slot, deploy, fetch_events
+from node.chain import ChainClient, Deployment, GameTerms, Phase, Slot, deploy, fetch_events
 from node.protocol import result_digest_of, statement_digest
 from node.sdk import ChainSubmitter, Client
 from node.tracing.verify import parse_envelope
@@ -69,6 +69,10 @@ TRIPS = 50_000_000
 MAX_TRIPS = 2 * TRIPS
 FORI = Fixture("fori_loop")
 PEER_TRACE = bytes.fromhex(sha256_hex(b"the test's own slot: a trace digest it never serves"))
+# The test's own slot seals and reveals this op-trace root (the tally counts result digests).
+PEER_ROOT = bytes.fromhex(sha256_hex(b"the test's own slot: an op-trace root"))
+# The jobs' challenge window (and the market's minimum): they settle a second after their reveals.
+WINDOW = 1
 
 
 PASSPHRASE = bench.PASSPHRASE  # what NodeProcess gives the node in VXLA_KEY_PASSPHRASE
@@ -214,8 +218,9 @@ class Crashed:
 def post(net: Net, url: str) -> int:
     # Deadlines far enough out for a kill, a restart (process start, compile) and a rerun.
     submitter = ChainSubmitter(
-        net.deployment.market, net.submitter, reward_wei=REWARD, commit_window_s=600, reveal_window_s=600
-    )
+        net.deployment.market, net.submitter, reward_wei=REWARD, commit_window_s=600, reveal_window_s=600,
+        challenge_window_s=WINDOW,
+    )  # fmt: skip
     with Client(url, chain=submitter) as client:
         job = client.submit(FORI.module_text, job_inputs(), redundancy=2)
     assert job.on_chain
@@ -271,14 +276,14 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
         raise AssertionError(point)
 
     # The other slot commits while the node is down, so the node may reveal once it commits.
-    market.commit_result(net.peer, job_id, expected)
+    market.commit_result(net.peer, job_id, expected, PEER_ROOT)
     url = node.start()
     wait_for(
         f"job {job_id} ({point}): the restarted node's reveal",
         lambda: (slot := my_slot(net, job_id, net.account)) is not None and slot.revealed,
         timeout=120,
     )
-    market.reveal(net.peer, job_id, expected, PEER_TRACE)
+    market.reveal(net.peer, job_id, expected, PEER_TRACE, PEER_ROOT)
     final = wait_for(
         f"job {job_id} ({point}): finalization",
         lambda: (job := market.get_job(job_id)).phase == Phase.FINALIZED and job,
@@ -297,6 +302,8 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
     assert (predicate.job_id, predicate.chain_id) == (str(job_id), net.client.chain_id)
     assert str(predicate.contract).lower() == market.address.lower()
     assert [o.digest for o in predicate.deterministic.outputs] == executed_record(node, net, job_id)["output_tensor_digests"]  # type: ignore[index]
+    # ... and its op-trace root is the one the node sealed and revealed.
+    assert predicate.deterministic.op_trace is not None and slot.op_trace_root.hex() == predicate.deterministic.op_trace.merkle_root
     if recorded is not None:
         # Killed after the commit: the recorded trace is revealed, the job is not run again.
         assert slot.envelope_digest.hex() == recorded["envelope_digest"]
@@ -311,7 +318,10 @@ def test_sigkill_after_claim_after_commit_and_mid_execution_loses_nothing(anvil:
     rng = random.Random(SEED)
     client = ChainClient(anvil)
     deployer, submitter, account, peer = client.accounts()[:4]
-    d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=ETHER // 10)
+    d = deploy(
+        client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=ETHER // 10,
+        terms=GameTerms(min_challenge_window_s=WINDOW),
+    )  # fmt: skip
     net = Net(anvil, client, d, submitter, account, peer)
     d.registry.register(peer, b"\x70" * 32, "http://127.0.0.1:9", 2 * ETHER)
     node = new_chain_node(tmp_path / "node", net)
