@@ -48,7 +48,7 @@ from attest import init_key_files, load_private_key
 from harness.anvil import running_anvil
 from harness.bench_load import bench
 from harness.fixture_data import Fixture
-from node.chain import ChainClient, Deployment, Phase, deploy, fetch_events
+from node.chain import ChainClient, Deployment, GameTerms, Phase, deploy, fetch_events
 from node.devnet import free_port
 from node.protocol import result_digest_of
 from node.sdk import ChainSubmitter, Client
@@ -69,7 +69,9 @@ LOST_RACES = ("AllSlotsClaimed", "JobFinalized", "CommitPhaseOver", "RevealPhase
 # finalize) on the chain the node read, when a reorg then dropped one of those transactions
 # before the step was mined: a race with the reorg. Each is excused only for a job that a
 # reorg dropped a node transaction of, at most once a node and error for each such reorg.
-REORG_RACES = ("CommitPhaseNotOver", "RevealPhaseNotOver")
+# A finalize sent once the challenge deadline had passed on the chain read, when a reorg then
+# dropped a reveal that had ended the reveal phase (the deadline moves later) is one too.
+REORG_RACES = ("CommitPhaseNotOver", "RevealPhaseNotOver", "ChallengeWindowOpen")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,9 @@ class ChaosPlan:
     confirmations: int = 2
     commit_window_s: int = 240
     reveal_window_s: int = 240
+    # Seconds after the reveal phase in which results may be challenged (nobody does here):
+    # the market's minimum, so that jobs settle soon after their reveals.
+    challenge_window_s: int = 5
     # Chain time the jumps may take in all: well inside the windows, so that a node that
     # was down can still commit and reveal in time.
     jump_budget_s: int = 90
@@ -327,7 +332,8 @@ def run_campaign(directory: Path, plan: ChaosPlan, say: Callable[[str], None] = 
     with running_anvil(directory / "anvil.log") as (w3, anvil_port):
         client = ChainClient(w3)
         deployer, submitter, *accounts = client.accounts()[: 2 + plan.nodes]
-        d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=SLASH)
+        terms = GameTerms(min_challenge_window_s=plan.challenge_window_s)
+        d = deploy(client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=SLASH, terms=terms)
         proxy = RpcProxy(anvil_port)
         nodes = []
         for index, account in enumerate(accounts):
@@ -391,7 +397,7 @@ def _post_with_faults(
     def post_all() -> None:
         poster = ChainSubmitter(
             d.market, submitter, reward_wei=REWARD, commit_window_s=plan.commit_window_s,
-            reveal_window_s=plan.reveal_window_s,
+            reveal_window_s=plan.reveal_window_s, challenge_window_s=plan.challenge_window_s,
         )  # fmt: skip
         post_rng = random.Random(plan.seed + 1)
         for index in range(plan.jobs):
@@ -477,9 +483,10 @@ def _settle(
     say: Callable[[str], None],
 ) -> None:  # fmt: skip
     """Waits until every job is finalized at a block `confirmations` deep and every node's
-    database has every job in a terminal state. Chain time is moved past the reveal deadlines
-    if the jobs are not all settled within the windows' worth of waiting (a node's divergence
-    monitor may hold its finalize until then)."""
+    database has every job in a terminal state. Chain time is moved past the challenge
+    deadlines (at the latest, the reveal deadline plus the challenge window) if the jobs are
+    not all settled within the windows' worth of waiting (a node's divergence monitor may
+    hold its finalize until then)."""
     market = d.market
     deadline = time.monotonic() + plan.settle_timeout_s
     jumped_to_end = False
@@ -492,12 +499,12 @@ def _settle(
             say(f"  settled after {time.monotonic() - deadline + plan.settle_timeout_s:.0f} s")
             return
         if not jumped_to_end and time.monotonic() > deadline - plan.settle_timeout_s / 2:
-            latest = max((market.get_job(j).reveal_deadline for j in report.jobs), default=0)
+            latest = max((market.get_job(j).challenge_deadline for j in report.jobs), default=0)
             now = int(w3.eth.get_block("latest")["timestamp"])
             if latest > now:
                 chain.jump(latest - now + 1)
             jumped_to_end = True
-            say("  moved chain time past the last reveal deadline")
+            say("  moved chain time past the last challenge deadline")
         time.sleep(0.5)
     report.problems.append(f"not settled within {plan.settle_timeout_s:.0f} s")
 
@@ -510,10 +517,10 @@ def _node_states(node: ChaosNode) -> dict[int, str]:
         return {int(job_id): str(state) for job_id, state in db.execute("SELECT job_id, state FROM jobs")}
 
 
-def _node_records(node: ChaosNode) -> dict[int, tuple[str, bytes | None, bytes | None, bytes]]:
+def _node_records(node: ChaosNode) -> dict[int, tuple[str, bytes | None, bytes | None, bytes | None, bytes]]:
     with contextlib.closing(sqlite3.connect(node.data_dir / "chain.sqlite3", timeout=30)) as db:
-        rows = db.execute("SELECT job_id, state, result_digest, envelope_digest, inputs_digest FROM jobs").fetchall()
-    return {int(r[0]): (str(r[1]), r[2], r[3], bytes(r[4])) for r in rows}
+        rows = db.execute("SELECT job_id, state, result_digest, envelope_digest, op_trace_root, inputs_digest FROM jobs").fetchall()
+    return {int(r[0]): (str(r[1]), r[2], r[3], r[4], bytes(r[5])) for r in rows}
 
 
 def _market_call(d: Deployment, tx: Any) -> tuple[str, dict[str, Any]] | None:
@@ -606,7 +613,7 @@ def _check(
             if rec is None:
                 problems.append(f"node{node.index}: job {job_id} unknown")
                 continue
-            state, result, envelope, inputs_digest = rec
+            state, result, envelope, op_trace_root, inputs_digest = rec
             report.outcomes[state] = report.outcomes.get(state, 0) + 1
             if inputs_digest != job.inputs_digest:
                 problems.append(f"node{node.index}: job {job_id} recorded with other inputs")
@@ -614,7 +621,7 @@ def _check(
             if slot is not None:
                 if state != "done":
                     problems.append(f"node{node.index}: job {job_id} holds a slot but is {state}")
-                elif (result, envelope) != (slot.result_digest, slot.envelope_digest):
+                elif (result, envelope, op_trace_root) != (slot.result_digest, slot.envelope_digest, slot.op_trace_root):
                     problems.append(f"node{node.index}: job {job_id} recorded digests differ from its reveal")
             elif state not in ("skipped", "expired"):
                 problems.append(f"node{node.index}: job {job_id} is {state} without a slot on chain")
