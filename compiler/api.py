@@ -30,6 +30,16 @@ _EXPORTS: dict[str, str] = {
     "graph_commitment": "compiler.driver",
     "GraphCommitment": "compiler.hlo.commitment",
     "GraphRecord": "compiler.hlo.commitment",
+    # A dispute's one instruction, re-executed by a committee member (docs/disputes.md):
+    # the optimized module (`optimize`), the served values of the leaves it reads
+    # (Executable.run_traced(capture=...)), its output and the digest to vote.
+    "optimize": "compiler.driver",
+    "leaf_of": "compiler.driver",
+    "evaluate_leaf": "compiler.reference.leaf",
+    "leaf_operands": "compiler.reference.leaf",
+    "leaf_count": "compiler.reference.leaf",
+    "leaf_digest": "compiler.reference.leaf",
+    "result_leaf_digest": "compiler.reference.leaf",
     "Plan": "compiler.codegen.plan",
     "KernelStep": "compiler.codegen.plan",
     "walk_steps": "compiler.codegen.plan",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
@@ -26,6 +27,9 @@ from compiler.runtime import emulated_grid
 from compiler.runtime.executable import Executable
 from compiler.runtime.loader import load_object
 
+if TYPE_CHECKING:
+    import numpy as np
+
 # The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
 # emit that family's opcodes (parameters are bound by the lowering itself).
 FAMILY_MODULES = family_modules("compiler.codegen")
@@ -45,6 +49,30 @@ def graph_commitment(program: Program, config: CompilerConfig) -> GraphCommitmen
     pipeline runs (no lowering, no machine code), and it does not depend on the target, so
     every target of one pipeline commits to the same graph."""
     return commit_graph(optimize(program, config))
+
+
+def leaf_of(
+    program: Program,
+    config: CompilerConfig,
+    index: int,
+    trace_values: Mapping[int, Sequence[np.ndarray]],
+    inputs: Sequence[np.ndarray],
+    *,
+    trace_digests: Mapping[int, str] | None = None,
+) -> tuple[list[np.ndarray], str]:
+    """A committee member's re-execution of record `index` of the program's graph commitment
+    (docs/disputes.md): the config's pipeline runs, then compiler.reference.leaf evaluates
+    that one instruction from the served `trace_values` and the job's `inputs`. Returns its
+    flat output values and the digest to vote (the op-trace leaf's digest, or for index n the
+    result digest). A member deciding several leaves of one job optimizes once and calls
+    `evaluate_leaf` itself."""
+    # The reference loads on first use, not with every compile.
+    from compiler.reference.leaf import evaluate_leaf, leaf_count, leaf_digest, result_leaf_digest
+
+    module = optimize(program, config)
+    values = evaluate_leaf(module, index, trace_values, inputs, trace_digests=trace_digests)
+    digest = result_leaf_digest(values) if index == leaf_count(module) else leaf_digest(values)
+    return values, digest
 
 
 def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None, backend: Backend | None = None) -> tuple[str, Plan, str]:

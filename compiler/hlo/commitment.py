@@ -127,6 +127,18 @@ def commit_graph(module: Module) -> GraphCommitment:
     return GraphCommitment(commitment_root(leaves[:-1], leaves[-1]), len(records) - 1, tuple(records))
 
 
+def is_trace_leaf(instruction: Instruction) -> bool:
+    """Whether an entry instruction is an op-trace leaf: it computes a value (its opcode is not
+    in NOT_TRACED: parameters, constants and the tuple plumbing are not)."""
+    return instruction.opcode not in NOT_TRACED
+
+
+def trace_leaves(module: Module) -> list[Instruction]:
+    """The op-trace leaves of an optimized module, in trace order: leaf i is the instruction of
+    graph record i (the enumeration `graph_records` makes)."""
+    return [instruction for instruction in module.entry.execution_order() if is_trace_leaf(instruction)]
+
+
 def graph_records(module: Module) -> list[GraphRecord]:
     """The n + 1 records of an optimized module: one per instruction of the entry's execution
     order whose opcode is traced (not in NOT_TRACED), then the result record."""
@@ -135,7 +147,7 @@ def graph_records(module: Module) -> list[GraphRecord]:
     positions: dict[int, Position] = {}
     records: list[GraphRecord] = []
     for instruction in entry.execution_order():
-        if instruction.opcode in NOT_TRACED:
+        if not is_trace_leaf(instruction):
             positions[id(instruction)] = _plumbing_position(instruction, positions)
             continue
         operands = tuple(positions[id(op)] for op in instruction.operands)

@@ -50,10 +50,14 @@ class Fault:
 @dataclass
 class TracedRun:
     """A run's outputs and, in schedule order, every traced instruction's (name in the
-    optimized graph, opcode, output digest)."""
+    optimized graph, opcode, output digest). `captured`: for the op-trace indices a run was
+    asked to capture, the values its digest was taken of (the instruction's flat output
+    buffers, each a fresh array of its element type and dimensions), what a party serves a
+    dispute's committee (docs/disputes.md)."""
 
     outputs: list[np.ndarray]
     instructions: list[tuple[str, str, str]]
+    captured: dict[int, list[np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass
@@ -220,31 +224,42 @@ class Executable:
         fault: Fault | None = None,
         deadline: float | None = None,
         schedule_seed: int = 0,
+        capture: frozenset[int] | None = None,
     ) -> TracedRun:
         """Runs the module like `run` and takes the digest of every traced instruction's
         output (plan.trace_points) as soon as it is computed, before a later step can reuse
         its memory (the entry runs the stretch of steps up to each trace point, then the
         digests are taken); `fault` corrupts one instruction's output on purpose; `deadline`
-        and `schedule_seed` as in `run`."""
+        and `schedule_seed` as in `run`. `capture`: op-trace indices (positions in
+        `instructions`, 0..n-1) whose output buffers are also copied out at their trace
+        point, after a fault (what the digest is of), into TracedRun.captured."""
         points: dict[int, list[P.TracePoint]] = {}
         for point in self.plan.trace_points:
             points.setdefault(point.after_step, []).append(point)
         if fault is not None:
             self._check_fault(fault)
+        if capture is not None:
+            capture = self._check_capture(capture)
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
         if self.config.is_gpu:
-            return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault)
+            return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault, capture)
         records: list[tuple[str, str, str]] = []
+        captured: dict[int, list[np.ndarray]] = {}
         with self._arena() as memory:
             state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
             self._record(state, points.get(0, []), fault, records)
+            if capture:
+                self._capture(state.view, points.get(0, []), 0, capture, captured)
             completed = 0
             for stop in sorted({*(after for after in points if after > 0), self._step_count}):
                 self._execute(state, completed, stop)
                 completed = stop
+                first = len(records)
                 self._record(state, points.get(completed, []), fault, records)
-            return TracedRun([state.array(b) for b in self.plan.outputs], records)
+                if capture:
+                    self._capture(state.view, points.get(completed, []), first, capture, captured)
+            return TracedRun([state.array(b) for b in self.plan.outputs], records, captured)
 
     def step_times(self, *arrays: np.ndarray, threads: int | None = None) -> list[tuple[str, float]]:
         """Where a run's time goes: runs the module like `run`, one top-level step at a time,
@@ -271,10 +286,12 @@ class Executable:
         schedule_seed: int,
         points: dict[int, list[P.TracePoint]] | None = None,
         fault: Fault | None = None,
+        capture: frozenset[int] | None = None,
     ) -> TracedRun:
         """A GPU target's run (compiler/runtime/grid_runner.py): the inputs uploaded, the
         steps driven from here, the outputs (and with `points`, each traced instruction's
-        digest, taken as soon as it is computed) read back."""
+        digest, taken as soon as it is computed, and the values of those in `capture`) read
+        back."""
         if schedule_seed:
             raise ArgumentError("schedule_seed perturbs a build compiled with schedule_perturbation only")
         device = self.grid_device()
@@ -286,20 +303,26 @@ class Executable:
                 device.upload(memory.inputs[buffer_id], np.ascontiguousarray(inputs[input_index]).reshape(-1).view(np.uint8))
             run = GridRun(device, self.plan, memory, max_while_iterations, deadline)
             records: list[tuple[str, str, str]] = []
+            captured: dict[int, list[np.ndarray]] = {}
             completed = 0
             stops = sorted({*(after for after in points if after > 0), self._step_count}) if points is not None else [self._step_count]
             if points is not None:
                 self._record_grid(run, points.get(0, []), fault, records)
+                if capture:
+                    self._capture(run.read, points.get(0, []), 0, capture, captured)
             for stop in stops:
                 run.execute(completed, stop)
                 completed = stop
                 if points is not None:
+                    first = len(records)
                     self._record_grid(run, points.get(completed, []), fault, records)
+                    if capture:
+                        self._capture(run.read, points.get(completed, []), first, capture, captured)
             outputs = []
             for buffer_id in self.plan.outputs:
                 buffer = self.plan.buffers[buffer_id]
                 outputs.append(run.read(buffer_id).view(from_name(buffer.dtype).numpy).reshape(buffer.dims))
-            return TracedRun(outputs, records)
+            return TracedRun(outputs, records, captured)
 
     def _record_grid(self, run: GridRun, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]]) -> None:
         for point in points:
@@ -344,6 +367,26 @@ class Executable:
             raise ValueError(f"{fault.instruction} returns {buffer.kind} memory unchanged; choose an instruction that computes a value")
         if not 0 <= fault.bit < 8 * buffer.nbytes:
             raise ValueError(f"bit {fault.bit} is outside {fault.instruction}'s {8 * buffer.nbytes} bits")
+
+    def _check_capture(self, capture: frozenset[int]) -> frozenset[int]:
+        count = len(self.plan.trace_points)
+        wrong = sorted(i for i in capture if not (isinstance(i, int | np.integer) and 0 <= i < count))
+        if wrong:
+            raise ValueError(f"capture names op-trace indices {wrong[:5]} outside 0..{count - 1} (the trace has {count} leaves)")
+        return frozenset(int(i) for i in capture)
+
+    def _capture(
+        self, read: Callable[[int], np.ndarray], points: list[P.TracePoint], first: int, capture: frozenset[int], captured: dict[int, list[np.ndarray]]
+    ) -> None:
+        """Copies out the buffers of the trace points numbered first, first + 1, ... that
+        `capture` names (`read`: a buffer's bytes as uint8, a view or a fresh copy)."""
+        for index, point in enumerate(points, start=first):
+            if index in capture:
+                captured[index] = [self._typed_copy(b, read(b)) for b in point.buffers]
+
+    def _typed_copy(self, buffer_id: int, data: np.ndarray) -> np.ndarray:
+        buffer = self.plan.buffers[buffer_id]
+        return data.copy().view(from_name(buffer.dtype).numpy).reshape(buffer.dims)
 
     def _record(self, state: RunState, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]]) -> None:
         for point in points:
