@@ -167,5 +167,8 @@ def test_a_divergent_chain_job_highlights_its_first_differing_instruction(browse
     assert [name for name, colours in strokes.items() if "#cc0000" in colours] == [fault.instruction]
     assert page.locator("tr", has_text="path in the graph").locator("mark").inner_text() == fault.instruction
     assert page.locator("tr", has_text="committed").count() >= 1
+    # The dispute game's side: the challenge deadline, and each slot's op-trace root and refutation.
+    assert "challenges until" in section and "0 dispute(s) open" in section
+    assert page.locator("th", has_text="op-trace root").count() == 1 and page.locator("th", has_text="refuted").count() == 1
     visit.shot("chain-job-divergence")
     visit.close()
