@@ -36,6 +36,7 @@ from node.chain import (
     deploy,
     fetch_events,
 )
+from node.chain.errors import ChainError
 from node.chain.state import ChainState, JobState
 from node.chain.watcher import (
     AcceptancePolicy,
@@ -827,6 +828,13 @@ def test_the_daemons_executor_refuses_another_graph_before_the_claim_and_reveals
         assert watcher.state.job(taken).op_trace_root == slot.op_trace_root  # type: ignore[union-attr]
         assert executor.record(net.market.address, taken).op_trace_root == op_trace.merkle_root  # type: ignore[union-attr]
         assert slot.seal == seal_of(net.nodes[0], taken, slot.result_digest, slot.op_trace_root)
+        # A record made before op-trace roots were recorded: the root is read from its trace.
+        older = state.execution(net.market.address, taken)
+        assert older is not None and older.pop("op_trace_root") == op_trace.merkle_root
+        state.record_execution(net.market.address, taken, older)
+        outcome = executor.execute(watcher.chain_job(watcher.state.job(taken)))  # type: ignore[arg-type]
+        assert outcome.op_trace_root == slot.op_trace_root
+        assert state.execution(net.market.address, taken)["op_trace_root"] == op_trace.merkle_root  # type: ignore[index]
         watcher.close()
     finally:
         executor.close()
@@ -834,3 +842,40 @@ def test_the_daemons_executor_refuses_another_graph_before_the_claim_and_reveals
         pool.checkers.close()
         state.close()
         store.close()
+
+
+class _CommitFailsOnce(JobMarket):
+    """A market binding whose first commit fails as an unreachable node would."""
+
+    failed = False
+
+    def commit(self, sender, job_id, seal):  # noqa: ANN001, ANN201
+        if not self.failed:
+            self.failed = True
+            raise ChainError("the RPC endpoint went away")
+        return super().commit(sender, job_id, seal)
+
+
+def test_a_job_recorded_without_its_op_trace_root_is_read_again_or_failed_with_a_note(net: Net) -> None:
+    """Rows from before op-trace roots were recorded (schema 4): a job executed but not
+    committed gets its outcome, root included, from the executor again; one committed under a
+    seal without a root cannot be revealed here, and says so instead of trying."""
+    executor = honest(0)
+    flaky = _CommitFailsOnce(net.client, net.market.address)
+    watcher = net.watcher(0, executor, market=flaky)
+    executed, committed = net.post(), net.post()
+    report = watcher.step()
+    assert [state for _, state in report.transactions] == ["claim", "claim", "commit"]
+    assert watcher.state.job(executed).state == JobState.EXECUTED  # type: ignore[union-attr]
+    assert watcher.state.job(committed).state == JobState.COMMITTED  # type: ignore[union-attr]
+    with sqlite3.connect(net.tmp / "node0.sqlite") as db:  # what a schema 4 file migrated holds
+        db.execute("UPDATE jobs SET op_trace_root = NULL")
+    db.close()
+
+    assert watcher.step().transactions == [(executed, "commit")]
+    again = watcher.state.job(executed)
+    assert again is not None and again.state == JobState.COMMITTED and again.op_trace_root == op_trace_root(HONEST)
+    assert executor.calls == [executed, committed, executed]  # read again, once
+    failed = watcher.state.job(committed)
+    assert failed is not None and failed.state == JobState.FAILED
+    assert failed.note.startswith("committed before op-trace roots were recorded")
