@@ -14,6 +14,7 @@ from functools import cached_property
 from attest.commitment import TreeLevels, commitment_proof, commitment_root, exec_root
 from node.chain.client import Sender, TxResult, _address
 from node.chain.contracts import Dispute, DisputeGame, Stage
+from node.chain.events import fetch_events
 
 
 @dataclass(frozen=True)
@@ -136,3 +137,54 @@ def play_move(game: DisputeGame, sender: Sender, dispute_id: int, mine: Executio
         sender, dispute_id, opening.digest, opening.graph_leaf, opening.graph_proof, opening.operands, opening.operand_proofs
     )
 
+
+
+@dataclass(frozen=True)
+class DisputeSummary:
+    """What a person is shown of one dispute (`vxla job`, the chain job page and API)."""
+
+    dispute_id: int
+    job_id: int
+    slot: int
+    challenger: str
+    defender: str
+    stage: str  # bisect, reveal-leaf, open-leaf, referee, settled
+    moves: int  # bisection moves made so far
+    instruction: int | None  # the op-trace leaf the walk reached (n: the result record)
+    result_leaf: bool  # the dispute is about the result record, not an instruction
+    verdict: str | None  # defender-right, defender-wrong, no-verdict; None while open
+    winner: str | None
+    by_timeout: bool
+    to_move: str | None
+    deadline: int  # of the current move (0 once the referee has it or it settled)
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+def summarize(game: DisputeGame, dispute_id: int) -> DisputeSummary:
+    """The dispute as it stands on chain."""
+    d = game.get_dispute(dispute_id)
+    verdict = None if d.stage != Stage.SETTLED else d.verdict.name.lower().replace("_", "-")
+    return DisputeSummary(
+        dispute_id=dispute_id,
+        job_id=d.job_id,
+        slot=d.slot,
+        challenger=d.challenger,
+        defender=d.defender,
+        stage=d.stage.name.lower().replace("_", "-"),
+        moves=d.moves,
+        instruction=d.leaf_index,
+        result_leaf=d.leaf_index is not None and d.leaf_index == d.trace_leaves,
+        verdict=verdict,
+        winner=d.winner,
+        by_timeout=d.by_timeout,
+        to_move=game.to_move(dispute_id),
+        deadline=d.deadline,
+    )
+
+
+def job_dispute_ids(game: DisputeGame, job_id: int, from_block: int = 0) -> list[int]:
+    """The disputes opened on `job_id`, oldest first (from the DisputeOpened logs)."""
+    events = fetch_events(game.client, game.contract, from_block, names=("DisputeOpened",))
+    return [int(e.args["disputeId"]) for e in events if int(e.args["jobId"]) == job_id]
