@@ -3,7 +3,9 @@
 A node's own jobs (GET /v1/jobs) show state, timings and the error of a failed one; chain
 jobs (GET /v1/chain/jobs) show the node's state of each and why (skipped, expired, refused),
 and `vxla job N` a chain job's phases (its challenge window among them): each slot's node,
-commitment, reveal (result and op-trace root) and whether a dispute refuted it.
+commitment, reveal (result and op-trace root) and whether a dispute refuted it, and one line
+per dispute opened on it (stage, bisection rounds, the instruction reached, who moves next and
+by when, the verdict and winner).
 """
 
 from __future__ import annotations
@@ -117,6 +119,45 @@ def _print_chain_job(info: dict[str, Any]) -> None:
         result = f" {slot['result_digest']}" if slot["revealed"] else ""
         root = f" op-trace root {slot['op_trace_root']}" if slot["revealed"] and slot.get("op_trace_root") else ""
         print(f"  {slot['node']} {steps}{result}{root}")
+    listed = info.get("disputes", [])
+    opened = int(info.get("dispute_count", len(listed)))
+    if opened > len(listed):
+        print(f"disputes     the newest {len(listed)} of {opened}:")
+    for dispute in listed:
+        print(dispute_line(dispute, now))
+
+
+def dispute_line(d: dict[str, Any], now: int) -> str:
+    """One dispute of a chain job (the node's answer, node.daemon.api.ChainDisputes), in words."""
+    moves = int(d["moves"])
+    parts = [
+        f"dispute {d['dispute_id']}: {d['challenger']} challenges {d['defender']} (slot {d['slot']})",
+        d["stage"],
+        f"{moves // 2} bisection round(s) ({moves} move(s))",
+    ]
+    index = d.get("instruction")
+    if index is not None:
+        if d.get("result_leaf"):
+            parts.append(f"at the result record (leaf {index}): the result digests differ")
+        elif d.get("instruction_name"):
+            opcode = f" ({d['instruction_opcode']})" if d.get("instruction_opcode") else ""
+            parts.append(f"at instruction {index} {d['instruction_name']}{opcode}")
+        else:
+            parts.append(f"at instruction {index}")
+    if d.get("to_move"):
+        who = "defender" if d["to_move"] == d["defender"] else "challenger"
+        at = int(d["deadline"])
+        when = f"deadline in {at - now} s" if at > now else f"deadline {now - at} s ago: may be timed out"
+        parts.append(f"the {who} moves next ({when})")
+    elif d["stage"] == "referee":
+        parts.append("the referee rules")
+    verdict = d.get("verdict")
+    if verdict == "no-verdict":
+        parts.append("no verdict" + (" (by timeout)" if d.get("by_timeout") else "") + ": bond returned, the slot does not count")
+    elif verdict is not None:
+        who = "defender" if d.get("winner") == d["defender"] else "challenger"
+        parts.append(f"{verdict}: the {who} {d.get('winner')} won" + (" by timeout" if d.get("by_timeout") else ""))
+    return "  " + ", ".join(parts)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -140,8 +181,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="show one job: state, timings, digests; a chain job's phases and each node's commitment",
         description="Show one job of a node: a node's own job (32 hex digits: state, timings, "
         "the error of a failed one, module, input and output digests) or a chain job (its "
-        "number: phase, deadlines on the chain's clock, this node's state of it and why, and "
-        "each slot's node, commitment and revealed result).",
+        "number: phase, deadlines on the chain's clock, this node's state of it and why, "
+        "each slot's node, commitment and revealed result, and each dispute: its stage, rounds, "
+        "the instruction reached, who moves next and the verdict).",
     )
     job.add_argument("id", metavar="ID", help="the job's id")
     add_node_options(job)

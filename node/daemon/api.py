@@ -1,6 +1,6 @@
 """The node's HTTP API (FastAPI): jobs, blobs, traces, health and metrics, and with a chain
-role the `/v1/chain/...` endpoints: `GET /v1/chain/jobs/{id}` (on-chain state and this
-node's record), `.../trace` (this node's envelope) and `.../divergence` (the report naming
+role the `/v1/chain/...` endpoints: `GET /v1/chain/jobs/{id}` (on-chain state, its disputes
+and this node's record), `.../trace` (this node's envelope) and `.../divergence` (the report naming
 where other nodes' traces part from ours).
 
 Refusals are 4xx with a `detail` naming the problem: 400 bad input (with line:col for HLO),
@@ -15,6 +15,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
@@ -25,9 +27,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from attest import key_id
+from attest import Statement, key_id
 from attest.digests import sha256_hex
 from attest.keys import public_key_pem, raw_public_key
+from node.chain import DisputeGame, fetch_events
+from node.chain.disputes import DisputeSummary, summarize
 from node.chain.errors import ContractRevert
 from node.chain.state import JobState
 from node.daemon.auth import Gate, Refused, Token
@@ -42,6 +46,7 @@ from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, JobRequest, is_digest
 from node.sqlite import STORAGE_RETRY_AFTER_S, StorageError
+from node.tracing.verify import parse_envelope
 
 MAX_PAGE = 1000  # the most jobs one list request returns
 T = TypeVar("T")
@@ -149,9 +154,10 @@ def create_app(
 
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, pool, gate))
-    app.include_router(chain_routes(store, chain))
+    disputes = None if chain is None else ChainDisputes(chain, store)
+    app.include_router(chain_routes(store, chain, disputes))
     app.include_router(node_routes(store, signer, metrics, pool, chain, drawings))
-    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi, drawings, gate))
+    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi, drawings, gate, None if disputes is None else disputes.of_job))
     return app
 
 
@@ -301,7 +307,112 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
     return router
 
 
-def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
+class ChainDisputes:
+    """The disputes of chain jobs as the node shows them (the chain job API answer, its page
+    and `vxla job`): each one's `DisputeSummary` (node/chain/disputes.py) as it stands on
+    chain, with the instruction the walk reached named (`instruction_name`,
+    `instruction_opcode`) when this node can name it.
+
+    A job's disputes are found from the game's DisputeOpened logs, read once each from the
+    node's start block on (the node's `chain.start_block`): the logs of all but the newest
+    `REREAD_BLOCKS` blocks are indexed by job, those are read again at every call (a reorg
+    may redo them), and a dispute whose record now names another job is left out. A call
+    reads the chain for the job's disputes only.
+
+    The instruction's name is its graph record's name, which is the name of the op-trace
+    leaf at the same index in this node's signed trace of the job (the records are the trace
+    points, docs/disputes.md): read from that trace when the node executed the job and still
+    holds it, kept per (contract, job), else None (index n is the result record, "result").
+    The node parses no module to name it (its checkers and execution processes do that)."""
+
+    REREAD_BLOCKS = 64
+    SHOWN = 100  # the most disputes of one job an answer summarizes (the newest)
+    TRACES_KEPT = 64  # jobs whose instruction names are kept
+
+    def __init__(self, role: ChainRole, store: JobStore) -> None:
+        self.role = role
+        self.store = store
+        self._lock = threading.Lock()
+        self._next_block: int | None = None  # the first block not yet indexed
+        self._indexed: dict[int, list[int]] = {}  # job id -> dispute ids, from blocks below _next_block
+        self._names: OrderedDict[tuple[str, int], tuple[tuple[str, str], ...]] = OrderedDict()
+
+    def of_job(self, job_id: int) -> tuple[list[dict[str, Any]], int]:
+        """The job's disputes, oldest first, each `DisputeSummary.to_dict()` with
+        `instruction_name` and `instruction_opcode` (None while the walk has not reached an
+        instruction, or when this node cannot name it), and how many were opened: past
+        `SHOWN` only the newest `SHOWN` are summarized (each is read from the chain)."""
+        game = self.role.dispute_game()
+        if game is None:
+            return [], 0
+        ids = self._dispute_ids(game, job_id)
+        shown = []
+        for dispute_id in ids[-self.SHOWN :]:
+            summary = summarize(game, dispute_id)
+            if summary.job_id != job_id:  # a reorg gave the id to another job's dispute
+                continue
+            name, opcode = self._instruction(job_id, summary)
+            shown.append({**summary.to_dict(), "instruction_name": name, "instruction_opcode": opcode})
+        return shown, len(ids)
+
+    def _dispute_ids(self, game: DisputeGame, job_id: int) -> list[int]:
+        client = self.role.client
+        head = client.block_number()
+        with self._lock:
+            if self._next_block is None:
+                self._next_block = self.role.executor.state.start_block
+            settled = head - self.REREAD_BLOCKS
+            if settled >= self._next_block:
+                for dispute_id, job in self._opened(game, self._next_block, settled):
+                    self._indexed.setdefault(job, []).append(dispute_id)
+                self._next_block = settled + 1
+            ids = list(self._indexed.get(job_id, []))
+            recent_from = self._next_block
+        if head >= recent_from:
+            ids += [dispute_id for dispute_id, job in self._opened(game, recent_from, head) if job == job_id]
+        return sorted(set(ids))
+
+    @staticmethod
+    def _opened(game: DisputeGame, from_block: int, to_block: int) -> list[tuple[int, int]]:
+        """(dispute id, job id) of each DisputeOpened in [from_block, to_block]."""
+        events = fetch_events(game.client, game.contract, from_block, to_block, names=("DisputeOpened",))
+        return [(int(e.args["disputeId"]), int(e.args["jobId"])) for e in events]
+
+    def _instruction(self, job_id: int, summary: DisputeSummary) -> tuple[str | None, str | None]:
+        """The name and opcode of the graph record the dispute reached, when known here."""
+        if summary.instruction is None:
+            return None, None
+        if summary.result_leaf:
+            return "result", "result"
+        leaves = self._trace_leaves(job_id)
+        if leaves is None or summary.instruction >= len(leaves):
+            return None, None
+        return leaves[summary.instruction]
+
+    def _trace_leaves(self, job_id: int) -> tuple[tuple[str, str], ...] | None:
+        """(name, opcode) of each op-trace leaf of this node's signed trace of the job."""
+        key = (self.role.market.address, job_id)
+        with self._lock:
+            if key in self._names:
+                self._names.move_to_end(key)
+                return self._names[key]
+        record = self.role.executor.record(*key)
+        if record is None or not self.store.blobs.has(record.envelope_digest):
+            return None  # asked again next time: the node may execute the job later
+        try:
+            envelope = self.store.blobs.get(record.envelope_digest)
+            op_trace = Statement.from_json_bytes(parse_envelope(envelope).payload).predicate.deterministic.op_trace
+        except (BlobError, ValueError):
+            return None
+        leaves = () if op_trace is None else tuple((leaf.name, leaf.opcode) for leaf in op_trace.instructions)
+        with self._lock:
+            self._names[key] = leaves
+            while len(self._names) > self.TRACES_KEPT:
+                self._names.popitem(last=False)
+        return leaves
+
+
+def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisputes | None = None) -> APIRouter:
     """`GET /v1/chain/jobs/{id}`, its trace and divergence report (404 without a chain role)."""
     router = APIRouter()
 
@@ -350,6 +461,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             job = role.market.get_job(number)
             slots = role.market.get_slots(number)
             chain_time = role.client.next_block_time()
+            shown, opened = ([], 0) if disputes is None else disputes.of_job(number)
         record = role.executor.record(role.market.address, number)
         tracked = role.executor.state.job(number)  # this node's own view, with why
         return {
@@ -371,6 +483,12 @@ def chain_routes(store: JobStore, chain: ChainRole | None) -> APIRouter:
             "challenge_window": job.challenge_window,
             "challenge_deadline": job.challenge_deadline,
             "open_disputes": job.open_disputes,
+            # The disputes opened on the job, oldest first (the newest ChainDisputes.SHOWN of
+            # dispute_count): each one's stage, the bisection moves made, the instruction
+            # reached (named when this node holds its trace of the job), who moves next and
+            # by when, and once settled the verdict and the winner.
+            "disputes": shown,
+            "dispute_count": opened,
             "chain_time": chain_time,  # the time a transaction sent now runs at
             "slots": [
                 {

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from node.chain import ChainClient, JobMarket, NodeRegistry
+from node.chain import ChainClient, DisputeGame, JobMarket, NodeRegistry
 from node.daemon.chain_executor import ChainExecutor
 from node.daemon.divergence import DivergenceMonitor
 
 
 @dataclass
 class ChainRole:
-    """The chain side of a node: the market it follows, its executor and divergence monitor."""
+    """The chain side of a node: the market it follows, its executor and divergence monitor,
+    and the market's dispute game (`dispute_game()` reads it from the registry when not given)."""
 
     client: ChainClient
     market: JobMarket
@@ -20,3 +21,14 @@ class ChainRole:
     executor: ChainExecutor
     monitor: DivergenceMonitor
     address: str
+    game: DisputeGame | None = None
+
+    def dispute_game(self) -> DisputeGame | None:
+        """The DisputeGame the registry is wired to (asked once, then kept in `game`); None
+        while the registry names none."""
+        if self.game is None:
+            address = self.registry.game()
+            if int(address, 16) == 0:
+                return None
+            self.game = DisputeGame(self.client, address)
+        return self.game

@@ -5,8 +5,9 @@ machine may be offline, and a verifier's page must not call out).
 - `/jobs/{id}`: a job and its signed trace: program, compiler identity, hashes, inputs,
   outputs, signatures, and the optimized graph (`/graphs/{module digest}.svg`, which takes
   `?highlight=NAME`);
-- `/chain/jobs/{id}`: a chain job's phases and each node's commitment and reveal, and the
-  divergence view: for each node whose result differs, the first differing instruction,
+- `/chain/jobs/{id}`: a chain job's phases and each node's commitment and reveal, its
+  disputes (challenger and defender, stage, bisection rounds, the instruction reached, who
+  moves next and by when, the verdict and winner), and the divergence view: for each node whose result differs, the first differing instruction,
   both digests, the path to it in the graph and the graph with it highlighted;
 - `/docs`: the API's operations, from its OpenAPI schema (instead of a page whose scripts
   come from a CDN).
@@ -92,10 +93,18 @@ class SecurityHeaders:
 
 
 def pages_routes(
-    store: JobStore, chain: ChainRole | None, signer_id: str, openapi: Callable[[], dict[str, Any]], drawings: Drawings, gate: Gate
+    store: JobStore,
+    chain: ChainRole | None,
+    signer_id: str,
+    openapi: Callable[[], dict[str, Any]],
+    drawings: Drawings,
+    gate: Gate,
+    disputes: Callable[[int], tuple[list[dict[str, Any]], int]] | None = None,
 ) -> APIRouter:
     """The pages and the graphs; `drawings` draws the graphs, `gate` says whether a request
-    may have one drawn (with `[auth] required`, only with a token)."""
+    may have one drawn (with `[auth] required`, only with a token); `disputes` lists a chain
+    job's disputes as the API answers them (node.daemon.api.ChainDisputes.of_job; None: the
+    page shows none)."""
     router = APIRouter(include_in_schema=False)
 
     @router.get("/", response_class=HTMLResponse)
@@ -162,6 +171,7 @@ def pages_routes(
             job = chain.market.get_job(job_id)
             slots = chain.market.get_slots(job_id)
             now = chain.client.next_block_time()
+            shown, opened = ([], 0) if disputes is None else disputes(job_id)
         except HTTPException:
             raise
         except Exception as exc:  # the RPC's trouble, said as such
@@ -194,6 +204,9 @@ def pages_routes(
         ]  # fmt: skip
         headers = ["node", "committed", "revealed", "refuted", "result", "trace", "op-trace root"]
         body.append(_table(headers, slot_rows) if slot_rows else "<p>No slot claimed yet.</p>")
+        if shown:
+            more = f"<p class=note>The newest {len(shown)} of {opened} disputes.</p>" if opened > len(shown) else ""
+            body.append("<h2>Disputes</h2>" + more + _disputes_table(shown, now))
         report = chain.monitor.report(chain.market.address, job_id)
         if report is not None and report.divergences:
             module_digest = record.module_digest if record is not None else None
@@ -271,6 +284,61 @@ def _divergence_section(divergence: Any, module_digest: str | None, draw: Callab
         else:
             rows.append(["graph", _e(outcome.detail)])
     return _table([], rows) + picture
+
+
+def _disputes_table(disputes: list[dict[str, Any]], now: int) -> str:
+    """One row per dispute, as the API answers it (node.daemon.api.ChainDisputes)."""
+    rows = []
+    for d in disputes:
+        moves = int(d["moves"])
+        rounds = f"{moves // 2} round(s)" + (", the defender moved in the next" if moves % 2 else "")
+        rows.append([
+            str(d["dispute_id"]),
+            _code(d["challenger"]),
+            f"{_code(d['defender'])} <span class=note>slot {d['slot']}</span>",
+            _state(d["stage"]),
+            f"{rounds} <span class=note>({moves} bisection move(s))</span>",
+            _dispute_instruction(d),
+            _dispute_next(d, now),
+            _dispute_verdict(d),
+        ])  # fmt: skip
+    headers = ["dispute", "challenger", "defender", "stage", "bisection", "instruction", "next move", "verdict"]
+    return _table(headers, rows)
+
+
+def _dispute_instruction(d: dict[str, Any]) -> str:
+    index = d["instruction"]
+    if index is None:
+        return "<span class=note>not reached yet</span>"
+    if d["result_leaf"]:
+        return f"<mark class=disputed>result</mark> <span class=note>the result record (index {index}): the result digests differ, not an instruction's</span>"
+    name = d.get("instruction_name")
+    if name is None:
+        return f"op-trace leaf {index} <span class=note>(this node holds no trace of the job to name it)</span>"
+    opcode = d.get("instruction_opcode")
+    return f"<mark class=disputed>{_e(name)}</mark>" + (f" ({_e(opcode)})" if opcode else "") + f", op-trace leaf {index}"
+
+
+def _dispute_next(d: dict[str, Any], now: int) -> str:
+    mover = d["to_move"]
+    if mover is not None:
+        role = "defender" if mover == d["defender"] else "challenger"
+        return f"the {role} {_code(mover)}, until {_relative(int(d['deadline']), now)}"
+    if d["stage"] == "referee":
+        return "the referee rules on the instruction"
+    return ""
+
+
+def _dispute_verdict(d: dict[str, Any]) -> str:
+    verdict = d["verdict"]
+    if verdict is None:
+        return _state("open")
+    timeout = " by timeout" if d["by_timeout"] else ""
+    if verdict == "no-verdict":
+        return f"{_state('no-verdict')}{timeout} <span class=note>bond returned, the slot no longer counts</span>"
+    who = "defender" if d["winner"] == d["defender"] else "challenger"
+    loser = "slot refuted, defender slashed" if verdict == "defender-wrong" else "the challenger's bond goes to the defender"
+    return f"{_state(verdict)}: the {who} won{timeout} <span class=note>{loser}</span>"
 
 
 def _trace_sections(envelope_bytes: bytes) -> str:
@@ -353,6 +421,10 @@ def _state(state: str) -> str:
 
 def _digest(digest: str) -> str:
     return f"<span class=digest>{_e(digest)}</span>"
+
+
+def _code(text: object) -> str:
+    return f"<code>{_e(text)}</code>"
 
 
 def _when(seconds: float) -> str:
