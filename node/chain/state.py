@@ -2,8 +2,9 @@
 the node knows of the chain beyond the chain itself: each log reader's cursor (the watcher's,
 the verifier's) and the logs already applied; each job's progress through claim, execute,
 commit, reveal and finalize; the verifier's checks of other nodes' commitments; the record of
-every chain job this node executed (what it committed to); and the divergence reports naming
-where other nodes' traces part from ours.
+every chain job this node executed (what it committed to); the divergence reports naming
+where other nodes' traces part from ours; and the transactions the dispute role sent
+(node/chain/dispute_role.py), each once.
 
 WAL mode; every change is one transaction, so a crash leaves either the old or the new
 state, never half of one. Reorgs: each log reader keeps the hash of the last block of every range it read, so it can
@@ -86,6 +87,9 @@ CREATE TABLE IF NOT EXISTS read_blocks (
     reader TEXT NOT NULL, number INTEGER NOT NULL, hash BLOB NOT NULL, PRIMARY KEY (reader, number)
 );
 CREATE TABLE IF NOT EXISTS settled (job_id INTEGER PRIMARY KEY, head INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS dispute_actions (
+    action TEXT PRIMARY KEY, tx_hash BLOB NOT NULL, block INTEGER NOT NULL
+);
 """
 # How many read ranges keep the hash of their last block: how far back a reorg can be
 # traced to the block where the chain the node read and the chain now part.
@@ -504,6 +508,23 @@ class ChainState:
                 "WHERE job_id = ? AND node = ?",
                 (status.value, local_result, note, job_id, node),
             )
+
+    # -- the dispute role's transactions -----------------------------------------------------
+
+    def dispute_action(self, action: str) -> tuple[bytes, int] | None:
+        """The transaction (hash, block) the dispute role sent for `action`, or None."""
+        rows = self._rows("SELECT tx_hash, block FROM dispute_actions WHERE action = ?", (action,))
+        return (bytes(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def record_dispute_action(self, action: str, tx_hash: bytes, block: int) -> None:
+        """Records that `action` was sent (mined in `block`), so it is never sent twice."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO dispute_actions VALUES (?, ?, ?)", (action, tx_hash, block))
+
+    def forget_dispute_action(self, action: str) -> None:
+        """Forgets an action whose transaction the chain no longer holds (a reorg dropped it)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM dispute_actions WHERE action = ?", (action,))
 
     # -- executions and divergence reports (JSON documents of the daemon) ------------------
 

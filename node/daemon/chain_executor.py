@@ -45,6 +45,7 @@ from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
 from node.daemon.job_checks import check_inputs
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
+from node.daemon.sandbox import GraphSummary
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
@@ -196,6 +197,8 @@ class ChainExecutor:
         self._check_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vxla-chain-check")
         self._checking: dict[ChainJob, Future[None]] = {}
         self._running: dict[ChainJob, Future[ExecutedChainJob]] = {}
+        self._graphing: dict[ChainJob, Future[GraphSummary]] = {}
+        self._graphs: dict[tuple[str, int], GraphSummary] = {}  # kept for the node's disputes
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -237,6 +240,20 @@ class ChainExecutor:
         there refuses the job while no stake is locked on it). The fetch and the compile run
         in the background: JobPending until they are done."""
         self._in_background(self._check_thread, self._checking, job, lambda: self._check(job))
+
+    def graph(self, job: ChainJob) -> GraphSummary:
+        """The job's graph commitment with its leaves from this node's compile (in an
+        execution process, like `check`), for the node's disputes; JobPending until done."""
+        key = (job.contract.lower(), job.job_id)
+        known = self._graphs.get(key)
+        if known is None:
+            known = self._in_background(self._check_thread, self._graphing, job, lambda: self._graph(job))
+            self._graphs[key] = known
+        return known
+
+    def _graph(self, job: ChainJob) -> GraphSummary:
+        module_digest, input_digests = self._digests(job)
+        return self.pool.check_bound(module_digest, input_digests)
 
     def execute(self, job: ChainJob) -> ExecutionOutcome:
         """The recorded outcome, or JobPending while the job runs in the background."""

@@ -68,6 +68,12 @@ class ChainConfig:
     # Run a job before claiming it (the watcher's `run_before_claim`): no stake on a job
     # whose run fails, at the price of work lost when the slots fill meanwhile.
     run_before_claim: bool = False
+    # The dispute game (docs/disputes.md): challenge revealed slots whose execution differs
+    # from one this node holds (its own or its verifier's), posting the game's bond; and
+    # defend its slots, answer its challenges and vote when drawn to a committee (a node
+    # that does not answer loses its disputes).
+    challenge: bool = True
+    play_disputes: bool = True
     # Fetch from peers at private, loopback and link-local addresses too (devnets only).
     allow_private_peers: bool = False
     private_key: str = field(default="", repr=False)  # from the environment only

@@ -124,10 +124,12 @@ class ExecutionAnswer:
 @dataclass(frozen=True)
 class GraphSummary:
     """What a check answers of the compiled program: its graph commitment (the root in hex
-    and n, the op-trace leaves), as `compiler.api.graph_commitment` makes it."""
+    and n, the op-trace leaves), as `compiler.api.graph_commitment` makes it, with its n + 1
+    graph leaves (the result record's last): what a dispute opens a leaf with."""
 
     root: str
     trace_leaves: int
+    leaves: tuple[bytes, ...] = ()
 
 
 class ExecutionDied(JobRejected):
@@ -213,7 +215,10 @@ class ExecutionProcess:
             root, leaves = header["graph_root"], header["trace_leaves"]
             if not (isinstance(root, str) and len(root) == 64 and isinstance(leaves, int) and leaves >= 0):
                 raise ValueError("not a graph commitment")
-            return GraphSummary(root, leaves)
+            graph_leaves = tuple(bytes.fromhex(leaf) for leaf in header["graph_leaves"])
+            if len(graph_leaves) != leaves + 1:
+                raise ValueError("graph leaves do not match the leaf count")
+            return GraphSummary(root, leaves, graph_leaves)
         except (ValueError, KeyError) as error:
             raise self._lost(error) from None
 
@@ -440,7 +445,10 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
             answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
             if answer is None:  # checked, not run: with the graph commitment
                 graph = _graph_summary(program, compiler_config, graphs)
-                header = {"ok": True, "checked": True, "graph_root": graph.root, "trace_leaves": graph.trace_leaves}
+                header = {
+                    "ok": True, "checked": True, "graph_root": graph.root, "trace_leaves": graph.trace_leaves,
+                    "graph_leaves": [leaf.hex() for leaf in graph.leaves],
+                }  # fmt: skip
                 connection.send_bytes(json.dumps(header).encode())
                 continue
         except JobRejected as error:
@@ -546,7 +554,9 @@ def _graph_summary(program, compiler_config: CompilerConfig, graphs: OrderedDict
     summary = graphs.get(program.hlo_hash)
     if summary is None:
         commitment = graph_commitment(program, compiler_config)
-        summary = graphs[program.hlo_hash] = GraphSummary(commitment.root, commitment.trace_leaves)
+        summary = graphs[program.hlo_hash] = GraphSummary(
+            commitment.root, commitment.trace_leaves, tuple(record.leaf() for record in commitment.records)
+        )
         while len(graphs) > _EXECUTABLES_KEPT:
             graphs.popitem(last=False)
     return summary

@@ -21,8 +21,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from attest import load_private_key
 from compiler.api import Fault
-from node.chain import ChainClient, JobMarket, NodeRegistry
+from node.chain import ChainClient, Committee, DisputeGame, JobMarket, NodeRegistry
 from node.chain.client import _address
+from node.chain.dispute_role import DisputeConfig, DisputeRole
 from node.chain.state import ChainState, JobState, import_legacy_files
 from node.chain.verifier import ChainVerifier, VerifierConfig
 from node.chain.watcher import ChainWatcher, WatcherConfig
@@ -31,6 +32,7 @@ from node.daemon.auth import Gate, TokenStore
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import NodeConfig
+from node.daemon.disputes import ExecutorKnowledge
 from node.daemon.divergence import DivergenceMonitor
 from node.daemon.peer_addresses import PeerAddressPolicy
 from node.daemon.store import JobStore
@@ -139,6 +141,7 @@ class NodeServer:
                 config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
                 start_block=chain.start_block,
             )
+        disputes = self._dispute_role()
         unreachable_since: float | None = None
         try:
             while not self._chain_stop.is_set():
@@ -175,11 +178,42 @@ class NodeServer:
                     self.chain.monitor.step()
                 except Exception:  # a peer's trouble must not stop the watcher
                     log.exception("divergence monitor step failed")
+                if disputes is not None:
+                    try:
+                        for action in disputes.step():
+                            self.pool.metrics.chain_transactions.labels(action=action.key.split(":")[0]).inc()
+                    except Exception:  # like the watcher: the next round reads the chain again
+                        log.exception("dispute role step failed")
                 self._chain_stop.wait(chain.poll_interval_s)
         finally:
             watcher.close()
+            if disputes is not None:
+                disputes.state.close()
             if verifier is not None:
                 verifier.close()
+
+    def _dispute_role(self) -> DisputeRole | None:
+        """The node's player of the dispute game (node/chain/dispute_role.py), with the game
+        and referee the registry names, or None when the config turns both parts off. Made
+        in the chain thread: its SQLite connection belongs there."""
+        assert self.chain is not None
+        chain = self.config.chain
+        if not (chain.challenge or chain.play_disputes):
+            return None
+        client, registry = self.chain.client, self.chain.registry
+        state = ChainState(
+            self.chain_database, chain_id=client.chain_id, contract=self.chain.market.address, account=self.chain.address, start_block=chain.start_block
+        )
+        return DisputeRole(
+            client,
+            self.chain.market,
+            DisputeGame(client, registry.game()),
+            Committee(client, registry.referee()),
+            self._account,
+            ExecutorKnowledge(self.chain.executor, self.chain.market, client.chain_id),
+            state,
+            DisputeConfig(challenge=chain.challenge, play=chain.play_disputes),
+        )
 
     def _start_chain(self) -> None:
         if self.chain is not None:

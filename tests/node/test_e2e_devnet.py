@@ -210,9 +210,13 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
     chain_job = market.get_job(int(job.id))
     expected = result_digest_of([tensor_digest(o) for o in FIXTURE.xla_outputs()])
     assert chain_job.accepted and chain_job.result == expected
-    slashed = _events(devnet, "Slashed", int(job.id))
-    assert [e.args["node"] for e in slashed] == [faulty]
+    # The honest slots challenge the faulty one (and it challenges them): the disputes refute
+    # it, which slashes it once; it wins none of its own.
+    refuted = _events(devnet, "Refuted", int(job.id))
+    assert {e.args["node"] for e in refuted} == {faulty}
+    assert _events(devnet, "Slashed", int(job.id)) == []
     assert devnet.deployment.registry.get_node(faulty).stake == 2 * ETHER - SLASH
+    assert all(devnet.deployment.registry.get_node(a).stake == 2 * ETHER for a in devnet.accounts if a != faulty)
     # The honest nodes' monitors fetch the faulty trace and name the injected instruction.
     deadline = time.monotonic() + 30
     for server in (servers[0], servers[1], verifier):
@@ -236,6 +240,60 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
     metrics = Client(servers[0].url)._http.get("/metrics").text
     assert 'vxla_verifications_total{outcome="diverge"} 1.0' in metrics
     assert 'vxla_chain_transactions_total{action="claim"} 1.0' in metrics
+
+
+def test_an_optimistic_job_run_by_a_faulty_node_is_refuted_by_an_honest_verifier(devnet: Devnet) -> None:
+    """k = 1: the faulty node takes the only slot; two honest nodes started after it
+    re-execute as verifiers, challenge its result, play the game with it (bisection to the
+    injected instruction) and sit on each other's committee; the contract refutes and slashes
+    the faulty node and refunds the submitter."""
+    fault = _visible_fault()
+    d = devnet.deployment
+    configs = [node_config(devnet, f"node{i}", a, fault if i == 2 else None) for i, a in enumerate(devnet.accounts)]
+    servers = [NodeServer(c, generate_private_key(), log_level="warning") for c in configs]
+    for server, account in zip(servers, devnet.accounts, strict=True):
+        d.registry.register(account, bytes.fromhex(key_id(server.signing_key)), server.url, 2 * ETHER)
+    faulty_server, honest = servers[2], servers[:2]
+    faulty = devnet.accounts[2]
+    try:
+        faulty_server.start_in_thread()
+        submitter = ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=20)
+        job = Client(faulty_server.url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=1)
+        job_id = int(job.id)
+        deadline = time.monotonic() + 30
+        while not d.market.get_slots(job_id):
+            assert time.monotonic() < deadline, "the faulty node did not claim the job"
+            time.sleep(0.05)
+        for server in honest:
+            server.start_in_thread()
+        deadline = time.monotonic() + 90
+        while d.market.get_job(job_id).phase != Phase.FINALIZED:
+            assert time.monotonic() < deadline, "the optimistic job did not settle"
+            time.sleep(0.2)
+        chain_job = d.market.get_job(job_id)
+        assert not chain_job.accepted  # refuted: the reward goes back to the submitter
+        [refuted] = _events(devnet, "Refuted", job_id)
+        assert refuted.args["node"] == faulty and refuted.args["challenger"] in devnet.accounts[:2]
+        assert d.registry.get_node(faulty).stake == 2 * ETHER - SLASH
+        assert all(d.registry.get_node(a).stake == 2 * ETHER for a in devnet.accounts[:2])
+        opened = fetch_events(devnet.client, d.game.contract, d.block, names=("DisputeOpened",))
+        settled = fetch_events(devnet.client, d.game.contract, d.block, names=("DisputeSettled",))
+        assert opened and len(settled) == len(opened)
+        for dispute_id in (int(e.args["disputeId"]) for e in opened):
+            dispute = d.game.get_dispute(dispute_id)
+            assert dispute.defender == faulty and dispute.winner == dispute.challenger and not dispute.by_timeout
+        # Every walk stopped at the injected instruction, the first whose digest differs, and
+        # the committee decided that one.
+        executable = compile_program(load_program(FIXTURE.module_text), load_config())
+        honest_trace = executable.run_traced(*FIXTURE.inputs()).instructions
+        faulty_trace = executable.run_traced(*FIXTURE.inputs(), fault=fault).instructions
+        first = next(i for i, (a, b) in enumerate(zip(honest_trace, faulty_trace, strict=True)) if a != b)
+        assert honest_trace[first][0] == fault.instruction
+        drawn = fetch_events(devnet.client, d.committee.contract, d.block, names=("CommitteeDrawn",))
+        assert len(drawn) == len(opened) and all(int(e.args["index"]) == first for e in drawn)
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_duplicates(
