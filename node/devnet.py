@@ -59,6 +59,10 @@ MAX_COMMITTEE = 3
 CHALLENGE_BOND_WEI = ETHER // 10
 MEMBER_STAKE_WEI = ETHER // 10
 DEMO_CHALLENGE_WINDOW_S = 10  # the demo's jobs: settled 10 s after their last reveal
+# The optimistic story: the honest nodes claim only jobs paying at least the SDK's default
+# reward, so the optimistic job, paying a tenth of it, is the faulty node's alone; they still
+# verify it. Its window leaves them time to re-execute it and challenge.
+DEMO_OPTIMISTIC_WINDOW_S = 15
 
 
 def game_terms(nodes: int):  # -> node.chain.GameTerms (imported lazily)
@@ -187,7 +191,7 @@ def _is_devnet_node_directory(node_dir: Path) -> bool:
     return config.is_file() and config.read_text(encoding="utf-8").startswith("# devnet node ")
 
 
-def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, account: str, fault: str) -> str:
+def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, account: str, fault: str, min_reward_wei: int = 1) -> str:
     instruction, _, bit = fault.partition(":")
     return "\n".join(
         [
@@ -207,6 +211,7 @@ def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, accoun
             f'account = "{account}"',
             f"start_block = {state.deploy_block}",
             "poll_interval_s = 0.25",
+            f"min_reward_wei = {min_reward_wei}",
             "allow_private_peers = true  # every devnet node is on 127.0.0.1",
             "",
         ]
@@ -216,9 +221,11 @@ def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, accoun
 def up(
     directory: Path, nodes: int, *, faults: dict[int, str] | None = None, timeout: float = 90.0,
     progress: Callable[[str], None] | None = None, anvil: str | Path | None = None,
+    min_rewards: dict[int, int] | None = None,
 ) -> DevnetState:  # fmt: skip
     """Start anvil, deploy, and start `nodes` registered nodes (see the module docstring).
-    `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only).
+    `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only);
+    `min_rewards` a node index to the smallest reward (wei) it claims a slot for.
     `progress` hears each step as it starts, in words. `anvil`: the executable to run
     (default: found by `find_anvil`)."""
     tell = progress or (lambda step: None)
@@ -284,7 +291,8 @@ def up(
             url = f"http://127.0.0.1:{node_port}"
             config = node_dir / "node.toml"
             fault = faults.get(index, "")
-            config.write_text(_node_toml(index, node_port, node_dir, state, account, fault), encoding="utf-8")
+            min_reward = (min_rewards or {}).get(index, 1)
+            config.write_text(_node_toml(index, node_port, node_dir, state, account, fault, min_reward), encoding="utf-8")
             d.registry.register(account, bytes.fromhex(keys.key_id), url, NODE_STAKE_WEI)
             argv = [sys.executable, "-m", "node.cli", "node", "run", "--config", str(config)]
             proc, info = _spawn(argv, node_dir / "node.log")
@@ -451,9 +459,17 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
         node = next(n for n in state.nodes if n.account == slot.node)
         now = registry.get_node(slot.node).stake
         change = now - stakes[slot.node]
-        verdict = "agreed" if slot.result_digest == final.result else "OUTVOTED"
+        verdict = "agreed" if slot.result_digest == final.result else "REFUTED by a dispute" if slot.refuted else "OUTVOTED"
         reward = rewards.get(slot.node, 0) / ETHER
         say(f"  node{node.index} {slot.node}: {verdict}, reward {reward:g} ETH, stake {now / ETHER:g} ETH ({change / ETHER:+g})")
+    names = {n.account: f"node{n.index}" for n in state.nodes}
+    for d in Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}").get("disputes", []):
+        where = "" if d["instruction"] is None else f" at instruction #{d['instruction']} {d.get('instruction_name') or ''}"
+        say(
+            f"  dispute {d['dispute_id']}: {names.get(d['challenger'], d['challenger'])} challenged "
+            f"{names.get(d['defender'], d['defender'])}; {d['moves']} bisection moves{where}; "
+            f"{d['verdict'] or d['stage']}, {names.get(d['winner'], d['winner'] or 'nobody')} won"
+        )
     report = Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}/divergence")
     deadline = time.monotonic() + 20
     while any(n.fault for n in state.nodes) and not report["divergences"] and time.monotonic() < deadline:
@@ -475,8 +491,66 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
     return int(job.id)
 
 
+def _optimistic_demo(state: DevnetState, module_path: Path, input_paths: list[Path], say: Any) -> int:
+    """An optimistic job (k = 1) that only the faulty node claims; the honest nodes, as
+    verifiers, re-execute it, challenge, play the dispute game and sit on its committee."""
+    from web3 import HTTPProvider, Web3
+
+    from node.chain import ChainClient, JobMarket, NodeRegistry, Phase, fetch_events
+    from node.sdk import ChainSubmitter, Client
+
+    client = ChainClient(Web3(HTTPProvider(state.rpc_url, request_kwargs={"timeout": 30})))
+    market = JobMarket(client, state.job_market)
+    registry = NodeRegistry(client, state.node_registry)
+    stakes = {n.account: registry.get_node(n.account).stake for n in state.nodes}
+    names = {n.account: f"node{n.index}" for n in state.nodes}
+    faulty = next(n for n in state.nodes if n.fault)
+    reward = ChainSubmitter.reward_wei // 10
+    submitter = ChainSubmitter(market, state.submitter, reward_wei=reward, challenge_window_s=DEMO_OPTIMISTIC_WINDOW_S)
+    job = Client(faulty.url, chain=submitter).submit(module_path, input_paths, redundancy=1)
+    job_id = int(job.id)
+    say(
+        f"posted optimistic chain job {job_id} (k=1, reward {reward / ETHER:g} ETH: only "
+        f"node{faulty.index} takes jobs that small; open to challenge for {DEMO_OPTIMISTIC_WINDOW_S} s after its reveal)"
+    )
+    seen: set[str] = set()
+    deadline = time.monotonic() + 240
+    while True:
+        chain_job = market.get_job(job_id)
+        lines = [f"slot taken by {names.get(s.node, s.node)}" + (", revealed" if s.revealed else "") for s in market.get_slots(job_id)]
+        info = Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job_id}")
+        for d in info.get("disputes", []):
+            where = "" if d["instruction"] is None else f", at instruction #{d['instruction']} {d.get('instruction_name') or ''}"
+            outcome = "" if d["verdict"] is None else f": {d['verdict']}, {names.get(d['winner'], d['winner'])} wins"
+            lines.append(
+                f"dispute {d['dispute_id']}: {names.get(d['challenger'], d['challenger'])} challenges "
+                f"{names.get(d['defender'], d['defender'])}, {d['stage']}, {d['moves']} bisection moves{where}{outcome}"
+            )
+        for line in lines:
+            if line not in seen:
+                seen.add(line)
+                say(f"  {line}")
+        if chain_job.phase == Phase.FINALIZED:
+            break
+        if time.monotonic() > deadline:
+            raise DevnetError(f"the optimistic job {job_id} did not settle in 240 s")
+        time.sleep(0.5)
+    say(f"on chain: accepted {chain_job.accepted} (the only slot was refuted: the submitter gets the reward back)")
+    for event in fetch_events(client, market.contract, state.deploy_block, names=("Refuted",)):
+        if int(event.args["jobId"]) == job_id:
+            say(
+                f"  Refuted: {names[event.args['node']]}'s slot; its {int(event.args['amount']) / ETHER:g} ETH stake "
+                f"credited to {names.get(event.args['challenger'], event.args['challenger'])}"
+            )
+    for node in state.nodes:
+        now = registry.get_node(node.account).stake
+        say(f"  node{node.index}: stake {now / ETHER:g} ETH ({(now - stakes[node.account]) / ETHER:+g})")
+    return job_id
+
+
 def demo(directory: Path, module_path: Path, input_paths: list[Path]) -> int:
-    """The `make demo` story: an honest k=3 job, then the same job with a faulty node."""
+    """The `make demo` story: an honest k=3 job, the same job with a faulty node, then an
+    optimistic job (k = 1) that the faulty node runs alone and the honest ones refute."""
 
     def say(text: str) -> None:
         print(text, flush=True)
@@ -488,12 +562,20 @@ def demo(directory: Path, module_path: Path, input_paths: list[Path]) -> int:
             say(f"fault: {fault}")
             faults = {2: fault}
         say(f"\n== devnet up ({title}): anvil, contracts, 3 staked nodes")
-        state = up(directory, 3, faults=faults)
+        # With a faulty node, the honest ones take only jobs paying the SDK's default reward or
+        # more, so that the optimistic job below is the faulty node's alone.
+        from node.sdk import ChainSubmitter
+
+        min_rewards = {} if not faults else {i: ChainSubmitter.reward_wei for i in range(3) if i not in faults}
+        state = up(directory, 3, faults=faults, min_rewards=min_rewards)
         try:
             for node in state.nodes:
                 say(f"node{node.index} {node.url} account {node.account}" + (f"  FAULT {node.fault}" if node.fault else ""))
             say(f"\n== submit {module_path.parent.name} with redundancy 3 through the SDK")
             _demo_job(state, module_path, input_paths, say)
+            if any(n.fault for n in state.nodes):
+                say("\n== an optimistic job (redundancy 1): the faulty node runs it alone, the honest nodes verify it")
+                _optimistic_demo(state, module_path, input_paths, say)
         finally:
             say("\n== devnet down: " + ", ".join(down(directory)))
     return 0

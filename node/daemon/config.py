@@ -74,6 +74,9 @@ class ChainConfig:
     # that does not answer loses its disputes).
     challenge: bool = True
     play_disputes: bool = True
+    # The smallest reward (wei) of a job this node claims a slot of; it still verifies and
+    # disputes jobs it does not claim.
+    min_reward_wei: int = 1
     # Fetch from peers at private, loopback and link-local addresses too (devnets only).
     allow_private_peers: bool = False
     private_key: str = field(default="", repr=False)  # from the environment only
@@ -164,6 +167,8 @@ def validate(config: NodeConfig) -> NodeConfig:
     if chain.start_block < 0:
         raise ConfigError(f"chain.start_block: must not be negative, got {chain.start_block}")
     _positive("chain.poll_interval_s", chain.poll_interval_s)
+    if chain.min_reward_wei < 0:
+        raise ConfigError(f"chain.min_reward_wei: must not be negative, got {chain.min_reward_wei}")
     if not 0.0 <= chain.verify_fraction <= 1.0:
         raise ConfigError(f"chain.verify_fraction: must be in [0, 1], got {chain.verify_fraction}")
     if chain.rpc_url:

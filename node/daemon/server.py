@@ -26,7 +26,7 @@ from node.chain.client import _address
 from node.chain.dispute_role import DisputeConfig, DisputeRole
 from node.chain.state import ChainState, JobState, import_legacy_files
 from node.chain.verifier import ChainVerifier, VerifierConfig
-from node.chain.watcher import ChainWatcher, WatcherConfig
+from node.chain.watcher import AcceptancePolicy, ChainWatcher, WatcherConfig
 from node.daemon.api import create_app
 from node.daemon.auth import Gate, TokenStore
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor, PeerDirectory
@@ -130,6 +130,7 @@ class NodeServer:
             ),
             start_block=chain.start_block,
             finalize_gate=self.chain.monitor.ready,
+            policy=AcceptancePolicy(min_reward_wei=chain.min_reward_wei),
         )
         verifier = None
         if chain.verify_fraction > 0:

@@ -115,7 +115,7 @@ def test_down_leaves_a_pid_that_is_not_ours_alone(tmp_path: Path) -> None:
         other.wait()
 
 
-def test_the_demo_story_shows_agreement_then_the_faulty_node_outvoted_slashed_and_named(
+def test_the_demo_story_shows_agreement_then_the_faulty_node_refuted_and_named_then_an_optimistic_job_caught(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fixture = Fixture("integer_arith")
@@ -127,8 +127,18 @@ def test_the_demo_story_shows_agreement_then_the_faulty_node_outvoted_slashed_an
     assert "no node diverged" in honest
     fault = faulty.split("fault: ", 1)[1].split("\n", 1)[0]
     instruction = fault.split(":")[0]
+    faulty, optimistic = faulty.split("== an optimistic job")
     assert faulty.count(": agreed, reward") == 2
-    assert "OUTVOTED, reward 0 ETH, stake 1.9 ETH (-0.1)" in faulty
+    # The honest slots disputed the faulty one: refuted (slashed once), not merely outvoted.
+    assert "REFUTED by a dispute, reward 0 ETH, stake 1.9 ETH (-0.1)" in faulty
+    assert "challenged node2;" in faulty and "defender-wrong, node" in faulty
     assert "first differs at instruction #" in faulty and f" {instruction} (" in faulty
+    # k = 1: only the faulty node claims; an honest verifier's dispute reaches the injected
+    # instruction, the committee decides it, the contract refutes the slot.
+    assert "slot taken by node2, revealed" in optimistic
+    assert "at instruction #" in optimistic and f" {instruction}: defender-wrong, node" in optimistic
+    assert "on chain: accepted False" in optimistic and "Refuted: node2's slot" in optimistic
+    assert "node2: stake 1.8 ETH (-0.1)" in optimistic
+    assert "node0: stake 2 ETH (+0)" in optimistic and "node1: stake 2 ETH (+0)" in optimistic
     assert out.count("== devnet down: node0") == 2
     assert not (tmp_path / "demo" / "state.json").exists()
