@@ -1,0 +1,164 @@
+"""The node's dispute role (node/chain/dispute_role.py) on the in-process EVM: three roles
+(a faulty defender, an honest challenger and a committee member) play a dispute to its end by
+themselves, each from its own chain database; restarted mid-dispute, a role carries on and
+sends nothing twice; after a reorg drops its move, it sends it again; a role that cannot
+answer says why."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.dispute_game import (
+    GameEnv,
+    Party,
+    diverging,
+    game_env,
+    honest_execution,
+    synthetic_graph,
+)
+from node.chain import OnChainJob, Stage, Verdict
+from node.chain.dispute_role import DisputeRole
+from node.chain.disputes import Execution, GraphLeaves
+from node.chain.state import ChainState
+from node.errors import JobRejected
+
+
+@dataclass
+class Knowledge:
+    """What one node knows: its executions by job, the graph, and the digests it votes."""
+
+    executions: dict[int, Execution] = field(default_factory=dict)
+    graph_leaves: GraphLeaves | None = None
+    honest: Execution | None = None
+    refuse: str = ""
+
+    def executed_jobs(self) -> list[int]:
+        return sorted(self.executions)
+
+    def execution(self, job_id: int) -> Execution | None:
+        if self.refuse:
+            raise JobRejected(self.refuse)
+        return self.executions.get(job_id)
+
+    def graph(self, job: OnChainJob, job_id: int) -> GraphLeaves:
+        assert self.graph_leaves is not None
+        return self.graph_leaves
+
+    def vote(self, job: OnChainJob, job_id: int, index: int) -> bytes:
+        assert self.honest is not None
+        return self.honest.digest_at(index)
+
+
+@pytest.fixture
+def g() -> Iterator[GameEnv]:
+    yield from game_env()
+
+
+def _role(g: GameEnv, account: str, knowledge: Knowledge, tmp_path: Path) -> DisputeRole:
+    state = ChainState(tmp_path / f"{account}.sqlite3", chain_id=g.client.chain_id, contract=g.market.address, account=account, start_block=0)
+    return DisputeRole(g.client, g.market, g.game, g.committee, account, knowledge, state)
+
+
+def _setup(g: GameEnv, n: int = 13, diverge_at: int = 6):
+    graph = synthetic_graph(n, 5)
+    honest = honest_execution(n, 5)
+    wrong = diverging(honest, diverge_at)
+    faulty, verifier = g.nodes[0], g.nodes[1]
+    job = g.run_job(graph, [Party(faulty, wrong)])
+    defender = Knowledge({job: wrong}, graph, honest)
+    challenger = Knowledge({job: honest}, graph, honest)
+    return graph, honest, wrong, job, faulty, verifier, defender, challenger
+
+
+def _sent(g: GameEnv, start_block: int) -> Counter[tuple[str, bytes]]:
+    """(sender, calldata) of every transaction since `start_block`: a repeat is a duplicate."""
+    sent: Counter[tuple[str, bytes]] = Counter()
+    for number in range(start_block, g.client.block_number() + 1):
+        for tx in g.w3.eth.get_block(number, full_transactions=True)["transactions"]:
+            sent[(tx["from"], bytes(tx.get("input", tx.get("data", b""))))] += 1
+    return sent
+
+
+def _members(g: GameEnv, tmp_path: Path, honest: Execution, graph: GraphLeaves) -> list[DisputeRole]:
+    return [_role(g, node, Knowledge({}, graph, honest), tmp_path) for node in g.nodes[2:]]
+
+
+def test_roles_play_a_dispute_to_the_end_by_themselves(g: GameEnv, tmp_path: Path) -> None:
+    graph, honest, wrong, job, faulty, verifier, dk, ck = _setup(g)
+    start = g.client.block_number() + 1
+    defender, challenger = _role(g, faulty, dk, tmp_path), _role(g, verifier, ck, tmp_path)
+    members = _members(g, tmp_path, honest, graph)
+    for _ in range(60):
+        for role in (defender, challenger, *members):
+            role.step()
+        if g.game.dispute_count() and g.game.get_dispute(1).stage == Stage.SETTLED:
+            break
+    [dispute_id] = range(1, g.game.dispute_count() + 1)
+    d = g.game.get_dispute(dispute_id)
+    assert d.stage == Stage.SETTLED and d.verdict == Verdict.DEFENDER_WRONG and d.position == 6
+    assert d.challenger == verifier and not d.by_timeout
+    # The faulty node challenged nobody (its execution is the one revealed), nothing was sent twice.
+    assert all(count == 1 for count in _sent(g, start).values())
+
+
+def test_a_role_restarted_mid_dispute_carries_on_and_sends_nothing_twice(g: GameEnv, tmp_path: Path) -> None:
+    graph, honest, wrong, job, faulty, verifier, dk, ck = _setup(g, n=40, diverge_at=25)
+    start = g.client.block_number() + 1
+    defender, challenger = _role(g, faulty, dk, tmp_path), _role(g, verifier, ck, tmp_path)
+    challenger.step()  # the challenge
+    defender.step()  # its first move
+    challenger.step()
+    # Both stop and start again from their databases: the moves on record are not repeated.
+    defender.state.close()
+    challenger.state.close()
+    defender, challenger = _role(g, faulty, dk, tmp_path), _role(g, verifier, ck, tmp_path)
+    members = _members(g, tmp_path, honest, graph)
+    for _ in range(80):
+        for role in (challenger, defender, *members):
+            role.step()
+        if g.game.get_dispute(1).stage == Stage.SETTLED:
+            break
+    assert g.game.get_dispute(1).winner == verifier
+    assert all(count == 1 for count in _sent(g, start).values())
+
+
+def test_a_move_a_reorg_dropped_is_sent_again(g: GameEnv, tmp_path: Path) -> None:
+    graph, honest, wrong, job, faulty, verifier, dk, ck = _setup(g)
+    defender, challenger = _role(g, faulty, dk, tmp_path), _role(g, verifier, ck, tmp_path)
+    challenger.step()
+    tester = g.w3.provider.ethereum_tester
+    snapshot = tester.take_snapshot()
+    fees = dict(g.client.fees_paid)
+    [action] = defender.step()  # the defender's first bisection move, recorded
+    assert action.key == "move:1:bisect:0" and g.game.get_dispute(1).moves == 1
+    tester.revert_to_snapshot(snapshot)  # a reorg: the move is gone from the chain
+    tester.mine_blocks(1)
+    g.client.fees_paid.clear()
+    g.client.fees_paid.update(fees)  # its fee went with it
+    assert g.game.get_dispute(1).moves == 0
+    [again] = defender.step()
+    assert again.key == "move:1:bisect:0"  # sent again (the same transaction: same nonce, same call)
+    assert g.game.get_dispute(1).moves == 1
+    assert defender.state.dispute_action("move:1:bisect:0") is not None
+
+
+def test_a_role_that_cannot_answer_says_why_and_loses_only_its_turn(g: GameEnv, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    graph, honest, wrong, job, faulty, verifier, dk, ck = _setup(g)
+    challenger = _role(g, verifier, ck, tmp_path)
+    challenger.step()
+    dk.refuse = "the signed trace of chain job 1 is no longer stored"
+    defender = _role(g, faulty, dk, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="node.chain.dispute_role"):
+        assert defender.step() == []
+        assert defender.step() == []
+    said = [r.getMessage() for r in caplog.records if "no longer stored" in r.getMessage()]
+    assert len(said) == 1  # once, not every round
+    g.travel_to(g.game.get_dispute(1).deadline)
+    [action] = challenger.step()
+    assert action.key == "timeout:1" and g.game.get_dispute(1).winner == verifier
