@@ -59,6 +59,8 @@ from attest.errors import AttestError, VerificationError
 from attest.statement import TensorRecord
 from attest.verify import TrustedKeys
 from node.chain import ChainClient, ContractRevert, JobMarket, Sender
+from node.chain.client import _address as _address_of
+from node.chain.disputes import DisputeSummary, Execution, GraphLeaves
 from node.devnet_state import DevnetState
 from node.errors import NodeError
 from node.jax_programs import ExportedFunction, export_function
@@ -365,6 +367,7 @@ class Job:
         threads: int = 0,
         execute_on: str | None = None,
         timeout: float | None = 600.0,
+        dispute: bool = False,
     ) -> VerifyReport:
         """Verifies the job here, trusting nothing the node computed (waiting up to `timeout`
         seconds for it to finish): the trace's signature, then the job's own module and
@@ -374,8 +377,16 @@ class Job:
         against `trusted_keys`, else the client's, else the key the node serves (GET
         /v1/key): that binds the trace to this node, and the re-execution is what shows the
         result right. `report.ok` is False on any failed check; `report.verified` when it was
-        also re-executed."""
-        if self.state != "done":
+        also re-executed.
+
+        `dispute` (a chain job, with this client's chain submitter): verify as soon as the
+        node's trace is served, before the job settles, and when the re-execution differs,
+        challenge every revealed slot whose execution is not this one and play the disputes
+        to their verdicts (`dispute`); `report.disputes` lists them."""
+        disputing = dispute and self.on_chain
+        if disputing:
+            self._wait_for_trace(timeout)
+        elif self.state != "done":
             self.wait(timeout=timeout)
         trace = self.trace()
         statement = self._statement(trace)
@@ -392,10 +403,71 @@ class Job:
                 raise IntegrityError(f"job {self.id}: {len(digests)} input blobs, the trace records {len(recorded)}")
             inputs = [self._recorded_blob(d, r) for d, r in zip(digests, recorded, strict=True)]
         keys = trusted_keys if trusted_keys is not None else self.client.verification_keys()
-        return verify_trace(
+        report = verify_trace(
             trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
             threads=threads, execute_on=execute_on,
         )  # fmt: skip
+        if disputing and report.reexecution is not None and not report.ok:
+            summaries = self.dispute(execution_of(report.reexecution), graph_leaves_of(module), timeout=timeout)
+            report.disputes = [s.to_dict() for s in summaries]
+        return report
+
+    def _wait_for_trace(self, timeout: float | None) -> None:
+        """Until the node serves the chain job's trace (once it executed the job and the
+        commit phase is over)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.refresh()
+            if (self.info.get("local") or {}).get("envelope_digest") and self.info.get("revealed"):
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                raise self._timed_out(timeout or 0.0)
+            time.sleep(0.25)
+
+    def dispute(
+        self, execution: Execution, graph: GraphLeaves, *, timeout: float | None = 600.0, poll_seconds: float = 0.5
+    ) -> list[DisputeSummary]:
+        """Challenges every revealed slot of this chain job whose execution differs from
+        `execution` (the submitter's own: op-trace digests and result digest, e.g. from a
+        re-execution), posting the game's bond from the chain submitter's account, and plays
+        each dispute until its verdict: the bisection moves and the leaf opening are made
+        here, the committee of staked nodes decides the instruction. `graph`: the job's graph
+        leaves from this machine's compile (`graph_leaves_of`). Stays until every dispute it
+        opened settled, or `timeout` (JobTimeout; the disputes go on without this side and
+        are lost by the clock). Returns the disputes as they ended."""
+        import tempfile
+
+        from node.chain import Committee, DisputeGame, NodeRegistry
+        from node.chain.dispute_role import DisputeConfig, DisputeRole
+        from node.chain.disputes import job_dispute_ids, summarize
+        from node.chain.state import ChainState
+
+        chain = self.client.chain
+        if not self.on_chain or chain is None:
+            raise ValueError("dispute needs a chain job and a client with a chain submitter")
+        market = chain.market
+        client = market.client
+        registry = NodeRegistry(client, market.registry())
+        game = DisputeGame(client, registry.game())
+        job_id = int(self.id)
+        start = client.block_number()
+        knowledge = _SubmitterKnowledge(job_id, execution, graph)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with tempfile.TemporaryDirectory(prefix="vxla-dispute-") as scratch:
+            me = _address_of(chain.account)
+            state = ChainState(Path(scratch) / "chain.sqlite3", chain_id=client.chain_id, contract=market.address, account=me, start_block=start)
+            try:
+                role = DisputeRole(client, market, game, Committee(client, registry.referee()), chain.account, knowledge, state, DisputeConfig())
+                while True:
+                    role.step()
+                    mine = [summarize(game, d) for d in job_dispute_ids(game, job_id, start) if game.get_dispute(d).challenger == me]
+                    if mine and all(s.verdict is not None for s in mine):
+                        return mine
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise self._timed_out(timeout or 0.0)
+                    time.sleep(poll_seconds)
+            finally:
+                state.close()
 
     def _checked_outputs(self) -> list[np.ndarray]:
         envelope = self.trace()
@@ -443,6 +515,51 @@ def graph_commitment_of(module: str | Path | bytes, config: Any = None) -> Graph
     except CompilerError as exc:
         raise ValueError(f"module: {exc}") from None
     return GraphCommitment(bytes.fromhex(commitment.root), commitment.trace_leaves)
+
+
+def graph_leaves_of(module: str | Path | bytes, config: Any = None) -> GraphLeaves:
+    """The graph leaves of an HLO module (what a dispute opens a leaf with), computed here
+    like `graph_commitment_of`."""
+    from compiler.api import CompilerError, graph_commitment, load_config, load_program
+
+    try:
+        program = load_program(_module_bytes(module).decode("utf-8"))
+        commitment = graph_commitment(program, config if config is not None else load_config())
+    except UnicodeDecodeError:
+        raise ValueError("module: not UTF-8 text") from None
+    except CompilerError as exc:
+        raise ValueError(f"module: {exc}") from None
+    leaves = [record.leaf() for record in commitment.records]
+    return GraphLeaves(tuple(leaves[:-1]), leaves[-1])
+
+
+def execution_of(statement: Statement) -> Execution:
+    """The execution a statement commits to on chain: its op-trace digests (none without an op
+    trace) and its result digest."""
+    op_trace = statement.predicate.deterministic.op_trace
+    digests = () if op_trace is None else tuple(bytes.fromhex(i.digest) for i in op_trace.instructions)
+    return Execution(digests, result_digest_of([o.digest for o in statement.predicate.deterministic.outputs]))
+
+
+@dataclass(frozen=True)
+class _SubmitterKnowledge:
+    """What a submitter disputing its job knows: its own execution and the graph."""
+
+    job_id: int
+    mine: Execution
+    graph_leaves: GraphLeaves
+
+    def executed_jobs(self) -> list[int]:
+        return [self.job_id]
+
+    def execution(self, job_id: int) -> Execution | None:
+        return self.mine if job_id == self.job_id else None
+
+    def graph(self, job: Any, job_id: int) -> GraphLeaves:
+        return self.graph_leaves
+
+    def vote(self, job: Any, job_id: int, index: int) -> bytes:
+        raise NodeError("a submitter is not a committee member")
 
 
 @dataclass

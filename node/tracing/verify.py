@@ -110,6 +110,12 @@ class VerifyReport:
     first_divergence: FirstDivergence | None = None
     divergence: Divergence | None = None
     re_executed: bool = False  # the module ran on the trace's inputs and its outputs were compared
+    # The re-execution's own (unsigned) statement, when it ran: what a submitter disputes a
+    # chain job's result with (node.sdk Job.verify(dispute=True)).
+    reexecution: Statement | None = None
+    # The disputes a verify(dispute=True) opened and played, as node.chain.disputes
+    # DisputeSummary.to_dict() gives them.
+    disputes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -438,6 +444,7 @@ def _reexecute(
         job_id=predicate.job_id, chain_id=predicate.chain_id, contract=predicate.contract,
         key_id=predicate.key_id, threads=threads, timings_ns={"execute": elapsed}, op_level=op_level,
     )  # fmt: skip
+    report.reexecution = mine
     divergence = attest.first_divergence(statement, mine)
     report.divergence = divergence
     theirs, ours = recorded.outputs, mine.predicate.deterministic.outputs

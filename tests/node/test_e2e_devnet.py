@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -291,6 +291,40 @@ def test_an_optimistic_job_run_by_a_faulty_node_is_refuted_by_an_honest_verifier
         assert honest_trace[first][0] == fault.instruction
         drawn = fetch_events(devnet.client, d.committee.contract, d.block, names=("CommitteeDrawn",))
         assert len(drawn) == len(opened) and all(int(e.args["index"]) == first for e in drawn)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_the_submitter_disputes_a_wrong_optimistic_result_through_the_sdk(devnet: Devnet) -> None:
+    """k = 1 with the faulty node alone on the job and no node challenging by itself (the
+    honest nodes only play and vote): the submitter's job.verify(dispute=True) re-executes
+    here, challenges, plays the bisection and wins on the committee's vote."""
+    fault = _visible_fault()
+    d = devnet.deployment
+    servers = []
+    for i, account in enumerate(devnet.accounts):
+        config = node_config(devnet, f"node{i}", account, fault if i == 2 else None)
+        config = replace(config, chain=replace(config.chain, challenge=False, min_reward_wei=REWARD if i != 2 else 1))
+        server = NodeServer(config, generate_private_key(), log_level="warning")
+        d.registry.register(account, bytes.fromhex(key_id(server.signing_key)), server.url, 2 * ETHER)
+        servers.append(server)
+    faulty = devnet.accounts[2]
+    try:
+        for server in servers:
+            server.start_in_thread()
+        submitter = ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD // 10, challenge_window_s=30)
+        job = Client(servers[2].url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=1)
+        report = job.verify(dispute=True, timeout=120)
+        assert not report.ok and report.re_executed
+        [dispute] = report.disputes
+        assert dispute["challenger"] == devnet.submitter and dispute["defender"] == faulty
+        assert dispute["verdict"] == "defender-wrong" and dispute["winner"] == devnet.submitter
+        [refuted] = _events(devnet, "Refuted", int(job.id))
+        assert refuted.args["node"] == faulty and refuted.args["challenger"] == devnet.submitter
+        assert d.registry.get_node(faulty).stake == 2 * ETHER - SLASH
+        # The submitter got its bond back and the faulty node's slashed stake.
+        assert d.market.credits(devnet.submitter) == SLASH + d.game.challenge_bond()
     finally:
         for server in servers:
             server.stop()
