@@ -1,6 +1,7 @@
 """A long campaign of the market state machine (tests/contracts/test_stateful.py): random
-register/stake/post/claim/commit/reveal/finalize/withdraw sequences by several accounts on
-py-evm against the Python model, every invariant checked after every action. `make test`
+register/stake/post/claim/commit/reveal/challenge/timeout/finalize/withdraw sequences by
+several accounts on py-evm against the Python model (harness/market.py), every invariant
+checked after every action. `make test`
 runs a derandomized sample of 4 sequences; this runs as many as asked, from fresh random
 seeds unless --derandomize.
 

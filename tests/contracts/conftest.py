@@ -2,7 +2,8 @@
 
 Each test starts from a snapshot taken right after the deployment (reverting is much cheaper
 than a new chain) and ends with the balance-conservation check: the sum of every account's
-and both contracts' balances plus the gas fees paid is what it was at the start.
+and the four contracts' balances (registry, market, dispute game, committee) plus the gas
+fees paid is what it was at the start.
 """
 
 from __future__ import annotations
@@ -14,11 +15,25 @@ from dataclasses import dataclass, field
 import pytest
 from web3 import Web3
 
-from harness.market import ETHER, MIN_STAKE, SLASH, UNBONDING_DELAY, _Chain, deployed_chain  # noqa: F401 - the constants are the tests'
-from node.chain import ChainClient, JobMarket, NodeRegistry
+from harness.market import (  # noqa: F401 - the constants are the tests'
+    BOND,
+    ETHER,
+    GRAPH_ROOT,
+    MIN_STAKE,
+    MIN_WINDOW,
+    MOVE_WINDOW,
+    OP_ROOT,
+    SLASH,
+    TRACE_LEAVES,
+    UNBONDING_DELAY,
+    _Chain,
+    deployed_chain,
+)
+from node.chain import ChainClient, Committee, DisputeGame, JobMarket, NodeRegistry
 
 KEY_ID = bytes.fromhex("11" * 32)
 ENDPOINT = "http://node.example:8545"
+WINDOW = 60  # the challenge window of the tests' jobs, in seconds
 
 
 @dataclass
@@ -29,6 +44,8 @@ class Env:
     client: ChainClient
     registry: NodeRegistry
     market: JobMarket
+    game: DisputeGame
+    committee: Committee
     deployer: str
     nodes: list[str]  # accounts used as node operators
     submitter: str
@@ -42,6 +59,8 @@ class Env:
             *self.client.accounts(),
             self.registry.address,
             self.market.address,
+            self.game.address,
+            self.committee.address,
             *self.extra_addresses,
         ]
 
@@ -62,7 +81,14 @@ class Env:
         return self.nodes[:count]
 
     def post(
-        self, k: int, reward: int = ETHER, commit_in: int = 1_000, reveal_in: int = 2_000
+        self,
+        k: int,
+        reward: int = ETHER,
+        commit_in: int = 1_000,
+        reveal_in: int = 2_000,
+        *,
+        window: int = WINDOW,
+        trace_leaves: int = TRACE_LEAVES,
     ) -> int:
         """Post a job from the submitter with deadlines relative to the block it goes into:
         py-evm stamps a new block with the wall clock unless the chain has travelled past it,
@@ -76,6 +102,9 @@ class Env:
             now + commit_in,
             now + reveal_in,
             reward,
+            graph_root=GRAPH_ROOT,
+            trace_leaves=trace_leaves,
+            challenge_window=window,
         )
 
     def travel_to(self, timestamp: int) -> None:
@@ -83,6 +112,10 @@ class Env:
         now = self.client.timestamp()
         if timestamp > now:
             self.client.advance_time(timestamp - now)
+
+    def close_window(self, job: int) -> None:
+        """Travel to the job's challenge deadline: finalize may run from there on."""
+        self.travel_to(self.market.challenge_deadline(job))
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +140,8 @@ def env(_chain: _Chain) -> Iterator[Env]:
         client=client,
         registry=NodeRegistry(client, _chain.registry),
         market=JobMarket(client, _chain.market),
+        game=DisputeGame(client, _chain.game),
+        committee=Committee(client, _chain.committee),
         deployer=accounts[0],
         nodes=accounts[1:8],
         submitter=accounts[8],

@@ -37,16 +37,38 @@ def test_job_lifecycle_on_anvil(anvil: Web3) -> None:
     d = deploy(
         client, deployer, min_stake_wei=ETHER, unbonding_delay_s=60, slash_amount_wei=ETHER // 10
     )
+    assert (d.registry.market(), d.registry.game(), d.registry.referee()) == (
+        d.market.address,
+        d.game.address,
+        d.committee.address,
+    )
     for i, node in enumerate((n0, n1, local)):
         d.registry.register(node, bytes([i + 1]) * 32, f"http://node{i}", 2 * ETHER)
     now = client.timestamp()
-    job = d.market.post_job(submitter, b"\x01" * 32, b"\x02" * 32, 3, now + 100, now + 200, ETHER)
-    good, bad = b"\xaa" * 32, b"\xbb" * 32
+    job = d.market.post_job(
+        submitter,
+        b"\x01" * 32,
+        b"\x02" * 32,
+        3,
+        now + 100,
+        now + 200,
+        ETHER,
+        graph_root=b"\x47" * 32,
+        trace_leaves=4,
+        challenge_window=30,
+    )
+    good, bad, root = b"\xaa" * 32, b"\xbb" * 32, b"\x0e" * 32
     for node, digest in ((n0, good), (n1, good), (local, bad)):
         d.market.claim_slot(node, job)
-        d.market.commit_result(node, job, digest)
+        d.market.commit_result(node, job, digest, root)
     for node, digest in ((n0, good), (n1, good), (local, bad)):
-        d.market.reveal(node, job, digest, b"\x03" * 32)
+        d.market.reveal(node, job, digest, b"\x03" * 32, root)
+    # The third reveal ended the reveal phase; the 30 s challenge window runs from there.
+    deadline = d.market.challenge_deadline(job)
+    assert deadline == d.market.get_job(job).reveal_end + 30
+    with reverts("ChallengeWindowOpen", jobId=job, challengeDeadline=deadline):
+        d.market.finalize(submitter, job)
+    client.advance_time(deadline - client.timestamp())
     d.market.finalize(submitter, job)
 
     j = d.market.get_job(job)
@@ -58,7 +80,7 @@ def test_job_lifecycle_on_anvil(anvil: Web3) -> None:
     paid = d.market.withdraw(n0)
     assert client.balance(n0) == before + pool - pool // 2 - paid.fee_wei
     names = [e.name for e in fetch_events(client, d.market.contract, d.block)]
-    assert names[0] == "JobPosted" and names[-2:] == ["Finalized", "Withdrawn"]
+    assert names[:2] == ["JobPosted", "JobCommitment"] and names[-2:] == ["Finalized", "Withdrawn"]
 
     # Reverts come back from a JSON-RPC node as named custom errors too.
     with reverts("JobFinalized", jobId=job):

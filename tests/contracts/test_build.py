@@ -10,7 +10,8 @@ from pathlib import Path
 from node.chain import load_artifact
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts"
-NAMES = ("JobMarket", "NodeRegistry")
+SOURCES = ("Commitments", "Committee", "DisputeGame", "JobMarket", "NodeRegistry")  # src/<name>.sol
+NAMES = (*SOURCES, "IReferee")  # one artifact per contract, the interface (in DisputeGame.sol) too
 
 
 def test_rebuild_gives_identical_bytes(tmp_path: Path) -> None:
@@ -25,7 +26,7 @@ def test_rebuild_gives_identical_bytes(tmp_path: Path) -> None:
     )
     rebuilt = sorted(p.name for p in (tmp_path / "artifacts").iterdir())
     committed = sorted(p.name for p in (CONTRACTS / "artifacts").iterdir())
-    assert rebuilt == committed == [f"{n}.json" for n in NAMES]
+    assert rebuilt == committed == sorted(f"{n}.json" for n in NAMES)
     for name in committed:
         assert (tmp_path / "artifacts" / name).read_bytes() == (
             CONTRACTS / "artifacts" / name
@@ -49,10 +50,14 @@ def test_build_is_pinned() -> None:
     assert settings["metadata"] == {"bytecodeHash": "none", "appendCBOR": False}
     assert settings["optimizer"] == {"enabled": True, "runs": 200}
     sources = json.loads((CONTRACTS / "standard-input.json").read_text())["sources"]
-    for name in NAMES:
+    assert sorted(sources) == [f"src/{name}.sol" for name in SOURCES]
+    for name in SOURCES:
         assert (
             sources[f"src/{name}.sol"]["content"] == (CONTRACTS / "src" / f"{name}.sol").read_text()
         )
+    referee = json.loads((CONTRACTS / "artifacts" / "IReferee.json").read_text())
+    assert referee["sourceName"] == "src/DisputeGame.sol"
+    for name in NAMES:
         artifact = load_artifact(name)
         assert artifact.compiler.startswith(solc + "+commit.")
         # A CBOR metadata trailer would end with its 2-byte length (0x0033 and friends).
@@ -60,28 +65,48 @@ def test_build_is_pinned() -> None:
         assert b"ipfs" not in artifact.deployed_bytecode
 
 
+def _events(name: str) -> set[str]:
+    return {i["name"] for i in load_artifact(name).abi if i["type"] == "event"}
+
+
 def test_every_error_and_event_is_in_the_abi() -> None:
-    market = {i["name"] for i in load_artifact("JobMarket").abi if i["type"] == "event"}
     assert {
         "JobPosted",
+        "JobCommitment",
         "SlotClaimed",
         "Committed",
         "Revealed",
+        "Refuted",
         "Finalized",
         "Slashed",
         "Refunded",
         "Rewarded",
+        "Credited",
         "Withdrawn",
-    } <= market
-    registry = {i["name"] for i in load_artifact("NodeRegistry").abi if i["type"] == "event"}
+    } <= _events("JobMarket")
     assert {
+        "MarketSet",
         "NodeRegistered",
+        "EndpointUpdated",
         "StakeAdded",
         "WithdrawalRequested",
         "Withdrawn",
+        "StakeLocked",
+        "StakeUnlocked",
         "Slashed",
-    } <= registry
-    for name in NAMES:
+    } <= _events("NodeRegistry")
+    market_errors = {i["name"] for i in load_artifact("JobMarket").abi if i["type"] == "error"}
+    assert {
+        "ChallengeWindowTooShort",
+        "ChallengeWindowOpen",
+        "DisputesOpen",
+        "NotEmptyTrace",
+        "NotModule",
+    } <= market_errors
+    assert "NotMarket" not in {
+        i["name"] for i in load_artifact("NodeRegistry").abi if i["type"] == "error"
+    }
+    for name in SOURCES:
         source = (CONTRACTS / "src" / f"{name}.sol").read_text()
         assert "unchecked" not in source
         assert "require(" not in source and "revert(" not in source.replace("revert ", "")

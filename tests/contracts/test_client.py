@@ -7,7 +7,7 @@ from eth_utils import keccak
 
 from node.chain import ContractRevert, TransactionReverted, load_artifact
 from node.chain.errors import ErrorDecoder, revert_data
-from tests.contracts.conftest import ENDPOINT, KEY_ID, MIN_STAKE, Env
+from tests.contracts.conftest import BOND, ENDPOINT, KEY_ID, MIN_STAKE, Env
 from tests.contracts.helpers import reverts
 
 
@@ -45,6 +45,19 @@ def test_fees_follow_the_chain(env: Env) -> None:
     result = env.client.transact(env.nodes[0], to=env.nodes[1], value=1)
     assert result.receipt["type"] == 2  # EIP-1559
     assert result.fee_wei == result.gas_used * result.receipt["effectiveGasPrice"]
+
+
+def test_every_deployment_contracts_errors_are_named(env: Env) -> None:
+    """A client built with the defaults names the dispute game's and the committee's errors
+    too, and the market's when they come up through the game (openDispute)."""
+    with reverts("WrongBond", sent=0, required=BOND):
+        env.game.challenge(env.outsider, 1, 0, b"\x01" * 32, b"\x02" * 32, 0)
+    with reverts("UnknownJob", jobId=1):
+        env.game.challenge(env.outsider, 1, 0, b"\x01" * 32, b"\x02" * 32, BOND)
+    with reverts("UnknownPanel", disputeId=1):
+        env.committee.vote(env.outsider, 1, b"\x01" * 32)
+    with reverts("UnknownDispute", disputeId=1):
+        env.game.timeout(env.outsider, 1)
 
 
 def test_error_decoder_shapes() -> None:

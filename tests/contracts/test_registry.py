@@ -1,19 +1,41 @@
-"""NodeRegistry: registration, stake, unbonding and the market-only functions."""
+"""NodeRegistry: registration, stake, unbonding, the node list, and the functions only the
+wired modules (market, dispute game, referee) may call."""
 
 from __future__ import annotations
 
 from eth_abi import encode as abi_encode
 
 from node.chain import ChainClient, NodeRegistry, load_artifact
-from tests.contracts.conftest import ENDPOINT, ETHER, KEY_ID, MIN_STAKE, SLASH, UNBONDING_DELAY, Env
+from tests.contracts.conftest import (
+    ENDPOINT,
+    ETHER,
+    KEY_ID,
+    MIN_STAKE,
+    OP_ROOT,
+    SLASH,
+    UNBONDING_DELAY,
+    Env,
+)
 from tests.contracts.helpers import reverts
 
 ZERO = "0x" + "00" * 20
 
 
+def _is_module(registry: NodeRegistry, account: str) -> bool:
+    return bool(registry.client.call(registry.contract.functions.isModule(account)))
+
+
 def test_deployment_is_wired(env: Env) -> None:
     assert env.registry.market() == env.market.address
+    assert env.registry.game() == env.game.address
+    assert env.registry.referee() == env.committee.address
     assert env.market.registry() == env.registry.address
+    for bound in (env.game, env.committee):
+        assert env.client.call(bound.contract.functions.registry()) == env.registry.address
+    for module in (env.market.address, env.game.address, env.committee.address):
+        assert _is_module(env.registry, module)
+    for account in (env.outsider, env.deployer, env.registry.address, ZERO):
+        assert not _is_module(env.registry, account)
     assert env.registry.owner() == env.deployer
     assert env.registry.min_stake() == MIN_STAKE
     assert env.registry.unbonding_delay() == UNBONDING_DELAY
@@ -155,8 +177,9 @@ def test_everything_can_be_withdrawn_after_the_job(env: Env) -> None:
     [node] = env.register_nodes(1, stake=MIN_STAKE)
     job = env.post(1)
     env.market.claim_slot(node, job)
-    env.market.commit_result(node, job, b"\x07" * 32)
-    env.market.reveal(node, job, b"\x07" * 32, b"\x08" * 32)
+    env.market.commit_result(node, job, b"\x07" * 32, OP_ROOT)
+    env.market.reveal(node, job, b"\x07" * 32, b"\x08" * 32, OP_ROOT)
+    env.close_window(job)
     env.market.finalize(env.outsider, job)
     assert env.registry.get_node(node).locked == 0
     env.registry.request_withdrawal(node, MIN_STAKE)
@@ -167,22 +190,44 @@ def test_everything_can_be_withdrawn_after_the_job(env: Env) -> None:
     assert env.client.balance(env.market.address) == 0
 
 
-def test_market_only_functions(env: Env) -> None:
+def test_module_only_functions(env: Env) -> None:
     [node] = env.register_nodes(1)
-    for call in (env.registry.lock, env.registry.unlock, env.registry.slash):
-        with reverts("NotMarket", caller=env.outsider):
-            call(env.outsider, node, 1)
+    for caller in (env.outsider, env.deployer, node):
+        for call in (env.registry.lock, env.registry.unlock, env.registry.slash):
+            with reverts("NotModule", caller=caller):
+                call(caller, node, 1)
 
 
 def test_set_market_guards(env: Env) -> None:
     with reverts("NotOwner", caller=env.outsider):
-        env.registry.set_market(env.outsider, env.outsider)
+        env.registry.set_market(env.outsider, env.outsider, env.outsider, env.outsider)
     with reverts("MarketAlreadySet", market=env.market.address):
-        env.registry.set_market(env.deployer, env.outsider)
+        env.registry.set_market(env.deployer, env.outsider, env.outsider, env.outsider)
 
 
-def _registry_with_eoa_market(env: Env) -> NodeRegistry:
-    """A second registry whose 'market' is an account, to drive lock/unlock/slash directly."""
+def test_nodes_are_listed_in_registration_order(env: Env) -> None:
+    assert env.registry.node_count() == 0
+    with reverts("Panic", code=0x32):  # out of bounds
+        env.registry.node_at(0)
+    nodes = [env.nodes[2], env.nodes[0], env.nodes[1]]
+    for i, node in enumerate(nodes):
+        env.registry.register(node, bytes([i + 1]) * 32, f"http://n{i}", MIN_STAKE)
+    assert env.registry.node_count() == 3
+    assert [env.registry.node_at(i) for i in range(3)] == nodes
+    with reverts("Panic", code=0x32):
+        env.registry.node_at(3)
+    # A refused registration adds nothing; a node that unbonds everything stays listed.
+    with reverts("AlreadyRegistered"):
+        env.registry.register(nodes[0], KEY_ID, ENDPOINT, MIN_STAKE)
+    env.registry.request_withdrawal(nodes[1], MIN_STAKE)
+    env.travel_to(env.registry.get_node(nodes[1]).unlock_at)
+    env.registry.withdraw_stake(nodes[1])
+    assert env.registry.get_node(nodes[1]).stake == 0
+    assert env.registry.node_count() == 3 and env.registry.node_at(1) == nodes[1]
+
+
+def _registry_with_eoa_modules(env: Env) -> NodeRegistry:
+    """A second registry whose modules will be accounts, to drive lock/unlock/slash directly."""
     art = load_artifact("NodeRegistry")
     tx = env.client.deploy(
         env.deployer, art.bytecode, abi_encode(["uint256", "uint64"], [MIN_STAKE, 10])
@@ -193,18 +238,24 @@ def _registry_with_eoa_market(env: Env) -> NodeRegistry:
 
 
 def test_set_market_rejects_zero_and_emits(env: Env) -> None:
-    registry = _registry_with_eoa_market(env)
-    assert registry.market() == ZERO
-    with reverts("ZeroAddress"):
-        registry.set_market(env.deployer, ZERO)
-    [event] = registry.events(registry.set_market(env.deployer, env.outsider))
-    assert (event.name, event.args) == ("MarketSet", {"market": env.outsider})
+    registry = _registry_with_eoa_modules(env)
+    assert (registry.market(), registry.game(), registry.referee()) == (ZERO, ZERO, ZERO)
+    assert not _is_module(registry, ZERO)  # nothing wired: the zero address is no module
+    a, b, c = env.nodes[4:7]
+    for wiring in ((ZERO, b, c), (a, ZERO, c), (a, b, ZERO)):
+        with reverts("ZeroAddress"):
+            registry.set_market(env.deployer, *wiring)
+    [event] = registry.events(registry.set_market(env.deployer, a, b, c))
+    assert (event.name, event.args) == ("MarketSet", {"market": a, "game": b, "referee": c})
+    assert (registry.market(), registry.game(), registry.referee()) == (a, b, c)
+    with reverts("MarketAlreadySet", market=a):
+        registry.set_market(env.deployer, c, b, a)
 
 
 def test_lock_unlock_slash_rules(env: Env) -> None:
-    registry = _registry_with_eoa_market(env)
-    registry.set_market(env.deployer, env.outsider)
-    market = env.outsider
+    registry = _registry_with_eoa_modules(env)
+    market, game, referee = env.nodes[4:7]
+    registry.set_market(env.deployer, market, game, referee)
     node, stranger = env.nodes[0], env.nodes[1]
     with reverts("NotRegistered", node=stranger):
         registry.lock(market, stranger, 1)
@@ -229,6 +280,31 @@ def test_lock_unlock_slash_rules(env: Env) -> None:
     registry.request_withdrawal(node, ETHER)
     with reverts("StakeTooLow", sent=ETHER // 2, minimum=MIN_STAKE):
         registry.lock(market, node, 1)
+
+
+def test_every_module_locks_unlocks_and_slashes(env: Env) -> None:
+    """The game and the referee hold the same powers as the market (a committee seat locks
+    stake, a lost dispute slashes it); a slash pays the module that called it. Locks of
+    different modules add up on one node, and any module may release them."""
+    registry = _registry_with_eoa_modules(env)
+    modules = env.nodes[4:7]
+    registry.set_market(env.deployer, *modules)
+    node = env.nodes[0]
+    registry.register(node, KEY_ID, ENDPOINT, 2 * ETHER)
+    for module in modules:
+        registry.lock(module, node, SLASH)
+    assert registry.get_node(node).locked == 3 * SLASH
+    with reverts("NotModule", caller=env.outsider):
+        registry.lock(env.outsider, node, SLASH)
+    for module in modules:
+        balance = env.client.balance(module)
+        result = registry.slash(module, node, SLASH // 2)
+        assert env.client.balance(module) == balance + SLASH // 2 - result.fee_wei
+        [event] = registry.events(result)
+        assert event.args == {"node": node, "amount": SLASH // 2, "recipient": module}
+    registry.unlock(modules[1], node, 3 * SLASH - 3 * (SLASH // 2))
+    info = registry.get_node(node)
+    assert (info.stake, info.locked) == (2 * ETHER - 3 * (SLASH // 2), 0)
 
 
 def test_client_signs_for_local_accounts(env: Env) -> None:

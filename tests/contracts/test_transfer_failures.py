@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from eth_utils import to_checksum_address
 
-from tests.contracts.conftest import MIN_STAKE, Env
+from tests.contracts.conftest import GRAPH_ROOT, MIN_STAKE, MIN_WINDOW, TRACE_LEAVES, Env
 from tests.contracts.helpers import reverts
 
 
@@ -38,11 +38,13 @@ def _deploy_forwarder(env: Env, target: str) -> str:
 def test_market_withdraw_to_a_refusing_contract(env: Env) -> None:
     forwarder = _deploy_forwarder(env, env.market.address)
     now = env.client.timestamp()
-    post = env.market.contract.functions.postJob(b"\x01" * 32, b"\x02" * 32, 1, now + 10, now + 20)
+    post = env.market.contract.functions.postJob(
+        b"\x01" * 32, b"\x02" * 32, GRAPH_ROOT, TRACE_LEAVES, 1, now + 10, now + 20, MIN_WINDOW
+    )
     env.client.transact(env.outsider, to=forwarder, data=post._encode_transaction_data(), value=5)
     job = env.market.job_count()
     assert env.market.get_job(job).submitter == forwarder
-    env.travel_to(now + 20)
+    env.close_window(job)
     env.market.finalize(env.outsider, job)
     assert env.market.credits(forwarder) == 5
     withdraw = env.market.contract.functions.withdraw()._encode_transaction_data()
