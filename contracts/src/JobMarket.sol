@@ -31,6 +31,9 @@ import {Commitments} from "./Commitments.sol";
 contract JobMarket {
     /// @notice Largest redundancy a job may ask for; bounds the loops in finalize.
     uint8 public constant MAX_K = 16;
+    /// @notice Longest challenge window a job may ask for: its slots' stake stays locked that
+    /// long after the reveals, and the deadline must fit its uint64.
+    uint64 public constant MAX_CHALLENGE_WINDOW = 30 days;
 
     enum Phase {
         None,
@@ -89,6 +92,7 @@ contract JobMarket {
     error NoReward();
     error BadDeadlines(uint64 commitDeadline, uint64 revealDeadline, uint64 nowTime);
     error ChallengeWindowTooShort(uint64 challengeWindow, uint64 minimum);
+    error ChallengeWindowTooLong(uint64 challengeWindow, uint64 maximum);
     error UnknownJob(uint256 jobId);
     error JobFinalized(uint256 jobId);
     error CommitPhaseOver(uint256 jobId, uint64 commitDeadline);
@@ -207,6 +211,12 @@ contract JobMarket {
             revert BadDeadlines(commitDeadline, revealDeadline, uint64(block.timestamp));
         }
         if (challengeWindow < minChallengeWindow) revert ChallengeWindowTooShort(challengeWindow, minChallengeWindow);
+        if (challengeWindow > MAX_CHALLENGE_WINDOW) revert ChallengeWindowTooLong(challengeWindow, MAX_CHALLENGE_WINDOW);
+        // The challenge deadline (reveal deadline plus window) must fit in a uint64, or every
+        // later finalize would revert and the escrow and the slots' stake stay locked for good.
+        if (revealDeadline > type(uint64).max - challengeWindow) {
+            revert BadDeadlines(commitDeadline, revealDeadline, uint64(block.timestamp));
+        }
         jobId = jobCount + 1;
         jobCount = jobId;
         Job storage j = _jobs[jobId];

@@ -338,6 +338,10 @@ class JobMarket(_Bound):
         """Shortest challenge window a job may ask for, in seconds."""
         return int(self._view("minChallengeWindow"))
 
+    def max_challenge_window(self) -> int:
+        """Longest challenge window a job may ask for, in seconds."""
+        return int(self._view("MAX_CHALLENGE_WINDOW"))
+
 
 class Stage(enum.IntEnum):
     """DisputeGame.Stage."""

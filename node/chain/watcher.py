@@ -156,6 +156,9 @@ class AcceptancePolicy:
     # pass between two blocks (or while the node's chain connection blinks), and the stake
     # with it.
     min_reveal_window_s: int = 10
+    # A claimed slot's stake stays locked until the job settles, after its challenge window:
+    # a job asking for a longer one ties the stake up that long.
+    max_challenge_window_s: int = 86_400
 
     def __call__(self, job: ChainJob, now: int) -> str | None:
         """None to accept `job`, else why not."""
@@ -167,6 +170,8 @@ class AcceptancePolicy:
             return f"{job.commit_deadline - now}s left to commit, need {self.min_commit_window_s}"
         if job.reveal_deadline - job.commit_deadline < self.min_reveal_window_s:
             return f"{job.reveal_deadline - job.commit_deadline}s to reveal in, need {self.min_reveal_window_s}"
+        if job.challenge_window > self.max_challenge_window_s:
+            return f"challenge window {job.challenge_window}s, longer than {self.max_challenge_window_s}s of locked stake"
         return None
 
 

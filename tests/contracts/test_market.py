@@ -142,6 +142,22 @@ def test_challenge_window_has_a_minimum(env: Env) -> None:
     )
 
 
+def test_a_challenge_window_that_would_lock_stake_for_good_is_refused(env: Env) -> None:
+    # Without a bound, reveal deadline + window overflowed the uint64 deadline: finalize and
+    # every challenge reverted forever, the escrow and each claimed slot's stake locked for good.
+    longest = env.market.max_challenge_window()
+    assert longest == 30 * 24 * 3600
+    now = env.client.timestamp()
+    with reverts("ChallengeWindowTooLong", challengeWindow=2**64 - 1, maximum=longest):
+        _post(env, 1, now + 100, now + 200, challenge_window=2**64 - 1)
+    with reverts("ChallengeWindowTooLong", challengeWindow=longest + 1, maximum=longest):
+        _post(env, 1, now + 100, now + 200, challenge_window=longest + 1)
+    with reverts("BadDeadlines"):  # the deadline itself would not fit
+        _post(env, 1, now + 100, 2**64 - 1 - longest + 1, challenge_window=longest)
+    job = _post(env, 1, now + 100, now + 200, challenge_window=longest)
+    assert env.market.challenge_deadline(job) == now + 200 + longest
+
+
 def test_unknown_job(env: Env) -> None:
     [node] = env.register_nodes(1)
     for call in (

@@ -578,6 +578,19 @@ def test_a_reveal_window_too_short_to_count_on_is_declined_before_any_claim(net:
     assert net.nonce(net.nodes[0]) == nonce + 2  # the second job's claim and commit only
 
 
+def test_a_challenge_window_longer_than_the_policy_allows_is_declined_before_any_claim(net: Net) -> None:
+    """The slot's stake stays locked through the challenge window: the default policy
+    declines a job asking for more than a day of it."""
+    watcher = net.watcher(0, honest(0))
+    longest = AcceptancePolicy().max_challenge_window_s
+    too_long = net.post(k=5, window=longest + 1)
+    drive([watcher], rounds=1)
+    rec = watcher.state.job(too_long)
+    assert rec is not None and rec.state == JobState.SKIPPED
+    assert rec.note == f"challenge window {longest + 1}s, longer than {longest}s of locked stake"
+    assert net.events("SlotClaimed", too_long) == []
+
+
 def test_log_polling_is_bounded_trails_the_head_and_applies_each_log_once(net: Net) -> None:
     def decline(job: ChainJob, now: int) -> str | None:
         return "observer"
