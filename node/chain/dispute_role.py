@@ -103,6 +103,9 @@ class DisputeRole:
         self._scanned = 0  # disputes 1.._scanned were looked at; open ones stay in _open
         self._open: set[int] = set()
         self._said: set[str] = set()  # problems already logged, once each
+        # Jobs settled or past their challenge window when last looked at: not asked about
+        # again each round (a restart asks once more).
+        self._closed: set[int] = set()
 
     # -- the round ------------------------------------------------------------------------
 
@@ -131,14 +134,18 @@ class DisputeRole:
     def _challenges(self, now: int) -> list[Action]:
         actions: list[Action] = []
         for job_id in self.knowledge.executed_jobs():
-            actions += self._challenge_job(job_id, now)
+            if job_id not in self._closed:
+                actions += self._challenge_job(job_id, now)
         return actions
 
     def _challenge_job(self, job_id: int, now: int) -> list[Action]:
         """Challenges every revealed, unrefuted slot of the job whose execution differs from
         this node's, while the window is open."""
         job = self.market.get_job(job_id)
-        if job.phase != Phase.OPEN or now >= job.challenge_deadline or job.revealed == 0:
+        if job.phase != Phase.OPEN or now >= job.challenge_deadline:
+            self._closed.add(job_id)
+            return []
+        if job.revealed == 0:
             return []
         mine = self._known(f"execution of job {job_id}", lambda: self.knowledge.execution(job_id))
         if mine is None:
