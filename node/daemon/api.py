@@ -35,6 +35,7 @@ from node.chain.disputes import DisputeSummary, summarize
 from node.chain.errors import ContractRevert
 from node.chain.state import JobState
 from node.daemon.auth import Gate, Refused, Token
+from node.daemon.chain_executor import ServedLeaf
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.drawing import Drawings
@@ -49,6 +50,7 @@ from node.sqlite import STORAGE_RETRY_AFTER_S, StorageError
 from node.tracing.verify import parse_envelope
 
 MAX_PAGE = 1000  # the most jobs one list request returns
+MAX_LEAVES_ALSO = 64  # the most other leaves one leaf request asks to be copied out with it
 T = TypeVar("T")
 
 
@@ -526,6 +528,59 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
                 f"deadline {job.commit_deadline}); the trace is served once it is over",
             )
         return Response(store.blobs.get(record.envelope_digest), media_type="application/json")
+
+    def _served_leaf(job_id: str, index: str, also: str = "") -> ServedLeaf:
+        role, number = _chain_job_id(job_id)
+        if not index.isdigit():
+            raise _problem(400, f"leaf index {index!r} is not a number")
+        others = [part.strip() for part in also.split(",") if part.strip()] if also else []
+        if len(others) > MAX_LEAVES_ALSO or not all(part.isdigit() for part in others):
+            raise _problem(400, f"also: at most {MAX_LEAVES_ALSO} op-trace indices, comma-separated")
+        record = role.executor.record(role.market.address, number)
+        if record is None:
+            raise _problem(404, f"chain job {number}: not executed by this node")
+        with _chain_reads():
+            job = role.market.get_job(number)
+            over = job.commit_phase_over(role.client.next_block_time())
+        if not over:
+            raise _problem(
+                409,
+                f"chain job {number}: commit phase open ({job.committed} of {job.k} slots committed, "
+                f"deadline {job.commit_deadline}); leaf values are served once it is over",
+            )
+        try:
+            return role.executor.leaf(role.market.address, number, int(index), [int(part) for part in others])
+        except JobRejected as error:
+            raise _problem(error.status, str(error)) from None
+
+    @router.get("/v1/chain/jobs/{job_id}/leaves/{index}")
+    def get_chain_leaf(job_id: str, index: str, also: str = "") -> dict[str, Any]:
+        """The value of op-trace leaf `index` of a chain job this node executed, for a
+        dispute's committee (docs/disputes.md: a member evaluates the disputed instruction from
+        the values of the leaves it reads, fetched from the parties by digest): `{job_id,
+        index, digest, buffers: [{dtype, shape, bytes}]}`, the leaf's flat output buffers in
+        order (element type as HLO names it, dimensions, .npy size), whose digest
+        (`compiler.api.leaf_digest`) is `digest`, this node's signed trace's digest at `index`;
+        `.../leaves/{index}/{buffer}` serves each buffer's .npy bytes.
+
+        The node runs the job again to copy the values out (once for several requests: `also`,
+        comma-separated op-trace indices the caller asks for next, at most 64, are copied in
+        the same run, and values are kept a while) and checks each against its trace before
+        serving it. 404: a job this node has not executed, or an index outside 0..n-1 (the
+        result record n has no value of its own); 409 while the job's commit phase is open
+        (as for the trace: values show the execution, which a node that has not committed
+        could copy); 500 when the run again gives another value than the trace holds; 503
+        when it fails (try again)."""
+        return _served_leaf(job_id, index, also).describe()
+
+    @router.get("/v1/chain/jobs/{job_id}/leaves/{index}/{buffer}", response_class=Response)
+    def get_chain_leaf_buffer(job_id: str, index: str, buffer: str, also: str = "") -> Response:
+        """The .npy bytes of flat buffer `buffer` (0-based) of op-trace leaf `index`'s value
+        (see `.../leaves/{index}`: the same refusals, and 404 for a buffer the leaf has not)."""
+        leaf = _served_leaf(job_id, index, also)
+        if not buffer.isdigit() or int(buffer) >= len(leaf.buffers):
+            raise _problem(404, f"chain job {leaf.job_id}: leaf {leaf.index} has {len(leaf.buffers)} buffer(s), not {buffer!r}")
+        return Response(leaf.buffers[int(buffer)].data, media_type="application/octet-stream")
 
     @router.get("/v1/chain/jobs/{job_id}/divergence")
     def get_divergence(job_id: str) -> dict[str, Any]:

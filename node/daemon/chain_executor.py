@@ -25,13 +25,22 @@ over the output tensor digests; the envelope digest is the stored envelope blob'
 op-trace root is the signed trace's `op_trace.merkle_root` (`op_trace_root_of`).
 Each finished chain job is recorded in the node's chain database (node/chain/state.py), so
 a restarted node reveals the digests it committed to instead of re-running.
+
+For a dispute's committee (docs/disputes.md), a node serves the values of the op-trace leaves
+of a job it executed (`leaf`, the API's `/v1/chain/jobs/{id}/leaves/...`): it runs the job
+again in an execution process copying those values out (`WorkerPool.capture_bound`; nothing
+is signed or stored), checks each value's digest against its own signed trace of the job,
+and keeps them in memory (`LeafValues`: a few jobs' worth, bounded in bytes) so a committee's
+several requests run the job once. A member evaluates one instruction from values it fetched
+(`evaluate_leaf`, in an execution process too).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
@@ -45,16 +54,22 @@ from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
 from node.daemon.job_checks import check_inputs
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
-from node.daemon.sandbox import GraphSummary
+from node.daemon.sandbox import MAX_LEAVES, GraphSummary, LeafBuffer
 from node.daemon.store import BlobError, JobStore
 from node.daemon.worker import WorkerPool
 from node.errors import JobRejected
 from node.protocol import parse_manifest, result_digest_of
+from node.sqlite import StorageError
 from node.tracing.verify import parse_envelope
 from node.transfers import AnswerRefused, deadline_transport, fetch
 
 log = logging.getLogger("vxla.node.chain")
 R = TypeVar("R")
+
+# Leaf values kept for a dispute's committee: the most bytes (or the job memory limit, when
+# lower), and the jobs whose signed traces' digests are kept to check them.
+LEAF_CACHE_BYTES = 1 << 30
+LEAF_TRACES_KEPT = 16
 
 
 def op_trace_root_of(statement: Statement) -> bytes:
@@ -184,6 +199,177 @@ class ExecutedChainJob:
         return asdict(self)
 
 
+def trace_digests_of(envelope: bytes) -> tuple[str, ...]:
+    """The op-trace digests (hex, in trace order) of a signed trace's statement."""
+    op_trace = Statement.from_json_bytes(parse_envelope(envelope).payload).predicate.deterministic.op_trace
+    return () if op_trace is None else tuple(i.digest for i in op_trace.instructions)
+
+
+@dataclass(frozen=True)
+class ServedLeaf:
+    """The value of one op-trace leaf of a job this node executed, as it serves it: its flat
+    buffers, whose digest (`compiler.api.leaf_digest`) is `digest`, the node's own op-trace
+    digest there."""
+
+    job_id: int
+    index: int
+    digest: str
+    buffers: tuple[LeafBuffer, ...]
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON the API answers: the digest, and each buffer's element type, dimensions and
+        .npy size (`/leaves/{index}/{buffer}` serves the bytes)."""
+        return {
+            "job_id": self.job_id,
+            "index": self.index,
+            "digest": self.digest,
+            "buffers": [{"dtype": b.dtype, "shape": list(b.shape), "bytes": len(b.data)} for b in self.buffers],
+        }
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b.data) for b in self.buffers)
+
+
+def leaf_digest_of(buffers: Iterable[LeafBuffer]) -> str:
+    """The op-trace digest of a leaf whose flat buffers are `buffers` (ValueError: one is not
+    readable as its type and shape)."""
+    from compiler.api import leaf_digest  # the reference's digest rule, loaded on first use
+
+    return leaf_digest([b.array() for b in buffers])
+
+
+class LeafValues:
+    """The op-trace leaf values a node serves of the jobs it executed (the module docstring):
+    a miss runs the job again capturing the leaf asked for, with every other leaf of the same
+    job asked for meanwhile or named in `also` (one run for a committee's requests); values
+    are kept least recently used first out, at most `max_bytes` in all (by default
+    LEAF_CACHE_BYTES or the job memory limit, the lower; a value larger than that is served to
+    its asker and not kept)."""
+
+    def __init__(self, executor: ChainExecutor, max_bytes: int | None = None) -> None:
+        self.executor = executor
+        self._max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._values: OrderedDict[tuple[str, int], ServedLeaf | JobRejected] = OrderedDict()  # (envelope, index)
+        self._bytes = 0
+        self._traces: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # envelope digest -> op-trace digests
+        self._running: set[str] = set()  # envelopes whose job runs again now
+        self._wanted: dict[str, set[int]] = {}  # leaves to capture with the next run of a job
+
+    @property
+    def max_bytes(self) -> int:
+        if self._max_bytes is None:
+            self._max_bytes = min(LEAF_CACHE_BYTES, self.executor.pool.limits.max_job_memory_bytes)
+        return self._max_bytes
+
+    def trace(self, record: ExecutedChainJob) -> tuple[str, ...]:
+        """The op-trace digests of the node's signed trace of the job (JobRejected 404 when it
+        is no longer stored)."""
+        key = record.envelope_digest
+        with self._cond:
+            if key in self._traces:
+                self._traces.move_to_end(key)
+                return self._traces[key]
+        blobs = self.executor.store.blobs
+        if not blobs.has(key):
+            raise JobRejected(f"chain job {record.job_id}: this node's signed trace of it is no longer stored", 404)
+        digests = trace_digests_of(blobs.get(key))
+        with self._cond:
+            self._traces[key] = digests
+            while len(self._traces) > LEAF_TRACES_KEPT:
+                self._traces.popitem(last=False)
+        return digests
+
+    def get(self, record: ExecutedChainJob, index: int, also: Iterable[int] = ()) -> ServedLeaf:
+        """Leaf `index`'s value (JobRejected: 404 outside the trace, 500 when a run gives a
+        value of another digest than the signed trace's, 503 when the run fails)."""
+        digests = self.trace(record)
+        n = len(digests)
+        if not 0 <= index < n:
+            raise JobRejected(
+                f"chain job {record.job_id}: no op-trace leaf {index} (this node's trace has {n}, 0..{n - 1}; "
+                f"the result record {n} has no value of its own)",
+                404,
+            )
+        key = record.envelope_digest
+        extra = {j for j in also if 0 <= j < n}
+        while True:
+            with self._cond:
+                known = self._values.get((key, index))
+                if known is not None:
+                    self._values.move_to_end((key, index))
+                    if isinstance(known, JobRejected):
+                        raise known
+                    return known
+                wanted = self._wanted.setdefault(key, set())
+                wanted |= {index} | {j for j in extra if (key, j) not in self._values}
+                if key in self._running:  # a run of this job is under way: wait for it, then look again
+                    self._cond.wait()
+                    continue
+                self._running.add(key)
+                take = frozenset(sorted(self._wanted.pop(key))[:MAX_LEAVES])
+                if index not in take:
+                    take = frozenset([index, *sorted(take)[: MAX_LEAVES - 1]])
+            results: dict[int, ServedLeaf | JobRejected] = {}
+            try:
+                results = self._capture(record, digests, take)
+            finally:
+                with self._cond:
+                    self._running.discard(key)
+                    for j, value in results.items():
+                        self._keep((key, j), value)
+                    self._cond.notify_all()
+            value = results[index]
+            if isinstance(value, JobRejected):
+                raise value
+            return value
+
+    def _capture(self, record: ExecutedChainJob, digests: tuple[str, ...], take: frozenset[int]) -> dict[int, ServedLeaf | JobRejected]:
+        """The values of the leaves `take`, from one run of the job, each checked against the
+        signed trace's digest; a run that fails gives its error for each."""
+        try:
+            captured = self.executor.pool.capture_bound(
+                record.module_digest, record.input_digests, take, job_id=str(record.job_id), chain_id=record.chain_id, contract=record.contract
+            )
+        except (JobRejected, BlobError, StorageError) as error:
+            failed = JobRejected(f"chain job {record.job_id}: running it again for its leaf values failed ({error}); try again", 503)
+            log.warning("%s", failed)
+            return {j: failed for j in take}
+        results: dict[int, ServedLeaf | JobRejected] = {}
+        for j in take:
+            buffers = tuple(captured[j])
+            digest = leaf_digest_of(buffers)
+            if digest != digests[j]:
+                results[j] = JobRejected(
+                    f"chain job {record.job_id}: this node's run again gave leaf {j} a value of digest {digest}, "
+                    f"its signed trace holds {digests[j]}; not served",
+                    500,
+                )
+                log.error("%s", results[j])
+            else:
+                results[j] = ServedLeaf(record.job_id, j, digest, buffers)
+        return results
+
+    def _keep(self, key: tuple[str, int], value: ServedLeaf | JobRejected) -> None:
+        """Keeps a value (under the lock), dropping the least recently used past the bound. A
+        failed run is not kept (the next request runs again); a digest mismatch is."""
+        if isinstance(value, JobRejected) and value.status == 503:
+            return
+        size = value.nbytes if isinstance(value, ServedLeaf) else 0
+        if size > self.max_bytes:
+            return
+        old = self._values.pop(key, None)
+        if isinstance(old, ServedLeaf):
+            self._bytes -= old.nbytes
+        self._values[key] = value
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, dropped = self._values.popitem(last=False)
+            if isinstance(dropped, ServedLeaf):
+                self._bytes -= dropped.nbytes
+
+
 class ChainExecutor:
     """The `JobExecutor` of the daemon (see the module docstring)."""
 
@@ -200,6 +386,7 @@ class ChainExecutor:
         self._graphing: dict[ChainJob, Future[GraphSummary]] = {}
         self._graphs: dict[tuple[str, int], GraphSummary] = {}  # kept for the node's disputes
         self._lock = threading.Lock()
+        self.leaves = LeafValues(self)
 
     def close(self) -> None:
         """Stops taking work (a job still running is redone after restart, with the same
@@ -240,6 +427,26 @@ class ChainExecutor:
         there refuses the job while no stake is locked on it). The fetch and the compile run
         in the background: JobPending until they are done."""
         self._in_background(self._check_thread, self._checking, job, lambda: self._check(job))
+
+    def leaf(self, contract: str, job_id: int, index: int, also: Iterable[int] = ()) -> ServedLeaf:
+        """The value of op-trace leaf `index` of a job this node executed, checked against its
+        signed trace (`LeafValues.get`; `also`: other leaves to capture in the same run).
+        JobRejected: 404 for a job not executed here or an index outside its trace, 500 when
+        a run gives another value than the trace's, 503 when the run fails. Whether the value
+        may be served yet (the commit phase) is the caller's to decide."""
+        record = self.record(contract, job_id)
+        if record is None:
+            raise JobRejected(f"chain job {job_id}: not executed by this node", 404)
+        return self.leaves.get(record, index, also)
+
+    def evaluate_leaf(self, job: ChainJob, index: int, graph_leaf: bytes, values: dict[int, list[LeafBuffer]], digests: dict[int, str]) -> bytes:
+        """The digest a committee member votes for instruction `index` of the job (n: the
+        result record), evaluated alone from the operand `values` (checked against their
+        committed `digests`) in an execution process, under this node's compile, whose graph
+        leaf at `index` must be `graph_leaf`. Blobs are fetched as for a run (BlobError when
+        no peer has one); JobRejected as the evaluation is refused."""
+        module_digest, input_digests = self._digests(job)
+        return bytes.fromhex(self.pool.evaluate_leaf_bound(module_digest, input_digests, index, graph_leaf, values, digests))
 
     def graph(self, job: ChainJob) -> GraphSummary:
         """The job's graph commitment with its leaves from this node's compile (in an

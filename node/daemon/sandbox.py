@@ -17,6 +17,13 @@ program; after a death or a kill the next job starts a fresh one.
   one over the memory limit, is refused before the node locks stake on it. The check also
   answers the graph commitment of the compiled program (`GraphSummary`: root and op-trace
   leaf count, docs/disputes.md), which the chain executor compares with the job's.
+- Leaf values: a run may also copy out the values of some op-trace leaves
+  (`ExecutionRequest.capture`: what a dispute's committee asks a party for, docs/disputes.md),
+  answered as .npy bytes after the outputs, with each buffer's element type and shape
+  (`LeafBuffer`). A committee member evaluates one instruction from such values
+  (`LeafRequest`: the module, the job's inputs, the instruction's index and graph leaf, the
+  values of the leaves it reads and their committed digests), answered with the digest it
+  votes; the child checks that its own compile has the dispute's graph leaf at that index.
 - Trust: the child does not hold the signing key and answers in bytes, never pickles: the
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement, and only then signs. A child running a hostile program can make
@@ -44,13 +51,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
+
 from attest import Statement
 from compiler.api import CompilerConfig, Fault
+from core.dtypes import from_name
 from node.daemon.config import Limits
 from node.daemon.confinement import (
     Confinement,
@@ -63,7 +73,7 @@ from node.daemon.confinement import (
 from node.daemon.job_checks import KnownModules, ModuleSummary, checked_module, prepare_job
 from node.errors import JobRejected
 from node.sqlite import StorageError
-from node.tensors import recorded_array
+from node.tensors import NPY_HEADER_BYTES, read_npy, recorded_array
 
 log = logging.getLogger("vxla.node.sandbox")
 
@@ -78,6 +88,9 @@ ADDRESS_SPACE_HEADROOM = 4 << 30
 _EXECUTABLES_KEPT = 16
 # The status of a child's answer that the node's storage is full (the API's for it).
 STORAGE_FULL = 507
+# The most op-trace leaves one run copies out, and one leaf evaluation reads (an instruction
+# reads at most a few leaves; a capture serves a few members' requests at once).
+MAX_LEAVES = 256
 
 T = TypeVar("T")
 
@@ -98,6 +111,58 @@ class ExecutionRequest:
     # False: compile (cached) and check the plan's memory, without running: what a chain
     # job must pass before the node stakes a claim on it.
     run: bool = True
+    # Op-trace indices whose values the run copies out (ExecutionAnswer.captured): what the
+    # node serves a dispute's committee (at most MAX_LEAVES).
+    capture: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class LeafBuffer:
+    """One flat buffer of an op-trace leaf's value: its element type (the HLO name), its
+    dimensions and its .npy bytes (never unpickled)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes
+
+    @staticmethod
+    def bound(dtype: str, shape: tuple[int, ...]) -> int:
+        """The most .npy bytes a buffer of `dtype` and `shape` takes (KeyError: no such type)."""
+        count = 1
+        for dim in shape:
+            count *= dim
+        return NPY_HEADER_BYTES + from_name(dtype).numpy.itemsize * count
+
+    def array(self) -> np.ndarray:
+        """The array, as the element type and shape say; ValueError for bytes that are not
+        that (another type or shape, not .npy)."""
+        try:
+            dtype = from_name(self.dtype).numpy
+        except KeyError:
+            raise ValueError(f"{self.dtype!r} is not an element type") from None
+        array = read_npy(self.data, dtype, tuple(self.shape))
+        if array.dtype != dtype and array.dtype.itemsize == dtype.itemsize:
+            array = array.view(dtype)  # bf16 and fp8 round-trip .npy as raw records
+        if array.dtype != dtype or array.shape != tuple(self.shape):
+            raise ValueError(f"holds {array.dtype.name}{list(array.shape)}, not {self.dtype}{list(self.shape)}")
+        return array
+
+
+@dataclass(frozen=True)
+class LeafRequest:
+    """One instruction for the child to evaluate alone (`compiler.api.evaluate_leaf`): the
+    job's module and inputs, the op-trace index (n: the result record), the dispute's graph
+    leaf at that index (the child's compile must have the same), the values of the leaves it
+    reads by trace index and the digests they were committed under. Answered with the digest a
+    committee member votes."""
+
+    module: bytes
+    inputs: list[bytes]
+    limits: Limits
+    index: int
+    graph_leaf: bytes
+    values: dict[int, list[LeafBuffer]]
+    digests: dict[int, str]
 
 
 @dataclass(frozen=True)
@@ -119,6 +184,8 @@ class ExecutionAnswer:
     compile_ns: int
     execute_ns: int
     cache_hit: bool
+    # The values of the leaves the request named in `capture`, by op-trace index.
+    captured: dict[int, list[LeafBuffer]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -200,10 +267,44 @@ class ExecutionProcess:
             statement = Statement.from_json_bytes(self._connection.recv_bytes(1 << 30))
             outputs = [self._connection.recv_bytes(request.limits.max_job_memory_bytes + 4096) for _ in range(int(header["outputs"]))]
             timings = (int(header["compile_ns"]), int(header["execute_ns"]), bool(header["cache_hit"]))
+            captured = self._captured(request, header.get("captured", []))
         except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
             raise self._lost(error) from None
         _check_outputs(statement, outputs)
-        return ExecutionAnswer(statement, outputs, *timings)
+        return ExecutionAnswer(statement, outputs, *timings, captured)
+
+    def _captured(self, request: ExecutionRequest, described: list) -> dict[int, list[LeafBuffer]]:
+        """The captured leaves the header describes, their bytes read after the outputs: each
+        a readable .npy buffer of the type and shape described; exactly the leaves asked for."""
+        captured: dict[int, list[LeafBuffer]] = {}
+        for index, buffers in described:
+            if not isinstance(index, int) or index not in request.capture or index in captured:
+                raise ValueError(f"captured leaf {index!r} was not asked for")
+            leaf = []
+            for dtype, shape in buffers:
+                shape = tuple(int(d) for d in shape)
+                bound = min(LeafBuffer.bound(str(dtype), shape), request.limits.max_job_memory_bytes + NPY_HEADER_BYTES)
+                buffer = LeafBuffer(str(dtype), shape, self._connection.recv_bytes(bound))
+                buffer.array()  # ValueError: unreadable
+                leaf.append(buffer)
+            captured[index] = leaf
+        if set(captured) != set(request.capture):
+            raise ValueError("the captured leaves are not the ones asked for")
+        return captured
+
+    def evaluate(self, request: LeafRequest) -> str:
+        """The digest (hex) of instruction `request.index` evaluated alone from the served
+        values; JobRejected as the child refused (a value that is not the committed one,
+        another graph leaf at the index), the errors of `execute` otherwise."""
+        header = self._ask(request)
+        try:
+            digest = header["digest"]
+            if not (isinstance(digest, str) and len(digest) == 64):
+                raise ValueError("not a digest")
+            bytes.fromhex(digest)
+            return digest
+        except (ValueError, KeyError) as error:
+            raise self._lost(error) from None
 
     def check(self, request: ExecutionRequest) -> GraphSummary:
         """Compiles the job and checks its plan's memory without running it (`run` false);
@@ -231,7 +332,7 @@ class ExecutionProcess:
         except (KeyError, TypeError, ValueError) as error:
             raise self._lost(error) from None
 
-    def _ask(self, request: ExecutionRequest | ModuleCheckRequest) -> dict:
+    def _ask(self, request: ExecutionRequest | ModuleCheckRequest | LeafRequest) -> dict:
         """Sends the request and reads the answer's header, raising what the child refused."""
         try:
             self._connection.send(request)
@@ -335,6 +436,10 @@ class ExecutionProcesses:
         commitment (ExecutionProcess.check)."""
         return self._in_a_process(lambda process: process.check(request))
 
+    def evaluate(self, request: LeafRequest) -> str:
+        """Evaluates one instruction alone in an idle execution process (ExecutionProcess.evaluate)."""
+        return self._in_a_process(lambda process: process.evaluate(request))
+
     def check_module(self, request: ModuleCheckRequest, wait_s: float) -> ModuleSummary:
         """Parses and checks a module in an idle process (ExecutionProcess.check_module),
         waiting at most `wait_s` seconds for one: past that, JobRejected 503 (every process is
@@ -417,7 +522,8 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     cap_address_space(memory_limit + ADDRESS_SPACE_HEADROOM)
     # Everything a job needs is loaded, and what it reads once is read, before the process
     # confines itself (and before "ready": the first job does not wait for it).
-    from compiler.api import compile_program, graph_commitment  # noqa: F401 - loads the compiler and LLVM
+    # The compiler and LLVM, and the reference that evaluates a dispute's one instruction.
+    from compiler.api import compile_program, evaluate_leaf, graph_commitment, leaf_digest, optimize  # noqa: F401
     from node.tracing.statement import host_record, vxla_version
 
     host_record()
@@ -430,6 +536,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     cache_dir = cache.path if isinstance(cache, OpenDirectory) else cache
     executables: OrderedDict[str, object] = OrderedDict()
     graphs: OrderedDict[str, GraphSummary] = OrderedDict()  # graph commitments by hlo_hash
+    optimized: OrderedDict[str, object] = OrderedDict()  # optimized modules by hlo_hash (disputes)
     known = KnownModules()
     connection.send_bytes(json.dumps({"ready": True, "confinement": confinement.to_dict()}).encode())
     while True:
@@ -439,6 +546,9 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
             return  # the daemon is gone
         if isinstance(request, ModuleCheckRequest):
             connection.send_bytes(json.dumps(_check_module(request, known)).encode())
+            continue
+        if isinstance(request, LeafRequest):
+            connection.send_bytes(json.dumps(_evaluate_leaf(request, compiler_config, graphs, optimized, known)).encode())
             continue
         try:
             program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
@@ -461,10 +571,12 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
         except Exception as error:  # an internal error fails the job, not the process
             connection.send_bytes(json.dumps(_internal_error(error)).encode())
             continue
-        statement, outputs, header = answer
+        statement, outputs, header, captured = answer
         connection.send_bytes(json.dumps({"ok": True, "outputs": len(outputs), **header}).encode())
         connection.send_bytes(statement)
         for data in outputs:
+            connection.send_bytes(data)
+        for data in captured:
             connection.send_bytes(data)
 
 
@@ -500,7 +612,7 @@ def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:
         return {"ok": False, "error": "module: nested too deeply to check", "status": 400}
 
 
-def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict] | None:
+def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict, list[bytes]] | None:
     from compiler.api import DeadlineExceeded, ExecutionError, TargetNotRunnable, compile_program
     from node.tensors import npy_bytes
     from node.tracing.statement import build_statement, tensor_records
@@ -521,11 +633,15 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
         raise JobRejected(f"execution: needs {needed} bytes of memory, over limits.max_job_memory_bytes ({limits.max_job_memory_bytes})", 413)
     if not request.run:
         return None
+    capture = frozenset(request.capture)
+    if len(capture) > MAX_LEAVES or not all(isinstance(i, int) and 0 <= i < len(executable.plan.trace_points) for i in capture):
+        raise JobRejected(f"execution: capture names leaves outside the trace's {len(executable.plan.trace_points)} (or over {MAX_LEAVES})")
     compiled = time.perf_counter_ns()
     try:
         run = executable.run_traced(
-            *arrays, threads=request.threads, max_while_iterations=limits.max_while_iterations, fault=request.fault, deadline=deadline
-        )
+            *arrays, threads=request.threads, max_while_iterations=limits.max_while_iterations, fault=request.fault, deadline=deadline,
+            capture=capture or None,
+        )  # fmt: skip
     except TargetNotRunnable as error:
         raise JobRejected(f"execution: {error}") from None
     except DeadlineExceeded as error:
@@ -543,7 +659,56 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
         op_level=True, input_records=tensor_records(arrays, "in"),
     )  # fmt: skip
     header = {"compile_ns": compiled - begin, "execute_ns": executed - compiled, "cache_hit": cache_hit}
-    return statement.to_json_bytes(), [npy_bytes(a) for a in run.outputs], header
+    # The captured leaves: each buffer's type and shape (as the plan holds it) in the header,
+    # its .npy bytes after the outputs.
+    described, captured = [], []
+    for index in sorted(run.captured):
+        buffers = [executable.plan.buffers[b] for b in executable.plan.trace_points[index].buffers]
+        described.append([index, [[b.dtype, list(b.dims)] for b in buffers]])
+        captured += [npy_bytes(value) for value in run.captured[index]]
+    if described:
+        header["captured"] = described
+    return statement.to_json_bytes(), [npy_bytes(a) for a in run.outputs], header, captured
+
+
+def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs: OrderedDict[str, GraphSummary], optimized: OrderedDict[str, object], known: KnownModules) -> dict:
+    """The answer to a leaf evaluation: the digest to vote, or why the child refuses."""
+    from compiler.api import VxlaError, evaluate_leaf, leaf_digest, optimize, result_leaf_digest
+
+    limits = request.limits
+    try:
+        program, arrays = prepare_job(request.module, request.inputs, limits, known)
+        graph = _graph_summary(program, compiler_config, graphs)
+        index = request.index
+        if not 0 <= index <= graph.trace_leaves:
+            raise JobRejected(f"leaf: index {index} is outside 0..{graph.trace_leaves} (this node's compile has {graph.trace_leaves} op-trace leaves)", 404)
+        if graph.leaves[index] != request.graph_leaf:
+            raise JobRejected(f"leaf: this node's compile ({compiler_config.pipeline} pipeline) has another graph leaf at {index} than the dispute's", 409)
+        if len(request.values) > MAX_LEAVES:
+            raise JobRejected(f"leaf: over {MAX_LEAVES} operand values", 413)
+        module = optimized.get(program.hlo_hash)
+        if module is None:
+            module = optimized[program.hlo_hash] = optimize(program, compiler_config)
+            while len(optimized) > _EXECUTABLES_KEPT:
+                optimized.popitem(last=False)
+        values = {}
+        for j, buffers in request.values.items():
+            try:
+                values[j] = [buffer.array() for buffer in buffers]
+            except ValueError as error:
+                raise JobRejected(f"leaf: the value of trace leaf {j}: {error}") from None
+        try:
+            out = evaluate_leaf(module, index, values, arrays, trace_digests=request.digests, max_while_iterations=limits.max_while_iterations)
+        except (ValueError, VxlaError) as error:
+            raise JobRejected(f"leaf {index}: {error}") from None
+        digest = result_leaf_digest(out) if index == graph.trace_leaves else leaf_digest(out)
+        return {"ok": True, "digest": digest}
+    except JobRejected as error:
+        return {"ok": False, "error": str(error), "status": error.status}
+    except MemoryError:
+        return {"ok": False, "error": f"leaf: over limits.max_job_memory_bytes ({limits.max_job_memory_bytes}): an allocation failed", "status": 413}
+    except Exception as error:  # an internal error refuses the evaluation, not the process
+        return _internal_error(error)
 
 
 def _graph_summary(program, compiler_config: CompilerConfig, graphs: OrderedDict[str, GraphSummary]) -> GraphSummary:

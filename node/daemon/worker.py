@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -46,6 +46,8 @@ from node.daemon.sandbox import (
     ExecutionProcesses,
     ExecutionRequest,
     GraphSummary,
+    LeafBuffer,
+    LeafRequest,
     ModuleCheckRequest,
 )
 from node.daemon.store import STATES, JobStore, StoredJob
@@ -444,6 +446,35 @@ class WorkerPool:
         JobRejected (ExecutionDied when the process died, ExecutionKilled past the wall
         limit)."""
         return self.executions.check(self._request(module_digest, input_digests, "", None, None))
+
+    def capture_bound(
+        self, module_digest: str, input_digests: Sequence[str], capture: frozenset[int], *, job_id: str, chain_id: int | None, contract: str | None
+    ) -> dict[int, list[LeafBuffer]]:
+        """Runs the job again in an execution process, as `execute_bound` does, copying out the
+        values of the op-trace leaves `capture` names (what the node serves a dispute's
+        committee); nothing is signed or stored. Raises JobRejected as `execute_bound`."""
+        self.metrics.executions_started.inc()
+        request = replace(self._request(module_digest, input_digests, job_id, chain_id, contract), capture=frozenset(capture))
+        answer = self.executions.execute(request)
+        predicate = answer.statement.predicate
+        if (predicate.job_id, predicate.chain_id, predicate.key_id) != (job_id, chain_id, self.key_id):
+            raise ExecutionDied("execution: the execution process answered for another job", 500)
+        return answer.captured
+
+    def evaluate_leaf_bound(
+        self, module_digest: str, input_digests: Sequence[str], index: int, graph_leaf: bytes,
+        values: dict[int, list[LeafBuffer]], digests: dict[int, str],
+    ) -> str:  # fmt: skip
+        """The digest (hex) of instruction `index` of the job (n: the result record) evaluated
+        alone from `values` (by trace index, each checked against its committed digest in
+        `digests`) in an execution process: what a committee member votes (docs/disputes.md).
+        JobRejected as the process refuses (a value not the committed one, this node's compile
+        having another graph leaf than `graph_leaf` at the index) or dies."""
+        blobs = self.store.blobs
+        request = LeafRequest(
+            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, index, graph_leaf, dict(values), dict(digests)
+        )
+        return self.executions.evaluate(request)
 
     def _request(
         self, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None, contract: str | None
