@@ -515,6 +515,8 @@ def _optimistic_demo(state: DevnetState, module_path: Path, input_paths: list[Pa
     )
     seen: set[str] = set()
     deadline = time.monotonic() + 240
+    posted = time.monotonic()
+    first_dispute: float | None = None
     while True:
         chain_job = market.get_job(job_id)
         lines = [f"slot taken by {names.get(s.node, s.node)}" + (", revealed" if s.revealed else "") for s in market.get_slots(job_id)]
@@ -526,10 +528,19 @@ def _optimistic_demo(state: DevnetState, module_path: Path, input_paths: list[Pa
                 f"dispute {d['dispute_id']}: {names.get(d['challenger'], d['challenger'])} challenges "
                 f"{names.get(d['defender'], d['defender'])}, {d['stage']}, {d['moves']} bisection moves{where}{outcome}"
             )
+        if info.get("disputes") and first_dispute is None:
+            first_dispute = time.monotonic()
         for line in lines:
             if line not in seen:
                 seen.add(line)
                 say(f"  {line}")
+        if info.get("disputes") and all(d["verdict"] for d in info["disputes"]) and "settled" not in seen:
+            seen.add("settled")
+            assert first_dispute is not None
+            say(
+                f"  every dispute settled {time.monotonic() - first_dispute:.1f} s after the first challenge was seen "
+                f"({first_dispute - posted:.1f} s after posting)"
+            )
         if chain_job.phase == Phase.FINALIZED:
             break
         if time.monotonic() > deadline:

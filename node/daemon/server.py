@@ -211,7 +211,7 @@ class NodeServer:
             DisputeGame(client, registry.game()),
             Committee(client, registry.referee()),
             self._account,
-            ExecutorKnowledge(self.chain.executor, self.chain.market, client.chain_id),
+            ExecutorKnowledge(self.chain.executor, self.chain.market, client.chain_id, account=self.chain.address),
             state,
             DisputeConfig(challenge=chain.challenge, play=chain.play_disputes),
         )
