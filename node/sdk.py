@@ -500,36 +500,33 @@ class GraphCommitment:
     trace_leaves: int
 
 
-def graph_commitment_of(module: str | Path | bytes, config: Any = None) -> GraphCommitment:
-    """The graph commitment of an HLO module (text or its file), computed here: its pass
-    pipeline runs (`config`: a compiler config, default configs/compiler.toml's, which the
-    nodes pin too), no machine code is made. ValueError naming the problem when the module
+def _compiled_graph(module: str | Path | bytes, config: Any) -> Any:
+    """compiler.api's graph commitment of an HLO module (text or its file), computed here: its
+    pass pipeline runs (`config`: a compiler config, default configs/compiler.toml's, which
+    the nodes pin too), no machine code is made. ValueError naming the problem when the module
     does not parse or compile."""
     from compiler.api import CompilerError, graph_commitment, load_config, load_program
 
     try:
         program = load_program(_module_bytes(module).decode("utf-8"))
-        commitment = graph_commitment(program, config if config is not None else load_config())
+        return graph_commitment(program, config if config is not None else load_config())
     except UnicodeDecodeError:
         raise ValueError("module: not UTF-8 text") from None
     except CompilerError as exc:
         raise ValueError(f"module: {exc}") from None
+
+
+def graph_commitment_of(module: str | Path | bytes, config: Any = None) -> GraphCommitment:
+    """The graph commitment of an HLO module (text or its file), computed here (see
+    `_compiled_graph`): what a chain job posts."""
+    commitment = _compiled_graph(module, config)
     return GraphCommitment(bytes.fromhex(commitment.root), commitment.trace_leaves)
 
 
 def graph_leaves_of(module: str | Path | bytes, config: Any = None) -> GraphLeaves:
     """The graph leaves of an HLO module (what a dispute opens a leaf with), computed here
     like `graph_commitment_of`."""
-    from compiler.api import CompilerError, graph_commitment, load_config, load_program
-
-    try:
-        program = load_program(_module_bytes(module).decode("utf-8"))
-        commitment = graph_commitment(program, config if config is not None else load_config())
-    except UnicodeDecodeError:
-        raise ValueError("module: not UTF-8 text") from None
-    except CompilerError as exc:
-        raise ValueError(f"module: {exc}") from None
-    leaves = [record.leaf() for record in commitment.records]
+    leaves = [record.leaf() for record in _compiled_graph(module, config).records]
     return GraphLeaves(tuple(leaves[:-1]), leaves[-1])
 
 
