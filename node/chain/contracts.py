@@ -12,7 +12,7 @@ from eth_utils import to_checksum_address
 
 from node.chain.artifacts import Artifact, load_artifact
 from node.chain.client import ChainClient, Sender, TxResult, _address
-from node.chain.errors import ChainError
+from node.chain.errors import ChainError, DeploymentMismatch
 from node.chain.events import Event, decode_receipt
 from node.protocol import seal_of
 
@@ -199,6 +199,20 @@ class NodeRegistry(_Bound):
     def referee(self) -> str:
         """The wired referee (Committee)."""
         return to_checksum_address(self._view("referee"))
+
+    def check_deployment(self) -> None:
+        """DeploymentMismatch unless this is a NodeRegistry wired to a market, a dispute game
+        and a referee (a registry from before the dispute game has no `game`)."""
+        try:
+            modules = (self.market(), self.game(), self.referee())
+        except Exception as exc:  # no such function, no contract there
+            raise DeploymentMismatch(
+                f"{self.address} is not a NodeRegistry with a dispute game and referee (a deployment from before "
+                f"the dispute game, or not vxla's: {type(exc).__name__}); this vxla needs the contracts of "
+                "contracts/src deployed together (vxla devnet up deploys them)"
+            ) from None
+        if any(int(m, 16) == 0 for m in modules):
+            raise DeploymentMismatch(f"the NodeRegistry at {self.address} is not wired yet (setMarket names no market, game or referee)")
 
     def node_count(self) -> int:
         """Number of nodes ever registered."""

@@ -55,6 +55,11 @@ class TransactionDropped(ChainError):
     chain; the caller decides again from chain state."""
 
 
+class DeploymentMismatch(ChainError):
+    """The contracts a node is pointed at are not a deployment this vxla can work with (one
+    from before the dispute game, or not vxla's)."""
+
+
 class GasCapExceeded(ChainError):
     """The gas estimate of a transaction is above the client's cap; nothing was sent."""
 

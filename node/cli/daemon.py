@@ -64,6 +64,7 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     # Imported here: the HTTP stack costs import time the other commands do not need.
     import logging
 
+    from node.chain.errors import DeploymentMismatch
     from node.chain.state import ChainStateError
     from node.daemon.confinement import forget_secrets, make_undumpable
     from node.daemon.server import NodeServer
@@ -88,6 +89,8 @@ def cmd_node_run(args: argparse.Namespace) -> int:
         server = NodeServer(config, signing_key)
     except (ChainStateError, StorageError) as exc:
         raise UsageError(f"node.data_dir {config.data_dir}: {exc}") from None
+    except DeploymentMismatch as exc:
+        raise UsageError(f"chain.node_registry: {exc}") from None
     except OSError as exc:
         raise UsageError(f"node.host/node.port {config.host}:{config.port}: cannot listen ({exc.strerror or exc})") from None
     def serving() -> None:

@@ -95,6 +95,7 @@ class NodeServer:
         account = Account.from_key(chain.private_key) if chain.private_key else chain.account
         market = JobMarket(client, chain.job_market)
         registry = NodeRegistry(client, chain.node_registry)
+        registry.check_deployment()  # DeploymentMismatch: refused at start, not in the chain loop
 
         peers = PeerDirectory(registry, chain.start_block, lambda: self.url)
         limits = self.config.limits

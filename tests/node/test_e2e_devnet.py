@@ -23,6 +23,7 @@ from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from harness.fixture_data import Fixture
 from node.chain import ChainClient, Deployment, GameTerms, Phase, deploy, fetch_events
+from node.chain.errors import DeploymentMismatch
 from node.chain.state import JobState
 from node.cli import main
 from node.daemon.config import ChainConfig, NodeConfig
@@ -328,6 +329,15 @@ def test_the_submitter_disputes_a_wrong_optimistic_result_through_the_sdk(devnet
     finally:
         for server in servers:
             server.stop()
+
+
+def test_a_node_pointed_at_contracts_without_a_dispute_game_refuses_to_start(devnet: Devnet) -> None:
+    """A registry from before the dispute game has no `game`: the node says so at start
+    instead of failing in its chain loop (here the market's address stands in for one)."""
+    config = node_config(devnet, "old", devnet.accounts[0])
+    config = replace(config, chain=replace(config.chain, node_registry=devnet.deployment.market.address))
+    with pytest.raises(DeploymentMismatch, match="not a NodeRegistry with a dispute game"):
+        NodeServer(config, generate_private_key(), log_level="warning")
 
 
 def test_a_node_stopped_after_executing_and_restarted_finishes_the_job_without_duplicates(
