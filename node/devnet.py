@@ -62,7 +62,7 @@ DEMO_CHALLENGE_WINDOW_S = 10  # the demo's jobs: settled 10 s after their last r
 # The optimistic story: the honest nodes claim only jobs paying at least the SDK's default
 # reward, so the optimistic job, paying a tenth of it, is the faulty node's alone; they still
 # verify it. Its window leaves them time to re-execute it and challenge.
-DEMO_OPTIMISTIC_WINDOW_S = 15
+DEMO_OPTIMISTIC_WINDOW_S = 10
 
 
 def game_terms(nodes: int):  # -> node.chain.GameTerms (imported lazily)

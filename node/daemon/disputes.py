@@ -55,7 +55,7 @@ from node.chain.watcher import ChainJob, JobPending
 from node.daemon.chain_executor import ChainExecutor, leaf_digest_of
 from node.daemon.peer_addresses import PeerAddressRefused
 from node.daemon.sandbox import MAX_LEAVES, LeafBuffer
-from node.errors import JobRejected
+from node.errors import JobRejected, NodeError
 from node.tracing.verify import parse_envelope
 from node.transfers import AnswerRefused, fetch
 
@@ -98,7 +98,7 @@ class DrawnLeaf:
         return ("dispute " if len(self.disputes) == 1 else "disputes ") + ", ".join(map(str, self.disputes))
 
 
-class LeafUnavailable(Exception):
+class LeafUnavailable(NodeError):
     """A party did not serve a valid value of an operand; the message says why."""
 
 

@@ -258,7 +258,7 @@ def test_an_optimistic_job_run_by_a_faulty_node_is_refuted_by_an_honest_verifier
     faulty = devnet.accounts[2]
     try:
         faulty_server.start_in_thread()
-        submitter = ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=20)
+        submitter = ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=10)
         job = Client(faulty_server.url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=1)
         job_id = int(job.id)
         deadline = time.monotonic() + 30
