@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from web3 import EthereumTesterProvider, Web3
 
-from node.chain import ChainClient, GameTerms, Stage, TxResult, deploy
+from node.chain import ChainClient, ContractRevert, GameTerms, Stage, TxResult, Verdict, deploy
 from node.chain.contracts import Deployment
-from node.chain.disputes import Execution, GraphLeaves, play_move
+from node.chain.disputes import Execution, GraphLeaves, leaf_opening, play_move
 
 ETHER = 10**18
 MIN_STAKE = ETHER
@@ -233,50 +233,117 @@ def deployed_env(w3: Web3) -> GameEnv:
 
 # The lies a campaign draws from: who lies, and how (tools/dispute_campaign.py, and the anvil
 # sample in tests/contracts/test_disputes_anvil.py).
-CASES = ("wrong-result", "right-result-challenged", "defender-silent", "challenger-silent", "committee-minority", "wrong-result-k3-majority")
+CASES = (
+    "wrong-result",  # a faulty defender, an honest challenger
+    "right-result-challenged",  # an honest defender, a lying challenger
+    "defender-silent",  # the faulty defender stops answering
+    "challenger-silent",  # the lying challenger stops answering
+    "committee-minority",  # one committee member votes a lie
+    "wrong-result-k3-majority",  # two colluding slots of three, one honest slot
+    "wrong-operand-claim",  # a lying challenger opens the leaf with operands it never committed
+    "forged-move",  # a faulty defender posts children (or a leaf) that are not its own
+    "griefing-challengers",  # three liars challenge one honest slot and walk away
+    "silent-committee",  # no member votes: no verdict, fail closed
+    "malformed-graph",  # the job's graph commitment names an instruction reading itself
+)
+# The cases where the honest party defends, and those where the liar stops answering.
+HONEST_DEFENDS = ("right-result-challenged", "challenger-silent", "wrong-operand-claim", "griefing-challengers")
+LIAR_WALKS_AWAY = ("defender-silent", "challenger-silent", "wrong-operand-claim", "griefing-challengers")
+
+
+def malformed(graph: GraphLeaves, index: int) -> GraphLeaves:
+    """`graph` with record `index` (n: the result record) reading op-trace leaf `index` itself."""
+    bad = graph.leaf(index)[:32] + index.to_bytes(4, "big")
+    if index == graph.n:
+        return GraphLeaves(graph.leaves, bad)
+    return GraphLeaves(tuple(bad if i == index else leaf for i, leaf in enumerate(graph.leaves)), graph.top)
 
 
 def play_case(g: GameEnv, case: str, n: int, diverge_at: int, seed: int) -> dict[str, object]:
-    """Plays one lie end to end (job, dispute, verdict, finalize) with the honest side on nodes
-    0 (slot or challenger as the case needs) and checks what must hold: the honest side wins,
-    its stake is whole, the job settles on the honest result or is refunded. Returns what
-    happened, for a campaign's log."""
-    graph = synthetic_graph(n, seed)
+    """Plays one lie end to end (job, disputes, verdicts, finalize) with the honest party on
+    node 0 and checks what must hold: the honest side wins every dispute (or, with a silent
+    committee, nobody does and the wrong result is not accepted), its stake is whole, and the
+    job settles on the honest result or is refunded. Returns what happened, for a log."""
     honest = honest_execution(n, seed)
     wrong = diverging(honest, diverge_at)
+    graph = synthetic_graph(n, seed)
+    if case == "malformed-graph":
+        graph = malformed(graph, diverge_at)
     good, bad = g.nodes[0], g.nodes[1]
-    honest_party_is_defender = case in ("right-result-challenged", "challenger-silent")
     if case == "wrong-result-k3-majority":
         slots = [Party(good, honest), Party(bad, wrong), Party(g.nodes[2], wrong)]
-    elif honest_party_is_defender:
+        matchups = [(1, Party(good, honest)), (2, Party(good, honest))]
+    elif case == "griefing-challengers":
         slots = [Party(good, honest)]
+        matchups = [(0, Party(g.nodes[i], diverging(honest, (diverge_at + i) % (n + 1), f"grief{i}"))) for i in (1, 2, 3)]
+    elif case in HONEST_DEFENDS:
+        slots, matchups = [Party(good, honest)], [(0, Party(bad, wrong))]
     else:
-        slots = [Party(bad, wrong)]
+        slots, matchups = [Party(bad, wrong)], [(0, Party(good, honest))]
     job = g.run_job(graph, slots)
     honest_stake = g.stake(good)
-    disputes = []
-    targets = [1, 2] if case == "wrong-result-k3-majority" else [0]
-    for slot in targets:
+    for slot, challenger in matchups:
         defender = slots[slot]
-        challenger = Party(bad, wrong) if honest_party_is_defender else Party(good, honest)
         dispute = g.challenge(job, slot, challenger)
-        disputes.append(dispute)
-        silent = {"defender-silent": defender.account, "challenger-silent": challenger.account}.get(case)
-        g.play(dispute, defender, challenger, graph, silent=silent)
-        d = g.game.get_dispute(dispute)
-        if silent is not None and d.stage != Stage.SETTLED:
-            g.travel_to(d.deadline)
-            g.record("timeout", g.game.timeout(g.nodes[7], dispute))
-        elif d.stage == Stage.REFEREE:
-            index = d.position
-            g.vote_all(dispute, honest.digest_at(index), liars=1 if case == "committee-minority" else 0)
-            g.resolve(dispute)
+        liar = challenger if case in HONEST_DEFENDS else defender
+        _play_lie(g, case, dispute, defender, challenger, liar, graph, honest)
         d = g.game.get_dispute(dispute)
         assert d.stage == Stage.SETTLED, (case, d.stage)
-        assert d.winner == good, (case, "the honest side lost", d)
+        if case == "silent-committee":
+            assert d.verdict == Verdict.NO_VERDICT, (case, d)
+        else:
+            assert d.winner == good, (case, "the honest side lost", d)
     g.finalize(job)
     j = g.market.get_job(job)
     assert g.stake(good) == honest_stake, (case, "the honest node lost stake")
     honest_slot = any(p.account == good for p in slots)
     assert j.accepted == honest_slot and (not honest_slot or j.result == honest.result), (case, j)
-    return {"case": case, "n": n, "diverge_at": diverge_at, "disputes": len(disputes), "accepted": j.accepted}
+    return {"case": case, "n": n, "diverge_at": diverge_at, "disputes": len(matchups), "accepted": j.accepted}
+
+
+def _play_lie(g: GameEnv, case: str, dispute: int, defender: Party, challenger: Party, liar: Party, graph: GraphLeaves, honest: Execution) -> None:
+    """One dispute of `case`: the liar's lie refused by the chain, then the game to its end."""
+    if case == "forged-move" and g.game.get_dispute(dispute).stage in (Stage.BISECT, Stage.REVEAL_LEAF):
+        # (At the result record the challenger opens first: the defender has no move to forge.)
+        _refused(lambda: _forged_move(g, dispute, liar, honest))
+    if case == "wrong-operand-claim":
+        g.play(dispute, defender, challenger, graph, stop_at=Stage.OPEN_LEAF)
+        _refused(lambda: _forged_opening(g, dispute, liar, graph))
+    g.play(dispute, defender, challenger, graph, silent=liar.account if case in LIAR_WALKS_AWAY else None)
+    d = g.game.get_dispute(dispute)
+    if d.stage not in (Stage.REFEREE, Stage.SETTLED):
+        g.travel_to(d.deadline)
+        g.record("timeout", g.game.timeout(g.nodes[7], dispute))
+    elif d.stage == Stage.REFEREE:
+        if case != "silent-committee":
+            g.vote_all(dispute, honest.digest_at(d.position), liars=1 if case == "committee-minority" else 0)
+        g.resolve(dispute)
+
+
+def _forged_move(g: GameEnv, dispute: int, liar: Party, honest: Execution) -> None:
+    """The faulty defender's move with hashes that are not its own: children that do not hash
+    to its node, or the honest digest where its leaf is."""
+    d = g.game.get_dispute(dispute)
+    if d.stage == Stage.BISECT:
+        g.game.bisect(liar.account, dispute, digest("forged", 0), digest("forged", 1))
+    else:
+        g.game.reveal_leaf(liar.account, dispute, honest.digest_at(d.position))
+
+
+def _forged_opening(g: GameEnv, dispute: int, liar: Party, graph: GraphLeaves) -> None:
+    """The lying challenger's opening with operand digests it never committed (or, for an
+    instruction without operands, a graph leaf that names one)."""
+    index = g.game.get_dispute(dispute).position
+    o = leaf_opening(liar.execution, graph, index)
+    if o.operands:
+        g.game.open_leaf(liar.account, dispute, o.digest, o.graph_leaf, o.graph_proof, [digest("lie", k) for k in range(len(o.operands))], o.operand_proofs)
+    else:
+        g.game.open_leaf(liar.account, dispute, o.digest, o.graph_leaf + (0).to_bytes(4, "big"), o.graph_proof, [digest("lie")], [[digest("lie")]])
+
+
+def _refused(attempt) -> None:  # noqa: ANN001 - a callable that must revert
+    try:
+        attempt()
+    except ContractRevert:
+        return
+    raise AssertionError("the chain took a forged move")
