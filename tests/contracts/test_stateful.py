@@ -21,5 +21,5 @@ deployed_chain()
 
 # A sample (py-evm runs about two actions a second with the invariants); tools/
 # market_campaign.py runs the same machine for as long as one likes.
-MarketMachine.TestCase.settings = campaign_settings(examples=4, steps=30)
+MarketMachine.TestCase.settings = campaign_settings(examples=4, steps=20)
 test_market_state_machine = MarketMachine.TestCase

@@ -17,6 +17,7 @@ from web3 import HTTPProvider, Web3
 
 from attest.digests import tensor_digest
 from harness.fixture_data import Fixture
+from node import devnet as devnet_module
 from node.chain import ChainClient, JobMarket
 from node.cli import main
 from node.devnet import MIN_CHALLENGE_WINDOW_S, DevnetState, demo, is_ours
@@ -116,8 +117,12 @@ def test_down_leaves_a_pid_that_is_not_ours_alone(tmp_path: Path) -> None:
 
 
 def test_the_demo_story_shows_agreement_then_the_faulty_node_refuted_and_named_then_an_optimistic_job_caught(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Shorter windows than the demo's own (the honest nodes challenge within a round or two of
+    # a reveal; integer_arith re-executes in well under a second): the story is the same.
+    monkeypatch.setattr(devnet_module, "DEMO_CHALLENGE_WINDOW_S", 5)
+    monkeypatch.setattr(devnet_module, "DEMO_OPTIMISTIC_WINDOW_S", 8)
     fixture = Fixture("integer_arith")
     assert demo(tmp_path / "demo", fixture.directory / "module.hlo", fixture.input_paths()) == 0
     out = capsys.readouterr().out
