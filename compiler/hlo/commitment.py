@@ -52,7 +52,7 @@ from attest.commitment import commitment_proof, commitment_root
 from attest.digests import sha256_hex, tensor_digest, text_digest
 from attest.statement import canonical_json
 from compiler.errors import CompilerError
-from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.ir import Computation, Instruction, Module, computation_closure
 from compiler.hlo.opcodes import NOT_TRACED
 from compiler.hlo.printer import CanonicalPrinter, canonical_names
 
@@ -252,18 +252,4 @@ def describe(module: Module, instruction: Instruction) -> str:
 def called_closure(instruction: Instruction) -> list[Computation]:
     """Every computation `instruction` calls, transitively, callees before callers (the order
     Module.reachable_computations gives a module's)."""
-    order: list[Computation] = []
-    seen: set[int] = set()
-
-    def visit(computation: Computation) -> None:
-        if id(computation) in seen:
-            return
-        seen.add(id(computation))
-        for inner in computation.post_order():
-            for callee in inner.called_computations():
-                visit(callee)
-        order.append(computation)
-
-    for callee in instruction.called_computations():
-        visit(callee)
-    return order
+    return computation_closure(instruction.called_computations())

@@ -7,7 +7,7 @@ order of that list, never the order of a set or of object ids.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,21 +167,28 @@ class Module:
 
     def reachable_computations(self) -> list[Computation]:
         """Computations reachable from the entry, callees before callers, entry last."""
-        order: list[Computation] = []
-        seen: set[int] = set()
-
-        def visit(computation: Computation) -> None:
-            if id(computation) in seen:
-                return
-            seen.add(id(computation))
-            for instruction in computation.post_order():
-                for callee in instruction.called_computations():
-                    visit(callee)
-            order.append(computation)
-
-        visit(self.entry)
-        return order
+        return computation_closure([self.entry])
 
     def instructions(self) -> Iterator[Instruction]:
         for computation in self.computations:
             yield from computation.instructions
+
+
+def computation_closure(roots: Sequence[Computation]) -> list[Computation]:
+    """`roots` and every computation they call, transitively, callees before callers, each
+    once, in the order a post-order walk from each root in turn reaches them."""
+    order: list[Computation] = []
+    seen: set[int] = set()
+
+    def visit(computation: Computation) -> None:
+        if id(computation) in seen:
+            return
+        seen.add(id(computation))
+        for instruction in computation.post_order():
+            for callee in instruction.called_computations():
+                visit(callee)
+        order.append(computation)
+
+    for root in roots:
+        visit(root)
+    return order

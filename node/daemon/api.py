@@ -35,7 +35,7 @@ from node.chain.disputes import DisputeSummary, summarize
 from node.chain.errors import ContractRevert
 from node.chain.state import JobState
 from node.daemon.auth import Gate, Refused, Token
-from node.daemon.chain_executor import ServedLeaf
+from node.daemon.chain_executor import ExecutedChainJob, ServedLeaf
 from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.drawing import Drawings
@@ -515,6 +515,13 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
         409 while the job's commit phase is open (the trace shows the result, which a node
         that has not committed yet could copy instead of computing)."""
         role, number = _chain_job_id(job_id)
+        record = _executed_after_commit_phase(role, number, "the trace is")
+        return Response(store.blobs.get(record.envelope_digest), media_type="application/json")
+
+    def _executed_after_commit_phase(role: ChainRole, number: int, served: str) -> ExecutedChainJob:
+        """This node's record of a chain job it executed, once the job's commit phase is
+        over: 404 if it has not executed it, 409 while the phase is open (what it serves shows
+        the result, which a node that has not committed yet could copy instead of computing)."""
         record = role.executor.record(role.market.address, number)
         if record is None:
             raise _problem(404, f"chain job {number}: not executed by this node")
@@ -525,9 +532,9 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
             raise _problem(
                 409,
                 f"chain job {number}: commit phase open ({job.committed} of {job.k} slots committed, "
-                f"deadline {job.commit_deadline}); the trace is served once it is over",
+                f"deadline {job.commit_deadline}); {served} served once it is over",
             )
-        return Response(store.blobs.get(record.envelope_digest), media_type="application/json")
+        return record
 
     def _served_leaf(job_id: str, index: str, also: str = "") -> ServedLeaf:
         role, number = _chain_job_id(job_id)
@@ -536,18 +543,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
         others = [part.strip() for part in also.split(",") if part.strip()] if also else []
         if len(others) > MAX_LEAVES_ALSO or not all(part.isdigit() for part in others):
             raise _problem(400, f"also: at most {MAX_LEAVES_ALSO} op-trace indices, comma-separated")
-        record = role.executor.record(role.market.address, number)
-        if record is None:
-            raise _problem(404, f"chain job {number}: not executed by this node")
-        with _chain_reads():
-            job = role.market.get_job(number)
-            over = job.commit_phase_over(role.client.next_block_time())
-        if not over:
-            raise _problem(
-                409,
-                f"chain job {number}: commit phase open ({job.committed} of {job.k} slots committed, "
-                f"deadline {job.commit_deadline}); leaf values are served once it is over",
-            )
+        _executed_after_commit_phase(role, number, "leaf values are")
         try:
             return role.executor.leaf(role.market.address, number, int(index), [int(part) for part in others])
         except JobRejected as error:
