@@ -40,6 +40,15 @@ _EXPORTS: dict[str, str] = {
     "leaf_count": "compiler.reference.leaf",
     "leaf_digest": "compiler.reference.leaf",
     "result_leaf_digest": "compiler.reference.leaf",
+    "trace_leaves": "compiler.hlo.commitment",
+    # One element's steps, down to the scalar operation a dispute's contract evaluates
+    # (compiler/reference/steps/, compiler/reference/scalar.py).
+    "element_steps": "compiler.reference.steps",
+    "StepTrace": "compiler.reference.steps",
+    "Uncovered": "compiler.reference.steps",
+    "ScalarOp": "compiler.reference.scalar",
+    "evaluate_scalar": "compiler.reference.scalar",
+    "scalar_bits": "compiler.reference.scalar",
     "Plan": "compiler.codegen.plan",
     "KernelStep": "compiler.codegen.plan",
     "walk_steps": "compiler.codegen.plan",
@@ -95,7 +104,13 @@ _EXPORTS: dict[str, str] = {
     "HloUnsupportedError": "compiler.hlo.errors",
 }
 # A public name spelled otherwise where it is defined.
-_DEFINED_AS = {"SUPPORTED_OPCODES": "SUPPORTED", "walk_steps": "walk"}
+_DEFINED_AS = {
+    "SUPPORTED_OPCODES": "SUPPORTED",
+    "walk_steps": "walk",
+    "ScalarOp": "Op",
+    "evaluate_scalar": "evaluate",
+    "scalar_bits": "to_bits",
+}
 
 __all__ = sorted(_EXPORTS)
 

@@ -1,0 +1,186 @@
+"""The steps of one element: every scalar operation the numerics contract performs to compute
+one output element of one instruction, in order, with its inputs and result.
+
+    trace = element_steps(instruction, operands, element)
+    trace.steps[-1].value == the element's bits, as the reference evaluator computes it
+
+`instruction` is an op-trace leaf of the optimized module (a fusion, a dot, a reduce, ...),
+`operands` its operand values (what `compiler.reference.leaf.leaf_operands` builds from the
+values the parties serve), `element` a flat row-major index into its result. The steps
+follow docs/numerics.md and never the backend: a fused computation's inner instructions
+element by element, a dot's or a convolution's fma chain, a reduction's pinned tree, a
+reduce-window's fold, the math functions' pinned algorithms (their binary64 and int64
+operations), conversions and the integer ops. The dispute game narrows a disagreement about
+an element to one of these steps, which the contract evaluates (docs/disputes.md).
+
+An instruction the recorder does not cover raises `Uncovered`, naming the opcode and why;
+COVERAGE lists what is covered and UNCOVERED the families that are not, with the reason.
+
+The op families' rules live beside the reference's own modules, in the same grouping:
+elementwise, data_movement, reductions, dot_conv, control_flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.shape import ArrayShape, TupleShape
+
+from .record import Recorder, Step, StepKind, Uncovered
+
+_T = TypeVar("_T")
+Handle = int | tuple  # a step index, or a tuple of handles for a tuple-shaped value
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """The steps of one element and the handle of its result (the last step's value is the
+    element unless the result is shared with an earlier step, as for a moved element)."""
+
+    steps: tuple[Step, ...]
+    result: int
+
+    @property
+    def value(self) -> int:
+        return self.steps[self.result].value
+
+    @property
+    def decided(self) -> bool:
+        """Whether every step is one the machine decides alone."""
+        return all(step.decided for step in self.steps)
+
+
+class Scope:
+    """Where a computation's parameters come from: `parameter(number, index)` gives the
+    element `index` of parameter `number` as a handle."""
+
+    def __init__(self, parameter: Callable[[int, tuple[int, ...]], Handle]) -> None:
+        self.parameter = parameter
+
+
+Rule = Callable[["ElementEvaluator", Instruction, tuple[int, ...], Scope], Handle]
+
+
+class ElementEvaluator:
+    """Evaluates single elements of instructions on demand, recording their steps."""
+
+    def __init__(
+        self, recorder: Recorder, rules: dict[str, Rule], leaf: Instruction, leaf_scope: Scope
+    ) -> None:
+        self.recorder = recorder
+        self.rules = rules
+        self.leaf = leaf
+        self.leaf_scope = leaf_scope
+        # Scopes and expanded computations live as long as the evaluator: the memo is keyed
+        # by their ids, which must not be reused.
+        self._kept: list[object] = [leaf_scope]
+        self._memo: dict[tuple[int, tuple[int, ...], int], Handle] = {}
+
+    def scope(self, parameter: Callable[[int, tuple[int, ...]], Handle]) -> Scope:
+        return self.keep(Scope(parameter))
+
+    def keep(self, thing: _T) -> _T:
+        self._kept.append(thing)
+        return thing
+
+    def element(self, instruction: Instruction, index: tuple[int, ...], scope: Scope) -> Handle:
+        key = (id(instruction), index, id(scope))
+        if key not in self._memo:
+            rule = self.rules.get(instruction.opcode)
+            if rule is None:
+                raise Uncovered(instruction.opcode, "no element steps are defined for this opcode")
+            self._memo[key] = rule(self, instruction, index, scope)
+        return self._memo[key]
+
+    def operand(
+        self, instruction: Instruction, number: int, index: tuple[int, ...], scope: Scope
+    ) -> Handle:
+        """Element `index` of operand `number` (a rank-0 operand of an elementwise op gives
+        its one element whatever the index)."""
+        operand = instruction.operands[number]
+        if isinstance(operand.shape, ArrayShape) and operand.shape.rank == 0:
+            index = ()
+        if instruction is self.leaf:  # the leaf's operands are the served values
+            return self.leaf_scope.parameter(number, index)
+        return self.element(operand, index, scope)
+
+    def computation(self, computation: Computation, scope: Scope, index: tuple[int, ...]) -> Handle:
+        return self.element(computation.root, index, scope)
+
+    def apply_scalar(self, computation: Computation, arguments: Sequence[Handle]) -> Handle:
+        """A computation of scalars (a reducer, a map's function) applied to handles."""
+        scope = self.scope(lambda number, _index: arguments[number])
+        return self.element(computation.root, (), scope)
+
+
+def _rules() -> dict[str, Rule]:
+    from . import control_flow, data_movement, dot_conv, elementwise, reductions
+
+    rules: dict[str, Rule] = {}
+    for family in (elementwise, data_movement, reductions, dot_conv, control_flow):
+        rules.update(family.RULES)
+    return rules
+
+
+def element_steps(
+    instruction: Instruction, operands: Sequence[np.ndarray], element: int, output: int = 0
+) -> StepTrace:
+    """The steps of element `element` (flat, row-major) of output buffer `output` of
+    `instruction` (0 for an array; a tuple's flat parts in order), whose operands hold
+    `operands`. Raises Uncovered for an instruction without element steps."""
+    shape = _output_shape(instruction, output)
+    if any(isinstance(o, tuple) for o in operands):
+        raise Uncovered(instruction.opcode, "an operand is a tuple")
+    if not 0 <= element < shape.element_count:
+        raise ValueError(
+            f"element {element} is outside {instruction.opcode}'s {shape.element_count} elements"
+        )
+    recorder = Recorder([np.asarray(o) for o in operands])
+
+    def leaf_operand(number: int, index: tuple[int, ...]) -> Handle:
+        operand_shape = instruction.operands[number].array_shape
+        flat = int(np.ravel_multi_index(index, operand_shape.dims)) if operand_shape.rank else 0
+        return recorder.load(number, flat, operand_shape.dtype)
+
+    top = Scope(leaf_operand)
+    evaluator = ElementEvaluator(recorder, _rules(), instruction, top)
+    index = tuple(int(i) for i in np.unravel_index(element, shape.dims)) if shape.rank else ()
+    with np.errstate(all="ignore"):
+        if isinstance(instruction.shape, TupleShape):
+            from .control_flow import output_element
+
+            result = output_element(evaluator, instruction, output, index, top)
+        else:
+            result = evaluator.element(instruction, index, top)
+    assert isinstance(result, int)
+    return StepTrace(tuple(recorder.steps), result)
+
+
+def _output_shape(instruction: Instruction, output: int) -> ArrayShape:
+    shape = instruction.shape
+    if isinstance(shape, ArrayShape):
+        if output:
+            raise ValueError(f"{instruction.opcode} has one output, not {output + 1}")
+        return shape
+    parts = [s for s in shape.elements]
+    if any(not isinstance(p, ArrayShape) for p in parts):
+        raise Uncovered(instruction.opcode, "a nested tuple result")
+    if not 0 <= output < len(parts):
+        raise ValueError(f"{instruction.opcode} has {len(parts)} outputs, not {output + 1}")
+    return parts[output]  # type: ignore[return-value]
+
+
+__all__ = [
+    "ElementEvaluator",
+    "Scope",
+    "Step",
+    "StepKind",
+    "StepTrace",
+    "Uncovered",
+    "element_steps",
+]

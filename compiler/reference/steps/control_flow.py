@@ -1,0 +1,95 @@
+"""Element steps through the value plumbing and calls (compiler/reference/control_flow.py):
+parameters come from the scope, a constant's element is a CONST step, a fusion or call
+evaluates its computation's root at the same element with its operands as parameters, and
+tuples carry one handle per part. while, conditional and scan are not covered: their
+elements depend on iterations the element's steps would have to repeat."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.hlo.ir import Instruction
+from compiler.reference.control_flow import callee
+from compiler.reference.scalar import to_bits
+
+from . import ElementEvaluator, Handle, Scope
+from .record import Uncovered
+
+Index = tuple[int, ...]
+
+
+def _parameter(
+    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+) -> Handle:
+    return scope.parameter(instruction.parameter_number, index)
+
+
+def _constant(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+    literal = instruction.literal
+    assert literal is not None
+    dtype = instruction.array_shape.dtype
+    value = np.asarray(literal)[index] if literal.ndim else np.asarray(literal)
+    return ev.recorder.const(dtype, to_bits(np.asarray(value).reshape(1), dtype))
+
+
+def _call(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+    inner = ev.scope(lambda number, at: ev.operand(instruction, number, at, scope))
+    return ev.element(callee(instruction).root, index, inner)
+
+
+def _tuple(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+    return tuple(
+        ev.operand(instruction, number, index, scope) for number in range(len(instruction.operands))
+    )
+
+
+def _get_tuple_element(
+    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+) -> Handle:
+    whole = ev.operand(instruction, 0, index, scope)
+    if not isinstance(whole, tuple):
+        raise Uncovered(instruction.opcode, "of a value that is not a tuple")
+    return whole[int(instruction.attrs["index"])]  # type: ignore[arg-type]
+
+
+def output_element(
+    ev: ElementEvaluator, instruction: Instruction, output: int, index: Index, scope: Scope
+) -> Handle:
+    """Element `index` of output `output` of a tuple-shaped instruction: of a fusion or call
+    whose root is a tuple, that part's instruction alone; otherwise the part of the whole
+    (a variadic reduction's parts share their dimensions)."""
+    if instruction.opcode in ("fusion", "call"):
+        root = callee(instruction).root
+        if root.opcode == "tuple" and all(not isinstance(o.shape, tuple) for o in root.operands):
+            inner = ev.scope(lambda number, at: ev.operand(instruction, number, at, scope))
+            return ev.element(root.operands[output], index, inner)
+    shapes = instruction.shape.elements  # type: ignore[union-attr]
+    if len({getattr(s, "dims", None) for s in shapes}) > 1:
+        raise Uncovered(
+            instruction.opcode, "a tuple result whose parts differ in dimensions (not yet)"
+        )
+    whole = ev.element(instruction, index, scope)
+    if not isinstance(whole, tuple):
+        raise Uncovered(instruction.opcode, "a tuple result without a handle per part")
+    return whole[output]
+
+
+def _not_covered(why: str):
+    def rule(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+        raise Uncovered(instruction.opcode, why)
+
+    return rule
+
+
+RULES = {
+    "parameter": _parameter,
+    "constant": _constant,
+    "fusion": _call,
+    "call": _call,
+    "opt-barrier": lambda ev, instruction, index, scope: ev.operand(instruction, 0, index, scope),
+    "tuple": _tuple,
+    "get-tuple-element": _get_tuple_element,
+    "while": _not_covered("a loop's element repeats its body's steps per iteration (not yet)"),
+    "conditional": _not_covered("a branch's steps depend on the selected computation (not yet)"),
+    "scan": _not_covered("a scan's element depends on every earlier step's carry (not yet)"),
+}

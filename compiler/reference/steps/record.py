@@ -1,0 +1,149 @@
+"""The step list of one element, and the recorder that builds it.
+
+A step is one scalar operation of compiler/reference/scalar.py applied to earlier steps, or
+one of the three ways a value enters: LOAD (an element of one of the instruction's operands,
+which the operand's digest proves), CONST (a value written in the program: a literal's
+element, an algorithm's constant) and TABLE (an entry of a pinned algorithm's constant
+table, looked up by an earlier step's value). Every step carries its result's bits, so a
+step can be checked alone: its inputs are earlier steps' results.
+
+The recorder shares equal steps (the same load, constant or operation on the same inputs is
+recorded once), which keeps a fused computation's element a DAG the size of its
+instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from compiler.reference.scalar import Op, Undecidable, evaluate, result_type, to_bits
+from core.dtypes import DType
+
+
+class StepKind(Enum):
+    LOAD = "load"
+    CONST = "const"
+    TABLE = "table"
+    OP = "op"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step. `dtype` is the operand type of an OP (the value's type otherwise) and
+    `result_dtype` the type of `value`. LOAD: `source` = (operand number, flat element index);
+    TABLE: `table` names the table and `args` holds the index step. `decided` is false for a
+    ROUND_F32_CR the machine cannot decide; its value is then the reference's (MPFR)."""
+
+    kind: StepKind
+    dtype: DType
+    result_dtype: DType
+    value: int
+    op: Op | None = None
+    args: tuple[int, ...] = ()
+    source: tuple[int, int] | None = None
+    table: str | None = None
+    decided: bool = True
+
+    def describe(self) -> str:
+        if self.kind is StepKind.LOAD:
+            assert self.source is not None
+            return f"load operand {self.source[0]}[{self.source[1]}] : {self.dtype.name}"
+        if self.kind is StepKind.CONST:
+            return f"const {self.dtype.name} {self.value:#x}"
+        if self.kind is StepKind.TABLE:
+            return f"table {self.table}[#{self.args[0]}]"
+        assert self.op is not None
+        types = (
+            self.dtype.name
+            if self.dtype == self.result_dtype
+            else f"{self.dtype.name}->{self.result_dtype.name}"
+        )
+        return f"{self.op.name.lower()}.{types} " + ", ".join(f"#{a}" for a in self.args)
+
+
+class Uncovered(Exception):
+    """An instruction whose element steps the recorder does not define (yet): the dispute of
+    such an element stays with the committee (docs/disputes.md)."""
+
+    def __init__(self, opcode: str, why: str) -> None:
+        super().__init__(f"{opcode}: {why}")
+        self.opcode = opcode
+        self.why = why
+
+
+@dataclass
+class Recorder:
+    """Appends steps; returns each step's index (a handle) and shares equal steps."""
+
+    operands: list[np.ndarray]
+    steps: list[Step] = field(default_factory=list)
+    _shared: dict[tuple, int] = field(default_factory=dict)
+
+    def _add(self, key: tuple, step: Step) -> int:
+        index = self._shared.get(key)
+        if index is None:
+            index = self._shared[key] = len(self.steps)
+            self.steps.append(step)
+        return index
+
+    def dtype(self, handle: int) -> DType:
+        return self.steps[handle].result_dtype
+
+    def bits(self, handle: int) -> int:
+        return self.steps[handle].value
+
+    def load(self, operand: int, flat: int, dtype: DType) -> int:
+        array = self.operands[operand]
+        value = to_bits(np.asarray(array).reshape(-1)[flat : flat + 1], dtype)
+        return self._add(
+            ("load", operand, flat),
+            Step(StepKind.LOAD, dtype, dtype, value, source=(operand, flat)),
+        )
+
+    def const(self, dtype: DType, bits: int) -> int:
+        return self._add(("const", dtype.name, bits), Step(StepKind.CONST, dtype, dtype, bits))
+
+    def table(self, name: str, entries: tuple, entry_dtype: DType, index: int) -> int:
+        position = _signed64(self.bits(index))
+        value = to_bits(np.array([entries[position]], dtype=entry_dtype.numpy), entry_dtype)
+        return self._add(
+            ("table", name, index),
+            Step(StepKind.TABLE, entry_dtype, entry_dtype, value, args=(index,), table=name),
+        )
+
+    def op(
+        self,
+        op: Op,
+        *args: int,
+        to: DType | None = None,
+        dtype: DType | None = None,
+        undecided_value: int | None = None,
+    ) -> int:
+        """op on the steps `args` (of type `dtype`, by default the first's; SELECT's is its
+        second's). `undecided_value` is the value the reference gives when the machine cannot
+        decide (ROUND_F32_CR)."""
+        operand_type = dtype or self.dtype(args[1] if op is Op.SELECT else args[0])
+        target = result_type(op, operand_type, to)
+        key = ("op", op, operand_type.name, target.name, args)
+        if key in self._shared:
+            return self._shared[key]
+        decided = True
+        try:
+            value = evaluate(op, operand_type, [self.bits(a) for a in args], target)
+        except Undecidable:
+            if undecided_value is None:
+                raise
+            value, decided = undecided_value, False
+        return self._add(
+            key,
+            Step(
+                StepKind.OP, operand_type, target, value, op=op, args=tuple(args), decided=decided
+            ),
+        )
+
+
+def _signed64(bits: int) -> int:
+    return bits - (1 << 64) if bits >= 1 << 63 else bits
