@@ -19,6 +19,8 @@ from attest.dsse import (
 )
 from attest.errors import (
     AttestError,
+    DigestVersionError,
+    ElementProofError,
     EnvelopeError,
     KeyFileError,
     MerkleError,
@@ -69,6 +71,7 @@ from attest.statement import (
     normalize_contract,
     parse_statement,
 )
+from attest.tensor_proof import ElementProof, element_proof, verify_element_proof
 from attest.verify import trusted_key_map, verify, verify_signatures
 
 __all__ = [
@@ -78,7 +81,10 @@ __all__ = [
     "STATEMENT_TYPE",
     "AttestError",
     "CompilerIdentity",
+    "DigestVersionError",
     "Divergence",
+    "ElementProof",
+    "ElementProofError",
     "Envelope",
     "EnvelopeError",
     "Execution",
@@ -107,6 +113,7 @@ __all__ = [
     "b64encode",
     "canonical_json",
     "digest_leaves",
+    "element_proof",
     "first_divergence",
     "generate_private_key",
     "inclusion_proof",
@@ -133,6 +140,7 @@ __all__ = [
     "text_digest",
     "trusted_key_map",
     "verify",
+    "verify_element_proof",
     "verify_inclusion",
     "verify_signatures",
 ]

@@ -35,5 +35,15 @@ class MerkleError(AttestError):
     """A Merkle tree or inclusion proof argument is malformed."""
 
 
+class DigestVersionError(AttestError):
+    """A tensor digest version this vxla does not know (the message names it and the known
+    ones)."""
+
+
+class ElementProofError(AttestError):
+    """An element proof (attest.tensor_proof) is malformed or does not verify against the
+    tensor digest it is checked with; the message names what failed."""
+
+
 class VerificationError(AttestError):
     """An envelope failed verification; the message names the check that failed."""

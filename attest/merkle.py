@@ -17,16 +17,16 @@ digest (see `digest_leaves`). All hashes are lower-case hex, like every vxla dig
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attest.digests import sha256_hex
 from attest.errors import MerkleError
 
 LEAF_PREFIX = b"\x00"
 NODE_PREFIX = b"\x01"
-EMPTY_ROOT = sha256_hex(b"")
+EMPTY_ROOT = hashlib.sha256(b"").hexdigest()
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -39,12 +39,19 @@ def _raw(hex_hash: str, what: str) -> bytes:
 
 def leaf_hash(leaf: bytes) -> str:
     """Hash of one leaf: SHA-256(0x00 || leaf)."""
-    return sha256_hex(LEAF_PREFIX + bytes(leaf))
+    return raw_leaf_hash(leaf).hex()
+
+
+def raw_leaf_hash(leaf: bytes | memoryview) -> bytes:
+    """leaf_hash as 32 raw bytes; `leaf` may be a memoryview, hashed in place."""
+    hasher = hashlib.sha256(LEAF_PREFIX)
+    hasher.update(leaf)
+    return hasher.digest()
 
 
 def node_hash(left: str, right: str) -> str:
     """Hash of an inner node from its children's hex hashes: SHA-256(0x01 || left || right)."""
-    return sha256_hex(NODE_PREFIX + _raw(left, "left") + _raw(right, "right"))
+    return hashlib.sha256(NODE_PREFIX + _raw(left, "left") + _raw(right, "right")).hexdigest()
 
 
 def digest_leaves(digests: Sequence[str]) -> list[bytes]:
@@ -52,21 +59,31 @@ def digest_leaves(digests: Sequence[str]) -> list[bytes]:
     return [_raw(d, f"digests[{i}]") for i, d in enumerate(digests)]
 
 
-def _next_level(level: list[str]) -> list[str]:
-    paired = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+def _next_level(level: Sequence[bytes]) -> list[bytes]:
+    """The level above `level` (raw 32-byte hashes): neighbours paired left to right."""
+    sha256 = hashlib.sha256
+    paired = [
+        sha256(NODE_PREFIX + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)
+    ]
     if len(level) % 2:
         paired.append(level[-1])  # odd one out is promoted unchanged
     return paired
 
 
-def merkle_root(leaves: Sequence[bytes]) -> str:
-    """Root of the tree over `leaves` in the given order (EMPTY_ROOT for no leaves)."""
-    if not leaves:
-        return EMPTY_ROOT
-    level = [leaf_hash(leaf) for leaf in leaves]
+def root_of_leaf_hashes(level: Sequence[bytes]) -> bytes:
+    """The root, as 32 raw bytes, of the tree whose leaf hashes (raw_leaf_hash, in order) are
+    `level`; the raw EMPTY_ROOT for none. The one tree builder: merkle_root and the chunk
+    root of a tensor digest (attest.digests) both build their levels here."""
+    if not level:
+        return bytes.fromhex(EMPTY_ROOT)
     while len(level) > 1:
         level = _next_level(level)
     return level[0]
+
+
+def merkle_root(leaves: Sequence[bytes]) -> str:
+    """Root of the tree over `leaves` in the given order (EMPTY_ROOT for no leaves)."""
+    return root_of_leaf_hashes([raw_leaf_hash(leaf) for leaf in leaves]).hex()
 
 
 @dataclass(frozen=True)
@@ -91,13 +108,13 @@ def inclusion_proof(leaves: Sequence[bytes], index: int) -> InclusionProof:
     """The inclusion proof of leaf `index` in the tree over `leaves`."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(leaves):
         raise MerkleError(f"index: {index!r} is not in 0..{len(leaves) - 1}")
-    level = [leaf_hash(leaf) for leaf in leaves]
+    level = [raw_leaf_hash(leaf) for leaf in leaves]
     position = index
     siblings: list[str] = []
     while len(level) > 1:
         promoted = position == len(level) - 1 and len(level) % 2 == 1
         if not promoted:
-            siblings.append(level[position ^ 1])
+            siblings.append(level[position ^ 1].hex())
         level = _next_level(level)
         position //= 2
     return InclusionProof(index=index, leaf_count=len(leaves), siblings=tuple(siblings))

@@ -18,13 +18,18 @@ JSON layout (every hash is 64 lower-case hex characters)::
          "inputs":  [{"name", "dtype", "shape": [int], "digest"}],
          "outputs": [{"name", "dtype", "shape": [int], "digest"}],
          "op_trace": null | {"merkle_root",
-                             "instructions": [{"index", "name", "opcode", "digest"}]}},
+                             "instructions": [{"index", "name", "opcode", "digest"}]},
+         "tensor_digest_version": "vxla.tensor.v2"},   # absent: vxla.tensor.v1
        "run": {"threads": int, "timings_ns": {str: int}}}}   # run metadata, never compared
 
 The subject lists exactly the outputs (name and digest, same order). `op_trace` is present
 when the run traced at op level: instructions in schedule order, indices 0..n-1, and
 `merkle_root` is the root (see `attest.merkle`) over their digests. The thread count is the
-non-binding part of the compiler identity, so it sits in `run`. Timings are integer
+non-binding part of the compiler identity, so it sits in `run`. `tensor_digest_version` names
+the version of every tensor digest the statement holds (inputs, outputs, op trace;
+attest/digests.py): a verifier recomputes digests with that version. Traces made before it was
+recorded have none and their digests are `vxla.tensor.v1`; a version this vxla does not know
+is refused, named. Timings are integer
 nanoseconds: floats are not allowed anywhere, because their JSON text is not canonical
 across implementations.
 
@@ -40,8 +45,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from attest.digests import _TYPE_NAMES
-from attest.errors import StatementError
+from attest.digests import (
+    _TYPE_NAMES,
+    TENSOR_DIGEST_V1,
+    TENSOR_DIGEST_VERSION,
+    known_digest_version,
+)
+from attest.errors import DigestVersionError, StatementError
 from attest.merkle import digest_leaves, merkle_root
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -461,7 +471,11 @@ class OpTrace:
 
 @dataclass(frozen=True)
 class Execution:
-    """The deterministic part of the predicate: what two honest nodes must agree on."""
+    """The deterministic part of the predicate: what two honest nodes must agree on.
+
+    `tensor_digest_version`: the version of its tensor digests, None for a trace made before
+    the version was recorded (written without the field; its digests are vxla.tensor.v1).
+    `digest_version` is the version either way."""
 
     program: ProgramRecord
     compiler: CompilerIdentity
@@ -470,9 +484,15 @@ class Execution:
     inputs: tuple[TensorRecord, ...]
     outputs: tuple[TensorRecord, ...]
     op_trace: OpTrace | None = None
+    tensor_digest_version: str | None = TENSOR_DIGEST_VERSION
+
+    @property
+    def digest_version(self) -> str:
+        """The tensor digest version of the statement's digests."""
+        return self.tensor_digest_version or TENSOR_DIGEST_V1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "program": self.program.to_dict(),
             "compiler": self.compiler.to_dict(),
             "graph_hash": self.graph_hash,
@@ -481,6 +501,9 @@ class Execution:
             "outputs": [t.to_dict() for t in self.outputs],
             "op_trace": None if self.op_trace is None else self.op_trace.to_dict(),
         }
+        if self.tensor_digest_version is not None:
+            data["tensor_digest_version"] = self.tensor_digest_version
+        return data
 
     @classmethod
     def from_dict(cls, data: Any, path: str = "deterministic") -> Execution:
@@ -493,7 +516,14 @@ class Execution:
             "outputs",
             "op_trace",
         )
-        obj = _obj(data, path, names)
+        obj = _obj(data, path, names, optional=("tensor_digest_version",))
+        version = None
+        if "tensor_digest_version" in obj:
+            version = _str(obj["tensor_digest_version"], f"{path}.tensor_digest_version")
+            try:
+                known_digest_version(version)
+            except DigestVersionError as error:
+                raise StatementError(f"{path}.tensor_digest_version", str(error)) from None
         inputs = tuple(
             TensorRecord.from_dict(t, f"{path}.inputs[{i}]")
             for i, t in enumerate(_list(obj["inputs"], f"{path}.inputs"))
@@ -516,6 +546,7 @@ class Execution:
             op_trace=None
             if obj["op_trace"] is None
             else OpTrace.from_dict(obj["op_trace"], f"{path}.op_trace"),
+            tensor_digest_version=version,
         )
 
 

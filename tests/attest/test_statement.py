@@ -268,3 +268,34 @@ def test_a_gpu_run_records_the_gpu_and_the_cubin_linker() -> None:
     data["predicate"]["run"]["host"]["gpu"]["clock"] = 1980
     with pytest.raises(StatementError, match=r"predicate\.run\.host\.gpu\.clock: unknown field"):
         parse_statement(canonical_json(data))
+
+
+def test_the_tensor_digest_version_is_recorded_and_an_older_trace_has_none() -> None:
+    """New statements name their digests' version; a statement from before the field (none
+    there) still parses, in its own canonical form, as vxla.tensor.v1; an explicit v1 too."""
+    statement = make_statement(node_key("a"))
+    deterministic = statement.to_dict()["predicate"]["deterministic"]
+    assert deterministic["tensor_digest_version"] == "vxla.tensor.v2"
+    assert statement.predicate.deterministic.digest_version == "vxla.tensor.v2"
+    old = statement_dict()
+    del old["predicate"]["deterministic"]["tensor_digest_version"]
+    parsed = parse_statement(canonical_json(old))
+    assert parsed.predicate.deterministic.tensor_digest_version is None
+    assert parsed.predicate.deterministic.digest_version == "vxla.tensor.v1"
+    assert parsed.to_json_bytes() == canonical_json(old)  # re-serialized without the field
+    explicit = copy.deepcopy(old)
+    explicit["predicate"]["deterministic"]["tensor_digest_version"] = "vxla.tensor.v1"
+    assert parse_statement(canonical_json(explicit)).predicate.deterministic.digest_version == "vxla.tensor.v1"
+
+
+def test_an_unknown_tensor_digest_version_is_refused_by_name() -> None:
+    data = statement_dict()
+    data["predicate"]["deterministic"]["tensor_digest_version"] = "vxla.tensor.v7"
+    with pytest.raises(
+        StatementError,
+        match=r"^predicate\.deterministic\.tensor_digest_version: unknown tensor digest version 'vxla\.tensor\.v7'",
+    ):
+        parse_statement(canonical_json(data))
+    predicate = make_predicate(node_key("a"))
+    with pytest.raises(StatementError, match="vxla.tensor.v7"):
+        Statement.build(replace(predicate, deterministic=replace(predicate.deterministic, tensor_digest_version="vxla.tensor.v7")))

@@ -227,9 +227,10 @@ def _with(data: Any, path: tuple[Any, ...], value: Any) -> Any:
 
 
 # Fields whose change the statement's own consistency checks catch (they are cross-checked
-# against another field); every other leaf changes to a statement that still parses.
+# against another field, or one of a known set: the tensor digest version); every other leaf
+# changes to a statement that still parses.
 CROSS_CHECKED = re.compile(
-    r"deterministic\.(op_trace\.(merkle_root|instructions\.\d+\.(digest|index))|outputs\.\d+\.(name|digest))$"
+    r"deterministic\.(op_trace\.(merkle_root|instructions\.\d+\.(digest|index))|outputs\.\d+\.(name|digest)|tensor_digest_version)$"
 )
 
 
