@@ -332,10 +332,10 @@ class Job:
             raise AnswerRefused(f"{self.client.url}{self._path}: {what} is not a list of SHA-256 digests")
         return values
 
-    def _recorded_blob(self, digest: str, record: TensorRecord) -> np.ndarray:
+    def _recorded_blob(self, digest: str, record: TensorRecord, version: str) -> np.ndarray:
         """The blob `digest` as the tensor `record` describes, downloaded within the .npy
-        size its element type and shape imply and checked against it: digest, element type
-        and shape."""
+        size its element type and shape imply and checked against it: digest (of `version`,
+        the trace's tensor digest version), element type and shape."""
         bound = npy_size_bound(record)
         limit = self.client.limits.tensor_bytes
         if bound > limit:
@@ -344,7 +344,7 @@ class Job:
                 f"{bound} bytes as .npy, over this client's limit of {limit} (AnswerLimits.tensor_bytes)"
             )
         try:
-            return recorded_array(self.client.get_blob(digest, max_bytes=bound), record)
+            return recorded_array(self.client.get_blob(digest, max_bytes=bound), record, version)
         except ValueError as exc:
             raise IntegrityError(f"job {self.id}: {exc}") from None
 
@@ -401,7 +401,8 @@ class Job:
             digests = self._digests(record.get("input_digests", []), "input_digests")
             if len(digests) != len(recorded):
                 raise IntegrityError(f"job {self.id}: {len(digests)} input blobs, the trace records {len(recorded)}")
-            inputs = [self._recorded_blob(d, r) for d, r in zip(digests, recorded, strict=True)]
+            version = statement.predicate.deterministic.digest_version
+            inputs = [self._recorded_blob(d, r, version) for d, r in zip(digests, recorded, strict=True)]
         keys = trusted_keys if trusted_keys is not None else self.client.verification_keys()
         report = verify_trace(
             trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
@@ -483,7 +484,8 @@ class Job:
             raise IntegrityError(f"chain job {self.id}: the node's outputs are not the finalized result")
         if len(digests) != len(records):
             raise IntegrityError(f"job {self.id}: {len(digests)} output blobs, the trace records {len(records)}")
-        return [self._recorded_blob(digest, record) for digest, record in zip(digests, records, strict=True)]
+        version = statement.predicate.deterministic.digest_version
+        return [self._recorded_blob(digest, record, version) for digest, record in zip(digests, records, strict=True)]
 
 
 # Seconds after the reveal phase in which a job's results may be challenged, unless the

@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from attest.digests import tensor_digest
+from attest.digests import TENSOR_DIGEST_VERSION, tensor_digest
 from attest.statement import TensorRecord
 from core.atomic_files import write_atomic
 from core.dtypes import from_name
@@ -156,11 +156,12 @@ def npy_size_bound(record: TensorRecord) -> int:
     return NPY_HEADER_BYTES + from_name(record.dtype).numpy.itemsize * math.prod(record.shape)
 
 
-def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
+def recorded_array(data: bytes, record: TensorRecord, version: str = TENSOR_DIGEST_VERSION) -> np.ndarray:
     """The array in .npy `data` (never unpickled) as the tensor `record` describes, checked
-    against it: element type, shape and digest; ValueError when it is not that tensor.
-    bfloat16 arrays round-trip .npy as raw 2-byte records and are read back as the recorded
-    type."""
+    against it: element type, shape and digest (of `version`, the tensor digest version of
+    the statement that holds the record: `Execution.digest_version`); ValueError when it is
+    not that tensor. bfloat16 arrays round-trip .npy as raw 2-byte records and are read back
+    as the recorded type."""
     dtype = from_name(record.dtype).numpy
     try:
         array = read_npy(data, dtype, record.shape)
@@ -172,7 +173,7 @@ def recorded_array(data: bytes, record: TensorRecord) -> np.ndarray:
     # shape the record names, or a signer could describe one shape over another's bytes.
     if array.dtype != dtype or array.shape != tuple(record.shape):
         raise ValueError(f"{record.name} is {array.dtype.name}{list(array.shape)}, its record says {record.dtype}{list(record.shape)}")
-    if tensor_digest(array) != record.digest:
+    if tensor_digest(array, version) != record.digest:
         raise ValueError(f"{record.name} does not match its recorded digest")
     return array
 

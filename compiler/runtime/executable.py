@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from attest.digests import TensorDigester, tuple_digest
+from attest.digests import TENSOR_DIGEST_VERSION, TensorDigester, known_digest_version, tuple_digest
 from compiler.codegen import native_plan as N
 from compiler.codegen import plan as P
 from compiler.config import CompilerConfig
@@ -53,11 +53,13 @@ class TracedRun:
     optimized graph, opcode, output digest). `captured`: for the op-trace indices a run was
     asked to capture, the values its digest was taken of (the instruction's flat output
     buffers, each a fresh array of its element type and dimensions), what a party serves a
-    dispute's committee (docs/disputes.md)."""
+    dispute's committee (docs/disputes.md). `digest_version`: the tensor digest version the
+    digests are of (attest/digests.py)."""
 
     outputs: list[np.ndarray]
     instructions: list[tuple[str, str, str]]
     captured: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    digest_version: str = TENSOR_DIGEST_VERSION
 
 
 @dataclass
@@ -114,7 +116,7 @@ class Executable:
     # entries filled once; input and output entries are set by every run) and control block.
     _free_arenas: list[tuple[np.ndarray, ctypes.Array, ctypes.Array]] = field(default_factory=list, repr=False)
     _pools: dict[int, RunThreads] = field(default_factory=dict, repr=False)
-    _digesters: dict[int, TensorDigester] = field(default_factory=dict, repr=False)
+    _digesters: dict[tuple[int, str], TensorDigester] = field(default_factory=dict, repr=False)
     # GPU targets: the device the plan's grid runs on (opened on first use, or given: the
     # host emulation of tests, compiler/runtime/emulated_grid.py), and the device memory of
     # its runs, one run at a time (a recorded CUDA graph names that memory).
@@ -225,6 +227,7 @@ class Executable:
         deadline: float | None = None,
         schedule_seed: int = 0,
         capture: frozenset[int] | None = None,
+        digest_version: str = TENSOR_DIGEST_VERSION,
     ) -> TracedRun:
         """Runs the module like `run` and takes the digest of every traced instruction's
         output (plan.trace_points) as soon as it is computed, before a later step can reuse
@@ -232,7 +235,10 @@ class Executable:
         digests are taken); `fault` corrupts one instruction's output on purpose; `deadline`
         and `schedule_seed` as in `run`. `capture`: op-trace indices (positions in
         `instructions`, 0..n-1) whose output buffers are also copied out at their trace
-        point, after a fault (what the digest is of), into TracedRun.captured."""
+        point, after a fault (what the digest is of), into TracedRun.captured.
+        `digest_version`: the tensor digest version of the digests (a verifier of an older
+        trace asks for the trace's; attest's DigestVersionError for one it does not know)."""
+        known_digest_version(digest_version)
         points: dict[int, list[P.TracePoint]] = {}
         for point in self.plan.trace_points:
             points.setdefault(point.after_step, []).append(point)
@@ -243,12 +249,12 @@ class Executable:
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
         if self.config.is_gpu:
-            return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault, capture)
+            return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault, capture, digest_version)
         records: list[tuple[str, str, str]] = []
         captured: dict[int, list[np.ndarray]] = {}
         with self._arena() as memory:
             state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
-            self._record(state, points.get(0, []), fault, records)
+            self._record(state, points.get(0, []), fault, records, digest_version)
             if capture:
                 self._capture(state.view, points.get(0, []), 0, capture, captured)
             completed = 0
@@ -256,10 +262,10 @@ class Executable:
                 self._execute(state, completed, stop)
                 completed = stop
                 first = len(records)
-                self._record(state, points.get(completed, []), fault, records)
+                self._record(state, points.get(completed, []), fault, records, digest_version)
                 if capture:
                     self._capture(state.view, points.get(completed, []), first, capture, captured)
-            return TracedRun([state.array(b) for b in self.plan.outputs], records, captured)
+            return TracedRun([state.array(b) for b in self.plan.outputs], records, captured, digest_version)
 
     def step_times(self, *arrays: np.ndarray, threads: int | None = None) -> list[tuple[str, float]]:
         """Where a run's time goes: runs the module like `run`, one top-level step at a time,
@@ -287,6 +293,7 @@ class Executable:
         points: dict[int, list[P.TracePoint]] | None = None,
         fault: Fault | None = None,
         capture: frozenset[int] | None = None,
+        digest_version: str = TENSOR_DIGEST_VERSION,
     ) -> TracedRun:
         """A GPU target's run (compiler/runtime/grid_runner.py): the inputs uploaded, the
         steps driven from here, the outputs (and with `points`, each traced instruction's
@@ -307,7 +314,7 @@ class Executable:
             completed = 0
             stops = sorted({*(after for after in points if after > 0), self._step_count}) if points is not None else [self._step_count]
             if points is not None:
-                self._record_grid(run, points.get(0, []), fault, records)
+                self._record_grid(run, points.get(0, []), fault, records, digest_version)
                 if capture:
                     self._capture(run.read, points.get(0, []), 0, capture, captured)
             for stop in stops:
@@ -315,22 +322,22 @@ class Executable:
                 completed = stop
                 if points is not None:
                     first = len(records)
-                    self._record_grid(run, points.get(completed, []), fault, records)
+                    self._record_grid(run, points.get(completed, []), fault, records, digest_version)
                     if capture:
                         self._capture(run.read, points.get(completed, []), first, capture, captured)
             outputs = []
             for buffer_id in self.plan.outputs:
                 buffer = self.plan.buffers[buffer_id]
                 outputs.append(run.read(buffer_id).view(from_name(buffer.dtype).numpy).reshape(buffer.dims))
-            return TracedRun(outputs, records, captured)
+            return TracedRun(outputs, records, captured, digest_version)
 
-    def _record_grid(self, run: GridRun, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]]) -> None:
+    def _record_grid(self, run: GridRun, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]], version: str) -> None:
         for point in points:
             if fault is not None and point.name == fault.instruction:
                 data = run.read(point.buffers[0])
                 data[fault.bit // 8] ^= 1 << (fault.bit % 8)
                 run.write(point.buffers[0], data)
-            digests = [self._digester(b).of_memory(run.read(b)) for b in point.buffers]
+            digests = [self._digester(b, version).of_memory(run.read(b)) for b in point.buffers]
             records.append((point.name, point.opcode, digests[0] if len(digests) == 1 else tuple_digest(digests)))
 
     def _execute(self, state: RunState, first: int, last: int) -> None:
@@ -388,19 +395,19 @@ class Executable:
         buffer = self.plan.buffers[buffer_id]
         return data.copy().view(from_name(buffer.dtype).numpy).reshape(buffer.dims)
 
-    def _record(self, state: RunState, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]]) -> None:
+    def _record(self, state: RunState, points: list[P.TracePoint], fault: Fault | None, records: list[tuple[str, str, str]], version: str) -> None:
         for point in points:
             if fault is not None and point.name == fault.instruction:
                 data = state.view(point.buffers[0])
                 data[fault.bit // 8] ^= 1 << (fault.bit % 8)
-            digests = [self._digester(b).of_memory(state.view(b)) for b in point.buffers]
+            digests = [self._digester(b, version).of_memory(state.view(b)) for b in point.buffers]
             records.append((point.name, point.opcode, digests[0] if len(digests) == 1 else tuple_digest(digests)))
 
-    def _digester(self, buffer_id: int) -> TensorDigester:
-        digester = self._digesters.get(buffer_id)
+    def _digester(self, buffer_id: int, version: str) -> TensorDigester:
+        digester = self._digesters.get((buffer_id, version))
         if digester is None:
             buffer = self.plan.buffers[buffer_id]
-            digester = self._digesters[buffer_id] = TensorDigester.of(np.dtype(from_name(buffer.dtype).numpy), buffer.dims)
+            digester = self._digesters[buffer_id, version] = TensorDigester.of(np.dtype(from_name(buffer.dtype).numpy), buffer.dims, version)
         return digester
 
     def _pool(self, threads: int) -> RunThreads:

@@ -404,7 +404,7 @@ def _check_outputs(statement: Statement, outputs: list[bytes]) -> None:
         raise ExecutionDied(f"execution: the execution process sent {len(outputs)} outputs for {len(records)}", 500)
     for record, data in zip(records, outputs, strict=True):
         try:
-            recorded_array(data, record)
+            recorded_array(data, record, statement.predicate.deterministic.digest_version)
         except ValueError as error:
             raise ExecutionDied(f"execution: from the execution process: {error}", 500) from None
 

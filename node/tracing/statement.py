@@ -30,7 +30,7 @@ from attest import (
     TensorRecord,
     tensor_digest,
 )
-from attest.digests import text_digest
+from attest.digests import TENSOR_DIGEST_V1, TENSOR_DIGEST_VERSION, text_digest
 from compiler.api import (
     TARGET_CPUS,
     ArgumentError,
@@ -118,14 +118,17 @@ def checked_inputs(program: Program, inputs: Sequence[np.ndarray]) -> list[np.nd
         raise TraceInputError(str(error)) from None
 
 
-def tensor_records(arrays: Sequence[np.ndarray], prefix: str) -> tuple[TensorRecord, ...]:
-    """`prefix`0, `prefix`1, ... records (HLO element type, dimensions, tensor digest)."""
+def tensor_records(
+    arrays: Sequence[np.ndarray], prefix: str, version: str = TENSOR_DIGEST_VERSION
+) -> tuple[TensorRecord, ...]:
+    """`prefix`0, `prefix`1, ... records (HLO element type, dimensions, tensor digest of
+    `version`)."""
     return tuple(
         TensorRecord(
             name=f"{prefix}{i}",
             dtype=from_numpy(a.dtype).name,
             shape=tuple(a.shape),
-            digest=tensor_digest(a),
+            digest=tensor_digest(a, version),
         )
         for i, a in enumerate(arrays)
     )
@@ -153,6 +156,7 @@ def build_statement(
     timings_ns: Mapping[str, int],
     op_level: bool,
     input_records: Sequence[TensorRecord] | None = None,
+    tensor_digest_version: str | None = TENSOR_DIGEST_VERSION,
 ) -> Statement:
     """The statement describing one execution of `executable` on `inputs`.
 
@@ -161,8 +165,12 @@ def build_statement(
     none). `contract` may be in any letter case. `input_records` (from `tensor_records(
     checked_inputs(program, inputs), "in")`) spares hashing the inputs again when the caller
     already has their digests, e.g. inputs stored by digest; hashing large inputs can cost
-    more than running a memory-bound model.
+    more than running a memory-bound model. `tensor_digest_version`: of every digest, as the
+    statement records it (None: the field left out, as in traces before it, whose digests
+    are vxla.tensor.v1; a verifier rebuilding such a trace's statement passes it through);
+    the TracedRun's digests must be of that version (ValueError).
     """
+    version = tensor_digest_version or TENSOR_DIGEST_V1
     config = executable.config
     if config.schedule_perturbation:
         # A test build: its identity is not a compiler's any verifier would rebuild.
@@ -175,6 +183,8 @@ def build_statement(
     if op_level:
         if not isinstance(run, TracedRun):
             raise ValueError("op-level statement needs a TracedRun (Executable.run_traced)")
+        if run.digest_version != version:
+            raise ValueError(f"the run's op-trace digests are {run.digest_version}, the statement's {version}")
         # A module whose result is a parameter or constant computes nothing to trace; the
         # format says "no op-level data" with null rather than an empty list.
         op_trace = OpTrace.from_instructions(run.instructions) if run.instructions else None
@@ -191,9 +201,10 @@ def build_statement(
             binary_hash=hashes["binary_hash"],
             inputs=tuple(input_records)
             if input_records is not None
-            else tensor_records(checked_inputs(program, inputs), "in"),
-            outputs=tensor_records(outputs, "out"),
+            else tensor_records(checked_inputs(program, inputs), "in", version),
+            outputs=tensor_records(outputs, "out", version),
             op_trace=op_trace,
+            tensor_digest_version=tensor_digest_version,
         ),
         run=RunMetadata(threads=threads, timings_ns=dict(timings_ns), host=_host_with_gpu(executable)),
     )

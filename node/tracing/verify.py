@@ -1,7 +1,9 @@
 """Checking a signed trace by recompiling and re-executing it: the envelope's signatures,
 the recorded compiler configuration, the program, graph and binary hashes (recompiled for
 the recorded target), then a re-execution on a target this host runs, compared output by
-output and op by op with `attest.first_divergence`.
+output and op by op with `attest.first_divergence`. Every digest is recomputed with the tensor
+digest version the trace names (`vxla.tensor.v1` for a trace made before the version was
+recorded); a version this vxla does not know fails the statement check, named.
 """
 
 from __future__ import annotations
@@ -357,7 +359,7 @@ def verify_trace(
             report.not_checked.append("inputs and outputs (give the inputs to re-execute)")
             return report
         arrays = []
-    if not _check_inputs(report, recorded.inputs, tensor_records(arrays, "in")):
+    if not _check_inputs(report, recorded.inputs, tensor_records(arrays, "in", recorded.digest_version)):
         report.not_checked.append("outputs (re-execution needs the trace's inputs)")
         return report
     try:
@@ -428,7 +430,7 @@ def _reexecute(
     started = time.perf_counter_ns()
     try:
         run: TracedRun | list[np.ndarray] = (
-            executable.run_traced(*arrays, threads=threads)
+            executable.run_traced(*arrays, threads=threads, digest_version=recorded.digest_version)
             if op_level
             else executable.run(*arrays, threads=threads)
         )
@@ -443,6 +445,7 @@ def _reexecute(
         program, executable, arrays, run,
         job_id=predicate.job_id, chain_id=predicate.chain_id, contract=predicate.contract,
         key_id=predicate.key_id, threads=threads, timings_ns={"execute": elapsed}, op_level=op_level,
+        tensor_digest_version=recorded.tensor_digest_version,
     )  # fmt: skip
     report.reexecution = mine
     divergence = attest.first_divergence(statement, mine)

@@ -218,3 +218,38 @@ def test_the_re_execution_config_equals_the_recorded_one() -> None:
     identity = _statement(MLP).predicate.deterministic.compiler
     assert isinstance(recorded_config(identity), CompilerConfig)
     assert recorded_config(identity).digest() == load_config().digest()
+
+
+def test_a_trace_of_the_previous_digest_version_still_verifies() -> None:
+    """A trace made before the tensor digest version was recorded (no field: vxla.tensor.v1
+    digests, op trace included) verifies by re-execution: the verifier digests with v1."""
+    program = load_program(MLP.module_text)
+    executable = compile_program(program, load_config())
+    run = executable.run_traced(*MLP.inputs(), digest_version="vxla.tensor.v1")
+    old = build_statement(program, executable, MLP.inputs(), run, job_id="job-1", chain_id=5, contract=None, key_id=key_id(KEY),
+                          threads=1, timings_ns={}, op_level=True, tensor_digest_version=None)  # fmt: skip
+    recorded = old.predicate.deterministic
+    assert "tensor_digest_version" not in old.to_dict()["predicate"]["deterministic"]
+    assert [t.digest for t in recorded.inputs] == [tensor_digest(a, "vxla.tensor.v1") for a in MLP.inputs()]
+    assert [t.digest for t in recorded.outputs] == [tensor_digest(a, "vxla.tensor.v1") for a in run.outputs]
+    assert recorded.op_trace.digests != _statement(MLP).predicate.deterministic.op_trace.digests  # v2's differ
+    report = verify_trace(_signed(old), [KEY.public_key()], module_source=MLP.module_text, inputs=MLP.inputs())
+    assert report.verified, report.checks
+    with pytest.raises(ValueError, match="op-trace digests are vxla.tensor.v1, the statement's vxla.tensor.v2"):
+        build_statement(program, executable, MLP.inputs(), run, job_id="j", chain_id=None, contract=None, key_id=key_id(KEY),
+                        threads=1, timings_ns={}, op_level=True)  # fmt: skip
+
+
+def test_a_trace_of_an_unknown_digest_version_is_refused_by_name() -> None:
+    from attest import canonical_json, sign_payload
+    from attest.errors import DigestVersionError
+
+    data = _statement(MLP, op_level=False).to_dict()
+    data["predicate"]["deterministic"]["tensor_digest_version"] = "vxla.tensor.v3"
+    envelope = sign_payload(canonical_json(data), KEY).to_json()
+    report = verify_trace(envelope, [KEY.public_key()], module_source=MLP.module_text, inputs=MLP.inputs())
+    assert not report.ok and [c.name for c in report.checks] == ["signatures", "statement"]
+    assert "unknown tensor digest version 'vxla.tensor.v3'" in report.checks[1].message
+    executable = compile_program(load_program(MLP.module_text), load_config())
+    with pytest.raises(DigestVersionError, match="vxla.tensor.v3"):
+        executable.run_traced(*MLP.inputs(), digest_version="vxla.tensor.v3")
