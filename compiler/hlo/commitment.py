@@ -56,7 +56,8 @@ from compiler.hlo.ir import Computation, Instruction, Module, computation_closur
 from compiler.hlo.opcodes import NOT_TRACED
 from compiler.hlo.printer import CanonicalPrinter, canonical_names
 
-GRAPH_RECORD_FORMAT = "vxla.graph-record.v1"
+# v2: a constant's POSITION holds its vxla.tensor.v2 digest (v1 held the vxla.tensor.v1 one).
+GRAPH_RECORD_FORMAT = "vxla.graph-record.v2"
 # The result record's attributes: it computes nothing, it names the outputs.
 RESULT_ATTRIBUTES = sha256_hex(b"")
 
