@@ -31,6 +31,7 @@ import numpy as np
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
 
+from . import indexing
 from .record import Recorder, Step, StepKind, Uncovered
 
 _T = TypeVar("_T")
@@ -48,6 +49,12 @@ class StepTrace:
     @property
     def value(self) -> int:
         return self.steps[self.result].value
+
+    @property
+    def program(self) -> tuple[tuple, ...]:
+        """The steps without their values: the instruction's element program, the same for
+        every element and every operand value."""
+        return tuple(step.template() for step in self.steps)
 
     @property
     def decided(self) -> bool:
@@ -104,7 +111,7 @@ class ElementEvaluator:
         its one element whatever the index)."""
         operand = instruction.operands[number]
         if isinstance(operand.shape, ArrayShape) and operand.shape.rank == 0:
-            index = ()
+            index = ()  # a scalar operand of an op on arrays
         if instruction is self.leaf:  # the leaf's operands are the served values
             return self.leaf_scope.parameter(number, index)
         return self.element(operand, index, scope)
@@ -142,14 +149,15 @@ def element_steps(
         )
     recorder = Recorder([np.asarray(o) for o in operands])
 
-    def leaf_operand(number: int, index: tuple[int, ...]) -> Handle:
+    def leaf_operand(number: int, coords: tuple[int, ...]) -> Handle:
         operand_shape = instruction.operands[number].array_shape
-        flat = int(np.ravel_multi_index(index, operand_shape.dims)) if operand_shape.rank else 0
-        return recorder.load(number, flat, operand_shape.dtype)
+        return recorder.load(
+            number, indexing.flat(recorder, coords, operand_shape.dims), operand_shape.dtype
+        )
 
     top = Scope(leaf_operand)
     evaluator = ElementEvaluator(recorder, _rules(), instruction, top)
-    index = tuple(int(i) for i in np.unravel_index(element, shape.dims)) if shape.rank else ()
+    index = indexing.unflat(recorder, recorder.element(element), shape.dims)
     with np.errstate(all="ignore"):
         if isinstance(instruction.shape, TupleShape):
             from .control_flow import output_element

@@ -12,7 +12,7 @@ from compiler.hlo.ir import Instruction
 from compiler.reference.control_flow import callee
 from compiler.reference.scalar import to_bits
 
-from . import ElementEvaluator, Handle, Scope
+from . import ElementEvaluator, Handle, Scope, indexing
 from .record import Uncovered
 
 Index = tuple[int, ...]
@@ -25,11 +25,15 @@ def _parameter(
 
 
 def _constant(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+    """A scalar literal is a CONST; an array literal's element is a LOAD from it (the graph
+    commitment holds its digest)."""
     literal = instruction.literal
     assert literal is not None
     dtype = instruction.array_shape.dtype
-    value = np.asarray(literal)[index] if literal.ndim else np.asarray(literal)
-    return ev.recorder.const(dtype, to_bits(np.asarray(value).reshape(1), dtype))
+    if literal.ndim == 0:
+        return ev.recorder.const(dtype, to_bits(np.asarray(literal).reshape(1), dtype))
+    flat = indexing.flat(ev.recorder, index, literal.shape)
+    return ev.recorder.load_literal(literal, flat, dtype)
 
 
 def _call(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:

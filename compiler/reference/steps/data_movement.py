@@ -1,12 +1,12 @@
-"""Element steps of the data-movement ops (compiler/reference/data_movement.py): none. An
-output element is an operand element (or the padding value), found by index arithmetic on
-the instruction's attributes; its handle is that element's, bits unchanged. iota's element
-is a constant converted to the type; a dynamic slice's start indices are loaded and clamped
-by integer steps, whose values place the element."""
+"""Element steps of the data-movement ops (compiler/reference/data_movement.py): no
+arithmetic on values. An output element is an operand element, or the padding value, at
+coordinates the index steps compute from the instruction's attributes; where a position may
+fall in padding (pad, concatenate, dynamic-update-slice), both candidates are evaluated, the
+operand's at coordinates kept in range, and a SELECT on the position's validity picks one,
+so the program is the same for every element. iota's element is its coordinate converted;
+a dynamic slice's start indices are loaded and clamped by MAX and MIN steps."""
 
 from __future__ import annotations
-
-import numpy as np
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
@@ -14,68 +14,56 @@ from compiler.hlo.shape import ArrayShape
 from compiler.reference.scalar import Op
 from core.dtypes import S64
 
-from . import ElementEvaluator, Handle, Scope
+from . import ElementEvaluator, Handle, Scope, indexing
+from .record import Recorder
 
-Index = tuple[int, ...]
+Coords = tuple[int, ...]
 
 
-def _same(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+def _same(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
     return ev.operand(instruction, 0, index, scope)
 
 
 def _broadcast(
-    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+    ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope
 ) -> Handle:
     dims = instruction.attrs.get("dimensions", ())
     assert isinstance(dims, tuple)
     return ev.operand(instruction, 0, tuple(index[d] for d in dims), scope)
 
 
-def _reshape(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+def _reshape(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
+    rec = ev.recorder
     source = instruction.operands[0].array_shape
-    flat = int(np.ravel_multi_index(index, instruction.array_shape.dims)) if index else 0
-    return ev.operand(
-        instruction,
-        0,
-        tuple(int(i) for i in np.unravel_index(flat, source.dims)) if source.rank else (),
-        scope,
-    )
+    flat = indexing.flat(rec, index, instruction.array_shape.dims)
+    return ev.operand(instruction, 0, indexing.unflat(rec, flat, source.dims), scope)
 
 
-def _physical(index: Index, shape: ArrayShape) -> int:
-    """The memory position of logical element `index` under `shape`'s layout."""
-    order = tuple(reversed(shape.minor_to_major))
-    return (
-        int(
-            np.ravel_multi_index(
-                tuple(index[d] for d in order), tuple(shape.dims[d] for d in order)
-            )
-        )
-        if shape.rank
-        else 0
-    )
+def _major_to_minor(shape: ArrayShape) -> tuple[int, ...]:
+    return tuple(reversed(shape.minor_to_major))
 
 
-def _logical(position: int, shape: ArrayShape) -> Index:
-    order = tuple(reversed(shape.minor_to_major))
-    physical = np.unravel_index(position, tuple(shape.dims[d] for d in order)) if shape.rank else ()
-    index = [0] * shape.rank
-    for d, i in zip(order, physical, strict=True):
-        index[d] = int(i)
-    return tuple(index)
-
-
-def _bitcast(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+def _bitcast(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
     """The element at the same memory position under the operand's layout."""
+    rec = ev.recorder
     source, target = instruction.operands[0].array_shape, instruction.array_shape
-    handle = ev.operand(instruction, 0, _logical(_physical(index, target), source), scope)
+    order = _major_to_minor(target)
+    position = indexing.flat(
+        rec, tuple(index[d] for d in order), tuple(target.dims[d] for d in order)
+    )
+    source_order = _major_to_minor(source)
+    physical = indexing.unflat(rec, position, tuple(source.dims[d] for d in source_order))
+    coords = [0] * source.rank
+    for d, coord in zip(source_order, physical, strict=True):
+        coords[d] = coord
+    handle = ev.operand(instruction, 0, tuple(coords), scope)
     if source.dtype != target.dtype:
-        return ev.recorder.op(Op.BITCAST, handle, to=target.dtype)  # type: ignore[arg-type]
+        return rec.op(Op.BITCAST, handle, to=target.dtype)  # type: ignore[arg-type]
     return handle
 
 
 def _transpose(
-    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+    ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope
 ) -> Handle:
     perm = instruction.attrs["dimensions"]
     assert isinstance(perm, tuple)
@@ -85,88 +73,121 @@ def _transpose(
     return ev.operand(instruction, 0, tuple(source), scope)
 
 
-def _slice(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+def _slice(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
     spec = instruction.attrs["slice"]
     assert isinstance(spec, tuple)
-    return ev.operand(
-        instruction,
-        0,
-        tuple(d.start + i * d.stride for d, i in zip(spec, index, strict=True)),
-        scope,
+    rec = ev.recorder
+    source = tuple(
+        indexing.add(rec, indexing.scale(rec, c, d.stride), d.start)
+        for d, c in zip(spec, index, strict=True)
     )
+    return ev.operand(instruction, 0, source, scope)
 
 
-def _reverse(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+def _reverse(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
     dims = instruction.attrs["dimensions"]
     assert isinstance(dims, tuple)
+    rec = ev.recorder
     shape = instruction.array_shape.dims
-    return ev.operand(
-        instruction,
-        0,
-        tuple(shape[d] - 1 - i if d in dims else i for d, i in enumerate(index)),
-        scope,
+    source = tuple(
+        rec.op(Op.SUB, indexing.const(rec, shape[d] - 1), c) if d in dims else c
+        for d, c in enumerate(index)
     )
+    return ev.operand(instruction, 0, source, scope)
 
 
 def padded_source(
-    index: Index, dims: tuple[int, ...], config: tuple[attr.PadDim, ...]
-) -> Index | None:
-    """The operand element at padded position `index`, or None in padding or a hole."""
-    source = []
-    for position, size, pad in zip(index, dims, config, strict=True):
-        dilated = size + (size - 1) * pad.interior if size else 0
-        offset = position - pad.low
-        if not 0 <= offset < dilated or offset % (pad.interior + 1):
-            return None
-        source.append(offset // (pad.interior + 1))
-    return tuple(source)
+    rec: Recorder,
+    index: Coords,
+    out_dims: tuple[int, ...],
+    dims: tuple[int, ...],
+    config: tuple[attr.PadDim, ...],
+) -> tuple[int, Coords] | None:
+    """For padded positions `index` (ranging over `out_dims`): (valid, coords), the pred step
+    "the position holds an operand element" and the operand coordinates there (0 where it
+    does not), or None when no position does (an empty operand)."""
+    if any(size == 0 for size in dims):
+        return None
+    checks, coords = [], []
+    for position, out_size, size, pad in zip(index, out_dims, dims, config, strict=True):
+        dilated = size + (size - 1) * pad.interior
+        step = pad.interior + 1
+        offset = indexing.add(rec, position, -pad.low)
+        # Statically in range and on the grid: no check.
+        always = pad.low <= 0 and out_size - 1 - pad.low < dilated and step == 1
+        if not always:
+            valid = indexing.in_range(rec, offset, 0, dilated)
+            if step > 1:
+                on_grid = rec.op(
+                    Op.EQ, rec.op(Op.REM, offset, indexing.const(rec, step)), indexing.const(rec, 0)
+                )
+                valid = rec.op(Op.AND, valid, on_grid)
+            checks.append(valid)
+        source = offset if step == 1 else rec.op(Op.FLOOR_DIV, offset, indexing.const(rec, step))
+        coords.append(
+            source if always else indexing.select(rec, checks[-1], source, indexing.const(rec, 0))
+        )
+    return indexing.all_of(rec, checks), tuple(coords)
 
 
-def _pad(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
+def _pad(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
     config = instruction.attrs["padding"]
     assert isinstance(config, tuple)
-    source = padded_source(index, instruction.operands[0].array_shape.dims, config)
-    return (
-        ev.operand(instruction, 1, (), scope)
-        if source is None
-        else ev.operand(instruction, 0, source, scope)
+    padding = ev.operand(instruction, 1, (), scope)
+    found = padded_source(
+        ev.recorder,
+        index,
+        instruction.array_shape.dims,
+        instruction.operands[0].array_shape.dims,
+        config,
     )
+    if found is None:
+        return padding
+    valid, coords = found
+    return indexing.select(ev.recorder, valid, ev.operand(instruction, 0, coords, scope), padding)  # type: ignore[arg-type]
 
 
 def _concatenate(
-    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+    ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope
 ) -> Handle:
+    """Every operand's element at the coordinate clamped into it, the one whose range holds
+    the position selected (the last operand's where none of the others' does)."""
+    rec = ev.recorder
     axis = instruction.attrs["dimensions"][0]  # type: ignore[index]
-    offset = index[axis]
+    candidates = []
+    start = 0
     for number, operand in enumerate(instruction.operands):
         size = operand.array_shape.dims[axis]
-        if offset < size:
-            return ev.operand(
-                instruction, number, index[:axis] + (offset,) + index[axis + 1 :], scope
+        if size:
+            local = indexing.add(rec, index[axis], -start)
+            inside = indexing.in_range(rec, local, 0, size)
+            clamped = indexing.select(rec, inside, local, indexing.const(rec, 0))
+            element = ev.operand(
+                instruction, number, index[:axis] + (clamped,) + index[axis + 1 :], scope
             )
-        offset -= size
-    raise AssertionError("index outside the concatenation")
+            candidates.append((inside, element))
+        start += size
+    result = candidates[-1][1]
+    for inside, element in reversed(candidates[:-1]):
+        result = indexing.select(rec, inside, element, result)  # type: ignore[arg-type]
+    return result
 
 
-def _iota(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
-    """convert(i) of the index along iota_dimension, from s64."""
+def _iota(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
+    """convert(i) of the coordinate along iota_dimension, from s64."""
     dimension = instruction.attrs["iota_dimension"]
     assert isinstance(dimension, int)
-    count = ev.recorder.const(S64, index[dimension])
     dtype = instruction.array_shape.dtype
-    return count if dtype == S64 else ev.recorder.op(Op.CONVERT, count, to=dtype)
+    return (
+        index[dimension] if dtype == S64 else ev.recorder.op(Op.CONVERT, index[dimension], to=dtype)
+    )
 
 
 def _clamped_starts(
-    ev: ElementEvaluator,
-    instruction: Instruction,
-    first: int,
-    sizes: tuple[int, ...],
-    index: Index,
-    scope: Scope,
+    ev: ElementEvaluator, instruction: Instruction, first: int, sizes: tuple[int, ...], scope: Scope
 ) -> list[int]:
-    """Each start index loaded and clamped to [0, dim - size] by MAX and MIN steps (in the
-    index's type); the values the steps give."""
+    """Each start index loaded, clamped to [0, dim - size] by MAX and MIN steps in its type,
+    then widened to s64."""
     rec = ev.recorder
     dims = instruction.operands[0].array_shape.dims
     starts = []
@@ -174,37 +195,50 @@ def _clamped_starts(
         start = ev.operand(instruction, first + number, (), scope)
         assert isinstance(start, int)
         dtype = rec.dtype(start)
-        bits = dtype.storage_bits
-        low = rec.const(dtype, 0)
-        high = rec.const(dtype, (dim - size) & ((1 << bits) - 1))
-        clamped = rec.op(Op.MIN, rec.op(Op.MAX, start, low), high)
-        value = rec.bits(clamped)
-        starts.append(value - (1 << bits) if dtype.is_signed and value >> (bits - 1) else value)
+        mask = (1 << dtype.storage_bits) - 1
+        clamped = rec.op(
+            Op.MIN,
+            rec.op(Op.MAX, start, rec.const(dtype, 0)),
+            rec.const(dtype, (dim - size) & mask),
+        )
+        starts.append(clamped if dtype == S64 else rec.op(Op.CONVERT, clamped, to=S64))
     return starts
 
 
 def _dynamic_slice(
-    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+    ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope
 ) -> Handle:
     sizes = instruction.attrs["dynamic_slice_sizes"]
     assert isinstance(sizes, tuple)
-    starts = _clamped_starts(ev, instruction, 1, sizes, index, scope)
+    rec = ev.recorder
+    starts = _clamped_starts(ev, instruction, 1, sizes, scope)
     return ev.operand(
-        instruction, 0, tuple(s + i for s, i in zip(starts, index, strict=True)), scope
+        instruction,
+        0,
+        tuple(rec.op(Op.ADD, s, c) for s, c in zip(starts, index, strict=True)),
+        scope,
     )
 
 
 def _dynamic_update_slice(
-    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
+    ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope
 ) -> Handle:
+    rec = ev.recorder
     update = instruction.operands[1].array_shape.dims
-    starts = _clamped_starts(ev, instruction, 2, update, index, scope)
-    inside = all(s <= i < s + n for s, i, n in zip(starts, index, update, strict=True))
-    if inside:
-        return ev.operand(
-            instruction, 1, tuple(i - s for s, i in zip(starts, index, strict=True)), scope
-        )
-    return ev.operand(instruction, 0, index, scope)
+    original = ev.operand(instruction, 0, index, scope)
+    if 0 in update:
+        return original
+    starts = _clamped_starts(ev, instruction, 2, update, scope)
+    checks, coords = [], []
+    for start, coord, size in zip(starts, index, update, strict=True):
+        local = rec.op(Op.SUB, coord, start)
+        inside = indexing.in_range(rec, local, 0, size)
+        checks.append(inside)
+        coords.append(indexing.select(rec, inside, local, indexing.const(rec, 0)))
+    inside_all = indexing.all_of(rec, checks)
+    return indexing.select(
+        rec, inside_all, ev.operand(instruction, 1, tuple(coords), scope), original
+    )  # type: ignore[arg-type]
 
 
 RULES = {
@@ -221,3 +255,5 @@ RULES = {
     "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
 }
+
+__all__ = ["RULES", "padded_source"]

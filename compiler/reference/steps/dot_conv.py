@@ -13,7 +13,7 @@ from compiler.numerics.order import accumulation_type
 from compiler.reference.scalar import Op
 from core.dtypes import DType
 
-from . import ElementEvaluator, Handle, Scope
+from . import ElementEvaluator, Handle, Scope, indexing
 from .data_movement import padded_source
 from .record import Recorder
 
@@ -94,7 +94,9 @@ def _dot(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Sc
     lhs_at = index[len(lb) : len(lb) + len(lhs_free)]
     rhs_at = index[len(lb) + len(lhs_free) :]
     terms = []
-    for k in itertools.product(*(range(lhs_dims[d]) for d in lc)):
+    rec = ev.recorder
+    for k_static in itertools.product(*(range(lhs_dims[d]) for d in lc)):
+        k = tuple(indexing.const(rec, i) for i in k_static)
         lhs_index, rhs_index = [0] * len(lhs_dims), [0] * len(rhs_dims)
         for dims, values, target in (
             (lb, batch, lhs_index),
@@ -131,36 +133,48 @@ def _convolution(
     batch = input_dims[labels.input_batch] // batch_groups
     b, o = index[labels.output_batch], index[labels.output_feature]
     out_spatial = tuple(index[d] for d in labels.output_spatial)
-    feature_base = (o // (out_features // groups)) * group_in
-    batch_index = b + (o // (out_features // batch_groups)) * batch
+    rec = ev.recorder
+    # Which input features and batch slice feed output feature o (static divisions of o).
+    group = rec.op(Op.FLOOR_DIV, o, indexing.const(rec, out_features // groups))
+    feature_base = indexing.scale(rec, group, group_in)
+    batch_group = rec.op(Op.FLOOR_DIV, o, indexing.const(rec, out_features // batch_groups))
+    batch_index = rec.op(Op.ADD, b, indexing.scale(rec, batch_group, batch))
     spatial_dims = tuple(input_dims[d] for d in labels.input_spatial)
     config = tuple(attr.PadDim(w.pad_low, w.pad_high, w.base_dilation - 1) for w in window.dims)
-    rec = ev.recorder
+    out_extent = tuple(instruction.array_shape.dims[d] for d in labels.output_spatial)
+    zero = rec.const(acc_type, 0)
     terms = []
     for position in itertools.product(*(range(w.size) for w in window.dims)):
         padded = tuple(
-            s * w.stride + p * w.window_dilation
+            indexing.add(rec, indexing.scale(rec, s, w.stride), p * w.window_dilation)
             for s, p, w in zip(out_spatial, position, window.dims, strict=True)
         )
-        source = padded_source(padded, spatial_dims, config)
+        extent = tuple(
+            (n - 1) * w.stride + p * w.window_dilation + 1
+            for n, p, w in zip(out_extent, position, window.dims, strict=True)
+        )
+        found = padded_source(rec, padded, extent, spatial_dims, config)
         kernel_position = tuple(
             w.size - 1 - p if w.reversal else p for p, w in zip(position, window.dims, strict=True)
         )
         for feature in range(group_in):
-            if source is None:
-                x = rec.const(acc_type, 0)
+            if found is None:
+                x = zero
             else:
+                valid, source = found
                 x_index = [0] * len(input_dims)
                 x_index[labels.input_batch] = batch_index
-                x_index[labels.input_feature] = feature_base + feature
+                x_index[labels.input_feature] = indexing.add(rec, feature_base, feature)
                 for d, s in zip(labels.input_spatial, source, strict=True):
                     x_index[d] = s
-                x = _widened(ev, instruction, 0, tuple(x_index), scope, acc_type)
+                x = indexing.select(
+                    rec, valid, _widened(ev, instruction, 0, tuple(x_index), scope, acc_type), zero
+                )
             k_index = [0] * len(kernel_dims)
             k_index[labels.kernel_output_feature] = o
-            k_index[labels.kernel_input_feature] = feature
+            k_index[labels.kernel_input_feature] = indexing.const(rec, feature)
             for d, p in zip(labels.kernel_spatial, kernel_position, strict=True):
-                k_index[d] = p
+                k_index[d] = indexing.const(rec, p)
             terms.append((x, _widened(ev, instruction, 1, tuple(k_index), scope, acc_type)))
     return _chain(rec, acc_type, terms, result)
 

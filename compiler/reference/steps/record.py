@@ -1,15 +1,21 @@
 """The step list of one element, and the recorder that builds it.
 
 A step is one scalar operation of compiler/reference/scalar.py applied to earlier steps, or
-one of the three ways a value enters: LOAD (an element of one of the instruction's operands,
-which the operand's digest proves), CONST (a value written in the program: a literal's
-element, an algorithm's constant) and TABLE (an entry of a pinned algorithm's constant
-table, looked up by an earlier step's value). Every step carries its result's bits, so a
-step can be checked alone: its inputs are earlier steps' results.
+one of the ways a value enters: ELEMENT (the index of the element, the one input of the
+program), CONST (a value written in the program: a scalar literal, an algorithm's constant,
+an index's stride), LOAD (the element of an operand, or of an array literal, at the flat
+index an earlier step computed; the tensor's digest proves it) and TABLE (an entry of a
+pinned algorithm's constant table, at an earlier step's value). Every step carries its
+result's bits, so a step can be checked alone: its inputs are earlier steps' results.
+
+Indices are steps too (integer arithmetic on ELEMENT), so what a step does never depends on
+a value: the list of steps without their values, the element's *program*, is the same for
+every element of the instruction and every operand value. `Step.template()` is one step's
+part of it.
 
 The recorder shares equal steps (the same load, constant or operation on the same inputs is
-recorded once), which keeps a fused computation's element a DAG the size of its
-instructions.
+recorded once) and folds integer operations on constants into a constant, which keeps a
+fused computation's element a DAG the size of its instructions.
 """
 
 from __future__ import annotations
@@ -20,22 +26,29 @@ from enum import Enum
 import numpy as np
 
 from compiler.reference.scalar import Op, Undecidable, evaluate, result_type, to_bits
-from core.dtypes import DType
+from core.dtypes import S64, DType
 
 
 class StepKind(Enum):
-    LOAD = "load"
+    ELEMENT = "element"
     CONST = "const"
+    LOAD = "load"
     TABLE = "table"
     OP = "op"
+
+
+# Where a LOAD reads: an operand of the instruction, or an array literal of its computation.
+OPERAND = "operand"
+LITERAL = "literal"
 
 
 @dataclass(frozen=True)
 class Step:
     """One step. `dtype` is the operand type of an OP (the value's type otherwise) and
-    `result_dtype` the type of `value`. LOAD: `source` = (operand number, flat element index);
-    TABLE: `table` names the table and `args` holds the index step. `decided` is false for a
-    ROUND_F32_CR the machine cannot decide; its value is then the reference's (MPFR)."""
+    `result_dtype` the type of `value`. LOAD: `source` = (OPERAND or LITERAL, number) and
+    `args` the flat index step; TABLE: `table` names the table and `args` holds the index
+    step. `decided` is false for a ROUND_F32_CR the machine cannot decide; its value is then
+    the reference's (MPFR)."""
 
     kind: StepKind
     dtype: DType
@@ -43,14 +56,32 @@ class Step:
     value: int
     op: Op | None = None
     args: tuple[int, ...] = ()
-    source: tuple[int, int] | None = None
+    source: tuple[str, int] | None = None
     table: str | None = None
     decided: bool = True
 
+    def template(self) -> tuple:
+        """What the step does, without its value (a CONST's value is what it does): the
+        same for every element of an instruction."""
+        immediate = self.value if self.kind is StepKind.CONST else None
+        op = None if self.op is None else int(self.op)
+        return (
+            self.kind.value,
+            op,
+            self.dtype.name,
+            self.result_dtype.name,
+            self.args,
+            self.source,
+            self.table,
+            immediate,
+        )
+
     def describe(self) -> str:
+        if self.kind is StepKind.ELEMENT:
+            return "element"
         if self.kind is StepKind.LOAD:
             assert self.source is not None
-            return f"load operand {self.source[0]}[{self.source[1]}] : {self.dtype.name}"
+            return f"load {self.source[0]} {self.source[1]}[#{self.args[0]}] : {self.dtype.name}"
         if self.kind is StepKind.CONST:
             return f"const {self.dtype.name} {self.value:#x}"
         if self.kind is StepKind.TABLE:
@@ -80,7 +111,9 @@ class Recorder:
 
     operands: list[np.ndarray]
     steps: list[Step] = field(default_factory=list)
+    literals: list[np.ndarray] = field(default_factory=list)
     _shared: dict[tuple, int] = field(default_factory=dict)
+    _literal_numbers: dict[int, int] = field(default_factory=dict)
 
     def _add(self, key: tuple, step: Step) -> int:
         index = self._shared.get(key)
@@ -95,12 +128,28 @@ class Recorder:
     def bits(self, handle: int) -> int:
         return self.steps[handle].value
 
-    def load(self, operand: int, flat: int, dtype: DType) -> int:
-        array = self.operands[operand]
+    def element(self, value: int) -> int:
+        """The program's input: the element's flat index (s64)."""
+        return self._add(("element",), Step(StepKind.ELEMENT, S64, S64, value))
+
+    def load(self, operand: int, index: int, dtype: DType) -> int:
+        """Operand `operand`'s element at the flat index step `index`."""
+        return self._load((OPERAND, operand), self.operands[operand], index, dtype)
+
+    def load_literal(self, literal: np.ndarray, index: int, dtype: DType) -> int:
+        """An array literal's element at the flat index step `index` (literals are numbered
+        in the order the program first reads them)."""
+        number = self._literal_numbers.setdefault(id(literal), len(self.literals))
+        if number == len(self.literals):
+            self.literals.append(literal)
+        return self._load((LITERAL, number), literal, index, dtype)
+
+    def _load(self, source: tuple[str, int], array: np.ndarray, index: int, dtype: DType) -> int:
+        flat = _signed64(self.bits(index))
         value = to_bits(np.asarray(array).reshape(-1)[flat : flat + 1], dtype)
         return self._add(
-            ("load", operand, flat),
-            Step(StepKind.LOAD, dtype, dtype, value, source=(operand, flat)),
+            ("load", source, index),
+            Step(StepKind.LOAD, dtype, dtype, value, args=(index,), source=source),
         )
 
     def const(self, dtype: DType, bits: int) -> int:
@@ -127,6 +176,14 @@ class Recorder:
         decide (ROUND_F32_CR)."""
         operand_type = dtype or self.dtype(args[1] if op is Op.SELECT else args[0])
         target = result_type(op, operand_type, to)
+        if (
+            op in FOLDED
+            and not operand_type.is_float
+            and all(self.steps[a].kind is StepKind.CONST for a in args)
+        ):
+            return self.const(
+                target, evaluate(op, operand_type, [self.bits(a) for a in args], target)
+            )
         key = ("op", op, operand_type.name, target.name, args)
         if key in self._shared:
             return self._shared[key]
@@ -143,6 +200,28 @@ class Recorder:
                 StepKind.OP, operand_type, target, value, op=op, args=tuple(args), decided=decided
             ),
         )
+
+
+# Integer operations on constants give a constant (index arithmetic on static strides and
+# offsets); floating-point ones are always recorded, as the algorithms write them.
+FOLDED = frozenset(
+    {
+        Op.ADD,
+        Op.SUB,
+        Op.MUL,
+        Op.FLOOR_DIV,
+        Op.REM,
+        Op.MIN,
+        Op.MAX,
+        Op.LT,
+        Op.LE,
+        Op.GE,
+        Op.GT,
+        Op.EQ,
+        Op.AND,
+        Op.OR,
+    }
+)
 
 
 def _signed64(bits: int) -> int:

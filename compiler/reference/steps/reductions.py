@@ -12,9 +12,10 @@ from collections.abc import Callable
 
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.shape import TupleShape
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 
-from . import ElementEvaluator, Handle, Scope
+from . import ElementEvaluator, Handle, Scope, indexing
 from .data_movement import padded_source
 from .record import Uncovered
 
@@ -65,12 +66,14 @@ def _reduce(ev: ElementEvaluator, instruction: Instruction, index: Index, scope:
     kept = [d for d in range(len(operand_dims)) if d not in dims]
     reduced = sorted(dims)
 
+    rec = ev.recorder
+
     def element_at(position: Index) -> Callable[[], Parts]:
         full = [0] * len(operand_dims)
         for d, i in zip(kept, index, strict=True):
             full[d] = i
         for d, i in zip(reduced, position, strict=True):
-            full[d] = i
+            full[d] = indexing.const(rec, i)
         at = tuple(full)
         return lambda: tuple(ev.operand(instruction, number, at, scope) for number in range(half))
 
@@ -92,20 +95,34 @@ def _reduce_window(
     config = tuple(attr.PadDim(w.pad_low, w.pad_high, w.base_dilation - 1) for w in window.dims)
     init = tuple(ev.operand(instruction, half + number, (), scope) for number in range(half))
     combine = _combiner(ev, reducer)
+    rec = ev.recorder
+    out_dims = _out_dims(instruction)
     acc = init
     for position in itertools.product(*(range(w.size) for w in window.dims)):
         padded = tuple(
-            o * w.stride + k * w.window_dilation
+            indexing.add(rec, indexing.scale(rec, o, w.stride), k * w.window_dilation)
             for o, k, w in zip(index, position, window.dims, strict=True)
         )
-        source = padded_source(padded, operand_dims, config)
-        item = (
-            init
-            if source is None
-            else tuple(ev.operand(instruction, number, source, scope) for number in range(half))
+        extent = tuple(
+            (n - 1) * w.stride + k * w.window_dilation + 1
+            for n, k, w in zip(out_dims, position, window.dims, strict=True)
         )
+        found = padded_source(rec, padded, extent, operand_dims, config)
+        if found is None:
+            item = init
+        else:
+            valid, coords = found
+            inside = tuple(ev.operand(instruction, number, coords, scope) for number in range(half))
+            item = tuple(
+                indexing.select(rec, valid, a, b) for a, b in zip(inside, init, strict=True)
+            )  # type: ignore[arg-type]
         acc = combine(acc, item)
     return acc[0] if half == 1 else acc
+
+
+def _out_dims(instruction: Instruction) -> tuple[int, ...]:
+    shape = instruction.shape
+    return shape.elements[0].dims if isinstance(shape, TupleShape) else shape.dims  # type: ignore[union-attr]
 
 
 def _select_and_scatter(

@@ -1,0 +1,227 @@
+"""The steps of one element (compiler/reference/steps/) against the reference evaluator: a
+sample of the fixtures (tools/element_steps.py runs every fixture), the math functions on
+their special and random operands, hand-written modules for the index arithmetic of padding,
+windows, dilations, groups and blocks, and the element program's independence of the element
+and of the operand values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.api import load_config, load_program, optimize
+from compiler.hlo import load_module
+from compiler.numerics import mathlib
+from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
+from compiler.reference.scalar import Op, to_bits
+from compiler.reference.steps import StepKind, Uncovered, element_steps
+from compiler.reference.steps.mathlib import binary_function, unary_function
+from compiler.reference.steps.record import Recorder
+from core.dtypes import F32, F64
+from harness.element_steps import StepsReport, check_module
+from harness.fixture_data import Fixture
+
+SPECIALS = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    5e-324,
+    -1e-310,
+    1e-40,
+    1.0,
+    -1.0,
+    0.5,
+    19.5,
+    -20.0,
+    88.7,
+    -745.2,
+    1e300,
+    3.4e38,
+    1e22,
+]
+
+
+def _assert_clean(report: StepsReport) -> None:
+    assert not report.failures, "\n".join(report.failures[:10])
+    assert sum(s["elements"] for s in report.stats.values()) > 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["transformer_block", "cnn", "integer_arith", "f16_bf16", "special_values", "depthwise_conv"],
+)
+def test_fixture_elements_are_their_steps(name: str) -> None:
+    fixture = Fixture(name)
+    module = optimize(load_program(fixture.module_text), load_config())
+    report = StepsReport()
+    check_module(
+        module, fixture.inputs(), 3, np.random.default_rng(7), report, label=name, max_steps=20_000
+    )
+    _assert_clean(report)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_math_functions_steps_give_the_reference(dtype) -> None:
+    rng = np.random.default_rng(3)
+    with np.errstate(over="ignore"):
+        xs = np.concatenate(
+            [np.array(SPECIALS, dtype), (rng.standard_normal(6) * 30).astype(dtype)]
+        )
+    F = F32 if dtype == np.float32 else F64
+    for name in mathlib.UNARY_FUNCTIONS:
+        expected = mathlib.unary(name, xs)
+        for x, want in zip(xs, expected, strict=True):
+            rec = Recorder([np.array([x])])
+            y = unary_function(rec, name, _load(rec, F))
+            assert rec.bits(y) == to_bits(np.array([want]), F), (name, x)
+    ys = xs[::-1].copy()
+    for name in ("power", "atan2"):
+        expected = getattr(mathlib, name)(xs, ys)
+        for x, y, want in zip(xs, ys, expected, strict=True):
+            rec = Recorder([np.array([x]), np.array([y])])
+            zero = rec.element(0)
+            out = binary_function(rec, name, rec.load(0, zero, F), rec.load(1, zero, F))
+            assert rec.bits(out) == to_bits(np.array([want]), F), (name, x, y)
+
+
+def _load(rec: Recorder, dtype) -> int:
+    return rec.load(0, rec.element(0), dtype)
+
+
+def test_a_math_function_has_one_program_for_every_operand() -> None:
+    programs = set()
+    for x in (0.0, np.nan, 1e-300, 3.0, -700.0, 1e300):
+        rec = Recorder([np.array([x])])
+        unary_function(rec, "tanh", _load(rec, F64))
+        programs.add(tuple(s.template() for s in rec.steps))
+    assert len(programs) == 1
+
+
+def test_the_f32_rounding_near_a_boundary_is_left_undecided_with_the_reference_value() -> None:
+    """RN32 of the binary64 algorithm is wrong on the exceptions' inputs: the machine cannot
+    decide them, the step keeps the correctly rounded value and says so."""
+    bits, correct = F32_EXCEPTIONS["log"][0]
+    rec = Recorder([np.array([bits], dtype=np.uint32).view(np.float32)])
+    y = unary_function(rec, "log", _load(rec, F32))
+    assert rec.bits(y) == correct
+    last = rec.steps[y]
+    assert last.op is Op.ROUND_F32_CR and not last.decided
+    # Elsewhere the same program decides.
+    rec = Recorder([np.array([2.0], dtype=np.float32)])
+    assert rec.steps[unary_function(rec, "log", _load(rec, F32))].decided
+
+
+INDEX_MODULE = """
+HloModule index_arithmetic
+
+add_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }
+max_f32 { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT m = f32[] maximum(a, b) }
+
+ENTRY e {
+  x = f32[3,5] parameter(0)
+  k = f32[2,2,4,3] parameter(1)
+  img = f32[1,6,5,4] parameter(2)
+  long = f32[2,4100] parameter(3)
+  i = s32[] parameter(4)
+  q = s4[8] parameter(5)
+  bf = bf16[8] parameter(6)
+  c = c64[4] parameter(7)
+  zero = f32[] constant(0)
+  p = f32[8,11] pad(x, zero), padding=-1_2_2x1_1_1
+  w = f32[3,5] reduce-window(x, zero), window={size=2x3 stride=2x1 pad=1_1x0_2 lhs_dilate=2x1}, to_apply=max_f32
+  cv = f32[1,3,10,3] convolution(img, k), window={size=2x2 stride=2x1 pad=1_1x1_1 lhs_dilate=1x2 rhs_dilate=2x1}, dim_labels=b01f_01io->b01f, feature_group_count=1
+  r = f32[2] reduce(long, zero), dimensions={1}, to_apply=add_f32
+  d = f32[2,5] dynamic-slice(x, i, i), dynamic_slice_sizes={2,5}
+  t = f32[5,3] transpose(x), dimensions={1,0}
+  cat = f32[5,6] concatenate(t, t), dimensions={1}
+  rev = f32[3,5] reverse(x), dimensions={0,1}
+  sl = f32[2,2] slice(x), slice={[0:3:2], [1:5:3]}
+  qd = s4[8] divide(q, q)
+  qs = s4[8] shift-right-arithmetic(q, q)
+  bt = bf16[8] tanh(bf)
+  cm = c64[4] multiply(c, c)
+  tot = pred[3,5] compare(x, rev), direction=LT, type=TOTALORDER
+  ROOT out = (f32[8,11], f32[3,5], f32[1,3,10,3], f32[2], f32[2,5], f32[5,6], f32[2,2], s4[8], s4[8], bf16[8], c64[4], pred[3,5]) tuple(p, w, cv, r, d, cat, sl, qd, qs, bt, cm, tot)
+}
+"""
+
+
+def _index_inputs(rng: np.random.Generator) -> list[np.ndarray]:
+    import ml_dtypes
+
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    x[0, 0], x[1, 1] = np.nan, -0.0
+    return [
+        x,
+        rng.standard_normal((2, 2, 4, 3)).astype(np.float32),
+        rng.standard_normal((1, 6, 5, 4)).astype(np.float32),
+        rng.standard_normal((2, 4100)).astype(np.float32),
+        np.array(7, np.int32),  # out of range: clamped
+        rng.integers(-8, 8, 8).astype(np.int8),
+        rng.standard_normal(8).astype(ml_dtypes.bfloat16),
+        (rng.standard_normal(4) + 1j * rng.standard_normal(4)).astype(np.complex64),
+    ]
+
+
+def test_index_arithmetic_of_padding_windows_dilations_and_blocks() -> None:
+    module = load_module(INDEX_MODULE)
+    report = StepsReport()
+    check_module(
+        module,
+        _index_inputs(np.random.default_rng(5)),
+        6,
+        np.random.default_rng(1),
+        report,
+        label="index",
+    )
+    _assert_clean(report)
+    assert not report.uncovered, report.uncovered
+    for opcode in (
+        "pad",
+        "reduce-window",
+        "convolution",
+        "reduce",
+        "dynamic-slice",
+        "concatenate",
+        "slice",
+        "divide",
+        "tanh",
+        "multiply",
+        "compare",
+    ):
+        assert report.stats[opcode]["elements"] > 0, opcode
+
+
+def test_an_element_program_does_not_depend_on_the_element_or_the_values() -> None:
+    module = load_module(INDEX_MODULE)
+    conv = next(i for i in module.entry.instructions if i.opcode == "convolution")
+    programs = set()
+    for seed, element in ((1, 0), (2, 17), (3, 89)):
+        inputs = _index_inputs(np.random.default_rng(seed))
+        trace = element_steps(conv, [inputs[2], inputs[1]], element)
+        programs.add(trace.program)
+        assert any(s.kind is StepKind.ELEMENT for s in trace.steps)
+    assert len(programs) == 1
+
+
+def test_what_is_not_covered_is_named() -> None:
+    module = load_module(
+        """
+HloModule s
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT s = f32[4] sort(x), dimensions={0}, to_apply=lt
+}
+lt { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = pred[] compare(a, b), direction=LT }
+"""
+    )
+    with pytest.raises(Uncovered, match="sort"):
+        element_steps(module.entry.root, [np.zeros(4, np.float32)], 0)
+    conv = next(
+        i for i in load_module(INDEX_MODULE).entry.instructions if i.opcode == "convolution"
+    )
+    inputs = _index_inputs(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="outside"):
+        element_steps(conv, [inputs[2], inputs[1]], 90)
