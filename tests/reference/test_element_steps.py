@@ -9,13 +9,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.api import load_config, load_program, optimize
+from attest.digests import tensor_digest
+from attest.merkle import InclusionProof, inclusion_proof, root_from_proof, verify_inclusion
+from attest.tensor_proof import element_proof, verify_element_proof
+from compiler.api import evaluate, load_config, load_program, optimize, trace_leaves
 from compiler.hlo import load_module
 from compiler.numerics import mathlib
 from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.reference.scalar import Op, to_bits
 from compiler.reference.steps import StepKind, Uncovered, element_steps
 from compiler.reference.steps.mathlib import binary_function, unary_function
+from compiler.reference.steps.program import (
+    PROGRAM_LEAF_BYTES,
+    decode_program_leaf,
+    recompute_step,
+    table_entry_proof,
+)
 from compiler.reference.steps.record import Recorder
 from core.dtypes import F32, F64
 from harness.element_steps import StepsReport, check_module
@@ -225,3 +234,59 @@ lt { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT c = pred[] compare(a, 
     inputs = _index_inputs(np.random.default_rng(0))
     with pytest.raises(ValueError, match="outside"):
         element_steps(conv, [inputs[2], inputs[1]], 90)
+
+
+def test_every_step_recomputes_from_its_program_leaf_and_proved_inputs() -> None:
+    """What the contract does with the one step a dispute narrows to, for every step of an
+    element of each leaf: decode the template, prove a LOAD's element against the operand's
+    (or literal's) digest and a TABLE's entry against the table root, recompute the rest."""
+    fixture = Fixture("transcendentals")
+    module = optimize(load_program(fixture.module_text), load_config())
+    values: dict[int, object] = {}
+    evaluate(
+        module,
+        fixture.inputs(),
+        observer=lambda instruction, value: values.__setitem__(id(instruction), value),
+    )
+    checked = set()
+    for leaf in trace_leaves(module)[:6]:
+        operands = [np.asarray(values[id(o)]) for o in leaf.operands]
+        trace = element_steps(leaf, operands, 1)
+        leaves = trace.program_leaves()
+        root = trace.commitment().root
+        for index, (step, leaf_bytes) in enumerate(zip(trace.steps, leaves, strict=True)):
+            assert verify_inclusion(leaf_bytes, inclusion_proof(leaves, index), root)
+            template = decode_program_leaf(leaf_bytes)
+            arguments = [trace.steps[a].value for a in template.args]
+            loaded = None
+            if template.kind is StepKind.LOAD:
+                array = (
+                    operands[template.number]
+                    if template.source == 1
+                    else trace.literals[template.number]
+                )
+                digest = tensor_digest(array) if template.source == 1 else template.immediate.hex()
+                proof = element_proof(array, arguments[0])
+                loaded = int.from_bytes(verify_element_proof(digest, proof), "little")
+            elif template.kind is StepKind.TABLE:
+                table = dict(trace.tables)[step.table]
+                entry, siblings = table_entry_proof(table, arguments[0])
+                proof = InclusionProof(
+                    index=arguments[0], leaf_count=len(table), siblings=tuple(siblings)
+                )
+                assert root_from_proof(entry, proof) == template.immediate.hex()
+                loaded = int.from_bytes(entry, "big")
+            if step.decided:
+                assert recompute_step(template, arguments, 1, loaded) == step.value, step.describe()
+            checked.add(template.kind)
+    assert checked == {StepKind.ELEMENT, StepKind.CONST, StepKind.LOAD, StepKind.TABLE, StepKind.OP}
+
+
+def test_one_program_commitment_per_leaf_and_one_values_root_per_element() -> None:
+    module = load_module(INDEX_MODULE)
+    conv = next(i for i in module.entry.instructions if i.opcode == "convolution")
+    inputs = _index_inputs(np.random.default_rng(2))
+    traces = [element_steps(conv, [inputs[2], inputs[1]], e) for e in (0, 44)]
+    assert traces[0].commitment() == traces[1].commitment()
+    assert traces[0].values_root() != traces[1].values_root()
+    assert all(len(leaf) == PROGRAM_LEAF_BYTES for leaf in traces[0].program_leaves())

@@ -30,8 +30,10 @@ import numpy as np
 
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
+from compiler.numerics.mathlib.dsl import Table
 
 from . import indexing
+from .program import ProgramCommitment, program_commitment, program_leaves, values_root
 from .record import Recorder, Step, StepKind, Uncovered
 
 _T = TypeVar("_T")
@@ -45,6 +47,8 @@ class StepTrace:
 
     steps: tuple[Step, ...]
     result: int
+    literals: tuple[np.ndarray, ...] = ()
+    tables: tuple[tuple[str, Table], ...] = ()
 
     @property
     def value(self) -> int:
@@ -55,6 +59,17 @@ class StepTrace:
         """The steps without their values: the instruction's element program, the same for
         every element and every operand value."""
         return tuple(step.template() for step in self.steps)
+
+    def commitment(self) -> ProgramCommitment:
+        """The program's commitment (root, step count, result step) as the chain reads it."""
+        return program_commitment(self.steps, self.result, self.literals, dict(self.tables))
+
+    def program_leaves(self) -> list[bytes]:
+        return program_leaves(self.steps, self.literals, dict(self.tables))
+
+    def values_root(self) -> str:
+        """The root a party commits to for this element: its value of every step."""
+        return values_root(self.steps)
 
     @property
     def decided(self) -> bool:
@@ -166,7 +181,12 @@ def element_steps(
         else:
             result = evaluator.element(instruction, index, top)
     assert isinstance(result, int)
-    return StepTrace(tuple(recorder.steps), result)
+    return StepTrace(
+        tuple(recorder.steps),
+        result,
+        tuple(recorder.literals),
+        tuple(sorted(recorder.tables.items())),
+    )
 
 
 def _output_shape(instruction: Instruction, output: int) -> ArrayShape:

@@ -223,10 +223,7 @@ class StepOps:
         return self.apply(Op.CONVERT, self.lift(i, S64), to=F64)
 
     def table(self, t: Table, i: Any) -> V:
-        return V(
-            self,
-            self.recorder.table(t.name, t.values, F64 if t.is_float else S64, self.lift(i, S64)),
-        )
+        return V(self, self.recorder.table(t, self.lift(i, S64)))
 
     def branch(
         self,

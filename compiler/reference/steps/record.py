@@ -25,8 +25,10 @@ from enum import Enum
 
 import numpy as np
 
+from attest.digests import canonical_tensor_bytes
+from compiler.numerics.mathlib.dsl import Table
 from compiler.reference.scalar import Op, Undecidable, evaluate, result_type, to_bits
-from core.dtypes import S64, DType
+from core.dtypes import F64, S64, DType
 
 
 class StepKind(Enum):
@@ -112,6 +114,7 @@ class Recorder:
     operands: list[np.ndarray]
     steps: list[Step] = field(default_factory=list)
     literals: list[np.ndarray] = field(default_factory=list)
+    tables: dict[str, Table] = field(default_factory=dict)
     _shared: dict[tuple, int] = field(default_factory=dict)
     _literal_numbers: dict[int, int] = field(default_factory=dict)
 
@@ -146,7 +149,10 @@ class Recorder:
 
     def _load(self, source: tuple[str, int], array: np.ndarray, index: int, dtype: DType) -> int:
         flat = _signed64(self.bits(index))
-        value = to_bits(np.asarray(array).reshape(-1)[flat : flat + 1], dtype)
+        # The element as its tensor's digest holds it: a NaN is the canonical NaN.
+        value = int.from_bytes(
+            canonical_tensor_bytes(np.asarray(array).reshape(-1)[flat : flat + 1]), "little"
+        )
         return self._add(
             ("load", source, index),
             Step(StepKind.LOAD, dtype, dtype, value, args=(index,), source=source),
@@ -155,12 +161,15 @@ class Recorder:
     def const(self, dtype: DType, bits: int) -> int:
         return self._add(("const", dtype.name, bits), Step(StepKind.CONST, dtype, dtype, bits))
 
-    def table(self, name: str, entries: tuple, entry_dtype: DType, index: int) -> int:
+    def table(self, table: Table, index: int) -> int:
+        """Entry `index` (a step) of a pinned algorithm's constant table."""
+        entry_dtype = F64 if table.is_float else S64
+        self.tables.setdefault(table.name, table)
         position = _signed64(self.bits(index))
-        value = to_bits(np.array([entries[position]], dtype=entry_dtype.numpy), entry_dtype)
+        value = to_bits(np.array([table.values[position]], dtype=entry_dtype.numpy), entry_dtype)
         return self._add(
-            ("table", name, index),
-            Step(StepKind.TABLE, entry_dtype, entry_dtype, value, args=(index,), table=name),
+            ("table", table.name, index),
+            Step(StepKind.TABLE, entry_dtype, entry_dtype, value, args=(index,), table=table.name),
         )
 
     def op(
