@@ -29,6 +29,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from attest.digests import canonical_tensor_bytes
 from compiler.numerics import convert as conversions
 from compiler.numerics import floats, integers
 from compiler.numerics.mathlib.correctly_rounded import ambiguous
@@ -201,6 +202,14 @@ def to_bits(array: np.ndarray, dtype: DType) -> int:
     if dtype.is_pred:
         return int(bool(value[0]))
     return int(value.view(_storage(dtype))[0])
+
+
+def canonical(bits: int, dtype: DType) -> int:
+    """`bits` as a tensor digest holds the element: a NaN (of a float type, or a part of a
+    complex one) becomes the canonical NaN; every other value is unchanged. SELECT, BITCAST
+    and the part operations keep payloads, as the contract's data movement does, so a
+    program's result is compared in this form."""
+    return int.from_bytes(canonical_tensor_bytes(to_array(bits, dtype)), "little")
 
 
 # --- evaluation -------------------------------------------------------------------------------

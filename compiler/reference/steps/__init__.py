@@ -31,6 +31,7 @@ import numpy as np
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.numerics.mathlib.dsl import Table
+from compiler.reference.scalar import canonical
 
 from . import indexing
 from .program import ProgramCommitment, program_commitment, program_leaves, values_root
@@ -52,7 +53,9 @@ class StepTrace:
 
     @property
     def value(self) -> int:
-        return self.steps[self.result].value
+        """The element as its tensor's digest holds it (a NaN canonical)."""
+        step = self.steps[self.result]
+        return canonical(step.value, step.result_dtype)
 
     @property
     def program(self) -> tuple[tuple, ...]:
