@@ -143,13 +143,52 @@ class ElementEvaluator:
         return self.element(computation.root, (), scope)
 
 
+# The opcodes whose elements have no steps yet, and why: a dispute about one of their
+# elements stays with the committee (docs/disputes.md, "What the contract cannot evaluate").
+UNCOVERED: dict[str, str] = {
+    "sort": "an element's position depends on comparator results over the whole row (a merge network of comparator programs)",
+    "topk": "an element's position depends on comparisons over the whole row",
+    "gather": "an element's source index is data: the index operand's clamped values (not yet)",
+    "scatter": "an element is every update whose window covers it, applied in order (not yet)",
+    "select-and-scatter": "an element gathers the source elements whose windows select it (not yet)",
+    "rng-bit-generator": "ThreeFry and Philox rounds over 32-bit words (the scalar machine has the integer ops; not yet)",
+    "fft": "a line's passes with twiddle factors computed exactly when compiling (not yet)",
+    "cholesky": "an element depends on every element left of and above it (a chain over earlier outputs; not yet)",
+    "triangular-solve": "an element depends on the solved elements before it (not yet)",
+    "batch-norm-training": "XLA's expansion holds reductions and broadcasts over whole features (not yet)",
+    "batch-norm-inference": "XLA's expansion (not yet)",
+    "batch-norm-grad": "XLA's expansion holds reductions over whole features (not yet)",
+    "while": "a loop's element repeats its body per iteration, whose count is data",
+    "conditional": "the computation an element follows is chosen by a value",
+    "scan": "an element depends on every earlier step's carry",
+    "reduce-precision": "not an operation of the scalar machine yet",
+}
+
+
 def _rules() -> dict[str, Rule]:
     from . import control_flow, data_movement, dot_conv, elementwise, reductions
 
     rules: dict[str, Rule] = {}
     for family in (elementwise, data_movement, reductions, dot_conv, control_flow):
         rules.update(family.RULES)
+    for opcode, why in UNCOVERED.items():
+        rules[opcode] = _uncovered(why)
     return rules
+
+
+def _uncovered(why: str) -> Rule:
+    def rule(
+        ev: ElementEvaluator, instruction: Instruction, index: tuple[int, ...], scope: Scope
+    ) -> Handle:
+        raise Uncovered(instruction.opcode, why)
+
+    return rule
+
+
+def covered_opcodes() -> frozenset[str]:
+    """The opcodes whose elements have steps (some of their forms may still be uncovered:
+    complex division and abs, bitcast-convert between widths, tuple operands)."""
+    return frozenset(_rules()) - frozenset(UNCOVERED)
 
 
 def element_steps(
@@ -207,6 +246,8 @@ def _output_shape(instruction: Instruction, output: int) -> ArrayShape:
 
 
 __all__ = [
+    "UNCOVERED",
+    "covered_opcodes",
     "ElementEvaluator",
     "Scope",
     "Step",

@@ -1,8 +1,8 @@
 """Element steps through the value plumbing and calls (compiler/reference/control_flow.py):
 parameters come from the scope, a constant's element is a CONST step, a fusion or call
 evaluates its computation's root at the same element with its operands as parameters, and
-tuples carry one handle per part. while, conditional and scan are not covered: their
-elements depend on iterations the element's steps would have to repeat."""
+tuples carry one handle per part. while, conditional and scan are not covered (UNCOVERED
+says why)."""
 
 from __future__ import annotations
 
@@ -78,13 +78,6 @@ def output_element(
     return whole[output]
 
 
-def _not_covered(why: str):
-    def rule(ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope) -> Handle:
-        raise Uncovered(instruction.opcode, why)
-
-    return rule
-
-
 RULES = {
     "parameter": _parameter,
     "constant": _constant,
@@ -93,7 +86,4 @@ RULES = {
     "opt-barrier": lambda ev, instruction, index, scope: ev.operand(instruction, 0, index, scope),
     "tuple": _tuple,
     "get-tuple-element": _get_tuple_element,
-    "while": _not_covered("a loop's element repeats its body's steps per iteration (not yet)"),
-    "conditional": _not_covered("a branch's steps depend on the selected computation (not yet)"),
-    "scan": _not_covered("a scan's element depends on every earlier step's carry (not yet)"),
 }

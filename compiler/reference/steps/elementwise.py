@@ -247,15 +247,6 @@ def _stochastic_convert(
     return ev.element(expansion.root, index, inner)
 
 
-def _reject(why: str) -> Callable[..., Handle]:
-    def rule(
-        ev: ElementEvaluator, instruction: Instruction, index: tuple[int, ...], scope: Scope
-    ) -> Handle:
-        raise Uncovered(instruction.opcode, why)
-
-    return rule
-
-
 RULES = {
     "add": _arithmetic(Op.ADD),
     "subtract": _arithmetic(Op.SUB),
@@ -295,7 +286,6 @@ RULES = {
     "complex": _complex_make,
     "map": _map,
     "stochastic-convert": _stochastic_convert,
-    "reduce-precision": _reject("reduce-precision is not an operation of the scalar machine yet"),
 }
 
 __all__ = ["NARROW", "RULES", "in_float"]

@@ -17,7 +17,6 @@ from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 
 from . import ElementEvaluator, Handle, Scope, indexing
 from .data_movement import padded_source
-from .record import Uncovered
 
 Index = tuple[int, ...]
 Parts = tuple[Handle, ...]  # one handle per reduced input (variadic reductions have several)
@@ -125,17 +124,7 @@ def _out_dims(instruction: Instruction) -> tuple[int, ...]:
     return shape.elements[0].dims if isinstance(shape, TupleShape) else shape.dims  # type: ignore[union-attr]
 
 
-def _select_and_scatter(
-    ev: ElementEvaluator, instruction: Instruction, index: Index, scope: Scope
-) -> Handle:
-    raise Uncovered(
-        instruction.opcode,
-        "an element gathers the source elements whose windows select it (not yet)",
-    )
-
-
 RULES = {
     "reduce": _reduce,
     "reduce-window": _reduce_window,
-    "select-and-scatter": _select_and_scatter,
 }
