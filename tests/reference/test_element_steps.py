@@ -299,3 +299,13 @@ def test_every_opcode_is_covered_or_named_with_its_reason() -> None:
     assert set(SUPPORTED) == covered_opcodes() | set(UNCOVERED)
     assert not covered_opcodes() & set(UNCOVERED)
     assert all(len(why) > 10 for why in UNCOVERED.values())
+
+
+def test_the_docs_name_every_uncovered_opcode() -> None:
+    from pathlib import Path
+
+    from compiler.reference.steps import UNCOVERED
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "disputes.md").read_text()
+    section = text.split("### What the contract cannot evaluate", 1)[1].split("\n## ", 1)[0]
+    assert all(f"`{opcode}`" in section for opcode in UNCOVERED)
