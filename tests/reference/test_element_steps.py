@@ -271,6 +271,7 @@ def test_every_step_recomputes_from_its_program_leaf_and_proved_inputs() -> None
             elif template.kind is StepKind.TABLE:
                 table = dict(trace.tables)[step.table]
                 entry, siblings = table_entry_proof(table, arguments[0])
+                assert template.size == len(table)
                 proof = InclusionProof(
                     index=arguments[0], leaf_count=len(table), siblings=tuple(siblings)
                 )

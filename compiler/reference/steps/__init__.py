@@ -22,20 +22,23 @@ elementwise, data_movement, reductions, dot_conv, control_flow.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
+from attest.merkle import merkle_root
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.shape import ArrayShape, TupleShape
+from core.dtypes import from_name
 from compiler.numerics.mathlib.dsl import Table
 from compiler.reference.scalar import canonical
 
 from . import indexing
-from .program import ProgramCommitment, program_commitment, program_leaves, values_root
-from .record import Recorder, Step, StepKind, Uncovered
+from .program import ProgramCommitment, output_header, program_leaves, values_root
+from .record import LITERAL, OPERAND, Recorder, Step, StepKind, Uncovered
 
 _T = TypeVar("_T")
 Handle = int | tuple  # a step index, or a tuple of handles for a tuple-shaped value
@@ -50,6 +53,8 @@ class StepTrace:
     result: int
     literals: tuple[np.ndarray, ...] = ()
     tables: tuple[tuple[str, Table], ...] = ()
+    sizes: tuple[tuple[tuple[str, int], int], ...] = ()  # element count of each LOAD source
+    output: tuple[str, tuple[int, ...]] = ("f32", ())  # the output's element type and dims
 
     @property
     def value(self) -> int:
@@ -64,11 +69,16 @@ class StepTrace:
         return tuple(step.template() for step in self.steps)
 
     def commitment(self) -> ProgramCommitment:
-        """The program's commitment (root, step count, result step) as the chain reads it."""
-        return program_commitment(self.steps, self.result, self.literals, dict(self.tables))
+        """The program's commitment as the chain reads it."""
+        dtype, dims = self.output
+        header = hashlib.sha256(output_header(from_name(dtype).numpy, dims)).hexdigest()
+        elements = int(np.prod(dims, dtype=np.int64))
+        return ProgramCommitment(
+            merkle_root(self.program_leaves()), len(self.steps), self.result, elements, header
+        )
 
     def program_leaves(self) -> list[bytes]:
-        return program_leaves(self.steps, self.literals, dict(self.tables))
+        return program_leaves(self.steps, dict(self.sizes), self.literals, dict(self.tables))
 
     def values_root(self) -> str:
         """The root a party commits to for this element: its value of every step."""
@@ -223,11 +233,15 @@ def element_steps(
         else:
             result = evaluator.element(instruction, index, top)
     assert isinstance(result, int)
+    sizes = {(OPERAND, k): int(np.asarray(o).size) for k, o in enumerate(recorder.operands)}
+    sizes.update({(LITERAL, k): int(literal.size) for k, literal in enumerate(recorder.literals)})
     return StepTrace(
         tuple(recorder.steps),
         result,
         tuple(recorder.literals),
         tuple(sorted(recorder.tables.items())),
+        tuple(sorted(sizes.items())),
+        (shape.dtype.name, tuple(shape.dims)),
     )
 
 

@@ -10,19 +10,21 @@ against it. The parties commit only to values: the value list's root, one leaf p
 Template bytes (PROGRAM_LEAF_BYTES, big-endian):
 
     kind u8 | op u8 | dtype u8 | result type u8 | arg count u8 | args 3 x u32 |
-    source u8 | source number u32 | immediate 32 bytes
+    source u8 | source number u32 | count u64 | immediate 32 bytes
 
 kind: STEP_KIND_CODES; op: scalar.Op (0 for a step that is not an operation); the types:
 scalar.TYPE_CODES; args: earlier steps' indices (unused ones 0); source: 1 for a LOAD of an
-operand, 2 for a LOAD of an array literal (0 otherwise) and its number; immediate: a CONST's
-value bits, a literal LOAD's tensor digest (the literal's element proves against it), a
-TABLE's root (its entry proves against it), zero otherwise.
+operand, 2 for a LOAD of an array literal (0 otherwise) and its number; count: how many
+elements a LOAD's tensor or a TABLE has (a proof's position is only meaningful in a tree of
+known size); immediate: a CONST's value bits, a literal LOAD's tensor digest (the literal's
+element proves against it), a TABLE's root (its entry proves against it), zero otherwise.
 
 A value leaf is the value's bits as 32 bytes, big-endian; a table's leaves are its entries'
 bits likewise (f64 or s64 bits, in order).
 
-`ProgramCommitment.digest` binds the root, the step count and the result step:
-SHA-256("vxla.program.v1\\n" || root || u32 steps || u32 result).
+`ProgramCommitment.digest` binds the root, the step count, the result step, the output's
+element count and the SHA-256 of its tensor header (which fixes its type and dimensions):
+SHA-256("vxla.program.v1\\n" || root || u32 steps || u32 result || u64 elements || header hash).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from functools import cache
 
 import numpy as np
 
-from attest.digests import tensor_digest
+from attest.digests import TENSOR_DIGEST_V2, element_type_name, tensor_digest, tensor_header
 from attest.merkle import inclusion_proof, merkle_root
 from compiler.numerics.mathlib.dsl import Table
 from compiler.reference.scalar import TYPE_CODES, TYPES_BY_CODE, Op, evaluate, to_bits
@@ -52,7 +54,7 @@ STEP_KIND_CODES = {
     StepKind.OP: 4,
 }
 SOURCE_CODES = {OPERAND: 1, LITERAL: 2}
-PROGRAM_LEAF_BYTES = 5 + 12 + 5 + 32
+PROGRAM_LEAF_BYTES = 5 + 12 + 5 + 8 + 32
 MAX_ARGS = 3
 
 
@@ -83,21 +85,28 @@ def table_entry_proof(table: Table, position: int) -> tuple[bytes, list[str]]:
     return leaves[position], list(inclusion_proof(leaves, position).siblings)
 
 
-def program_leaf(step: Step, literals: Sequence[np.ndarray], tables: Mapping[str, Table]) -> bytes:
+def program_leaf(
+    step: Step,
+    sizes: Mapping[tuple[str, int], int],
+    literals: Sequence[np.ndarray],
+    tables: Mapping[str, Table],
+) -> bytes:
     """The template bytes of one step (the module docstring)."""
     if len(step.args) > MAX_ARGS:
         raise ValueError(f"a step has at most {MAX_ARGS} arguments")
     args = tuple(step.args) + (0,) * (MAX_ARGS - len(step.args))
-    source, number, immediate = 0, 0, b"\x00" * 32
+    source, number, count, immediate = 0, 0, 0, b"\x00" * 32
     if step.kind is StepKind.CONST:
         immediate = value_leaf(step.value)
     elif step.kind is StepKind.LOAD:
         assert step.source is not None
         source, number = SOURCE_CODES[step.source[0]], step.source[1]
+        count = sizes[step.source]
         if step.source[0] == LITERAL:
             immediate = bytes.fromhex(tensor_digest(literals[number]))
     elif step.kind is StepKind.TABLE:
         assert step.table is not None
+        count = len(tables[step.table])
         immediate = bytes.fromhex(table_root(tables[step.table]))
     op = 0 if step.op is None else int(step.op)
     head = struct.pack(
@@ -108,37 +117,44 @@ def program_leaf(step: Step, literals: Sequence[np.ndarray], tables: Mapping[str
         TYPE_CODES[step.result_dtype.name],
         len(step.args),
     )
-    return head + struct.pack(">III", *args) + struct.pack(">BI", source, number) + immediate
+    return (
+        head + struct.pack(">III", *args) + struct.pack(">BIQ", source, number, count) + immediate
+    )
 
 
 @dataclass(frozen=True)
 class ProgramCommitment:
-    """An element program's root, step count and result step."""
+    """An element program's root, step count and result step, and the output it computes
+    (element count, SHA-256 of its tensor header)."""
 
     root: str
     steps: int
     result: int
+    elements: int
+    header: str
 
     @property
     def digest(self) -> str:
-        header = f"{PROGRAM_VERSION}\n".encode()
+        version = f"{PROGRAM_VERSION}\n".encode()
+        sizes = struct.pack(">IIQ", self.steps, self.result, self.elements)
         return hashlib.sha256(
-            header + bytes.fromhex(self.root) + struct.pack(">II", self.steps, self.result)
+            version + bytes.fromhex(self.root) + sizes + bytes.fromhex(self.header)
         ).hexdigest()
 
 
 def program_leaves(
-    steps: Sequence[Step], literals: Sequence[np.ndarray], tables: Mapping[str, Table]
+    steps: Sequence[Step],
+    sizes: Mapping[tuple[str, int], int],
+    literals: Sequence[np.ndarray],
+    tables: Mapping[str, Table],
 ) -> list[bytes]:
-    return [program_leaf(step, literals, tables) for step in steps]
+    return [program_leaf(step, sizes, literals, tables) for step in steps]
 
 
-def program_commitment(
-    steps: Sequence[Step], result: int, literals: Sequence[np.ndarray], tables: Mapping[str, Table]
-) -> ProgramCommitment:
-    return ProgramCommitment(
-        merkle_root(program_leaves(steps, literals, tables)), len(steps), result
-    )
+def output_header(dtype: np.dtype, dims: Sequence[int]) -> bytes:
+    """The `vxla.tensor.v2` header of an output of `dtype` and `dims` (what its digest
+    hashes first; s4 and u4 name their byte holders)."""
+    return tensor_header(TENSOR_DIGEST_V2, element_type_name(np.dtype(dtype)), tuple(dims))
 
 
 def values_root(steps: Sequence[Step]) -> str:
@@ -153,7 +169,7 @@ __all__ = [
     "PROGRAM_LEAF_BYTES",
     "PROGRAM_VERSION",
     "ProgramCommitment",
-    "program_commitment",
+    "output_header",
     "program_leaf",
     "program_leaves",
     "table_entry_proof",
@@ -174,6 +190,7 @@ class StepTemplate:
     args: tuple[int, ...]
     source: int
     number: int
+    size: int
     immediate: bytes
 
 
@@ -186,7 +203,7 @@ def decode_program_leaf(leaf: bytes) -> StepTemplate:
         raise ValueError(f"a program leaf has {PROGRAM_LEAF_BYTES} bytes, not {len(leaf)}")
     kind, op, dtype, result_dtype, count = struct.unpack(">BBBBB", leaf[:5])
     args = struct.unpack(">III", leaf[5:17])
-    source, number = struct.unpack(">BI", leaf[17:22])
+    source, number, size = struct.unpack(">BIQ", leaf[17:30])
     if (
         kind not in _KINDS_BY_CODE
         or dtype not in TYPES_BY_CODE
@@ -202,7 +219,8 @@ def decode_program_leaf(leaf: bytes) -> StepTemplate:
         args[:count],
         source,
         number,
-        leaf[22:],
+        size,
+        leaf[30:],
     )
 
 
