@@ -10,7 +10,15 @@ from pathlib import Path
 from node.chain import load_artifact
 
 CONTRACTS = Path(__file__).resolve().parents[2] / "contracts"
-SOURCES = ("Commitments", "Committee", "DisputeGame", "JobMarket", "NodeRegistry")  # src/<name>.sol
+SOURCES = (
+    "Commitments",
+    "Committee",
+    "DisputeGame",
+    "JobMarket",
+    "NodeRegistry",
+    "ScalarEval",
+    "ScalarEvalHarness",
+)  # src/<name>.sol
 NAMES = (*SOURCES, "IReferee")  # one artifact per contract, the interface (in DisputeGame.sol) too
 
 

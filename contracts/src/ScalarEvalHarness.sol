@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {ScalarEval} from "./ScalarEval.sol";
+
+/// @title ScalarEvalHarness
+/// @notice Exposes ScalarEval for its tests (tests/contracts/test_scalar_eval.py,
+/// tools/scalar_campaign.py) and its gas bench (bench/scalar_gas.py). No state.
+contract ScalarEvalHarness {
+    /// @notice ScalarEval.evaluate as an external call.
+    function evaluate(uint8 op, uint8 dtype, uint8 resultType, uint256 a, uint256 b, uint256 c)
+        external
+        pure
+        returns (uint8 status, uint256 bits)
+    {
+        return ScalarEval.evaluate(op, dtype, resultType, a, b, c);
+    }
+
+    /// @notice Many cases in one call: four words a case, (op | dtype << 8 | resultType << 16,
+    /// a, b, c); one word a result, status << 248 | bits. Each case's scratch memory is
+    /// reused by the next, so a long batch costs no quadratic memory growth.
+    function evaluateBatch(uint256[] calldata cases) external pure returns (uint256[] memory out) {
+        uint256 n = cases.length / 4;
+        out = new uint256[](n);
+        uint256 scratch;
+        assembly ("memory-safe") {
+            scratch := mload(0x40)
+        }
+        for (uint256 i = 0; i < n; i++) {
+            uint256 head = cases[4 * i];
+            (uint8 status, uint256 bits) = ScalarEval.evaluate(
+                uint8(head), uint8(head >> 8), uint8(head >> 16), cases[4 * i + 1], cases[4 * i + 2], cases[4 * i + 3]
+            );
+            out[i] = (uint256(status) << 248) | bits;
+            assembly ("memory-safe") {
+                mstore(0x40, scratch)
+            }
+        }
+    }
+
+    /// @notice The gas one evaluation costs inside the call (gasleft before and after).
+    function measure(uint8 op, uint8 dtype, uint8 resultType, uint256 a, uint256 b, uint256 c)
+        external
+        view
+        returns (uint256 gasUsed, uint8 status, uint256 bits)
+    {
+        uint256 before = gasleft();
+        (status, bits) = ScalarEval.evaluate(op, dtype, resultType, a, b, c);
+        gasUsed = before - gasleft();
+    }
+}
