@@ -33,10 +33,14 @@ if TYPE_CHECKING:
 # The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
 # emit that family's opcodes (parameters are bound by the lowering itself).
 FAMILY_MODULES = family_modules("compiler.codegen")
-EMITTERS: dict[str, Emitter] = {opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()}
+EMITTERS: dict[str, Emitter] = {
+    opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()
+}
 
 
-def optimize(program: Program, config: CompilerConfig, observer: PassObserver | None = None) -> Module:
+def optimize(
+    program: Program, config: CompilerConfig, observer: PassObserver | None = None
+) -> Module:
     """A copy of the program's module rewritten by the config's pass pipeline (the program's
     own module is never changed). The copy is the module of the canonical text, made without
     parsing it again. `observer` sees the module after every pass."""
@@ -47,8 +51,14 @@ def graph_commitment(program: Program, config: CompilerConfig) -> GraphCommitmen
     """The graph commitment a job posts (docs/disputes.md): graphRoot and traceLeaves of the
     optimized module, whose records are the op-level trace's instructions. Only the pass
     pipeline runs (no lowering, no machine code), and it does not depend on the target, so
-    every target of one pipeline commits to the same graph."""
-    return commit_graph(optimize(program, config))
+    every target of one pipeline commits to the same graph. Each record binds its
+    instruction's element program (compiler/reference/steps), which a step referee
+    evaluates one step of."""
+    # The reference loads on first use, not with every compile.
+    from compiler.reference.steps import program_digests
+
+    module = optimize(program, config)
+    return commit_graph(module, program_digests(module))
 
 
 def leaf_of(
@@ -75,7 +85,12 @@ def leaf_of(
     return values, digest
 
 
-def generate(program: Program, config: CompilerConfig, observer: PassObserver | None = None, backend: Backend | None = None) -> tuple[str, Plan, str]:
+def generate(
+    program: Program,
+    config: CompilerConfig,
+    observer: PassObserver | None = None,
+    backend: Backend | None = None,
+) -> tuple[str, Plan, str]:
     """LLVM IR text, the plan and the optimized graph's text for a program. The graph text is
     the canonical text of the optimized module followed by its buffer assignment. `backend`:
     what runs the kernels, by default the config's target's (compiler/codegen/backend.py)."""
@@ -93,7 +108,9 @@ def optimized_plan(program: Program, config: CompilerConfig) -> tuple[Module, Pl
     return optimized, plan
 
 
-def _lowered(program: Program, config: CompilerConfig, observer: PassObserver | None) -> tuple[Module, Lowering, Plan]:
+def _lowered(
+    program: Program, config: CompilerConfig, observer: PassObserver | None
+) -> tuple[Module, Lowering, Plan]:
     optimized = optimize(program, config, observer)
     lowering, plan = lower_module(optimized, config, EMITTERS)
     if config.schedule_perturbation:
@@ -129,16 +146,29 @@ def compile_program(
         ir_text, plan, graph_text = generate(program, config, observer if progress else None)
         tell(f"generating machine code for {config.cpu}")
         object_bytes = backend_for(config).emit_binary(ir_text, config)
-        entry = compile_cache.Entry(object_bytes, plan, text_digest(graph_text), binary_hash(object_bytes, plan))
+        entry = compile_cache.Entry(
+            object_bytes, plan, text_digest(graph_text), binary_hash(object_bytes, plan)
+        )
         if cache is not None:
             cache.put(key, entry)
     if cache is not None:
         cache.remember_hlo_hash(program.source_hash, program.hlo_hash)
-    hashes = {"hlo_hash": program.hlo_hash, "graph_hash": entry.graph_hash, "binary_hash": entry.binary_hash}
+    hashes = {
+        "hlo_hash": program.hlo_hash,
+        "graph_hash": entry.graph_hash,
+        "binary_hash": entry.binary_hash,
+    }
     return Executable(program, config, entry.plan, entry.object_bytes, hashes, threads=threads)
 
 
-def compile(source: str | bytes, *, target: str | None = None, config: CompilerConfig | None = None, threads: int = 0, cache_dir: str | Path | None | bool = None) -> Executable:  # noqa: A001
+def compile(
+    source: str | bytes,
+    *,
+    target: str | None = None,
+    config: CompilerConfig | None = None,
+    threads: int = 0,
+    cache_dir: str | Path | None | bool = None,
+) -> Executable:  # noqa: A001
     """Compiles HLO text with the pinned configuration (configs/compiler.toml), optionally
     for another target CPU. Text this compiler verified before is not parsed again when the
     compile cache holds its executable (the cache's source index names its hlo_hash)."""
@@ -153,10 +183,17 @@ def compile(source: str | bytes, *, target: str | None = None, config: CompilerC
 
 
 # A GPU target's kernels and grid bodies with host grid entries, compiled for a host CPU.
-HOST_GRID = Backend("host-grid", lambda kernels, plan: grid.emit_grid(kernels, plan, grid.HostGrid()), compile_ir, undefined_symbols)
+HOST_GRID = Backend(
+    "host-grid",
+    lambda kernels, plan: grid.emit_grid(kernels, plan, grid.HostGrid()),
+    compile_ir,
+    undefined_symbols,
+)
 
 
-def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: int | None = None) -> Executable:
+def compile_emulated_grid(
+    program: Program, config: CompilerConfig, block_size: int | None = None
+) -> Executable:
     """An executable of `program` for GPU target `config` whose grid runs on this host's CPU
     (compiler/runtime/emulated_grid.py; `block_size`: see EmulatedDevice): for tests of the
     grid logic without a GPU. It names the GPU target but runs host code, so its binary_hash
@@ -168,7 +205,15 @@ def compile_emulated_grid(program: Program, config: CompilerConfig, block_size: 
     object_bytes = HOST_GRID.emit_binary(ir_text, host)
     missing = HOST_GRID.unresolved_symbols(object_bytes)
     if missing:
-        raise BackendError(f"emulated grid object references symbols it does not define: {', '.join(missing)}")
-    hashes = {"hlo_hash": program.hlo_hash, "graph_hash": text_digest(graph_text), "binary_hash": binary_hash(object_bytes, plan)}
+        raise BackendError(
+            f"emulated grid object references symbols it does not define: {', '.join(missing)}"
+        )
+    hashes = {
+        "hlo_hash": program.hlo_hash,
+        "graph_hash": text_digest(graph_text),
+        "binary_hash": binary_hash(object_bytes, plan),
+    }
     device = emulated_grid.EmulatedDevice(load_object(object_bytes, host), block_size)
-    return Executable(program, config, plan, object_bytes, hashes, threads=1, device=device, emulated=True)
+    return Executable(
+        program, config, plan, object_bytes, hashes, threads=1, device=device, emulated=True
+    )

@@ -57,7 +57,10 @@ from compiler.hlo.opcodes import NOT_TRACED
 from compiler.hlo.printer import CanonicalPrinter, canonical_names
 
 # v2: a constant's POSITION holds its vxla.tensor.v2 digest (v1 held the vxla.tensor.v1 one).
-GRAPH_RECORD_FORMAT = "vxla.graph-record.v2"
+# v3: a graph leaf's first 32 bytes bind the instruction's element program too (`GraphRecord.leaf`).
+GRAPH_RECORD_FORMAT = "vxla.graph-record.v3"
+# The program digest of an instruction whose elements have no steps (the committee decides it).
+NO_PROGRAM = "00" * 32
 # The result record's attributes: it computes nothing, it names the outputs.
 RESULT_ATTRIBUTES = sha256_hex(b"")
 
@@ -79,6 +82,7 @@ class GraphRecord:
     operands: tuple[Position, ...]
     attributes: str
     trace_operands: tuple[int, ...]
+    program: str = NO_PROGRAM  # the element program's commitment digest (compiler/reference/steps)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the spec writes it (without the tail, which the leaf carries)."""
@@ -96,11 +100,17 @@ class GraphRecord:
         """Canonical JSON of the record (attest.statement.canonical_json)."""
         return canonical_json(self.to_dict())
 
+    def body_digest(self) -> bytes:
+        """SHA-256 of the record's JSON."""
+        return hashlib.sha256(self.to_json_bytes()).digest()
+
     def leaf(self) -> bytes:
-        """The graph leaf: SHA-256 of the JSON (32 raw bytes), then each trace operand as 4
-        bytes big-endian, so the chain reads the leaves an instruction needs without JSON."""
+        """The graph leaf: SHA-256(program digest || SHA-256 of the JSON) (32 raw bytes), then
+        each trace operand as 4 bytes big-endian, so the chain reads the leaves an instruction
+        needs without JSON, and a referee that evaluates one step of the instruction's element
+        program proves the program from the leaf (contracts/src/StepReferee.sol)."""
         tail = b"".join(j.to_bytes(4, "big") for j in self.trace_operands)
-        return hashlib.sha256(self.to_json_bytes()).digest() + tail
+        return hashlib.sha256(bytes.fromhex(self.program) + self.body_digest()).digest() + tail
 
 
 @dataclass(frozen=True)
@@ -121,11 +131,23 @@ class GraphCommitment:
         return commitment_proof(self.leaves(), self.records[-1].leaf(), index)
 
 
-def commit_graph(module: Module) -> GraphCommitment:
-    """The graph commitment of an optimized module (see the module docstring)."""
+def commit_graph(module: Module, programs: Sequence[str] | None = None) -> GraphCommitment:
+    """The graph commitment of an optimized module (see the module docstring); `programs`
+    holds each op-trace leaf's element program digest (NO_PROGRAM where it has none; all
+    NO_PROGRAM when not given)."""
     records = graph_records(module)
+    if programs is not None:
+        if len(programs) != len(records) - 1:
+            raise CompilerError(
+                f"{len(programs)} program digests for {len(records) - 1} op-trace leaves"
+            )
+        records = [
+            replace(r, program=p) for r, p in zip(records, programs, strict=False)
+        ] + records[-1:]
     leaves = [record.leaf() for record in records]
-    return GraphCommitment(commitment_root(leaves[:-1], leaves[-1]), len(records) - 1, tuple(records))
+    return GraphCommitment(
+        commitment_root(leaves[:-1], leaves[-1]), len(records) - 1, tuple(records)
+    )
 
 
 def is_trace_leaf(instruction: Instruction) -> bool:
@@ -137,7 +159,9 @@ def is_trace_leaf(instruction: Instruction) -> bool:
 def trace_leaves(module: Module) -> list[Instruction]:
     """The op-trace leaves of an optimized module, in trace order: leaf i is the instruction of
     graph record i (the enumeration `graph_records` makes)."""
-    return [instruction for instruction in module.entry.execution_order() if is_trace_leaf(instruction)]
+    return [
+        instruction for instruction in module.entry.execution_order() if is_trace_leaf(instruction)
+    ]
 
 
 def graph_records(module: Module) -> list[GraphRecord]:
@@ -246,7 +270,11 @@ def describe(module: Module, instruction: Instruction) -> str:
         Instruction(name=f"operand.{k}", opcode="parameter", shape=op.shape, parameter_number=k)
         for k, op in enumerate(instruction.operands)
     ]
-    lines.append(printer.instruction_body(replace(instruction, operands=slots), {id(s): s.name for s in slots}))
+    lines.append(
+        printer.instruction_body(
+            replace(instruction, operands=slots), {id(s): s.name for s in slots}
+        )
+    )
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ what one instruction computes moves."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import numpy as np
@@ -157,7 +158,8 @@ def test_a_reader_of_a_traced_while_loop_names_the_loop_in_its_tail() -> None:
     record, position = readers[0]
     assert record.opcode == "dot" and record.operands == ({"parameter": 0}, {"trace": 0, "path": [2]})
     assert record.trace_operands == (0,)
-    assert record.leaf() == hashlib.sha256(record.to_json_bytes()).digest() + (0).to_bytes(4, "big")
+    bound = hashlib.sha256(bytes.fromhex(record.program) + hashlib.sha256(record.to_json_bytes()).digest()).digest()
+    assert record.leaf() == bound + (0).to_bytes(4, "big")
     # A record reading two leaves lists them in first appearance order, once each.
     both = next(r for r in graph.records if r.operands == ({"trace": 0, "path": [2]}, {"trace": record.index}))
     assert both.trace_operands == (0, record.index)
@@ -178,12 +180,16 @@ def test_a_record_is_canonical_json_and_its_leaf_the_digest_and_the_tail() -> No
         trace_operands=(1, 0),
     )
     text = (
-        b'{"attributes":"' + b"ab" * 32 + b'","format":"vxla.graph-record.v2","index":3,"name":"fusion.12",'
+        b'{"attributes":"' + b"ab" * 32 + b'","format":"vxla.graph-record.v3","index":3,"name":"fusion.12",'
         b'"opcode":"fusion","operands":[{"trace":1},{"path":[1],"trace":0},{"trace":1},{"parameter":0}],'
         b'"shape":"f32[2,3]"}'
     )
     assert record.to_json_bytes() == text
-    assert record.leaf() == hashlib.sha256(text).digest() + b"\x00\x00\x00\x01\x00\x00\x00\x00"
+    # The leaf binds the element program's digest (none here) to the record's JSON.
+    bound = hashlib.sha256(b"\x00" * 32 + hashlib.sha256(text).digest()).digest()
+    assert record.leaf() == bound + b"\x00\x00\x00\x01\x00\x00\x00\x00"
+    with_program = dataclasses.replace(record, program="cd" * 32)
+    assert with_program.leaf()[:32] == hashlib.sha256(b"\xcd" * 32 + hashlib.sha256(text).digest()).digest()
 
 
 @pytest.mark.parametrize("name", ["fori_loop", "transformer_block"])

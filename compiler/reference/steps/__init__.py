@@ -30,11 +30,11 @@ from typing import TypeVar
 import numpy as np
 
 from attest.merkle import merkle_root
-from compiler.hlo.ir import Computation, Instruction
+from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape, TupleShape
-from core.dtypes import from_name
 from compiler.numerics.mathlib.dsl import Table
 from compiler.reference.scalar import canonical
+from core.dtypes import from_name
 
 from . import indexing
 from .program import ProgramCommitment, output_header, program_leaves, values_root
@@ -245,6 +245,52 @@ def element_steps(
     )
 
 
+# Programs longer than this are not committed (their leaves keep the committee): recording
+# one costs about 30 microseconds a step when the graph commitment is made.
+MAX_PROGRAM_STEPS = 1 << 17
+NO_PROGRAM = "00" * 32
+
+
+def program_digest(instruction: Instruction) -> str:
+    """The element program commitment's digest of an op-trace leaf, or NO_PROGRAM when its
+    elements have no steps (Uncovered), it has several outputs or none, or its program is
+    longer than MAX_PROGRAM_STEPS. Programs do not depend on values: element 0 on zero
+    operands records it."""
+    if not isinstance(instruction.shape, ArrayShape) or instruction.shape.element_count == 0:
+        return NO_PROGRAM
+    if _estimated_steps(instruction) > MAX_PROGRAM_STEPS:
+        return NO_PROGRAM
+    operands = []
+    for operand in instruction.operands:
+        if not isinstance(operand.shape, ArrayShape):
+            return NO_PROGRAM
+        operands.append(np.zeros(operand.shape.dims, operand.shape.dtype.numpy))
+    try:
+        trace = element_steps(instruction, operands, 0)
+    except Uncovered:
+        return NO_PROGRAM
+    return trace.commitment().digest if len(trace.steps) <= MAX_PROGRAM_STEPS else NO_PROGRAM
+
+
+def _estimated_steps(instruction: Instruction) -> int:
+    """A cheap upper bound's order of magnitude: the operands' elements an element may read
+    (a contraction or reduction reads at most its operands), times a few steps each."""
+    reads = sum(
+        operand.shape.element_count
+        for operand in instruction.operands
+        if isinstance(operand.shape, ArrayShape)
+    )
+    return 0 if reads <= MAX_PROGRAM_STEPS else reads // max(instruction.shape.element_count, 1)  # type: ignore[union-attr]
+
+
+def program_digests(module: Module) -> list[str]:
+    """program_digest of each op-trace leaf of an optimized module, in trace order."""
+    from compiler.hlo.commitment import trace_leaves
+
+    with np.errstate(all="ignore"):
+        return [program_digest(leaf) for leaf in trace_leaves(module)]
+
+
 def _output_shape(instruction: Instruction, output: int) -> ArrayShape:
     shape = instruction.shape
     if isinstance(shape, ArrayShape):
@@ -260,6 +306,10 @@ def _output_shape(instruction: Instruction, output: int) -> ArrayShape:
 
 
 __all__ = [
+    "MAX_PROGRAM_STEPS",
+    "NO_PROGRAM",
+    "program_digest",
+    "program_digests",
     "UNCOVERED",
     "covered_opcodes",
     "ElementEvaluator",
