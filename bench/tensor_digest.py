@@ -41,6 +41,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import attest.digests as digests  # noqa: E402
+from attest.commitment import path_moves  # noqa: E402
 from attest.digests import TENSOR_DIGEST_V1, TENSOR_DIGEST_V2, TensorDigester, tensor_digest  # noqa: E402
 from attest.tensor_proof import element_proof  # noqa: E402
 from bench.models import Timing, measure, progress  # noqa: E402
@@ -137,13 +138,18 @@ def synthetic_tensors() -> list[tuple[str, np.ndarray]]:
 
 
 def proof_bytes(array: np.ndarray) -> dict[int, int]:
-    """Per candidate: the bytes of the proof of the array's last element (the chunk, 32 per
-    sibling and the header; the indices, offset and width are a few words more)."""
+    """Per candidate: the bytes of the proof of the array's first element (its chunk, 32 per
+    sibling and the header; the indices, offset and width are a few words more). The chosen
+    size's is element_proof's own; the others' are counted from the tree's shape."""
+    proof = element_proof(array, 0)
+    header = len(proof.header)
     sizes = {}
     for size in CANDIDATES:
-        with chunk_bytes(size):
-            proof = element_proof(array, array.size - 1)
-            sizes[size] = len(proof.chunk) + 32 * len(proof.siblings) + len(proof.header)
+        count = -(-array.nbytes // size)
+        sizes[size] = min(size, array.nbytes) + 32 * path_moves(0, count) + header
+    chosen = len(proof.chunk) + 32 * len(proof.siblings) + header
+    if sizes[digests.CHUNK_BYTES] != chosen:
+        raise AssertionError(f"a proof of {chosen} bytes, counted {sizes[digests.CHUNK_BYTES]}")
     return sizes
 
 
