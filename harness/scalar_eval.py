@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from eth_utils import function_signature_to_4byte_selector
 from web3 import Web3
 
 from compiler.numerics import integers
@@ -30,9 +31,18 @@ from node.chain import load_artifact
 DECIDED, UNDECIDABLE, MALFORMED = 0, 1, 2
 STATUS_NAMES = {DECIDED: "decided", UNDECIDABLE: "undecidable", MALFORMED: "malformed"}
 HARNESS = "ScalarEvalHarness"
-# Cases per eth_call: the heaviest cases cost about 40,000 gas, the call's cap is 30 M.
-BATCH = 300
+# One eth_call: at most BATCH cases and about BATCH_GAS gas by GAS_ESTIMATE (a case's cost
+# with a margin; the call's cap is CALL_GAS, and a batch that runs out is halved).
+BATCH = 1_500
+BATCH_GAS = 20_000_000
 CALL_GAS = 30_000_000
+GAS_ESTIMATE = {
+    int(Op.ROUND_F32_CR): 110_000,
+    int(Op.POW): 25_000,
+    int(Op.FMA): 20_000,
+    int(Op.REM): 20_000,
+}
+DEFAULT_GAS = 15_000
 
 Case = tuple[int, int, int, int, int, int]
 
@@ -50,17 +60,22 @@ def dtype(name: str) -> DType:
 def deploy(w3: Web3, sender: str | None = None) -> str:
     """Deploys the harness (no constructor arguments); returns its address."""
     sender = sender or w3.eth.accounts[0]
-    tx = w3.eth.send_transaction({"from": sender, "data": load_artifact(HARNESS).bytecode, "gas": 5_000_000})
+    tx = w3.eth.send_transaction(
+        {"from": sender, "data": load_artifact(HARNESS).bytecode, "gas": 5_000_000}
+    )
     receipt = w3.eth.wait_for_transaction_receipt(tx)
     assert receipt["status"] == 1, "the harness deployment failed"
     return receipt["contractAddress"]
 
 
 class Evaluator:
-    """The deployed harness: evaluates cases in batches of BATCH through eth_call."""
+    """The deployed harness. evaluate_batch sends evaluateBatch through eth_call with the
+    calldata encoded here (web3's contract layer costs more than the EVM), in batches of at
+    most BATCH cases and about BATCH_GAS gas (each op's cost estimated by GAS_ESTIMATE)."""
 
     def __init__(self, w3: Web3, address: str) -> None:
         self.w3 = w3
+        self.address = address
         self.contract = w3.eth.contract(address=address, abi=load_artifact(HARNESS).abi)
 
     def evaluate(self, case: Case) -> tuple[int, int]:
@@ -69,13 +84,35 @@ class Evaluator:
 
     def evaluate_batch(self, cases: Sequence[Case]) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
-        for start in range(0, len(cases), BATCH):
-            words: list[int] = []
-            for op, dt, target, a, b, c in cases[start : start + BATCH]:
-                words += [op | dt << 8 | target << 16, a, b, c]
-            results = self.contract.functions.evaluateBatch(words).call({"gas": CALL_GAS})
-            out += [(r >> 248, r & ((1 << 248) - 1)) for r in results]
+        start = 0
+        while start < len(cases):
+            end, gas = start, 0
+            while end < len(cases) and end - start < BATCH and gas < BATCH_GAS:
+                gas += GAS_ESTIMATE.get(cases[end][0], DEFAULT_GAS)
+                end += 1
+            out += self._call(cases[start:end])
+            start = end
         return out
+
+    def _call(self, cases: Sequence[Case]) -> list[tuple[int, int]]:
+        words = [0x20, 4 * len(cases)]
+        for op, dt, target, a, b, c in cases:
+            words += [op | dt << 8 | target << 16, a, b, c]
+        data = _EVALUATE_BATCH + b"".join(w.to_bytes(32, "big") for w in words)
+        response = self.w3.provider.make_request(
+            "eth_call",
+            [{"to": self.address, "data": "0x" + data.hex(), "gas": hex(CALL_GAS)}, "latest"],
+        )
+        if "result" not in response:
+            if len(cases) > 1:  # out of gas, most likely: halve the batch
+                half = len(cases) // 2
+                return self._call(cases[:half]) + self._call(cases[half:])
+            raise RuntimeError(f"evaluateBatch failed on {cases[0]}: {response.get('error')}")
+        result = bytes.fromhex(response["result"][2:])
+        count = int.from_bytes(result[32:64], "big")
+        assert count == len(cases)
+        words_out = (int.from_bytes(result[64 + 32 * i : 96 + 32 * i], "big") for i in range(count))
+        return [(r >> 248, r & ((1 << 248) - 1)) for r in words_out]
 
     def measure(self, case: Case) -> tuple[int, int, int]:
         """(gas the evaluation used inside the call, status, bits)."""
@@ -86,6 +123,9 @@ class Evaluator:
         """eth_estimateGas of a transaction calling evaluate(case): what a contract calling
         the evaluator once would pay for it, with the call's 21,000 and its calldata."""
         return int(self.contract.functions.evaluate(*case).estimate_gas({"gas": CALL_GAS}))
+
+
+_EVALUATE_BATCH = function_signature_to_4byte_selector("evaluateBatch(uint256[])")
 
 
 # --- the definition ---------------------------------------------------------------------------
@@ -104,7 +144,12 @@ def contract_rejects(case: Case) -> bool:
     source = TYPES_BY_CODE[dt]
     if op == Op.COMPLEX:
         return source.name not in FLOAT_ARITHMETIC
-    return op == Op.CONVERT and source.is_complex and target in TYPES_BY_CODE and not TYPES_BY_CODE[target].is_complex
+    return (
+        op == Op.CONVERT
+        and source.is_complex
+        and target in TYPES_BY_CODE
+        and not TYPES_BY_CODE[target].is_complex
+    )
 
 
 def valid_bits(dt: DType, bits: int) -> bool:
@@ -118,7 +163,11 @@ def valid_bits(dt: DType, bits: int) -> bool:
     if dt.is_integer:
         if bits >= 1 << dt.storage_bits:
             return False
-        value = bits - (1 << dt.storage_bits) if dt.is_signed and bits >> (dt.storage_bits - 1) else bits
+        value = (
+            bits - (1 << dt.storage_bits)
+            if dt.is_signed and bits >> (dt.storage_bits - 1)
+            else bits
+        )
         low, high = dt.integer_bounds
         return low <= value <= high
     return bits < 1 << dt.bits
@@ -188,7 +237,9 @@ class Mismatch:
         name = Op(op).name if op in Op._value2member_map_ else f"op{op}"
         types = TYPES_BY_CODE[dt].name if dt in TYPES_BY_CODE else f"type{dt}"
         if op in (Op.CONVERT, Op.BITCAST):
-            types += "->" + (TYPES_BY_CODE[target].name if target in TYPES_BY_CODE else f"type{target}")
+            types += "->" + (
+                TYPES_BY_CODE[target].name if target in TYPES_BY_CODE else f"type{target}"
+            )
         return (
             f"{name} {types} a={a:#x} b={b:#x} c={c:#x}: "
             f"python {STATUS_NAMES[self.want[0]]} {self.want[1]:#x}, "
@@ -196,7 +247,9 @@ class Mismatch:
         )
 
 
-def compare(cases: Sequence[Case], got: Sequence[tuple[int, int]], want: Sequence[tuple[int, int]]) -> list[Mismatch]:
+def compare(
+    cases: Sequence[Case], got: Sequence[tuple[int, int]], want: Sequence[tuple[int, int]]
+) -> list[Mismatch]:
     return [Mismatch(case, w, g) for case, w, g in zip(cases, want, got, strict=True) if w != g]
 
 
@@ -231,8 +284,18 @@ def float_edges(dt: DType) -> list[int]:
         exp_one + ((m + 1) << m) - 1,
     }
     if layout.specials == "ieee":
-        magnitudes |= {layout.inf_bits, layout.inf_bits - 1, layout.inf_bits - 2, layout.inf_bits - (1 << m)}
-        nans = {layout.canonical_nan, layout.inf_bits + 1, layout.abs_mask, layout.canonical_nan + 1}
+        magnitudes |= {
+            layout.inf_bits,
+            layout.inf_bits - 1,
+            layout.inf_bits - 2,
+            layout.inf_bits - (1 << m),
+        }
+        nans = {
+            layout.canonical_nan,
+            layout.inf_bits + 1,
+            layout.abs_mask,
+            layout.canonical_nan + 1,
+        }
     elif layout.specials == "fn":
         magnitudes |= {layout.abs_mask - 1, layout.abs_mask - 2}
         nans = {layout.abs_mask}
@@ -252,7 +315,22 @@ def integer_edges(dt: DType) -> list[int]:
     """Held bits of an integer type's edge values: 0, ±1, ±2, MIN, MIN+1, MAX, MAX-1, and
     the width's neighbours (shift amounts at and past the width)."""
     low, high = dt.integer_bounds
-    values = {0, 1, 2, -1, -2, low, low + 1, high, high - 1, dt.bits - 1, dt.bits, dt.bits + 1, 3, 7}
+    values = {
+        0,
+        1,
+        2,
+        -1,
+        -2,
+        low,
+        low + 1,
+        high,
+        high - 1,
+        dt.bits - 1,
+        dt.bits,
+        dt.bits + 1,
+        3,
+        7,
+    }
     return sorted({hold(dt, v) for v in values if low <= v <= high})
 
 
@@ -265,7 +343,9 @@ def edges(dt: DType) -> list[int]:
         part = float_edges(dt.component)
         picks = [0, 1, len(part) // 2, len(part) - 1, len(part) - 3]
         w = dt.component.bits
-        return sorted({part[i] | part[j] << w for i in picks for j in picks} | {p | p << w for p in part})
+        return sorted(
+            {part[i] | part[j] << w for i in picks for j in picks} | {p | p << w for p in part}
+        )
     return float_edges(dt)
 
 
@@ -294,7 +374,11 @@ def random_float_bits(rng: random.Random, dt: DType) -> int:
         mantissa = rng.getrandbits(m) if kind == 1 else _sparse(rng, m)
         return sign | rng.randrange(exponents + 1) << m | mantissa
     if kind == 3:  # subnormal or just normal
-        return sign | rng.randrange(3) << m | (_sparse(rng, m) if rng.random() < 0.5 else rng.getrandbits(m))
+        return (
+            sign
+            | rng.randrange(3) << m
+            | (_sparse(rng, m) if rng.random() < 0.5 else rng.getrandbits(m))
+        )
     if kind == 4:  # near overflow
         return sign | rng.randrange(max(exponents - 3, 0), exponents + 1) << m | rng.getrandbits(m)
     if kind == 5:  # near 1 (exponents around the bias)
@@ -357,19 +441,29 @@ def random_bits(rng: random.Random, dt: DType) -> int:
 # --- cases ------------------------------------------------------------------------------------
 
 
-def unary_cases(op: Op, dt: DType, values: Iterable[int], target: DType | None = None) -> Iterator[Case]:
+def unary_cases(
+    op: Op, dt: DType, values: Iterable[int], target: DType | None = None
+) -> Iterator[Case]:
     code, t = TYPE_CODES[dt.name], TYPE_CODES[target.name] if target else 0
     for a in values:
         yield (int(op), code, t, a, 0, 0)
 
 
-def edge_cases(op: Op, dt: DType, target: DType | None = None, limit: int | None = None, rng: random.Random | None = None) -> list[Case]:
+def edge_cases(
+    op: Op,
+    dt: DType,
+    target: DType | None = None,
+    limit: int | None = None,
+    rng: random.Random | None = None,
+) -> list[Case]:
     """The edge cases of `op` on `dt`: every edge value (unary ops), every pair of edge
     values (binary ops), and for FMA and SELECT triples (all of them, or `limit` drawn)."""
     code, t = TYPE_CODES[dt.name], TYPE_CODES[target.name] if target else 0
     values = edges(dt)
     if op is Op.SELECT:
-        cases = [(int(op), code, t, p, a, b) for p in (0, 1) for a in values[:8] for b in values[-8:]]
+        cases = [
+            (int(op), code, t, p, a, b) for p in (0, 1) for a in values[:8] for b in values[-8:]
+        ]
     elif scalar.arity(op) == 1:
         cases = [(int(op), code, t, a, 0, 0) for a in values]
     elif scalar.arity(op) == 2:
@@ -394,8 +488,10 @@ def special_cases(op: Op, dt: DType) -> list[Case]:
         big = f.inf_bits - 1  # largest finite
         half_ulp_of_max = (f.inf_bits - (2 + m) * (1 << m)) if f.inf_bits > (2 + m) << m else 1
         tiny = 1
+
         def bits(value: float) -> int:
             return to_float_bits(dt, value)
+
         if op in (Op.ADD, Op.SUB):
             out += [
                 (one, (f.bias - m - 1) << m, 0),  # 1 + ulp/2: a tie to even (down)
@@ -460,13 +556,37 @@ def special_cases(op: Op, dt: DType) -> list[Case]:
                 (1, (f.bias - 1) << m, 1),  # + min subnormal: 1.5 units, a tie to 2
             ]
         if op is Op.SQRT:
-            out += [(1, 0, 0), (f.mantissa_mask, 0, 0), (bits(2.0), 0, 0), (big, 0, 0), (sign | 1, 0, 0)]
+            out += [
+                (1, 0, 0),
+                (f.mantissa_mask, 0, 0),
+                (bits(2.0), 0, 0),
+                (big, 0, 0),
+                (sign | 1, 0, 0),
+            ]
         if op in (Op.FLOOR, Op.CEIL, Op.RINT, Op.TRUNC):
-            for value in (0.5, 1.5, 2.5, 3.5, 0.49999997, 2.0**m - 0.5, 2.0**m + 1, 2.0 ** (m - 1) + 0.5):
+            for value in (
+                0.5,
+                1.5,
+                2.5,
+                3.5,
+                0.49999997,
+                2.0**m - 0.5,
+                2.0**m + 1,
+                2.0 ** (m - 1) + 0.5,
+            ):
                 out += [(bits(value), 0, 0), (bits(value) | sign, 0, 0)]
     if dt.is_integer and op in (Op.SHL, Op.SHR_LOGICAL, Op.SHR_ARITH):
         for x in integer_edges(dt):
-            for amount in {0, 1, dt.bits - 1, dt.bits, dt.bits + 1, -1, dt.integer_bounds[1], dt.integer_bounds[0]}:
+            for amount in {
+                0,
+                1,
+                dt.bits - 1,
+                dt.bits,
+                dt.bits + 1,
+                -1,
+                dt.integer_bounds[1],
+                dt.integer_bounds[0],
+            }:
                 if dt.integer_bounds[0] <= amount <= dt.integer_bounds[1]:
                     out.append((x, hold(dt, amount), 0))
     return [(int(op), code, 0, a, b, c) for a, b, c in out]
@@ -502,7 +622,14 @@ def _float_boundaries(t: DType, rng: random.Random, count: int) -> list[float]:
     overflow midpoint, the smallest normal and subnormals, and `count` random ones."""
     layout = t.float_layout
     top = layout.max_finite
-    patterns = [1, 2, 3, layout.mantissa_mask, 1 << layout.mantissa_bits, layout.bias << layout.mantissa_bits]
+    patterns = [
+        1,
+        2,
+        3,
+        layout.mantissa_mask,
+        1 << layout.mantissa_bits,
+        layout.bias << layout.mantissa_bits,
+    ]
     patterns += [rng.getrandbits(layout.bits - 1) for _ in range(count)]
     points = [top, top * (1 + 2.0 ** -(layout.mantissa_bits + 1))]
     for p in patterns:
@@ -535,7 +662,9 @@ def _near(dt: DType, value: float) -> list[int]:
     return [bits, (bits + 1) & mask, (bits - 1) & mask]
 
 
-def random_cases(op: Op, dt: DType, rng: random.Random, count: int, target: DType | None = None) -> list[Case]:
+def random_cases(
+    op: Op, dt: DType, rng: random.Random, count: int, target: DType | None = None
+) -> list[Case]:
     """`count` random cases: operands from random_bits, with related operands for a third
     of the binary float cases (b within a few ulps of ±a or of a scaled by a power of two,
     the cancellations and exact quotients) and, for FMA, c near -(a*b)."""
@@ -544,7 +673,9 @@ def random_cases(op: Op, dt: DType, rng: random.Random, count: int, target: DTyp
     cases = []
     for _ in range(count):
         if op is Op.SELECT:
-            cases.append((int(op), code, t, rng.getrandbits(1), random_bits(rng, dt), random_bits(rng, dt)))
+            cases.append(
+                (int(op), code, t, rng.getrandbits(1), random_bits(rng, dt), random_bits(rng, dt))
+            )
             continue
         a, b, c = (random_bits(rng, dt) for _ in range(3))
         if dt.is_float and n >= 2 and rng.random() < 0.35:
@@ -566,7 +697,9 @@ def _related(rng: random.Random, dt: DType, a: int) -> int:
         b = (a + (rng.randrange(-70, 71) << m)) & mask
     else:  # a with a far exponent (fmod's big gaps, fma's)
         m = dt.float_layout.mantissa_bits
-        b = (a & ~(((1 << dt.float_layout.exponent_bits) - 1) << m)) | (rng.randrange(1 << dt.float_layout.exponent_bits) << m)
+        b = (a & ~(((1 << dt.float_layout.exponent_bits) - 1) << m)) | (
+            rng.randrange(1 << dt.float_layout.exponent_bits) << m
+        )
     if rng.random() < 0.5:
         b ^= dt.float_layout.sign_mask
     return b
@@ -574,7 +707,9 @@ def _related(rng: random.Random, dt: DType, a: int) -> int:
 
 def _near_negated_product(rng: random.Random, dt: DType, a: int, b: int) -> int:
     with np.errstate(all="ignore"):
-        product = np.array([a], f"<u{dt.bits // 8}").view(dt.numpy) * np.array([b], f"<u{dt.bits // 8}").view(dt.numpy)
+        product = np.array([a], f"<u{dt.bits // 8}").view(dt.numpy) * np.array(
+            [b], f"<u{dt.bits // 8}"
+        ).view(dt.numpy)
     bits = int((-product).view(f"<u{dt.bits // 8}")[0])
     return (bits + rng.randrange(-2, 3)) & ((1 << dt.bits) - 1)
 
