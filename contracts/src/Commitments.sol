@@ -82,4 +82,30 @@ library Commitments {
         if (used + 1 != siblings.length) return (bytes32(0), false);
         return (nodeHash(hash, siblings[used]), true);
     }
+
+    /// @notice The root of an n-leaf tree (no top leaf) implied by the leaf hash `hash` at
+    /// `index` and its siblings from the leaf up (a promoted level has none); ok is false when
+    /// the proof's shape does not fit (attest/merkle.py root_from_proof).
+    function treeRoot(bytes32 hash, uint256 index, uint256 n, bytes32[] calldata siblings)
+        internal
+        pure
+        returns (bytes32 root, bool ok)
+    {
+        if (index >= n) return (bytes32(0), false);
+        uint256 used = 0;
+        uint256 position = index;
+        uint256 size = n;
+        while (size > 1) {
+            if (!(position == size - 1 && size % 2 == 1)) {
+                if (used >= siblings.length) return (bytes32(0), false);
+                bytes32 sibling = siblings[used];
+                used += 1;
+                hash = position % 2 == 0 ? nodeHash(hash, sibling) : nodeHash(sibling, hash);
+            }
+            position /= 2;
+            size = (size + 1) / 2;
+        }
+        if (used != siblings.length) return (bytes32(0), false);
+        return (hash, true);
+    }
 }

@@ -35,6 +35,7 @@ from node.chain.errors import (
 Sender = str | LocalAccount
 
 DEFAULT_GAS_CAP = 5_000_000
+DEPLOY_GAS_CAP = 8_000_000
 # Headroom over the estimate: the estimate is exact for the state it ran on, and a block
 # that lands first (another claim, a reveal) can change the path slightly.
 GAS_MARGIN_NUM, GAS_MARGIN_DEN = 6, 5
@@ -293,8 +294,14 @@ class ChainClient:
         raise AssertionError("unreachable")
 
     def deploy(self, sender: Sender, bytecode: bytes, constructor_data: bytes = b"") -> TxResult:
-        """Deploy contract creation code (with ABI-encoded constructor arguments)."""
-        return self.transact(sender, data=bytecode + constructor_data)
+        """Deploy contract creation code (with ABI-encoded constructor arguments). A creation
+        may cost up to DEPLOY_GAS_CAP, above the cap of ordinary transactions: a contract
+        near the 24,576-byte limit costs over 5 million gas to create, once."""
+        cap, self.gas_cap = self.gas_cap, max(self.gas_cap, DEPLOY_GAS_CAP)
+        try:
+            return self.transact(sender, data=bytecode + constructor_data)
+        finally:
+            self.gas_cap = cap
 
     # -- logs ------------------------------------------------------------------------------
 

@@ -572,6 +572,41 @@ class Committee(_Bound):
         return int(self._view("voteWindow"))
 
 
+class StepReferee(_Bound):
+    """Binding of StepReferee.sol, the referee that evaluates one scalar operation: after the
+    game refers an instruction, the challenger names an element, both commit their values of
+    its program's steps, bisection finds the first differing step and the challenger opens it
+    (docs/disputes.md, "Down to one scalar operation")."""
+
+    ARTIFACT = "StepReferee"
+
+    def claim_uncovered(self, sender: Sender, case_id: int, record_body: bytes) -> TxResult:
+        return self._send(sender, "claimUncovered", case_id, _bytes32(record_body, "record_body"))
+
+    def claim_element(self, sender: Sender, case_id: int, record_body: bytes, program: tuple, element: int, proof: tuple, result_template: tuple, values_root: bytes, result_value: tuple) -> TxResult:
+        return self._send(sender, "claimElement", case_id, _bytes32(record_body, "record_body"), program, element, proof, result_template, _bytes32(values_root, "values_root"), result_value)
+
+    def answer_element(self, sender: Sender, case_id: int, proof: tuple, result_template: tuple, values_root: bytes, result_value: tuple) -> TxResult:
+        return self._send(sender, "answerElement", case_id, proof, result_template, _bytes32(values_root, "values_root"), result_value)
+
+    def bisect(self, sender: Sender, case_id: int, left: bytes, right: bytes) -> TxResult:
+        return self._send(sender, "bisect", case_id, _bytes32(left, "left"), _bytes32(right, "right"))
+
+    def resolve(self, sender: Sender, case_id: int, values: tuple[int, int], template: tuple, arguments: list[tuple], load: tuple, entry: tuple) -> TxResult:
+        return self._send(sender, "resolve", case_id, list(values), template, arguments, load, entry)
+
+    def timeout(self, sender: Sender, case_id: int) -> TxResult:
+        return self._send(sender, "timeout", case_id)
+
+    def to_move(self, case_id: int) -> str:
+        return to_checksum_address(self._view("toMove", case_id))
+
+    def get_case(self, case_id: int) -> dict[str, Any]:
+        """The case's fields by name (the struct of StepReferee.sol)."""
+        names = [o["name"] for o in next(f for f in self.artifact.abi if f.get("name") == "getCase")["outputs"][0]["components"]]
+        return dict(zip(names, self._view("getCase", case_id), strict=True))
+
+
 @dataclass(frozen=True)
 class GameTerms:
     """The dispute game's parameters, fixed at deployment."""
@@ -593,6 +628,7 @@ class Deployment:
     game: DisputeGame
     committee: Committee
     block: int  # the block of the first deployment: where a watcher starts reading logs
+    step_referee: StepReferee | None = None  # the referee, when it is the step referee
 
 
 def deploy(
@@ -603,9 +639,11 @@ def deploy(
     unbonding_delay_s: int,
     slash_amount_wei: int,
     terms: GameTerms | None = None,
+    step_referee: bool = False,
 ) -> Deployment:
     """Deploy the registry, the market, the game and the committee, then wire them with
-    `registry.setMarket`."""
+    `registry.setMarket`. With `step_referee`, a StepReferee is the game's referee instead of
+    the committee (not yet what nodes play: tests and benches)."""
     terms = terms or GameTerms()
     reg_tx = client.deploy(
         deployer,
@@ -634,5 +672,11 @@ def deploy(
         ),
     )
     committee = Committee(client, committee_tx.receipt["contractAddress"])
-    registry.set_market(deployer, market.address, game.address, committee.address)
-    return Deployment(registry, market, game, committee, int(reg_tx.receipt["blockNumber"]))
+    referee: StepReferee | None = None
+    if step_referee:
+        referee_tx = client.deploy(
+            deployer, load_artifact("StepReferee").bytecode, abi_encode(["address", "uint64"], [game.address, terms.move_window_s])
+        )
+        referee = StepReferee(client, referee_tx.receipt["contractAddress"])
+    registry.set_market(deployer, market.address, game.address, (referee or committee).address)
+    return Deployment(registry, market, game, committee, int(reg_tx.receipt["blockNumber"]), referee)

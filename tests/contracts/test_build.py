@@ -18,8 +18,11 @@ SOURCES = (
     "NodeRegistry",
     "ScalarEval",
     "ScalarEvalHarness",
+    "StepReferee",
 )  # src/<name>.sol
-NAMES = (*SOURCES, "IReferee")  # one artifact per contract, the interface (in DisputeGame.sol) too
+# One artifact per contract, the interface (in DisputeGame.sol) and the proof library (in
+# StepReferee.sol) too.
+NAMES = (*SOURCES, "IReferee", "TensorProofs")
 
 
 def test_rebuild_gives_identical_bytes(tmp_path: Path) -> None:

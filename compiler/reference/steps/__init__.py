@@ -202,11 +202,18 @@ def covered_opcodes() -> frozenset[str]:
 
 
 def element_steps(
-    instruction: Instruction, operands: Sequence[np.ndarray], element: int, output: int = 0
+    instruction: Instruction,
+    operands: Sequence[np.ndarray],
+    element: int,
+    output: int = 0,
+    sources: Sequence[tuple[str, int] | None] | None = None,
 ) -> StepTrace:
     """The steps of element `element` (flat, row-major) of output buffer `output` of
     `instruction` (0 for an array; a tuple's flat parts in order), whose operands hold
-    `operands`. Raises Uncovered for an instruction without element steps."""
+    `operands`. `sources` says what each operand is to the chain: (OPERAND, p) the p-th of
+    the graph leaf's trace operands, (LITERAL, 0) an entry constant (its digest goes into the
+    program), None something a program cannot read yet; by default operand k is (OPERAND, k).
+    Raises Uncovered for an instruction without element steps."""
     shape = _output_shape(instruction, output)
     if any(isinstance(o, tuple) for o in operands):
         raise Uncovered(instruction.opcode, "an operand is a tuple")
@@ -218,9 +225,16 @@ def element_steps(
 
     def leaf_operand(number: int, coords: tuple[int, ...]) -> Handle:
         operand_shape = instruction.operands[number].array_shape
-        return recorder.load(
-            number, indexing.flat(recorder, coords, operand_shape.dims), operand_shape.dtype
-        )
+        flat = indexing.flat(recorder, coords, operand_shape.dims)
+        source = (OPERAND, number) if sources is None else sources[number]
+        if source is None:
+            raise Uncovered(
+                instruction.opcode,
+                f"operand {number} is not an op-trace leaf or an entry constant (a job input: not yet)",
+            )
+        if source[0] == LITERAL:
+            return recorder.load_literal(recorder.operands[number], flat, operand_shape.dtype)
+        return recorder.load(number, flat, operand_shape.dtype, number=source[1])
 
     top = Scope(leaf_operand)
     evaluator = ElementEvaluator(recorder, _rules(), instruction, top)
@@ -233,8 +247,7 @@ def element_steps(
         else:
             result = evaluator.element(instruction, index, top)
     assert isinstance(result, int)
-    sizes = {(OPERAND, k): int(np.asarray(o).size) for k, o in enumerate(recorder.operands)}
-    sizes.update({(LITERAL, k): int(literal.size) for k, literal in enumerate(recorder.literals)})
+    sizes = dict(recorder.sizes)
     return StepTrace(
         tuple(recorder.steps),
         result,
@@ -251,7 +264,9 @@ MAX_PROGRAM_STEPS = 1 << 17
 NO_PROGRAM = "00" * 32
 
 
-def program_digest(instruction: Instruction) -> str:
+def program_digest(
+    instruction: Instruction, sources: Sequence[tuple[str, int] | None] | None = None
+) -> str:
     """The element program commitment's digest of an op-trace leaf, or NO_PROGRAM when its
     elements have no steps (Uncovered), it has several outputs or none, or its program is
     longer than MAX_PROGRAM_STEPS. Programs do not depend on values: element 0 on zero
@@ -264,9 +279,14 @@ def program_digest(instruction: Instruction) -> str:
     for operand in instruction.operands:
         if not isinstance(operand.shape, ArrayShape):
             return NO_PROGRAM
-        operands.append(np.zeros(operand.shape.dims, operand.shape.dtype.numpy))
+        is_literal = operand.opcode == "constant" and operand.literal is not None
+        operands.append(
+            np.asarray(operand.literal)
+            if is_literal
+            else np.zeros(operand.shape.dims, operand.shape.dtype.numpy)
+        )
     try:
-        trace = element_steps(instruction, operands, 0)
+        trace = element_steps(instruction, operands, 0, sources=sources)
     except Uncovered:
         return NO_PROGRAM
     return trace.commitment().digest if len(trace.steps) <= MAX_PROGRAM_STEPS else NO_PROGRAM
@@ -284,11 +304,34 @@ def _estimated_steps(instruction: Instruction) -> int:
 
 
 def program_digests(module: Module) -> list[str]:
-    """program_digest of each op-trace leaf of an optimized module, in trace order."""
-    from compiler.hlo.commitment import trace_leaves
+    """program_digest of each op-trace leaf of an optimized module, in trace order, its
+    operands read as the graph records place them (operand_sources)."""
+    from compiler.hlo.commitment import graph_records, trace_leaves
 
+    records = graph_records(module)
     with np.errstate(all="ignore"):
-        return [program_digest(leaf) for leaf in trace_leaves(module)]
+        return [
+            program_digest(leaf, operand_sources(record.operands, record.trace_operands))
+            for leaf, record in zip(trace_leaves(module), records, strict=False)
+        ]
+
+
+def operand_sources(
+    positions: Sequence[dict], trace_operands: Sequence[int]
+) -> list[tuple[str, int] | None]:
+    """What a program's LOAD of each operand names, from the record's POSITIONs: a whole
+    op-trace leaf is its place among the graph leaf's trace operands (whose digests the
+    game proves), an entry constant is a literal; a job input or a part of a tuple leaf
+    cannot be read yet."""
+    sources: list[tuple[str, int] | None] = []
+    for position in positions:
+        if "trace" in position and "path" not in position:
+            sources.append((OPERAND, list(trace_operands).index(position["trace"])))
+        elif "constant" in position:
+            sources.append((LITERAL, 0))
+        else:
+            sources.append(None)
+    return sources
 
 
 def _output_shape(instruction: Instruction, output: int) -> ArrayShape:
@@ -306,6 +349,7 @@ def _output_shape(instruction: Instruction, output: int) -> ArrayShape:
 
 
 __all__ = [
+    "operand_sources",
     "MAX_PROGRAM_STEPS",
     "NO_PROGRAM",
     "program_digest",

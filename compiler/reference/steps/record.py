@@ -115,6 +115,7 @@ class Recorder:
     steps: list[Step] = field(default_factory=list)
     literals: list[np.ndarray] = field(default_factory=list)
     tables: dict[str, Table] = field(default_factory=dict)
+    sizes: dict[tuple[str, int], int] = field(default_factory=dict)  # elements of each LOAD source
     _shared: dict[tuple, int] = field(default_factory=dict)
     _literal_numbers: dict[int, int] = field(default_factory=dict)
 
@@ -135,9 +136,13 @@ class Recorder:
         """The program's input: the element's flat index (s64)."""
         return self._add(("element",), Step(StepKind.ELEMENT, S64, S64, value))
 
-    def load(self, operand: int, index: int, dtype: DType) -> int:
-        """Operand `operand`'s element at the flat index step `index`."""
-        return self._load((OPERAND, operand), self.operands[operand], index, dtype)
+    def load(self, operand: int, index: int, dtype: DType, number: int | None = None) -> int:
+        """Operand `operand`'s element at the flat index step `index`; the program names the
+        source `number` (the operand's place in the graph leaf's trace operands), by default
+        `operand`."""
+        return self._load(
+            (OPERAND, operand if number is None else number), self.operands[operand], index, dtype
+        )
 
     def load_literal(self, literal: np.ndarray, index: int, dtype: DType) -> int:
         """An array literal's element at the flat index step `index` (literals are numbered
@@ -149,6 +154,7 @@ class Recorder:
 
     def _load(self, source: tuple[str, int], array: np.ndarray, index: int, dtype: DType) -> int:
         flat = _signed64(self.bits(index))
+        self.sizes[source] = int(np.asarray(array).size)
         # The element as its tensor's digest holds it: a NaN is the canonical NaN.
         value = int.from_bytes(
             canonical_tensor_bytes(np.asarray(array).reshape(-1)[flat : flat + 1]), "little"

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity 0.8.28;
+
+import {Commitments} from "./Commitments.sol";
+import {ScalarEval} from "./ScalarEval.sol";
+import {DisputeGame, IReferee, Verdict} from "./DisputeGame.sol";
+
+/// @title TensorProofs
+/// @notice One element of a tensor proved against its vxla.tensor.v2 digest (docs/numerics.md
+/// section 9): digest = SHA-256(header || root), root the tree (Commitments' hashing) over the
+/// canonical bytes in CHUNK_BYTES chunks. The caller knows the tensor's element count and
+/// width from committed data, so the chunk count and every position are its own, never the
+/// prover's (attest/tensor_proof.py is the same check in Python).
+library TensorProofs {
+    uint256 internal constant CHUNK_BYTES = 4096;
+
+    struct ElementProof {
+        bytes header;
+        uint256 chunkIndex;
+        bytes chunk;
+        bytes32[] siblings;
+    }
+
+    /// @return ok whether the proof shows element `index` of a tensor of `count` elements of
+    /// `width` bytes with digest `digest`; bits its little-endian bytes.
+    function element(bytes32 digest, uint256 count, uint256 width, uint256 index, ElementProof calldata p)
+        internal
+        pure
+        returns (bool ok, uint256 bits)
+    {
+        if (index >= count || width == 0 || width > 16) return (false, 0);
+        uint256 total = count * width;
+        uint256 first = index * width;
+        if (p.chunkIndex != first / CHUNK_BYTES) return (false, 0);
+        uint256 chunks = (total + CHUNK_BYTES - 1) / CHUNK_BYTES;
+        uint256 start = p.chunkIndex * CHUNK_BYTES;
+        uint256 length = total - start < CHUNK_BYTES ? total - start : CHUNK_BYTES;
+        if (p.chunk.length != length) return (false, 0);
+        (bytes32 root, bool shaped) = Commitments.treeRoot(Commitments.leafHashOf(p.chunk), p.chunkIndex, chunks, p.siblings);
+        if (!shaped || sha256(abi.encodePacked(p.header, root)) != digest) return (false, 0);
+        uint256 offset = first - start;
+        for (uint256 i = 0; i < width; i++) {
+            bits |= uint256(uint8(p.chunk[offset + i])) << (8 * i);
+        }
+        return (true, bits);
+    }
+}
+
+/// @title StepReferee
+/// @notice Decides one instruction of a dispute by evaluating one scalar operation itself
+/// (docs/disputes.md, "Down to one scalar operation"), as the game's IReferee. The game refers
+/// the instruction (its graph leaf, its operands' digests and the two parties' output
+/// digests; a case per dispute). Then:
+///  1. the challenger shows the instruction's element program commitment, proved from the
+///     graph leaf (v3 records bind it), names an output element, proves its own value of it
+///     against its output digest and commits the root of its values of the program's steps,
+///     proving that the result step's value is that element (an instruction without a program
+///     has no verdict: the challenger shows that instead);
+///  2. the defender proves its value of the same element against its digest and commits its
+///     values root likewise (equal elements: the challenger chose badly and loses);
+///  3. bisection over the two values trees (the defender posts its children, then the
+///     challenger) finds the first step whose values differ, every earlier one equal;
+///  4. the challenger resolves: the step's template, proved against the program root, its
+///     argument values, proved against its own values root (equal to the defender's before
+///     that step), and for a LOAD the element proved against the operand's (or literal's)
+///     digest, for a TABLE the entry against the table root. The contract recomputes the
+///     step with ScalarEval: the defender is right exactly when its value is the result.
+/// A party that misses its move's deadline loses. A step the machine cannot decide
+/// (ROUND_F32_CR near a rounding boundary) gives NoVerdict.
+contract StepReferee is IReferee {
+    enum Stage {
+        None,
+        Claim, // the challenger names the element
+        Answer, // the defender answers with its value
+        Bisect,
+        Resolve, // the challenger opens the first differing step
+        Done
+    }
+
+    struct Case {
+        address defender;
+        address challenger;
+        Stage stage;
+        bool defenderToMove;
+        uint8 level;
+        uint32 position;
+        uint32 steps;
+        uint32 result;
+        uint64 deadline;
+        uint64 elements;
+        uint64 element;
+        Verdict verdict;
+        bytes32 recordDigest;
+        bytes32 programRoot;
+        bytes32 headerHash;
+        bytes32 defenderDigest;
+        bytes32 challengerDigest;
+        uint256 challengerValue;
+        bytes32 defenderValues;
+        bytes32 challengerValues;
+        bytes32 defenderNode;
+        bytes32 challengerNode;
+        bytes32 defenderLeft;
+        bytes32 defenderRight;
+        bytes32[] operands;
+    }
+
+    /// @notice A program's commitment as compiler/reference/steps/program.py makes it.
+    struct Program {
+        bytes32 root;
+        uint32 steps;
+        uint32 result;
+        uint64 elements;
+        bytes32 headerHash;
+    }
+
+    /// @notice A step's template and its proof against the program root.
+    struct TemplateProof {
+        bytes leaf;
+        bytes32[] siblings;
+    }
+
+    /// @notice A value of a party's values tree, proved.
+    struct ValueProof {
+        uint256 value;
+        bytes32[] siblings;
+    }
+
+    uint8 private constant KIND_ELEMENT = 0;
+    uint8 private constant KIND_CONST = 1;
+    uint8 private constant KIND_LOAD = 2;
+    uint8 private constant KIND_TABLE = 3;
+    uint8 private constant KIND_OP = 4;
+    uint256 private constant TEMPLATE_BYTES = 62;
+    bytes private constant PROGRAM_VERSION = "vxla.program.v1\n";
+
+    /// @notice The dispute game whose instructions this referee decides.
+    DisputeGame public immutable game;
+    uint64 public immutable moveWindow;
+    mapping(uint256 => Case) private _cases;
+
+    error UnknownCase(uint256 caseId);
+    error CaseExists(uint256 caseId);
+    error NotGame(address caller);
+    error BadGraphLeaf(uint256 caseId);
+    error HasProgram(uint256 caseId);
+    error WrongStage(uint256 caseId, Stage stage);
+    error NotYourMove(uint256 caseId, address caller);
+    error MoveDeadlinePassed(uint256 caseId, uint64 deadline);
+    error MoveDeadlineNotPassed(uint256 caseId, uint64 deadline);
+    error BadProgram(uint256 caseId);
+    error BadElement(uint256 caseId);
+    error BadHeader(uint256 caseId);
+    error BadValueProof(uint256 caseId, uint32 step);
+    error BadTemplate(uint256 caseId, uint32 step);
+    error BadLoad(uint256 caseId, uint32 step);
+    error ChildrenMismatch(uint256 caseId, bytes32 expected, bytes32 actual);
+    error LeafMismatch(uint256 caseId, bytes32 expected, bytes32 actual);
+
+    event CaseOpened(uint256 indexed caseId, uint32 index, address defender, address challenger, bytes32 recordDigest, uint64 deadline);
+    event ElementClaimed(uint256 indexed caseId, uint64 element, uint256 value, bytes32 valuesRoot, uint64 deadline);
+    event ElementAnswered(uint256 indexed caseId, uint256 value, bytes32 valuesRoot, uint64 deadline);
+    event Bisected(uint256 indexed caseId, address indexed by, uint8 level, uint32 position, bytes32 left, bytes32 right);
+    event StepReached(uint256 indexed caseId, uint32 step, uint64 deadline);
+    event StepResolved(uint256 indexed caseId, uint32 step, uint8 status, uint256 expected, uint256 defenderValue, uint256 challengerValue);
+    event CaseDecided(uint256 indexed caseId, Verdict verdict, bool byTimeout);
+
+    constructor(DisputeGame game_, uint64 moveWindow_) {
+        game = game_;
+        moveWindow = moveWindow_;
+    }
+
+    /// @inheritdoc IReferee
+    function refer(
+        uint256 disputeId,
+        uint32 index,
+        bytes calldata graphLeaf,
+        bytes32[] calldata operands,
+        bytes32 defenderLeaf,
+        bytes32 challengerLeaf,
+        address defender,
+        address challenger
+    ) external override {
+        if (msg.sender != address(game)) revert NotGame(msg.sender);
+        Case storage c = _cases[disputeId];
+        if (c.stage != Stage.None) revert CaseExists(disputeId);
+        if (graphLeaf.length < 32) revert BadGraphLeaf(disputeId);
+        c.defender = defender;
+        c.challenger = challenger;
+        c.recordDigest = bytes32(graphLeaf[0:32]);
+        c.operands = operands;
+        c.defenderDigest = defenderLeaf;
+        c.challengerDigest = challengerLeaf;
+        c.stage = Stage.Claim;
+        emit CaseOpened(disputeId, index, defender, challenger, c.recordDigest, _nextDeadline(c));
+    }
+
+    /// @notice The challenger shows that the instruction has no element program (its record
+    /// binds the zero digest): the machine cannot decide it, and there is no verdict.
+    /// @param recordBody SHA-256 of the record's JSON
+    function claimUncovered(uint256 caseId, bytes32 recordBody) external {
+        Case storage c = _live(caseId, Stage.Claim, true);
+        if (sha256(abi.encodePacked(bytes32(0), recordBody)) != c.recordDigest) revert HasProgram(caseId);
+        _decide(caseId, c, Verdict.NoVerdict, false);
+    }
+
+    /// @notice The challenger names output element `element`: the program's commitment, its
+    /// value of the element proved against its output digest, and the root of its values of
+    /// the program's steps with the result step's value proved in it.
+    /// @param recordBody SHA-256 of the record's JSON (the graph leaf binds it with the program)
+    function claimElement(
+        uint256 caseId,
+        bytes32 recordBody,
+        Program calldata program,
+        uint64 element,
+        TensorProofs.ElementProof calldata proof,
+        TemplateProof calldata resultTemplate,
+        bytes32 valuesRoot,
+        ValueProof calldata resultValue
+    ) external {
+        Case storage c = _live(caseId, Stage.Claim, true);
+        if (sha256(abi.encodePacked(_programDigest(program), recordBody)) != c.recordDigest) revert BadProgram(caseId);
+        if (program.result >= program.steps) revert BadProgram(caseId);
+        c.programRoot = program.root;
+        c.steps = program.steps;
+        c.result = program.result;
+        c.elements = program.elements;
+        c.headerHash = program.headerHash;
+        c.element = element;
+        c.challengerValues = valuesRoot;
+        c.challengerValue = _provedElement(caseId, c, c.challengerDigest, proof, resultTemplate, valuesRoot, resultValue);
+        c.stage = Stage.Answer;
+        emit ElementClaimed(caseId, element, c.challengerValue, valuesRoot, _nextDeadline(c));
+    }
+
+    /// @notice The defender's value of the element, proved against its output digest, and its
+    /// values root with the result step's value proved in it.
+    function answerElement(
+        uint256 caseId,
+        TensorProofs.ElementProof calldata proof,
+        TemplateProof calldata resultTemplate,
+        bytes32 valuesRoot,
+        ValueProof calldata resultValue
+    ) external {
+        Case storage c = _live(caseId, Stage.Answer, false);
+        uint256 value = _provedElement(caseId, c, c.defenderDigest, proof, resultTemplate, valuesRoot, resultValue);
+        c.defenderValues = valuesRoot;
+        emit ElementAnswered(caseId, value, valuesRoot, _nextDeadline(c));
+        if (value == c.challengerValue) {
+            // Both hold the same element there: the challenger named no disagreement.
+            _decide(caseId, c, Verdict.DefenderRight, false);
+            return;
+        }
+        c.defenderNode = valuesRoot;
+        c.challengerNode = c.challengerValues;
+        (uint8 level, uint256 position) = Commitments.descendPromoted(Commitments.height(c.steps), 0, c.steps);
+        (c.level, c.position) = (level, uint32(position));
+        _afterStep(caseId, c);
+    }
+
+    /// @notice One bisection move over the values trees (the defender first at each node).
+    function bisect(uint256 caseId, bytes32 left, bytes32 right) external {
+        Case storage c = _cases[caseId];
+        if (c.stage != Stage.Bisect) revert WrongStage(caseId, c.stage);
+        if (block.timestamp >= c.deadline) revert MoveDeadlinePassed(caseId, c.deadline);
+        bytes32 parent = Commitments.nodeHash(left, right);
+        emit Bisected(caseId, msg.sender, c.level, c.position, left, right);
+        if (c.defenderToMove) {
+            if (msg.sender != c.defender) revert NotYourMove(caseId, msg.sender);
+            if (parent != c.defenderNode) revert ChildrenMismatch(caseId, c.defenderNode, parent);
+            (c.defenderLeft, c.defenderRight, c.defenderToMove) = (left, right, false);
+            _nextDeadline(c);
+            return;
+        }
+        if (msg.sender != c.challenger) revert NotYourMove(caseId, msg.sender);
+        if (parent != c.challengerNode) revert ChildrenMismatch(caseId, c.challengerNode, parent);
+        uint256 position;
+        if (left != c.defenderLeft) {
+            (c.defenderNode, c.challengerNode, position) = (c.defenderLeft, left, uint256(c.position) * 2);
+        } else {
+            (c.defenderNode, c.challengerNode, position) = (c.defenderRight, right, uint256(c.position) * 2 + 1);
+        }
+        (uint8 level, uint256 p) = Commitments.descendPromoted(c.level - 1, position, c.steps);
+        (c.level, c.position) = (level, uint32(p));
+        _afterStep(caseId, c);
+    }
+
+    /// @notice The challenger opens the first differing step (see the contract's notice).
+    /// @param values the two parties' values there, defender's then challenger's
+    /// @param template the step's template, proved against the program root
+    /// @param arguments the values of the steps the template names, in its order, each proved
+    /// against the challenger's values root
+    /// @param load a LOAD's element proof (ignored for other kinds)
+    /// @param entry a TABLE's entry, proved against the table root (ignored for other kinds)
+    function resolve(
+        uint256 caseId,
+        uint256[2] calldata values,
+        TemplateProof calldata template,
+        ValueProof[] calldata arguments,
+        TensorProofs.ElementProof calldata load,
+        ValueProof calldata entry
+    ) external {
+        Case storage c = _live(caseId, Stage.Resolve, true);
+        uint32 step = c.position;
+        if (Commitments.leafHash(bytes32(values[0])) != c.defenderNode) {
+            revert LeafMismatch(caseId, c.defenderNode, Commitments.leafHash(bytes32(values[0])));
+        }
+        if (Commitments.leafHash(bytes32(values[1])) != c.challengerNode) {
+            revert LeafMismatch(caseId, c.challengerNode, Commitments.leafHash(bytes32(values[1])));
+        }
+        _checkTemplate(caseId, c, step, template);
+        (uint8 status, uint256 expected) = _recompute(caseId, c, step, template.leaf, arguments, load, entry);
+        emit StepResolved(caseId, step, status, expected, values[0], values[1]);
+        if (status == 1) {
+            _decide(caseId, c, Verdict.NoVerdict, false);
+        } else if (status != 0) {
+            // The committed program itself is malformed: the defender claimed a job under it.
+            _decide(caseId, c, Verdict.DefenderWrong, false);
+        } else {
+            _decide(caseId, c, expected == values[0] ? Verdict.DefenderRight : Verdict.DefenderWrong, false);
+        }
+    }
+
+    /// @notice Past a move's deadline, the party whose move it was loses.
+    function timeout(uint256 caseId) external {
+        Case storage c = _cases[caseId];
+        if (c.stage == Stage.None) revert UnknownCase(caseId);
+        if (c.stage == Stage.Done) revert WrongStage(caseId, c.stage);
+        if (block.timestamp < c.deadline) revert MoveDeadlineNotPassed(caseId, c.deadline);
+        _decide(caseId, c, _challengerToMove(c) ? Verdict.DefenderRight : Verdict.DefenderWrong, true);
+    }
+
+    function getCase(uint256 caseId) external view returns (Case memory) {
+        return _cases[caseId];
+    }
+
+    /// @notice Who must move next (address(0) once decided).
+    function toMove(uint256 caseId) external view returns (address) {
+        Case storage c = _cases[caseId];
+        if (c.stage == Stage.None || c.stage == Stage.Done) return address(0);
+        return _challengerToMove(c) ? c.challenger : c.defender;
+    }
+
+    // --- the element ---------------------------------------------------------------------
+
+    /// @dev The element proved against `digest` (with the program's header), the result step's
+    /// template proved against the program root, and its value in `valuesRoot`, which must be
+    /// the element (a NaN compared canonical). Returns the element's bits.
+    function _provedElement(
+        uint256 caseId,
+        Case storage c,
+        bytes32 digest,
+        TensorProofs.ElementProof calldata proof,
+        TemplateProof calldata resultTemplate,
+        bytes32 valuesRoot,
+        ValueProof calldata resultValue
+    ) private view returns (uint256) {
+        if (sha256(proof.header) != c.headerHash) revert BadHeader(caseId);
+        _checkTemplate(caseId, c, c.result, resultTemplate);
+        uint8 resultType = uint8(resultTemplate.leaf[3]);
+        (bool ok, uint256 bits) =
+            TensorProofs.element(digest, c.elements, _storageBytes(resultType), c.element, proof);
+        if (!ok) revert BadElement(caseId);
+        _checkValue(caseId, valuesRoot, c.result, c.steps, resultValue);
+        if (_canonical(resultValue.value, resultType) != bits) revert BadElement(caseId);
+        return bits;
+    }
+
+    // --- the step --------------------------------------------------------------------------
+
+    function _recompute(
+        uint256 caseId,
+        Case storage c,
+        uint32 step,
+        bytes calldata leaf,
+        ValueProof[] calldata arguments,
+        TensorProofs.ElementProof calldata load,
+        ValueProof calldata entry
+    ) private view returns (uint8 status, uint256 value) {
+        (bool wellFormed, uint256[3] memory args) = _arguments(caseId, c, step, leaf, arguments);
+        if (!wellFormed) return (2, 0);
+        uint8 kind = uint8(leaf[0]);
+        if (kind == KIND_ELEMENT) return (0, c.element);
+        if (kind == KIND_CONST) return (0, uint256(bytes32(leaf[30:62])));
+        if (kind == KIND_LOAD) return (0, _load(caseId, c, step, leaf, args[0], load));
+        if (kind == KIND_TABLE) return (0, _tableEntry(caseId, step, leaf, args[0], entry));
+        if (kind != KIND_OP) return (2, 0);
+        return ScalarEval.evaluate(uint8(leaf[1]), uint8(leaf[2]), uint8(leaf[3]), args[0], args[1], args[2]);
+    }
+
+    /// @dev The values of the steps the template names, each proved against the challenger's
+    /// values root; not well formed when the template names too many or a later step.
+    function _arguments(uint256 caseId, Case storage c, uint32 step, bytes calldata leaf, ValueProof[] calldata arguments)
+        private
+        view
+        returns (bool wellFormed, uint256[3] memory args)
+    {
+        uint8 count = uint8(leaf[4]);
+        if (count > 3 || arguments.length != count) return (false, args);
+        for (uint256 k = 0; k < count; k++) {
+            uint32 index = uint32(bytes4(leaf[5 + 4 * k:9 + 4 * k]));
+            if (index >= step) return (false, args);
+            _checkValue(caseId, c.challengerValues, index, c.steps, arguments[k]);
+            args[k] = arguments[k].value;
+        }
+        return (true, args);
+    }
+
+    /// @dev A TABLE's entry at the index the argument step gives, proved against the table's
+    /// root (the template's immediate) in a tree of the template's size.
+    function _tableEntry(uint256 caseId, uint32 step, bytes calldata leaf, uint256 index, ValueProof calldata entry)
+        private
+        pure
+        returns (uint256)
+    {
+        uint64 size = uint64(bytes8(leaf[22:30]));
+        (bytes32 root, bool ok) = Commitments.treeRoot(Commitments.leafHash(bytes32(entry.value)), index, size, entry.siblings);
+        if (!ok || root != bytes32(leaf[30:62])) revert BadLoad(caseId, step);
+        return entry.value;
+    }
+
+    /// @dev A LOAD's element at the index the argument step gives, proved against the
+    /// operand's digest (source 1) or the literal's (source 2, its digest in the template).
+    function _load(
+        uint256 caseId,
+        Case storage c,
+        uint32 step,
+        bytes calldata leaf,
+        uint256 index,
+        TensorProofs.ElementProof calldata proof
+    ) private view returns (uint256) {
+        uint8 source = uint8(leaf[17]);
+        uint32 number = uint32(bytes4(leaf[18:22]));
+        uint64 size = uint64(bytes8(leaf[22:30]));
+        bytes32 digest;
+        if (source == 1 && number < c.operands.length) {
+            digest = c.operands[number];
+        } else if (source == 2) {
+            digest = bytes32(leaf[30:62]);
+        } else {
+            revert BadLoad(caseId, step);
+        }
+        (bool ok, uint256 bits) = TensorProofs.element(digest, size, _storageBytes(uint8(leaf[2])), index, proof);
+        if (!ok) revert BadLoad(caseId, step);
+        return bits;
+    }
+
+    function _checkTemplate(uint256 caseId, Case storage c, uint32 step, TemplateProof calldata t) private view {
+        if (t.leaf.length != TEMPLATE_BYTES) revert BadTemplate(caseId, step);
+        (bytes32 root, bool ok) = Commitments.treeRoot(Commitments.leafHashOf(t.leaf), step, c.steps, t.siblings);
+        if (!ok || root != c.programRoot) revert BadTemplate(caseId, step);
+    }
+
+    function _checkValue(uint256 caseId, bytes32 valuesRoot, uint32 step, uint32 steps, ValueProof calldata v)
+        private
+        pure
+    {
+        (bytes32 root, bool ok) = Commitments.treeRoot(Commitments.leafHash(bytes32(v.value)), step, steps, v.siblings);
+        if (!ok || root != valuesRoot) revert BadValueProof(caseId, step);
+    }
+
+    function _programDigest(Program calldata p) private pure returns (bytes32) {
+        return sha256(abi.encodePacked(PROGRAM_VERSION, p.root, p.steps, p.result, p.elements, p.headerHash));
+    }
+
+    // --- element types (the codes of compiler/reference/scalar.py TYPE_CODES) ---------------
+
+    /// @dev Bytes of one element as a tensor holds it.
+    function _storageBytes(uint8 t) private pure returns (uint256) {
+        if (t <= 3 || (t >= 7 && t <= 9) || (t >= 13 && t <= 19)) return 1; // pred, s2-s8, u2-u8, f8
+        if (t == 4 || t == 10 || t == 20 || t == 21) return 2;
+        if (t == 5 || t == 11 || t == 22) return 4;
+        if (t == 6 || t == 12 || t == 23 || t == 24) return 8;
+        if (t == 25) return 16;
+        return 0;
+    }
+
+    /// @dev `bits` with a NaN made the canonical NaN (docs/numerics.md section 1), as a
+    /// digest holds the element; complex values part by part.
+    function _canonical(uint256 bits, uint8 t) private pure returns (uint256) {
+        if (t == 24) return _canonical(bits & 0xFFFFFFFF, 22) | (_canonical(bits >> 32, 22) << 32);
+        if (t == 25) return _canonical(bits & type(uint64).max, 23) | (_canonical(bits >> 64, 23) << 64);
+        (uint256 magnitude, uint256 inf, uint256 nan) = _nanLayout(t);
+        if (inf == 0) {
+            // f8e4m3fn: the NaN is the all-ones magnitude; the fnuz formats' one NaN is
+            // already canonical; other types have none.
+            return (t == 16 && bits & 0x7F == 0x7F) ? 0x7F : bits;
+        }
+        return (bits & magnitude) > inf ? nan : bits;
+    }
+
+    function _nanLayout(uint8 t) private pure returns (uint256 magnitude, uint256 inf, uint256 nan) {
+        if (t == 23) return (0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x7FF8000000000000);
+        if (t == 22) return (0x7FFFFFFF, 0x7F800000, 0x7FC00000);
+        if (t == 20) return (0x7FFF, 0x7C00, 0x7E00);
+        if (t == 21) return (0x7FFF, 0x7F80, 0x7FC0);
+        if (t == 13) return (0x7F, 0x7C, 0x7E);
+        if (t == 14) return (0x7F, 0x78, 0x7C);
+        if (t == 15) return (0x7F, 0x70, 0x78);
+        return (0, 0, 0);
+    }
+
+    // --- moves -----------------------------------------------------------------------------
+
+    function _live(uint256 caseId, Stage stage, bool challengerMoves) private view returns (Case storage c) {
+        c = _cases[caseId];
+        if (c.stage != stage) revert WrongStage(caseId, c.stage);
+        if (block.timestamp >= c.deadline) revert MoveDeadlinePassed(caseId, c.deadline);
+        if (msg.sender != (challengerMoves ? c.challenger : c.defender)) revert NotYourMove(caseId, msg.sender);
+    }
+
+    function _challengerToMove(Case storage c) private view returns (bool) {
+        return c.stage == Stage.Claim || c.stage == Stage.Resolve || (c.stage == Stage.Bisect && !c.defenderToMove);
+    }
+
+    function _afterStep(uint256 caseId, Case storage c) private {
+        _nextDeadline(c);
+        if (c.level == 0) {
+            c.stage = Stage.Resolve;
+            emit StepReached(caseId, c.position, c.deadline);
+        } else {
+            c.stage = Stage.Bisect;
+            c.defenderToMove = true;
+        }
+    }
+
+    function _nextDeadline(Case storage c) private returns (uint64) {
+        c.deadline = uint64(block.timestamp) + moveWindow;
+        return c.deadline;
+    }
+
+    function _decide(uint256 caseId, Case storage c, Verdict verdict, bool byTimeout) private {
+        c.stage = Stage.Done;
+        c.verdict = verdict;
+        c.deadline = 0;
+        emit CaseDecided(caseId, verdict, byTimeout);
+        game.decide(caseId, verdict);
+    }
+}
