@@ -164,9 +164,10 @@ def step_job(module: Module, inputs: Sequence[np.ndarray], graph: GraphCommitmen
     return StepJob(module, graph, values)
 
 
-def step_env() -> GameEnv:
-    """A fresh py-evm chain with the StepReferee as the game's referee and 8 nodes."""
-    w3 = Web3(EthereumTesterProvider())
+def step_env(w3: Web3 | None = None) -> GameEnv:
+    """A fresh deployment with the StepReferee as the game's referee and 8 nodes, on `w3`
+    (anvil) or a new in-process py-evm chain."""
+    w3 = w3 or Web3(EthereumTesterProvider())
     client = ChainClient(w3)
     accounts = client.accounts()
     d = deploy(
@@ -181,6 +182,52 @@ def step_env() -> GameEnv:
     for i, node in enumerate(accounts[2:10]):
         d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
     return GameEnv(w3, client, d, accounts[0], accounts[1], accounts[2:10])
+
+
+def dispute_with_lie(
+    env: GameEnv,
+    job: StepJob,
+    index: int,
+    element: int,
+    liar: str,
+    step: int | None,
+    silent: bool = False,
+) -> tuple[object, dict[str, int]]:
+    """A k = 1 job whose slot the defender holds and a challenger disputes, one of them
+    (`liar`: "defender" or "challenger") lying about `element` of leaf `index` at `step`
+    (None: the result step); with `silent`, the liar stops answering once the step referee
+    has the case. Both play to the end (past the deadline when someone is silent). Returns
+    the settled dispute and the gas of the moves (the game's and the referee's)."""
+    defender_account, challenger_account = env.nodes[0], env.nodes[1]
+    honest_d = job.side(defender_account, index, element)
+    honest_c = job.side(challenger_account, index, element)
+    at = honest_d.trace.result if step is None else step
+    defender = lying(honest_d, defender_account, at) if liar == "defender" else honest_d
+    challenger = lying(honest_c, challenger_account, at) if liar == "challenger" else honest_c
+    defender_exec = job.execution({index: defender.output} if liar == "defender" else None)
+    challenger_exec = job.execution({index: challenger.output} if liar == "challenger" else None)
+    graph = job.leaves()
+    job_id = env.run_job(graph, [Party(defender_account, defender_exec)])
+    env.gas.clear()
+    dispute = env.challenge(job_id, 0, Party(challenger_account, challenger_exec))
+    env.play(
+        dispute,
+        Party(defender_account, defender_exec),
+        Party(challenger_account, challenger_exec),
+        graph,
+    )
+    gas = {name: sum(values) for name, values in env.gas.items()}
+    gas["game moves"] = sum(len(values) for values in env.gas.values())
+    silent_account = (
+        (defender_account if liar == "defender" else challenger_account) if silent else None
+    )
+    gas.update(play_steps(env, dispute, job, index, defender, challenger, silent=silent_account))
+    referee = env.d.step_referee
+    assert referee is not None
+    if silent and env.game.get_dispute(dispute).stage != Stage.SETTLED:
+        env.travel_to(int(referee.get_case(dispute)["deadline"]))
+        gas["timeout"] = referee.timeout(env.nodes[2], dispute).gas_used
+    return env.game.get_dispute(dispute), gas
 
 
 def play_steps(
