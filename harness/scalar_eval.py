@@ -410,7 +410,9 @@ def to_float_bits(dt: DType, value: float) -> int:
 
 def from_float_bits(dt: DType, bits: int) -> float:
     array = np.array([bits], dtype=f"<u{dt.bits // 8}").view(dt.numpy)
-    return float(array.astype(np.float64)[0])
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return float(array.astype(np.float64)[0])
 
 
 def random_integer_bits(rng: random.Random, dt: DType) -> int:

@@ -883,12 +883,11 @@ library ScalarEval {
         uint256 w = _bits(t);
         uint256 own = a & ((1 << w) - 1);
         if (op == CLZ) return int256(w - _bitlen(own));
-        uint256 n;
-        while (own != 0) {
-            own &= own - 1;
-            n += 1;
-        }
-        return int256(n);
+        // population count of a value below 2^64, in parallel over bit fields
+        own -= (own >> 1) & 0x5555555555555555;
+        own = (own & 0x3333333333333333) + ((own >> 2) & 0x3333333333333333);
+        own = (own + (own >> 4)) & 0x0F0F0F0F0F0F0F0F;
+        return int256(((own * 0x0101010101010101) >> 56) & 0xFF);
     }
 
     /// x^y modulo 2^bits by squaring over every bit of y (read unsigned); for a signed y < 0,
