@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     # (compiler/reference/steps/, compiler/reference/scalar.py).
     "element_steps": "compiler.reference.steps",
     "StepTrace": "compiler.reference.steps",
+    "StepKind": "compiler.reference.steps",
     "Uncovered": "compiler.reference.steps",
     "ScalarOp": "compiler.reference.scalar",
     "evaluate_scalar": "compiler.reference.scalar",
