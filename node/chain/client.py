@@ -43,6 +43,8 @@ FALLBACK_PRIORITY_FEE = 1_000_000_000  # 1 gwei, for nodes without eth_maxPriori
 RECEIPT_POLL_S = 0.05  # the first pause between asking for a receipt; it grows to 1 s
 # How long a sent transaction may be neither mined nor executable in the pool before it is
 # taken as lost: well above the moment between a node taking it and its pool showing it.
+# How long a counted nonce's receipt may lag behind it before the transaction is called dropped.
+RECEIPT_GRACE_S = 5.0
 STUCK_S = 2.0
 
 
@@ -231,8 +233,9 @@ class ChainClient:
             with contextlib.suppress(TransactionNotFound):
                 return self.w3.eth.get_transaction_receipt(tx_hash)
             if self.w3.eth.get_transaction_count(frm, "latest") > nonce:
-                with contextlib.suppress(TransactionNotFound):  # mined since the first look
-                    return self.w3.eth.get_transaction_receipt(tx_hash)
+                receipt = self._late_receipt(tx_hash)  # mined since the first look
+                if receipt is not None:
+                    return receipt
                 raise TransactionDropped(f"transaction {tx_hash.hex()} was dropped and its nonce {nonce} used by another")
             now = time.monotonic()
             if self.w3.eth.get_transaction_count(frm, "pending") > nonce:
@@ -271,6 +274,19 @@ class ChainClient:
         if isinstance(sender, LocalAccount):
             return bytes(self.w3.eth.send_raw_transaction(sender.sign_transaction(tx).raw_transaction))
         return bytes(self.w3.eth.send_transaction(tx))  # type: ignore[arg-type]
+
+    def _late_receipt(self, tx_hash: bytes) -> Any:
+        """The receipt of a transaction whose nonce the chain already counts, or None when it
+        does not come within RECEIPT_GRACE_S: a node can count the nonce a moment before it
+        serves the receipt (anvil under load; RPC providers whose backends lag each other),
+        and that moment is no reason to call the transaction dropped."""
+        deadline = time.monotonic() + RECEIPT_GRACE_S
+        while True:
+            with contextlib.suppress(TransactionNotFound):
+                return self.w3.eth.get_transaction_receipt(tx_hash)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(RECEIPT_POLL_S)
 
     def _send(self, sender: Sender, frm: str, tx: dict[str, Any]) -> bytes:
         # Nonce, sign and send under the account's lock, so concurrent callers get
