@@ -208,9 +208,9 @@ def expected(case: Case) -> tuple[int, int]:
 def held_exactly(dt: DType, bits: int) -> int:
     """`bits` (a byte of storage) held as the reference evaluator holds every value of `dt`
     (compiler/reference/evaluator.py _held_exactly: integers.wrap for the sub-byte types;
-    numpy's bool for pred). scalar.evaluate returns some bytes unwrapped (BITCAST s4 -> u4,
-    FLOOR_DIV and COPYSIGN on sub-byte types); the contract returns them held, and this
-    leaves every other result unchanged."""
+    numpy's bool for pred). scalar.evaluate holds its sub-byte results itself now (BITCAST
+    s4 -> u4, FLOOR_DIV and COPYSIGN on sub-byte types once returned them unwrapped); this
+    stays as the contract's rule, and leaves every other result unchanged."""
     if dt.is_pred:
         return int(bits != 0)
     if dt.is_integer and dt.is_sub_byte:

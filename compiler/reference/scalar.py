@@ -371,8 +371,17 @@ def _round_f32_cr(value: np.ndarray) -> np.ndarray:
 
 def evaluate(op: Op, dtype: DType, args: Sequence[int], result_dtype: DType | None = None) -> int:
     """The bits of `op` applied to `args` (bits of `dtype`); raises ScalarError for an
-    operation the types do not admit and Undecidable for ROUND_F32_CR near a boundary."""
-    op = Op(op)
+    operation the types do not admit and Undecidable for ROUND_F32_CR near a boundary. A
+    result of a sub-byte type is held as the evaluator holds it: its own bits, sign- or
+    zero-extended (a BITCAST of s4 -1 to u4 is 0x0F)."""
+    bits = _evaluate(Op(op), dtype, args, result_dtype)
+    target = result_type(Op(op), dtype, result_dtype)
+    if target.is_sub_byte:
+        return to_bits(integers.wrap(to_array(bits, target), target), target)
+    return bits
+
+
+def _evaluate(op: Op, dtype: DType, args: Sequence[int], result_dtype: DType | None) -> int:
     if len(args) != arity(op):
         raise ScalarError(f"{op.name} takes {arity(op)} operands, got {len(args)}")
     target = result_type(op, dtype, result_dtype)
