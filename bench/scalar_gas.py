@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eth_utils import function_signature_to_4byte_selector  # noqa: E402
 
-from compiler.reference.scalar import TYPE_CODES, Op  # noqa: E402
+from compiler.api import SCALAR_TYPE_CODES as TYPE_CODES  # noqa: E402
+from compiler.api import ScalarOp as Op  # noqa: E402
 from harness import scalar_eval as se  # noqa: E402
 from harness.anvil import running_anvil  # noqa: E402
 

@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "StepKind": "compiler.reference.steps",
     "Uncovered": "compiler.reference.steps",
     "ScalarOp": "compiler.reference.scalar",
+    "SCALAR_TYPE_CODES": "compiler.reference.scalar",
     "evaluate_scalar": "compiler.reference.scalar",
     "scalar_bits": "compiler.reference.scalar",
     "Plan": "compiler.codegen.plan",
@@ -109,6 +110,7 @@ _DEFINED_AS = {
     "SUPPORTED_OPCODES": "SUPPORTED",
     "walk_steps": "walk",
     "ScalarOp": "Op",
+    "SCALAR_TYPE_CODES": "TYPE_CODES",
     "evaluate_scalar": "evaluate",
     "scalar_bits": "to_bits",
 }

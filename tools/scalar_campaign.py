@@ -25,7 +25,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from compiler.reference.scalar import TYPE_CODES, Op
+from compiler.api import SCALAR_TYPE_CODES as TYPE_CODES
+from compiler.api import ScalarOp as Op
 from harness import scalar_eval as se
 from harness.anvil import running_anvil
 
