@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "StepTrace": "compiler.reference.steps",
     "StepKind": "compiler.reference.steps",
     "Uncovered": "compiler.reference.steps",
+    "UNCOVERED": "compiler.reference.steps",
     "ScalarOp": "compiler.reference.scalar",
     "SCALAR_TYPE_CODES": "compiler.reference.scalar",
     "evaluate_scalar": "compiler.reference.scalar",

@@ -142,6 +142,8 @@ def dispute_line(d: dict[str, Any], now: int) -> str:
         elif d.get("instruction_name"):
             opcode = f" ({d['instruction_opcode']})" if d.get("instruction_opcode") else ""
             parts.append(f"at instruction {index} {d['instruction_name']}{opcode}")
+            if d.get("steps_uncovered"):
+                parts.append(f"no element steps for it: {d['steps_uncovered']}")
         else:
             parts.append(f"at instruction {index}")
     if d.get("to_move"):

@@ -342,7 +342,9 @@ class ChainDisputes:
     def of_job(self, job_id: int) -> tuple[list[dict[str, Any]], int]:
         """The job's disputes, oldest first, each `DisputeSummary.to_dict()` with
         `instruction_name` and `instruction_opcode` (None while the walk has not reached an
-        instruction, or when this node cannot name it), and how many were opened: past
+        instruction, or when this node cannot name it) and `steps_uncovered` (why a contract
+        cannot evaluate that opcode's elements step by step, docs/disputes.md; None when it
+        can or the opcode is unknown), and how many were opened: past
         `SHOWN` only the newest `SHOWN` are summarized (each is read from the chain)."""
         game = self.role.dispute_game()
         if game is None:
@@ -354,7 +356,7 @@ class ChainDisputes:
             if summary.job_id != job_id:  # a reorg gave the id to another job's dispute
                 continue
             name, opcode = self._instruction(job_id, summary)
-            shown.append({**summary.to_dict(), "instruction_name": name, "instruction_opcode": opcode})
+            shown.append({**summary.to_dict(), "instruction_name": name, "instruction_opcode": opcode, "steps_uncovered": steps_uncovered(opcode)})
         return shown, len(ids)
 
     def _dispute_ids(self, game: DisputeGame, job_id: int) -> list[int]:
@@ -642,3 +644,13 @@ def node_routes(
         metrics.update_jobs(store)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
     return router
+
+
+def steps_uncovered(opcode: str | None) -> str | None:
+    """Why the step referee cannot evaluate elements of `opcode` (compiler.api.UNCOVERED),
+    None when it can or the opcode is unknown here; the result record is not evaluated."""
+    from compiler.api import UNCOVERED
+
+    if opcode == "result":
+        return "the result record: the result digests differ, no instruction computes them"
+    return UNCOVERED.get(opcode) if opcode is not None else None

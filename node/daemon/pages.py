@@ -316,7 +316,9 @@ def _dispute_instruction(d: dict[str, Any]) -> str:
     if name is None:
         return f"op-trace leaf {index} <span class=note>(this node holds no trace of the job to name it)</span>"
     opcode = d.get("instruction_opcode")
-    return f"<mark class=disputed>{_e(name)}</mark>" + (f" ({_e(opcode)})" if opcode else "") + f", op-trace leaf {index}"
+    uncovered = d.get("steps_uncovered")
+    note = f" <span class=note>no element steps: {_e(uncovered)}</span>" if uncovered else ""
+    return f"<mark class=disputed>{_e(name)}</mark>" + (f" ({_e(opcode)})" if opcode else "") + f", op-trace leaf {index}" + note
 
 
 def _dispute_next(d: dict[str, Any], now: int) -> str:

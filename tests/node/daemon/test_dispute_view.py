@@ -29,6 +29,7 @@ from fastapi.testclient import TestClient
 from attest import key_id, sign_statement
 from attest.digests import tensor_digest
 from attest.keys import generate_private_key
+from compiler.api import UNCOVERED
 from compiler.config import load_config
 from compiler.driver import compile_program, graph_commitment
 from compiler.hlo.commitment import GraphCommitment
@@ -164,10 +165,13 @@ def test_the_chain_job_answer_lists_each_dispute_with_its_instruction_and_verdic
     assert not lost["by_timeout"] and lost["to_move"] is None and lost["deadline"] == 0
     assert lost["instruction"] == LIES_FROM and not lost["result_leaf"]
     assert (lost["instruction_name"], lost["instruction_opcode"]) == (record.name, record.opcode)
+    # Each record names why a contract could not evaluate the instruction step by step.
+    assert lost["steps_uncovered"] == UNCOVERED.get(record.opcode)
     assert lost["moves"] >= 2 and lost["moves"] % 2 == 0  # whole rounds: defender, then challenger
     # The result record, and a challenger that stopped answering.
     n = disputed.graph.trace_leaves
     assert timed_out["instruction"] == n and timed_out["result_leaf"] and timed_out["instruction_name"] == "result"
+    assert "result record" in timed_out["steps_uncovered"]
     assert timed_out["moves"] == 0 and timed_out["verdict"] == "defender-right" and timed_out["by_timeout"]
     assert timed_out["winner"] == disputed.node
     # Still open: who moves next and by when, on the chain's clock.
