@@ -66,21 +66,10 @@ library Commitments {
             if (siblings.length != 1) return (bytes32(0), false);
             return (nodeHash(siblings[0], hash), true);
         }
-        uint256 used = 0;
-        uint256 position = index;
-        uint256 size = n;
-        while (size > 1) {
-            if (!(position == size - 1 && size % 2 == 1)) {
-                if (used >= siblings.length) return (bytes32(0), false);
-                bytes32 sibling = siblings[used];
-                used += 1;
-                hash = position % 2 == 0 ? nodeHash(hash, sibling) : nodeHash(sibling, hash);
-            }
-            position /= 2;
-            size = (size + 1) / 2;
-        }
-        if (used + 1 != siblings.length) return (bytes32(0), false);
-        return (nodeHash(hash, siblings[used]), true);
+        if (siblings.length == 0) return (bytes32(0), false);
+        (bytes32 tree, bool shaped) = treeRoot(hash, index, n, siblings[:siblings.length - 1]);
+        if (!shaped) return (bytes32(0), false);
+        return (nodeHash(tree, siblings[siblings.length - 1]), true);
     }
 
     /// @notice The root of an n-leaf tree (no top leaf) implied by the leaf hash `hash` at

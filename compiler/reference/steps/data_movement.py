@@ -8,6 +8,8 @@ a dynamic slice's start indices are loaded and clamped by MAX and MIN steps."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
@@ -128,6 +130,29 @@ def padded_source(
             source if always else indexing.select(rec, checks[-1], source, indexing.const(rec, 0))
         )
     return indexing.all_of(rec, checks), tuple(coords)
+
+
+def window_source(
+    rec: Recorder,
+    index: Coords,
+    position: tuple[int, ...],
+    window: Sequence[attr.WindowDim],
+    out_dims: Sequence[int],
+    dims: tuple[int, ...],
+) -> tuple[int, Coords] | None:
+    """padded_source of the operand element that window position `position` of output
+    element `index` reads (a convolution's spatial dimensions, a reduce-window's): padded
+    coordinate o * stride + k * window_dilation over the base-dilated, padded operand."""
+    config = tuple(attr.PadDim(w.pad_low, w.pad_high, w.base_dilation - 1) for w in window)
+    padded = tuple(
+        indexing.add(rec, indexing.scale(rec, o, w.stride), k * w.window_dilation)
+        for o, k, w in zip(index, position, window, strict=True)
+    )
+    extent = tuple(
+        (n - 1) * w.stride + k * w.window_dilation + 1
+        for n, k, w in zip(out_dims, position, window, strict=True)
+    )
+    return padded_source(rec, padded, extent, dims, config)
 
 
 def _pad(ev: ElementEvaluator, instruction: Instruction, index: Coords, scope: Scope) -> Handle:
@@ -256,4 +281,4 @@ RULES = {
     "dynamic-update-slice": _dynamic_update_slice,
 }
 
-__all__ = ["RULES", "padded_source"]
+__all__ = ["RULES", "padded_source", "window_source"]

@@ -14,7 +14,7 @@ from compiler.reference.scalar import Op
 from core.dtypes import DType
 
 from . import ElementEvaluator, Handle, Scope, indexing
-from .data_movement import padded_source
+from .data_movement import window_source
 from .record import Recorder
 
 Index = tuple[int, ...]
@@ -140,20 +140,11 @@ def _convolution(
     batch_group = rec.op(Op.FLOOR_DIV, o, indexing.const(rec, out_features // batch_groups))
     batch_index = rec.op(Op.ADD, b, indexing.scale(rec, batch_group, batch))
     spatial_dims = tuple(input_dims[d] for d in labels.input_spatial)
-    config = tuple(attr.PadDim(w.pad_low, w.pad_high, w.base_dilation - 1) for w in window.dims)
     out_extent = tuple(instruction.array_shape.dims[d] for d in labels.output_spatial)
     zero = rec.const(acc_type, 0)
     terms = []
     for position in itertools.product(*(range(w.size) for w in window.dims)):
-        padded = tuple(
-            indexing.add(rec, indexing.scale(rec, s, w.stride), p * w.window_dilation)
-            for s, p, w in zip(out_spatial, position, window.dims, strict=True)
-        )
-        extent = tuple(
-            (n - 1) * w.stride + p * w.window_dilation + 1
-            for n, p, w in zip(out_extent, position, window.dims, strict=True)
-        )
-        found = padded_source(rec, padded, extent, spatial_dims, config)
+        found = window_source(rec, out_spatial, position, window.dims, out_extent, spatial_dims)
         kernel_position = tuple(
             w.size - 1 - p if w.reversal else p for p, w in zip(position, window.dims, strict=True)
         )

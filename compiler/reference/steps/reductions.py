@@ -16,7 +16,7 @@ from compiler.hlo.shape import TupleShape
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 
 from . import ElementEvaluator, Handle, Scope, indexing
-from .data_movement import padded_source
+from .data_movement import window_source
 
 Index = tuple[int, ...]
 Parts = tuple[Handle, ...]  # one handle per reduced input (variadic reductions have several)
@@ -91,22 +91,13 @@ def _reduce_window(
     reducer = instruction.attrs["to_apply"]
     assert isinstance(window, attr.Window) and isinstance(reducer, Computation)
     operand_dims = instruction.operands[0].array_shape.dims
-    config = tuple(attr.PadDim(w.pad_low, w.pad_high, w.base_dilation - 1) for w in window.dims)
     init = tuple(ev.operand(instruction, half + number, (), scope) for number in range(half))
     combine = _combiner(ev, reducer)
     rec = ev.recorder
     out_dims = _out_dims(instruction)
     acc = init
     for position in itertools.product(*(range(w.size) for w in window.dims)):
-        padded = tuple(
-            indexing.add(rec, indexing.scale(rec, o, w.stride), k * w.window_dilation)
-            for o, k, w in zip(index, position, window.dims, strict=True)
-        )
-        extent = tuple(
-            (n - 1) * w.stride + k * w.window_dilation + 1
-            for n, k, w in zip(out_dims, position, window.dims, strict=True)
-        )
-        found = padded_source(rec, padded, extent, operand_dims, config)
+        found = window_source(rec, index, position, window.dims, out_dims, operand_dims)
         if found is None:
             item = init
         else:
