@@ -29,9 +29,11 @@ from compiler.driver import compile_emulated_grid, compile_program, generate
 from compiler.errors import ExecutionError
 from compiler.program import load_program
 from compiler.reference import evaluate
+from compiler.runtime import emulated_grid
 from compiler.runtime.cuda_device import probe
-from compiler.runtime.executable import Fault
+from compiler.runtime.executable import Executable, Fault
 from compiler.runtime.host import TargetNotRunnable
+from compiler.runtime.loader import load_object
 from compiler.runtime.stops import DeadlineExceeded
 from harness import gpu_cases
 from harness.fixture_data import FIXTURE_NAMES, Fixture
@@ -124,6 +126,18 @@ def test_another_nvjitlink_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         nvptx.cubin_of("", config(EMULATED))
 
 
+def _on_a_fresh_grid(executable: Executable, block_size: int | None) -> Executable:
+    """`executable` (of compile_emulated_grid) on a grid of its own: the same object bytes and
+    plan (the block size is the launch's, not the compile's), loaded afresh, with fresh host
+    memory and launches at `block_size`, so no run sees another's buffers."""
+    host = emulated_grid.host_config()
+    device = emulated_grid.EmulatedDevice(load_object(executable.object_bytes, host), block_size)
+    return Executable(
+        executable.program, executable.config, executable.plan, executable.object_bytes, executable.hashes,
+        threads=1, device=device, emulated=True,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_every_fixture_on_the_emulated_grid(name: str) -> None:
     """The GPU build's grid on the host, at the runner's block size and at 7 (no item lines
@@ -133,10 +147,11 @@ def test_every_fixture_on_the_emulated_grid(name: str) -> None:
     assert [tensor_digest(o) for o in expected] == golden()["fixtures"][name]["output_digests"]
     # Block size 7 on the smaller fixtures (the op family cases cover it too): the large ones
     # are the same kernels as the others, at more items.
+    executable = compile_emulated_grid(load_program(fixture.module_text), config(EMULATED))
+    assert executable.hashes["graph_hash"] == golden()["fixtures"][name]["targets"][EMULATED]["graph_hash"]
     for block_size in (None, 7) if name not in LARGE_FIXTURES else (None,):
-        executable = compile_emulated_grid(load_program(fixture.module_text), config(EMULATED), block_size)
-        assert executable.hashes["graph_hash"] == golden()["fixtures"][name]["targets"][EMULATED]["graph_hash"]
-        assert_identical(executable.run(*fixture.inputs()), expected, f"{name} emulated grid, block size {block_size or GRID_BLOCK_SIZE}")
+        got = _on_a_fresh_grid(executable, block_size).run(*fixture.inputs())
+        assert_identical(got, expected, f"{name} emulated grid, block size {block_size or GRID_BLOCK_SIZE}")
 
 
 def test_a_wrong_work_item_index_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,8 +269,9 @@ def test_every_op_family_case_on_the_emulated_grid(case: str) -> None:
     _, text, inputs = next(c for c in gpu_cases.cases() if c[0] == case)
     program = load_program(text)
     expected = evaluate(program.module, inputs)
+    executable = compile_emulated_grid(program, config(EMULATED))
     for block_size in (None, 3):
-        got = compile_emulated_grid(program, config(EMULATED), block_size).run(*inputs)
+        got = _on_a_fresh_grid(executable, block_size).run(*inputs)
         assert_identical(got, expected, f"{case} emulated grid, block size {block_size or GRID_BLOCK_SIZE}")
 
 
