@@ -30,6 +30,7 @@ from enum import IntEnum
 import numpy as np
 
 from attest.digests import canonical_tensor_bytes
+from compiler.errors import CompilerError
 from compiler.numerics import convert as conversions
 from compiler.numerics import floats, integers
 from compiler.numerics.mathlib.correctly_rounded import ambiguous
@@ -130,13 +131,13 @@ ARITY: dict[Op, int] = {
 FLOAT_ARITHMETIC_TYPES = (F32, F64)
 
 
-class Undecidable(Exception):
+class Undecidable(CompilerError):
     """An operation whose result the machine cannot give from its operands alone: a
     correctly rounded f32 function value too close to a rounding boundary (the reference
     settles it with MPFR, docs/numerics.md §3)."""
 
 
-class ScalarError(ValueError):
+class ScalarError(CompilerError, ValueError):
     """An operation applied to types it is not defined on (a malformed step)."""
 
 

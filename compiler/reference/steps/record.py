@@ -26,6 +26,7 @@ from enum import Enum
 import numpy as np
 
 from attest.digests import canonical_tensor_bytes
+from compiler.errors import CompilerError
 from compiler.numerics.mathlib.dsl import Table
 from compiler.reference.scalar import Op, Undecidable, evaluate, result_type, to_bits
 from core.dtypes import F64, S64, DType
@@ -97,7 +98,7 @@ class Step:
         return f"{self.op.name.lower()}.{types} " + ", ".join(f"#{a}" for a in self.args)
 
 
-class Uncovered(Exception):
+class Uncovered(CompilerError):
     """An instruction whose element steps the recorder does not define (yet): the dispute of
     such an element stays with the committee (docs/disputes.md)."""
 
