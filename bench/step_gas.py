@@ -17,7 +17,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compiler.api import StepKind, graph_commitment, load_config, load_program, optimize, trace_leaves  # noqa: E402
+from compiler.api import (  # noqa: E402
+    StepKind,
+    graph_commitment,
+    load_config,
+    load_program,
+    optimize,
+    trace_leaves,
+)
 from harness.dispute_game import Party  # noqa: E402
 from harness.step_referee import lying, play_steps, step_env, step_job  # noqa: E402
 
