@@ -221,11 +221,12 @@ def game_env() -> Iterator[GameEnv]:
     assert env.total() == start, "ether was created or lost"
 
 
-def deployed_env(w3: Web3) -> GameEnv:
-    """A fresh deployment on `w3` (py-evm or anvil) with 8 registered nodes."""
+def deployed_env(w3: Web3, step_referee: bool = False) -> GameEnv:
+    """A fresh deployment on `w3` (py-evm or anvil) with 8 registered nodes; with
+    `step_referee`, the StepReferee is the game's referee."""
     client = ChainClient(w3)
     accounts = client.accounts()
-    d = deploy(client, accounts[0], min_stake_wei=MIN_STAKE, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS)
+    d = deploy(client, accounts[0], min_stake_wei=MIN_STAKE, unbonding_delay_s=3_600, slash_amount_wei=SLASH, terms=TERMS, step_referee=step_referee)
     for i, node in enumerate(accounts[2:10]):
         d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
     return GameEnv(w3, client, d, accounts[0], accounts[1], accounts[2:10])

@@ -34,8 +34,8 @@ from compiler.api import (
 from compiler.reference.steps import NO_PROGRAM, operand_sources
 from compiler.reference.steps.program import decode_program_leaf, table_entry_proof, value_leaf
 from compiler.reference.steps.record import StepKind
-from harness.dispute_game import ETHER, MIN_STAKE, SLASH, TERMS, GameEnv, Party
-from node.chain import ChainClient, Stage, deploy
+from harness.dispute_game import GameEnv, Party, deployed_env
+from node.chain import Stage
 from node.chain.disputes import Execution, GraphLeaves
 
 
@@ -167,21 +167,7 @@ def step_job(module: Module, inputs: Sequence[np.ndarray], graph: GraphCommitmen
 def step_env(w3: Web3 | None = None) -> GameEnv:
     """A fresh deployment with the StepReferee as the game's referee and 8 nodes, on `w3`
     (anvil) or a new in-process py-evm chain."""
-    w3 = w3 or Web3(EthereumTesterProvider())
-    client = ChainClient(w3)
-    accounts = client.accounts()
-    d = deploy(
-        client,
-        accounts[0],
-        min_stake_wei=MIN_STAKE,
-        unbonding_delay_s=3_600,
-        slash_amount_wei=SLASH,
-        terms=TERMS,
-        step_referee=True,
-    )
-    for i, node in enumerate(accounts[2:10]):
-        d.registry.register(node, (i + 1).to_bytes(32, "big"), f"http://node{i}.example", 2 * ETHER)
-    return GameEnv(w3, client, d, accounts[0], accounts[1], accounts[2:10])
+    return deployed_env(w3 or Web3(EthereumTesterProvider()), step_referee=True)
 
 
 def dispute_with_lie(
