@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attest.commitment import TreeLevels
 from attest.digests import (
     CHUNK_BYTES,
     ELEMENT_WIDTHS,
@@ -76,26 +77,71 @@ def element_proof(array: np.ndarray, flat_index: int) -> ElementProof:
     """The proof of element `flat_index` (row-major) of `array` against
     tensor_digest(array) (version vxla.tensor.v2). ElementProofError when the index is not
     one of the array's."""
+    return chunk_tree(array).proof(flat_index)
+
+
+@dataclass(frozen=True)
+class ChunkTree:
+    """A tensor's v2 digest opened: its header and every level of its chunk tree (what a party
+    to a dispute holds to locate, by bisection, a chunk where two outputs differ, and to
+    reveal it)."""
+
+    header: bytes
+    chunks: tuple[bytes, ...]
+    levels: TreeLevels
+
+    @property
+    def root(self) -> bytes:
+        """The chunk tree's root: digest = SHA-256(header || root)."""
+        return bytes.fromhex(self.levels.root)
+
+    @property
+    def width(self) -> int:
+        """Bytes of one element."""
+        return _header_layout(self.header)[0]
+
+    @property
+    def size(self) -> int:
+        """The tensor's element count."""
+        width, total = _header_layout(self.header)
+        return total // width
+
+    def proof(self, flat_index: int) -> ElementProof:
+        """The proof of element `flat_index` (row-major) against the digest; ElementProofError
+        when the index is not one of the tensor's."""
+        if isinstance(flat_index, bool) or not isinstance(flat_index, int | np.integer):
+            raise ElementProofError(f"flat_index: expected an integer, got {flat_index!r}")
+        if not 0 <= flat_index < self.size:
+            raise ElementProofError(f"flat_index: {flat_index} is not in 0..{self.size - 1}")
+        width = self.width
+        start = int(flat_index) * width
+        index = start // CHUNK_BYTES
+        return ElementProof(
+            header=self.header,
+            chunk_index=index,
+            chunk_count=len(self.chunks),
+            chunk=self.chunks[index],
+            siblings=inclusion_proof(self.chunks, index).siblings,
+            offset=start - index * CHUNK_BYTES,
+            width=width,
+        )
+
+    def first_difference(self, chunk_index: int, theirs: bytes) -> int | None:
+        """The flat index of the first element of chunk `chunk_index` whose bytes differ from
+        those of `theirs` (another tensor's chunk at the same place), None when none does."""
+        mine, width = self.chunks[chunk_index], self.width
+        for offset in range(0, len(mine), width):
+            if mine[offset : offset + width] != theirs[offset : offset + width]:
+                return (chunk_index * CHUNK_BYTES + offset) // width
+        return None
+
+
+def chunk_tree(array: np.ndarray) -> ChunkTree:
+    """The chunk tree of tensor_digest(array) (version vxla.tensor.v2)."""
     array = np.asarray(array)
-    type_name = element_type_name(array.dtype)
-    if isinstance(flat_index, bool) or not isinstance(flat_index, int | np.integer):
-        raise ElementProofError(f"flat_index: expected an integer, got {flat_index!r}")
-    if not 0 <= flat_index < array.size:
-        raise ElementProofError(f"flat_index: {flat_index} is not in 0..{array.size - 1}")
-    width = ELEMENT_WIDTHS[type_name]
-    leaves = chunks(canonical_tensor_bytes(array))
-    start = int(flat_index) * width
-    index = start // CHUNK_BYTES
-    siblings = inclusion_proof(leaves, index).siblings
-    return ElementProof(
-        header=tensor_header(TENSOR_DIGEST_V2, type_name, tuple(array.shape)),
-        chunk_index=index,
-        chunk_count=len(leaves),
-        chunk=bytes(leaves[index]),
-        siblings=siblings,
-        offset=start - index * CHUNK_BYTES,
-        width=width,
-    )
+    leaves = tuple(bytes(c) for c in chunks(canonical_tensor_bytes(array)))
+    header = tensor_header(TENSOR_DIGEST_V2, element_type_name(array.dtype), tuple(array.shape))
+    return ChunkTree(header, leaves, TreeLevels(leaves))
 
 
 def _header_layout(header: bytes) -> tuple[int, int]:

@@ -1,10 +1,14 @@
-"""Gas and rounds of a dispute settled by the step referee, on the in-process EVM: the game
-down to the instruction, the element claim and answer, the bisection down to one step of the
-element's program, and the step the contract evaluates itself. Real instructions: a dot of K
-terms and tanh, each disputed with the defender lying at one step of the given kind.
+"""Gas and rounds of a dispute settled by the step referee, on the in-process EVM, by phase:
+the game down to the instruction; locating a chunk of the output where the parties differ
+(program claim, chunk roots, bisection of the chunk trees, the defender's chunk revealed);
+the element named and answered; the bisection down to one step of the element's program and
+the step the contract evaluates itself. Real instructions: a dot of K terms into an M x N
+output and tanh of it, each disputed with the defender lying at one step of the given kind,
+at an element of the output's last chunk.
 
-    python bench/step_gas.py            # K = 64
-    python bench/step_gas.py --k 4096   # a dot of K = 4,096 (a minute or two on py-evm)
+    python bench/step_gas.py                          # K = 64, a 2 x 2 output
+    python bench/step_gas.py --k 4096                 # a dot of K = 4,096 (minutes on py-evm)
+    python bench/step_gas.py --m 512 --n 512          # a 1 MiB output: 256 chunks to locate in
 """
 
 from __future__ import annotations
@@ -25,20 +29,25 @@ from compiler.api import (  # noqa: E402
     optimize,
     trace_leaves,
 )
-from harness.dispute_game import Party  # noqa: E402
-from harness.step_referee import lying, play_steps, step_env, step_job  # noqa: E402
+from harness.step_referee import settle_with_steps, step_env, step_job  # noqa: E402
+
+PHASES = {
+    "locate": ("claimProgram", "answerRoot", "bisectChunks", "revealChunk"),
+    "element": ("claimElement", "answerElement"),
+    "step": ("bisectSteps", "resolve"),
+}
 
 
-def module(k: int) -> str:
+def module(k: int, m: int, n: int) -> str:
     return f"""
 HloModule dot_tanh
 ENTRY e {{
-  x = f32[2,{k}] parameter(0)
-  w = f32[{k},2] parameter(1)
-  a = f32[2,{k}] multiply(x, x)
-  b = f32[{k},2] negate(w)
-  d = f32[2,2] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  ROOT t = f32[2,2] tanh(d)
+  x = f32[{m},{k}] parameter(0)
+  w = f32[{k},{n}] parameter(1)
+  a = f32[{m},{k}] multiply(x, x)
+  b = f32[{k},{n}] negate(w)
+  d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT t = f32[{m},{n}] tanh(d)
 }}
 """
 
@@ -48,19 +57,21 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--k", type=int, default=64, help="the dot's contraction length")
+    parser.add_argument("--m", type=int, default=2, help="the output's rows")
+    parser.add_argument("--n", type=int, default=2, help="the output's columns")
     args = parser.parse_args(argv)
-    program = load_program(module(args.k))
+    program = load_program(module(args.k, args.m, args.n))
     optimized = optimize(program, load_config())
     rng = np.random.default_rng(0)
     inputs = [
-        rng.standard_normal((2, args.k)).astype(np.float32) * 0.1,
-        rng.standard_normal((args.k, 2)).astype(np.float32) * 0.1,
+        rng.standard_normal((args.m, args.k)).astype(np.float32) * 0.1,
+        rng.standard_normal((args.k, args.n)).astype(np.float32) * 0.1,
     ]
     job = step_job(optimized, inputs, graph_commitment(program, load_config()))
     env = step_env()
-    print(
-        f"{'instruction':12} {'lie at':10} {'steps':>7} {'game tx':>8} {'game gas':>10} {'step tx':>8} {'step gas':>10} {'resolve gas':>12}  verdict"
-    )
+    element = args.m * args.n - 1
+    print(f"output f32[{args.m},{args.n}] ({args.m * args.n * 4:,} bytes), element {element} disputed; gas (transactions)")
+    print(f"{'instruction':12} {'lie at':8} {'steps':>7} {'to instruction':>18} {'locate':>18} {'element':>16} {'step':>18} {'resolve':>9}  verdict")
     for opcode, kind, nth in (
         ("dot", StepKind.OP, -1),
         ("dot", StepKind.LOAD, 0),
@@ -68,24 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         ("tanh", StepKind.TABLE, 0),
     ):
         index = next(i for i, leaf in enumerate(trace_leaves(optimized)) if leaf.opcode == opcode)
-        honest = job.side(env.nodes[1], index, 1)
-        steps = [i for i, s in enumerate(honest.trace.steps) if s.kind is kind]
-        liar = lying(job.side(env.nodes[0], index, 1), env.nodes[0], steps[nth])
-        wrong, right = job.execution({index: liar.output}), job.execution()
-        env.gas.clear()
-        graph = job.leaves()
-        job_id = env.run_job(graph, [Party(env.nodes[0], wrong)])
-        env.gas.clear()
-        dispute = env.challenge(job_id, 0, Party(env.nodes[1], right))
-        env.play(dispute, Party(env.nodes[0], wrong), Party(env.nodes[1], right), graph)
-        game_tx = sum(len(v) for v in env.gas.values())
-        game_gas = sum(sum(v) for v in env.gas.values())
-        gas = play_steps(env, dispute, job, index, liar, honest)
-        step_tx = sum(v for k, v in gas.items() if k.endswith("moves"))
-        step_gas = sum(v for k, v in gas.items() if not k.endswith("moves"))
+        trace = job.side(env.nodes[1], index).trace(element)
+        steps = [i for i, s in enumerate(trace.steps) if s.kind is kind]
+        liar = job.side(env.nodes[0], index, (element, steps[nth]))
+        dispute, gas = settle_with_steps(env, job, index, liar, job.side(env.nodes[1], index))
+        cells = [f"{gas.pop('game'):,} ({gas.pop('game moves')})"]
+        for moves in PHASES.values():
+            cells.append(f"{sum(gas.get(m, 0) for m in moves):,} ({sum(gas.get(f'{m} moves', 0) for m in moves)})")
         verdict = env.game.get_dispute(dispute).verdict.name
         print(
-            f"{opcode:12} {kind.value:10} {len(honest.trace.steps):7} {game_tx:8} {game_gas:10,} {step_tx:8} {step_gas:10,} {gas.get('resolve', 0):12,}  {verdict}"
+            f"{opcode:12} {kind.value:8} {len(trace.steps):7} {cells[0]:>18} {cells[1]:>18} {cells[2]:>16} {cells[3]:>18} {gas.get('resolve', 0):9,}  {verdict}"
         )
     return 0
 

@@ -30,7 +30,7 @@ from node.chain import load_artifact
 
 DECIDED, UNDECIDABLE, MALFORMED = 0, 1, 2
 STATUS_NAMES = {DECIDED: "decided", UNDECIDABLE: "undecidable", MALFORMED: "malformed"}
-HARNESS = "ScalarEvalHarness"
+HARNESS = "ScalarMachine"
 # One eth_call: at most BATCH cases and about BATCH_GAS gas by GAS_ESTIMATE (a case's cost
 # with a margin; the call's cap is CALL_GAS, and a batch that runs out is halved).
 BATCH = 1_500

@@ -1,97 +1,66 @@
 """The step referee's game on the in-process EVM, with a real instruction: a job of a small
 module whose graph commitment binds each leaf's element program, parties that hold the
-element's steps (honest, or lying at one chosen step), and the moves each makes
-(contracts/src/StepReferee.sol). Shared by tests/contracts/test_step_referee.py and
-bench/step_gas.py.
+instruction (honest, or lying at one element and one chosen step), and the moves each makes
+(node/chain/step_play.py, contracts/src/StepReferee.sol). Shared by
+tests/contracts/test_step_referee.py, tools/step_campaign.py and bench/step_gas.py.
 
-A lie at step j: the liar's values are the honest ones before j, a wrong value at j, and a
-wrong result (its output element) when j is not the result step; its output tensor holds that
-element, so every digest it commits from that leaf on differs, as a real wrong kernel's would.
+A lie at step j of element e: the liar's values of e are the honest ones before j, a wrong
+value at j, and a wrong result (its output element) when j is not the result step; its output
+tensor holds that element, so every digest it commits from that leaf on differs, as a real
+wrong kernel's would.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from web3 import EthereumTesterProvider, Web3
 
-from attest.commitment import TreeLevels
-from attest.digests import canonical_tensor_bytes, tensor_digest
-from attest.merkle import inclusion_proof
-from attest.tensor_proof import element_proof
+from attest.digests import tensor_digest
 from compiler.api import (
     GraphCommitment,
     Module,
-    StepTrace,
-    element_steps,
     evaluate,
     leaf_digest,
     result_leaf_digest,
     trace_leaves,
 )
-from compiler.reference.steps import NO_PROGRAM, operand_sources
-from compiler.reference.steps.program import decode_program_leaf, table_entry_proof, value_leaf
-from compiler.reference.steps.record import StepKind
 from harness.dispute_game import GameEnv, Party, deployed_env
 from node.chain import Stage
+from node.chain.contracts import StepStage
 from node.chain.disputes import Execution, GraphLeaves
+from node.chain.step_play import play_step_move
+from node.daemon.step_holding import InstructionSide
 
 
-@dataclass
-class StepSide:
-    """One party's holding of the disputed element: its account, its values of the program's
-    steps and its output tensor of the leaf."""
+class StepSide(InstructionSide):
+    """One party's holding of the disputed instruction: honest, or (with `lie`, an element
+    and a step) wrong there as the module docstring says."""
 
-    account: str
-    trace: StepTrace
-    values: list[int]
-    output: np.ndarray
+    def __init__(self, account: str, leaf, record, operands, trace_operands, output, lie: tuple[int, int] | None = None) -> None:  # noqa: ANN001
+        super().__init__(leaf, record, operands, trace_operands, output)
+        self.account = account
+        self.lie = lie
+        if lie is not None:
+            element, _ = lie
+            values = self.values(element)
+            result = self.trace(element).steps[self.trace(element).result]
+            output = np.array(self.output_array, copy=True)
+            flat = output.reshape(-1)
+            width = result.result_dtype.storage_bits // 8
+            flat[element] = np.frombuffer(values[self.trace(element).result].to_bytes(width, "little"), dtype=output.dtype)[0]
+            self.output_array = output
 
-    @property
-    def tree(self) -> TreeLevels:
-        return TreeLevels([value_leaf(v) for v in self.values])
-
-
-def element_proof_arg(array: np.ndarray, index: int) -> tuple:
-    p = element_proof(array, index)
-    return (p.header, p.chunk_index, p.chunk, [bytes.fromhex(s) for s in p.siblings])
-
-
-def template_arg(trace: StepTrace, index: int) -> tuple:
-    leaves = trace.program_leaves()
-    return (leaves[index], [bytes.fromhex(s) for s in inclusion_proof(leaves, index).siblings])
-
-
-def value_arg(values: Sequence[int], index: int) -> tuple:
-    leaves = [value_leaf(v) for v in values]
-    return (values[index], [bytes.fromhex(s) for s in inclusion_proof(leaves, index).siblings])
-
-
-NO_LOAD = (b"", 0, b"", [])
-NO_ENTRY = (0, [])
-
-
-def lying(honest: StepSide, account: str, step: int) -> StepSide:
-    """A side equal to `honest` before `step`, wrong at `step`, and with a wrong result."""
-    values = list(honest.values)
-    values[step] ^= 1
-    result = honest.trace.result
-    if step != result:
-        values[result] ^= 1
-    output = np.array(honest.output, copy=True)
-    flat = output.reshape(-1)
-    dtype = honest.trace.steps[result].result_dtype
-    bits = values[result]
-    flat[_element(honest)] = np.frombuffer(
-        bits.to_bytes(dtype.storage_bits // 8, "little"), dtype=output.dtype
-    )[0]
-    return StepSide(account, honest.trace, values, output)
-
-
-def _element(side: StepSide) -> int:
-    return int(side.trace.steps[0].value) if side.trace.steps[0].kind is StepKind.ELEMENT else 0
+    def values(self, element: int) -> list[int]:
+        values = super().values(element)
+        if self.lie is not None and self.lie[0] == element:
+            step, result = self.lie[1], self.trace(element).result
+            values[step] ^= 1
+            if step != result:
+                values[result] ^= 1
+        return values
 
 
 @dataclass
@@ -127,23 +96,20 @@ class StepJob:
         )
         return Execution(tuple(digests), bytes.fromhex(result))
 
-    def side(self, account: str, index: int, element: int) -> StepSide:
+    def side(self, account: str, index: int, lie: tuple[int, int] | None = None) -> StepSide:
+        """A party holding leaf `index`, honest or lying at (element, step)."""
         leaf = trace_leaves(self.module)[index]
         record = self.graph.records[index]
-        operands = [np.asarray(self.values[id(o)]) for o in leaf.operands]
-        trace = element_steps(
-            leaf, operands, element, sources=operand_sources(record.operands, record.trace_operands)
-        )
-        return StepSide(
-            account, trace, [s.value for s in trace.steps], np.asarray(self.values[id(leaf)])
-        )
-
-    def trace_operands(self, index: int) -> list[np.ndarray]:
-        """The values of the graph leaf's trace operands, in its order (what a LOAD names)."""
         leaves = trace_leaves(self.module)
-        return [
-            np.asarray(self.values[id(leaves[j])]) for j in self.graph.records[index].trace_operands
-        ]
+        return StepSide(
+            account,
+            leaf,
+            record,
+            [np.asarray(self.values[id(o)]) for o in leaf.operands],
+            [np.asarray(self.values[id(leaves[j])]) for j in record.trace_operands],
+            np.asarray(self.values[id(leaf)]),
+            lie,
+        )
 
 
 def _flat(value) -> list[np.ndarray]:
@@ -185,149 +151,61 @@ def dispute_with_lie(
     has the case. Both play to the end (past the deadline when someone is silent). Returns
     the settled dispute and the gas of the moves (the game's and the referee's)."""
     defender_account, challenger_account = env.nodes[0], env.nodes[1]
-    honest_d = job.side(defender_account, index, element)
-    honest_c = job.side(challenger_account, index, element)
-    at = honest_d.trace.result if step is None else step
-    defender = lying(honest_d, defender_account, at) if liar == "defender" else honest_d
-    challenger = lying(honest_c, challenger_account, at) if liar == "challenger" else honest_c
-    defender_exec = job.execution({index: defender.output} if liar == "defender" else None)
-    challenger_exec = job.execution({index: challenger.output} if liar == "challenger" else None)
-    graph = job.leaves()
-    job_id = env.run_job(graph, [Party(defender_account, defender_exec)])
-    env.gas.clear()
-    dispute = env.challenge(job_id, 0, Party(challenger_account, challenger_exec))
-    env.play(
-        dispute,
-        Party(defender_account, defender_exec),
-        Party(challenger_account, challenger_exec),
-        graph,
-    )
-    gas = {name: sum(values) for name, values in env.gas.items()}
-    gas["game moves"] = sum(len(values) for values in env.gas.values())
-    silent_account = (
-        (defender_account if liar == "defender" else challenger_account) if silent else None
-    )
-    gas.update(play_steps(env, dispute, job, index, defender, challenger, silent=silent_account))
-    referee = env.d.step_referee
-    assert referee is not None
-    if silent and env.game.get_dispute(dispute).stage != Stage.SETTLED:
-        env.travel_to(int(referee.get_case(dispute)["deadline"]))
-        gas["timeout"] = referee.timeout(env.nodes[2], dispute).gas_used
+    at = job.side(defender_account, index).trace(element).result if step is None else step
+    defender = job.side(defender_account, index, (element, at) if liar == "defender" else None)
+    challenger = job.side(challenger_account, index, (element, at) if liar == "challenger" else None)
+    dispute, gas = settle_with_steps(env, job, index, defender, challenger, silent=liar if silent else None)
     return env.game.get_dispute(dispute), gas
 
 
-def play_steps(
-    env: GameEnv,
-    case: int,
-    job: StepJob,
-    index: int,
-    defender: StepSide,
-    challenger: StepSide,
-    silent: str | None = None,
-) -> dict[str, int]:
-    """Both sides move in the step referee's case until it is decided (or `silent`'s turn
-    comes). Returns the gas of each kind of move (summed)."""
+def settle_with_steps(
+    env: GameEnv, job: StepJob, index: int, defender: StepSide, challenger: StepSide, silent: str | None = None
+) -> tuple[int, dict[str, int]]:
+    """Runs a k = 1 job whose slot `defender` holds, `challenger` disputes it, both walk the
+    game to leaf `index` and play the step referee's case (`silent`: "defender" or
+    "challenger" stops answering once the referee has it; the other times it out). Returns
+    the dispute's id and the gas of each kind of
+    move, summed."""
+    defender_exec = job.execution({index: defender.output_array} if defender.lie else None)
+    challenger_exec = job.execution({index: challenger.output_array} if challenger.lie else None)
+    graph = job.leaves()
+    job_id = env.run_job(graph, [Party(defender.account, defender_exec)])
+    env.gas.clear()
+    dispute = env.challenge(job_id, 0, Party(challenger.account, challenger_exec))
+    env.play(dispute, Party(defender.account, defender_exec), Party(challenger.account, challenger_exec), graph)
+    gas = {
+        "game": sum(sum(values) for values in env.gas.values()),
+        "game moves": sum(len(values) for values in env.gas.values()),
+    }
+    quiet = {"defender": defender.account, "challenger": challenger.account}.get(silent or "")
+    gas.update(play_steps(env, dispute, defender, challenger, silent=quiet))
     referee = env.d.step_referee
     assert referee is not None
-    record = job.graph.records[index]
-    element = _element(challenger)
+    if quiet is not None and env.game.get_dispute(dispute).stage != Stage.SETTLED:
+        env.travel_to(int(referee.get_case(dispute)["deadline"]))
+        gas["timeout"] = referee.timeout(env.nodes[2], dispute).gas_used
+    return dispute, gas
+
+
+def play_steps(
+    env: GameEnv, case: int, defender: StepSide, challenger: StepSide, silent: str | None = None
+) -> dict[str, int]:
+    """Both sides move in the step referee's case until it is decided or handed to the
+    committee (or `silent`'s turn comes). Returns the gas of each kind of move (summed) and
+    their counts ("<name> moves")."""
+    referee = env.d.step_referee
+    assert referee is not None
     gas: dict[str, int] = {}
-
-    def spend(name: str, result) -> None:
-        gas[name] = gas.get(name, 0) + result.gas_used
-        gas[f"{name} moves"] = gas.get(f"{name} moves", 0) + 1
-
+    sides = {defender.account: defender, challenger.account: challenger}
     while True:
-        case_state = referee.get_case(case)
-        stage = Stage_of(case_state["stage"])
-        if stage in ("None", "Done"):
-            return gas
+        stage = referee.get_case(case)["stage"]
         mover = referee.to_move(case)
-        if mover == silent:
+        if stage in (StepStage.NONE, StepStage.DONE, StepStage.COMMITTEE) or mover is None or mover == silent:
             return gas
-        side = defender if mover == defender.account else challenger
-        trace = side.trace
-        if stage == "Claim" and record.program == NO_PROGRAM:
-            spend(
-                "claimUncovered", referee.claim_uncovered(side.account, case, record.body_digest())
-            )
-        elif stage == "Claim":
-            commitment = trace.commitment()
-            program = (
-                bytes.fromhex(commitment.root),
-                commitment.steps,
-                commitment.result,
-                commitment.elements,
-                bytes.fromhex(commitment.header),
-            )
-            spend("claimElement", referee.claim_element(
-                side.account, case, record.body_digest(), program, element, element_proof_arg(side.output, element),
-                template_arg(trace, trace.result), bytes.fromhex(side.tree.root), value_arg(side.values, trace.result),
-            ))  # fmt: skip
-        elif stage == "Answer":
-            spend("answerElement", referee.answer_element(
-                side.account, case, element_proof_arg(side.output, element), template_arg(trace, trace.result),
-                bytes.fromhex(side.tree.root), value_arg(side.values, trace.result),
-            ))  # fmt: skip
-        elif stage == "Bisect":
-            level, position = int(case_state["level"]), int(case_state["position"])
-            left, right = side.tree.children(level, position)
-            spend(
-                "bisect",
-                referee.bisect(side.account, case, bytes.fromhex(left), bytes.fromhex(right)),
-            )
-        elif stage == "Resolve":
-            spend(
-                "resolve",
-                _resolve(
-                    referee, case, job, index, defender, challenger, int(case_state["position"])
-                ),
-            )
-
-
-def _resolve(
-    referee,
-    case: int,
-    job: StepJob,
-    index: int,
-    defender: StepSide,
-    challenger: StepSide,
-    step: int,
-):
-    trace = challenger.trace
-    leaves = trace.program_leaves()
-    template = decode_program_leaf(leaves[step])
-    arguments = [value_arg(challenger.values, a) for a in template.args]
-    load, entry = NO_LOAD, NO_ENTRY
-    if template.kind is StepKind.LOAD:
-        source = (
-            job.trace_operands(index)[template.number]
-            if template.source == 1
-            else trace.literals[template.number]
-        )
-        load = element_proof_arg(source, challenger.values[template.args[0]])
-    elif template.kind is StepKind.TABLE:
-        table = dict(trace.tables)[trace.steps[step].table]
-        position = challenger.values[template.args[0]]
-        value, siblings = table_entry_proof(table, position)
-        entry = (int.from_bytes(value, "big"), [bytes.fromhex(s) for s in siblings])
-    values = (defender.values[step], challenger.values[step])
-    return referee.resolve(
-        challenger.account, case, values, template_arg(trace, step), arguments, load, entry
-    )
-
-
-_STAGES = ("None", "Claim", "Answer", "Bisect", "Resolve", "Done")
-
-
-def Stage_of(code: int) -> str:  # noqa: N802 - mirrors the contract's enum
-    return _STAGES[int(code)]
-
-
-def canonical_bits(array: np.ndarray, index: int) -> int:
-    return int.from_bytes(
-        canonical_tensor_bytes(np.asarray(array).reshape(-1)[index : index + 1]), "little"
-    )
+        move = play_step_move(referee, mover, case, sides[mover])
+        assert move is not None, (stage, mover)
+        gas[move.name] = gas.get(move.name, 0) + move.tx.gas_used
+        gas[f"{move.name} moves"] = gas.get(f"{move.name} moves", 0) + 1
 
 
 __all__ = [
@@ -335,9 +213,9 @@ __all__ = [
     "Stage",
     "StepJob",
     "StepSide",
-    "lying",
+    "dispute_with_lie",
     "play_steps",
-    "replace",
+    "settle_with_steps",
     "step_env",
     "step_job",
 ]

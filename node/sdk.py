@@ -438,7 +438,7 @@ class Job:
         are lost by the clock). Returns the disputes as they ended."""
         import tempfile
 
-        from node.chain import Committee, DisputeGame, NodeRegistry
+        from node.chain import DisputeGame, NodeRegistry, referees
         from node.chain.dispute_role import DisputeConfig, DisputeRole
         from node.chain.disputes import job_dispute_ids, summarize
         from node.chain.state import ChainState
@@ -458,7 +458,8 @@ class Job:
             me = _address_of(chain.account)
             state = ChainState(Path(scratch) / "chain.sqlite3", chain_id=client.chain_id, contract=market.address, account=me, start_block=start)
             try:
-                role = DisputeRole(client, market, game, Committee(client, registry.referee()), chain.account, knowledge, state, DisputeConfig())
+                committee, step_referee = referees(client, registry)
+                role = DisputeRole(client, market, game, committee, chain.account, knowledge, state, DisputeConfig(), step_referee)
                 while True:
                     role.step()
                     mine = [summarize(game, d) for d in job_dispute_ids(game, job_id, start) if game.get_dispute(d).challenger == me]

@@ -77,12 +77,13 @@ def main(argv: list[str] | None = None) -> int:
             element = rng.randrange(int(np.prod(leaf.shape.dims, dtype=np.int64)))  # type: ignore[union-attr]
             liar = rng.choice(("defender", "challenger"))
             silent = rng.random() < 0.2
-            steps = len(job.side("0x" + "00" * 20, index, element).trace.steps)
+            trace = job.side("0x" + "00" * 20, index).trace(element)
+            steps = len(trace.steps)
             step = rng.randrange(steps)
             env = step_env(w3)
             before = env.total()
             dispute, gas = dispute_with_lie(env, job, index, element, liar, step, silent=silent)
-            kind = job.side("0x" + "00" * 20, index, element).trace.steps[step].kind.value
+            kind = trace.steps[step].kind.value
             kinds[kind] = kinds.get(kind, 0) + 1
             honest_won = dispute.stage == Stage.SETTLED and dispute.verdict == (
                 Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT

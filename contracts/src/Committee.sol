@@ -16,7 +16,8 @@ import {NodeRegistry} from "./NodeRegistry.sol";
 /// equal its digest, wrong when more than half differ from it, and otherwise (no vote, a tie)
 /// there is no verdict. Members on the deciding side (every voter when there is no verdict) get
 /// their stake back and share the stake of the others, which is slashed; with nobody to share
-/// it, it goes to the challenger.
+/// it, it goes to the challenger. Deployed beside a StepReferee, the committee is its fallback:
+/// it rules on the instructions the step referee cannot evaluate, and answers it.
 contract Committee is IReferee {
     /// @notice Most registry entries looked at in one draw; bounds the draw's gas.
     uint256 public constant MAX_SCAN = 64;
@@ -34,7 +35,7 @@ contract Committee is IReferee {
         bool[] voted;
     }
 
-    error NotGame(address caller);
+    error NotReferrer(address caller);
     error UnknownPanel(uint256 disputeId);
     error NotMember(uint256 disputeId, address caller);
     error AlreadyVoted(uint256 disputeId, address member);
@@ -105,7 +106,7 @@ contract Committee is IReferee {
         address defender,
         address challenger
     ) external override nonReentrant {
-        if (msg.sender != registry.game()) revert NotGame(msg.sender);
+        if (msg.sender != _referrer()) revert NotReferrer(msg.sender);
         Panel storage p = _panels[disputeId];
         p.defender = defender;
         p.challenger = challenger;
@@ -152,7 +153,16 @@ contract Committee is IReferee {
         }
         emit CommitteeResolved(disputeId, verdict, p.cast, forDefender);
         _pay(p, disputeId, verdict);
-        DisputeGame(registry.game()).decide(disputeId, verdict);
+        // The game's decide, or the step referee's (same signature) when this is its fallback.
+        DisputeGame(_referrer()).decide(disputeId, verdict);
+    }
+
+    /// @dev Who refers instructions to this committee and takes its rulings: the game when the
+    /// committee is the registry's referee, else the registry's referee, whose fallback it is
+    /// (StepReferee hands over what it cannot evaluate).
+    function _referrer() private view returns (address) {
+        address referee = registry.referee();
+        return referee == address(this) ? registry.game() : referee;
     }
 
     /// @notice The committee of a dispute: members, their votes (zero when not voted) and

@@ -38,7 +38,7 @@ contract NodeRegistry {
     error TransferFailed(address to, uint256 amount);
     error Reentrancy();
 
-    event MarketSet(address indexed market, address indexed game, address indexed referee);
+    event MarketSet(address indexed market, address indexed game, address indexed referee, address committee);
     event NodeRegistered(address indexed node, bytes32 indexed keyId, string endpoint, uint256 stake);
     event EndpointUpdated(address indexed node, string endpoint);
     event StakeAdded(address indexed node, uint256 amount, uint256 stake);
@@ -60,8 +60,12 @@ contract NodeRegistry {
     address public market;
     /// @notice The DisputeGame of the market's jobs.
     address public game;
-    /// @notice The referee that decides a dispute's single instruction (the committee).
+    /// @notice The referee that decides a dispute's single instruction (the step referee, or
+    /// the committee alone).
     address public referee;
+    /// @notice The committee: the referee itself, or the step referee's fallback for what it
+    /// cannot evaluate. It locks and slashes the stake of the members it draws.
+    address public committee;
 
     mapping(address => Node) private _nodes;
     address[] private _nodeList;
@@ -87,25 +91,30 @@ contract NodeRegistry {
         owner = msg.sender;
     }
 
-    /// @notice Wires the JobMarket, its DisputeGame and the game's referee; callable once, by
-    /// the deployer.
+    /// @notice Wires the JobMarket, its DisputeGame, the game's referee and the committee;
+    /// callable once, by the deployer.
     /// @param market_ address of the JobMarket contract
     /// @param game_ address of the DisputeGame contract
-    /// @param referee_ address of the referee (Committee) contract
-    function setMarket(address market_, address game_, address referee_) external {
+    /// @param referee_ address of the referee (StepReferee, or the Committee alone)
+    /// @param committee_ address of the Committee (the referee itself, or its fallback)
+    function setMarket(address market_, address game_, address referee_, address committee_) external {
         if (msg.sender != owner) revert NotOwner(msg.sender);
         if (market != address(0)) revert MarketAlreadySet(market);
-        if (market_ == address(0) || game_ == address(0) || referee_ == address(0)) revert ZeroAddress();
+        if (market_ == address(0) || game_ == address(0) || referee_ == address(0) || committee_ == address(0)) {
+            revert ZeroAddress();
+        }
         market = market_;
         game = game_;
         referee = referee_;
-        emit MarketSet(market_, game_, referee_);
+        committee = committee_;
+        emit MarketSet(market_, game_, referee_, committee_);
     }
 
-    /// @notice Whether `account` is one of the wired modules (market, game, referee).
+    /// @notice Whether `account` is one of the wired modules (market, game, referee, committee).
     /// @param account the caller to check
     function isModule(address account) public view returns (bool) {
-        return account != address(0) && (account == market || account == game || account == referee);
+        return account != address(0)
+            && (account == market || account == game || account == referee || account == committee);
     }
 
     /// @notice Registers msg.sender as a node operator, bonding msg.value as stake.

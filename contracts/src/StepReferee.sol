@@ -2,7 +2,7 @@
 pragma solidity 0.8.28;
 
 import {Commitments} from "./Commitments.sol";
-import {ScalarEval} from "./ScalarEval.sol";
+import {ScalarMachine} from "./ScalarMachine.sol";
 import {DisputeGame, IReferee, Verdict} from "./DisputeGame.sol";
 
 /// @title TensorProofs
@@ -52,28 +52,38 @@ library TensorProofs {
 /// the instruction (its graph leaf, its operands' digests and the two parties' output
 /// digests; a case per dispute). Then:
 ///  1. the challenger shows the instruction's element program commitment, proved from the
-///     graph leaf (v3 records bind it), names an output element, proves its own value of it
-///     against its output digest and commits the root of its values of the program's steps,
-///     proving that the result step's value is that element (an instruction without a program
-///     has no verdict: the challenger shows that instead);
-///  2. the defender proves its value of the same element against its digest and commits its
-///     values root likewise (equal elements: the challenger chose badly and loses);
-///  3. bisection over the two values trees (the defender posts its children, then the
-///     challenger) finds the first step whose values differ, every earlier one equal;
-///  4. the challenger resolves: the step's template, proved against the program root, its
+///     graph leaf (v3 records bind it), and opens its output digest to the root of its chunk
+///     tree; the defender opens its own (an instruction without a program goes to the
+///     fallback referee, the committee: the challenger shows that instead);
+///  2. bisection over the two chunk trees (the defender posts its children, then the
+///     challenger) finds a chunk where the outputs differ, and the defender reveals its bytes
+///     (an event carries them), so the challenger knows an element where they differ without
+///     trusting the defender for anything off chain;
+///  3. the challenger names an element of that chunk, proves its own value of it against its
+///     output digest and commits the root of its values of the program's steps, proving that
+///     the result step's value is that element; the defender does the same (equal elements:
+///     the challenger chose badly and loses);
+///  4. bisection over the two values trees finds the first step whose values differ, every
+///     earlier one equal;
+///  5. the challenger resolves: the step's template, proved against the program root, its
 ///     argument values, proved against its own values root (equal to the defender's before
 ///     that step), and for a LOAD the element proved against the operand's (or literal's)
-///     digest, for a TABLE the entry against the table root. The contract recomputes the
-///     step with ScalarEval: the defender is right exactly when its value is the result.
+///     digest, for a TABLE the entry against the table root. The ScalarMachine recomputes the
+///     step: the defender is right exactly when its value is the result.
 /// A party that misses its move's deadline loses. A step the machine cannot decide
-/// (ROUND_F32_CR near a rounding boundary) gives NoVerdict.
+/// (ROUND_F32_CR near a rounding boundary) goes to the committee too, whose ruling this
+/// referee hands to the game.
 contract StepReferee is IReferee {
     enum Stage {
         None,
-        Claim, // the challenger names the element
-        Answer, // the defender answers with its value
-        Bisect,
+        Claim, // the challenger shows the program and its output's chunk root
+        Root, // the defender shows its output's chunk root
+        Bisect, // over the chunk trees (locating) or the values trees
+        Reveal, // the defender reveals the chunk the bisection reached
+        Element, // the challenger names an element of that chunk
+        Answer, // the defender answers with its value of it
         Resolve, // the challenger opens the first differing step
+        Committee, // the fallback referee rules
         Done
     }
 
@@ -82,10 +92,15 @@ contract StepReferee is IReferee {
         address challenger;
         Stage stage;
         bool defenderToMove;
+        bool locating; // bisecting the chunk trees, not the values trees
         uint8 level;
+        uint8 resultType;
         uint32 position;
+        uint32 leaves; // of the tree being bisected
         uint32 steps;
         uint32 result;
+        uint32 index; // the instruction's position in the graph
+        uint32 chunk; // the chunk the location reached
         uint64 deadline;
         uint64 elements;
         uint64 element;
@@ -103,6 +118,7 @@ contract StepReferee is IReferee {
         bytes32 defenderLeft;
         bytes32 defenderRight;
         bytes32[] operands;
+        bytes graphLeaf;
     }
 
     /// @notice A program's commitment as compiler/reference/steps/program.py makes it.
@@ -131,17 +147,24 @@ contract StepReferee is IReferee {
     uint8 private constant KIND_LOAD = 2;
     uint8 private constant KIND_TABLE = 3;
     uint8 private constant KIND_OP = 4;
+    uint8 private constant UNDECIDABLE = 1; // ScalarEval's status for a step it cannot decide
     uint256 private constant TEMPLATE_BYTES = 62;
     bytes private constant PROGRAM_VERSION = "vxla.program.v1\n";
 
     /// @notice The dispute game whose instructions this referee decides.
     DisputeGame public immutable game;
+    /// @notice The contract that evaluates a step's scalar operation.
+    ScalarMachine public immutable machine;
+    /// @notice The referee of what the machine cannot decide (the committee), which hands its
+    /// ruling back through `decide`.
+    IReferee public immutable fallbackReferee;
     uint64 public immutable moveWindow;
     mapping(uint256 => Case) private _cases;
 
     error UnknownCase(uint256 caseId);
     error CaseExists(uint256 caseId);
     error NotGame(address caller);
+    error NotFallback(address caller);
     error BadGraphLeaf(uint256 caseId);
     error HasProgram(uint256 caseId);
     error WrongStage(uint256 caseId, Stage stage);
@@ -151,22 +174,28 @@ contract StepReferee is IReferee {
     error BadProgram(uint256 caseId);
     error BadElement(uint256 caseId);
     error BadHeader(uint256 caseId);
+    error BadChunk(uint256 caseId);
     error BadValueProof(uint256 caseId, uint32 step);
     error BadTemplate(uint256 caseId, uint32 step);
     error BadLoad(uint256 caseId, uint32 step);
     error ChildrenMismatch(uint256 caseId, bytes32 expected, bytes32 actual);
-    error LeafMismatch(uint256 caseId, bytes32 expected, bytes32 actual);
 
     event CaseOpened(uint256 indexed caseId, uint32 index, address defender, address challenger, bytes32 recordDigest, uint64 deadline);
+    event ProgramClaimed(uint256 indexed caseId, uint32 steps, uint64 elements, uint32 chunks, bytes32 chunkRoot, uint64 deadline);
+    event RootAnswered(uint256 indexed caseId, bytes32 chunkRoot, uint64 deadline);
+    event ChunkRevealed(uint256 indexed caseId, uint32 chunk, bytes bytes_, uint64 deadline);
     event ElementClaimed(uint256 indexed caseId, uint64 element, uint256 value, bytes32 valuesRoot, uint64 deadline);
     event ElementAnswered(uint256 indexed caseId, uint256 value, bytes32 valuesRoot, uint64 deadline);
     event Bisected(uint256 indexed caseId, address indexed by, uint8 level, uint32 position, bytes32 left, bytes32 right);
     event StepReached(uint256 indexed caseId, uint32 step, uint64 deadline);
-    event StepResolved(uint256 indexed caseId, uint32 step, uint8 status, uint256 expected, uint256 defenderValue, uint256 challengerValue);
+    event StepResolved(uint256 indexed caseId, uint32 step, uint8 status, uint256 expected);
+    event HandedOver(uint256 indexed caseId, address referee, bool uncovered);
     event CaseDecided(uint256 indexed caseId, Verdict verdict, bool byTimeout);
 
-    constructor(DisputeGame game_, uint64 moveWindow_) {
+    constructor(DisputeGame game_, ScalarMachine machine_, IReferee fallback_, uint64 moveWindow_) {
         game = game_;
+        machine = machine_;
+        fallbackReferee = fallback_;
         moveWindow = moveWindow_;
     }
 
@@ -187,7 +216,9 @@ contract StepReferee is IReferee {
         if (graphLeaf.length < 32) revert BadGraphLeaf(disputeId);
         c.defender = defender;
         c.challenger = challenger;
+        c.index = index;
         c.recordDigest = bytes32(graphLeaf[0:32]);
+        c.graphLeaf = graphLeaf;
         c.operands = operands;
         c.defenderDigest = defenderLeaf;
         c.challengerDigest = challengerLeaf;
@@ -195,28 +226,34 @@ contract StepReferee is IReferee {
         emit CaseOpened(disputeId, index, defender, challenger, c.recordDigest, _nextDeadline(c));
     }
 
+    /// @notice The fallback referee's ruling on a case handed to it.
+    function decide(uint256 caseId, Verdict verdict) external {
+        if (msg.sender != address(fallbackReferee)) revert NotFallback(msg.sender);
+        Case storage c = _cases[caseId];
+        if (c.stage != Stage.Committee) revert WrongStage(caseId, c.stage);
+        _decide(caseId, c, verdict, false);
+    }
+
     /// @notice The challenger shows that the instruction has no element program (its record
-    /// binds the zero digest): the machine cannot decide it, and there is no verdict.
+    /// binds the zero digest): the machine cannot decide it, and the committee rules.
     /// @param recordBody SHA-256 of the record's JSON
     function claimUncovered(uint256 caseId, bytes32 recordBody) external {
         Case storage c = _live(caseId, Stage.Claim, true);
         if (sha256(abi.encodePacked(bytes32(0), recordBody)) != c.recordDigest) revert HasProgram(caseId);
-        _decide(caseId, c, Verdict.NoVerdict, false);
+        _handOver(caseId, c, true);
     }
 
-    /// @notice The challenger names output element `element`: the program's commitment, its
-    /// value of the element proved against its output digest, and the root of its values of
-    /// the program's steps with the result step's value proved in it.
+    /// @notice The challenger shows the instruction's element program and opens its output
+    /// digest: the program's header and the root of its output's chunk tree.
     /// @param recordBody SHA-256 of the record's JSON (the graph leaf binds it with the program)
-    function claimElement(
+    /// @param resultTemplate the program's result step, which gives the element type
+    function claimProgram(
         uint256 caseId,
         bytes32 recordBody,
         Program calldata program,
-        uint64 element,
-        TensorProofs.ElementProof calldata proof,
         TemplateProof calldata resultTemplate,
-        bytes32 valuesRoot,
-        ValueProof calldata resultValue
+        bytes calldata header,
+        bytes32 chunkRoot
     ) external {
         Case storage c = _live(caseId, Stage.Claim, true);
         if (sha256(abi.encodePacked(_programDigest(program), recordBody)) != c.recordDigest) revert BadProgram(caseId);
@@ -226,9 +263,55 @@ contract StepReferee is IReferee {
         c.result = program.result;
         c.elements = program.elements;
         c.headerHash = program.headerHash;
+        _checkTemplate(caseId, c, c.result, resultTemplate);
+        c.resultType = uint8(resultTemplate.leaf[3]);
+        uint256 chunks = (program.elements * _storageBytes(c.resultType) + TensorProofs.CHUNK_BYTES - 1) / TensorProofs.CHUNK_BYTES;
+        if (chunks == 0 || chunks > type(uint32).max) revert BadProgram(caseId);
+        c.leaves = uint32(chunks);
+        _checkOutput(caseId, c, c.challengerDigest, header, chunkRoot);
+        c.challengerNode = chunkRoot;
+        c.stage = Stage.Root;
+        emit ProgramClaimed(caseId, c.steps, c.elements, c.leaves, chunkRoot, _nextDeadline(c));
+    }
+
+    /// @notice The defender opens its output digest likewise; the location starts.
+    function answerRoot(uint256 caseId, bytes calldata header, bytes32 chunkRoot) external {
+        Case storage c = _live(caseId, Stage.Root, false);
+        _checkOutput(caseId, c, c.defenderDigest, header, chunkRoot);
+        c.defenderNode = chunkRoot;
+        c.locating = true;
+        emit RootAnswered(caseId, chunkRoot, _nextDeadline(c));
+        (uint8 level, uint256 position) = Commitments.descendPromoted(Commitments.height(c.leaves), 0, c.leaves);
+        (c.level, c.position) = (level, uint32(position));
+        _afterStep(caseId, c);
+    }
+
+    /// @notice The defender reveals the bytes of the chunk the location reached.
+    function revealChunk(uint256 caseId, bytes calldata chunk) external {
+        Case storage c = _live(caseId, Stage.Reveal, false);
+        uint256 total = uint256(c.elements) * _storageBytes(c.resultType);
+        uint256 start = uint256(c.chunk) * TensorProofs.CHUNK_BYTES;
+        uint256 length = total - start < TensorProofs.CHUNK_BYTES ? total - start : TensorProofs.CHUNK_BYTES;
+        if (chunk.length != length || Commitments.leafHashOf(chunk) != c.defenderNode) revert BadChunk(caseId);
+        c.stage = Stage.Element;
+        emit ChunkRevealed(caseId, c.chunk, chunk, _nextDeadline(c));
+    }
+
+    /// @notice The challenger names output element `element` of the located chunk: its value
+    /// of it proved against its output digest, and the root of its values of the program's
+    /// steps with the result step's value proved in it.
+    function claimElement(
+        uint256 caseId,
+        uint64 element,
+        TensorProofs.ElementProof calldata proof,
+        bytes32 valuesRoot,
+        ValueProof calldata resultValue
+    ) external {
+        Case storage c = _live(caseId, Stage.Element, true);
+        if (uint256(element) * _storageBytes(c.resultType) / TensorProofs.CHUNK_BYTES != c.chunk) revert BadElement(caseId);
         c.element = element;
         c.challengerValues = valuesRoot;
-        c.challengerValue = _provedElement(caseId, c, c.challengerDigest, proof, resultTemplate, valuesRoot, resultValue);
+        c.challengerValue = _provedElement(caseId, c, c.challengerDigest, proof, valuesRoot, resultValue);
         c.stage = Stage.Answer;
         emit ElementClaimed(caseId, element, c.challengerValue, valuesRoot, _nextDeadline(c));
     }
@@ -238,12 +321,11 @@ contract StepReferee is IReferee {
     function answerElement(
         uint256 caseId,
         TensorProofs.ElementProof calldata proof,
-        TemplateProof calldata resultTemplate,
         bytes32 valuesRoot,
         ValueProof calldata resultValue
     ) external {
         Case storage c = _live(caseId, Stage.Answer, false);
-        uint256 value = _provedElement(caseId, c, c.defenderDigest, proof, resultTemplate, valuesRoot, resultValue);
+        uint256 value = _provedElement(caseId, c, c.defenderDigest, proof, valuesRoot, resultValue);
         c.defenderValues = valuesRoot;
         emit ElementAnswered(caseId, value, valuesRoot, _nextDeadline(c));
         if (value == c.challengerValue) {
@@ -253,12 +335,15 @@ contract StepReferee is IReferee {
         }
         c.defenderNode = valuesRoot;
         c.challengerNode = c.challengerValues;
+        c.locating = false;
+        c.leaves = c.steps;
         (uint8 level, uint256 position) = Commitments.descendPromoted(Commitments.height(c.steps), 0, c.steps);
         (c.level, c.position) = (level, uint32(position));
         _afterStep(caseId, c);
     }
 
-    /// @notice One bisection move over the values trees (the defender first at each node).
+    /// @notice One bisection move over the chunk trees or the values trees (the defender first
+    /// at each node).
     function bisect(uint256 caseId, bytes32 left, bytes32 right) external {
         Case storage c = _cases[caseId];
         if (c.stage != Stage.Bisect) revert WrongStage(caseId, c.stage);
@@ -280,13 +365,14 @@ contract StepReferee is IReferee {
         } else {
             (c.defenderNode, c.challengerNode, position) = (c.defenderRight, right, uint256(c.position) * 2 + 1);
         }
-        (uint8 level, uint256 p) = Commitments.descendPromoted(c.level - 1, position, c.steps);
+        (uint8 level, uint256 p) = Commitments.descendPromoted(c.level - 1, position, c.leaves);
         (c.level, c.position) = (level, uint32(p));
         _afterStep(caseId, c);
     }
 
-    /// @notice The challenger opens the first differing step (see the contract's notice).
-    /// @param values the two parties' values there, defender's then challenger's
+    /// @notice The challenger opens the first differing step (see the contract's notice). The
+    /// defender is right exactly when the leaf its values tree holds there is the recomputed
+    /// value's (neither party need know the other's value).
     /// @param template the step's template, proved against the program root
     /// @param arguments the values of the steps the template names, in its order, each proved
     /// against the challenger's values root
@@ -294,7 +380,6 @@ contract StepReferee is IReferee {
     /// @param entry a TABLE's entry, proved against the table root (ignored for other kinds)
     function resolve(
         uint256 caseId,
-        uint256[2] calldata values,
         TemplateProof calldata template,
         ValueProof[] calldata arguments,
         TensorProofs.ElementProof calldata load,
@@ -302,22 +387,17 @@ contract StepReferee is IReferee {
     ) external {
         Case storage c = _live(caseId, Stage.Resolve, true);
         uint32 step = c.position;
-        if (Commitments.leafHash(bytes32(values[0])) != c.defenderNode) {
-            revert LeafMismatch(caseId, c.defenderNode, Commitments.leafHash(bytes32(values[0])));
-        }
-        if (Commitments.leafHash(bytes32(values[1])) != c.challengerNode) {
-            revert LeafMismatch(caseId, c.challengerNode, Commitments.leafHash(bytes32(values[1])));
-        }
         _checkTemplate(caseId, c, step, template);
         (uint8 status, uint256 expected) = _recompute(caseId, c, step, template.leaf, arguments, load, entry);
-        emit StepResolved(caseId, step, status, expected, values[0], values[1]);
-        if (status == 1) {
-            _decide(caseId, c, Verdict.NoVerdict, false);
+        emit StepResolved(caseId, step, status, expected);
+        if (status == UNDECIDABLE) {
+            _handOver(caseId, c, false);
         } else if (status != 0) {
             // The committed program itself is malformed: the defender claimed a job under it.
             _decide(caseId, c, Verdict.DefenderWrong, false);
         } else {
-            _decide(caseId, c, expected == values[0] ? Verdict.DefenderRight : Verdict.DefenderWrong, false);
+            bool right = Commitments.leafHash(bytes32(expected)) == c.defenderNode;
+            _decide(caseId, c, right ? Verdict.DefenderRight : Verdict.DefenderWrong, false);
         }
     }
 
@@ -325,7 +405,7 @@ contract StepReferee is IReferee {
     function timeout(uint256 caseId) external {
         Case storage c = _cases[caseId];
         if (c.stage == Stage.None) revert UnknownCase(caseId);
-        if (c.stage == Stage.Done) revert WrongStage(caseId, c.stage);
+        if (c.stage == Stage.Done || c.stage == Stage.Committee) revert WrongStage(caseId, c.stage);
         if (block.timestamp < c.deadline) revert MoveDeadlineNotPassed(caseId, c.deadline);
         _decide(caseId, c, _challengerToMove(c) ? Verdict.DefenderRight : Verdict.DefenderWrong, true);
     }
@@ -334,35 +414,43 @@ contract StepReferee is IReferee {
         return _cases[caseId];
     }
 
-    /// @notice Who must move next (address(0) once decided).
+    /// @notice Who must move next (address(0) once decided or with the committee).
     function toMove(uint256 caseId) external view returns (address) {
         Case storage c = _cases[caseId];
-        if (c.stage == Stage.None || c.stage == Stage.Done) return address(0);
+        if (c.stage == Stage.None || c.stage == Stage.Done || c.stage == Stage.Committee) return address(0);
         return _challengerToMove(c) ? c.challenger : c.defender;
+    }
+
+    // --- the output --------------------------------------------------------------------------
+
+    /// @dev `digest` is SHA-256(header || chunkRoot) with the program's header.
+    function _checkOutput(uint256 caseId, Case storage c, bytes32 digest, bytes calldata header, bytes32 chunkRoot)
+        private
+        view
+    {
+        if (sha256(header) != c.headerHash) revert BadHeader(caseId);
+        if (sha256(abi.encodePacked(header, chunkRoot)) != digest) revert BadChunk(caseId);
     }
 
     // --- the element ---------------------------------------------------------------------
 
-    /// @dev The element proved against `digest` (with the program's header), the result step's
-    /// template proved against the program root, and its value in `valuesRoot`, which must be
-    /// the element (a NaN compared canonical). Returns the element's bits.
+    /// @dev The element proved against `digest` (with the program's header), and the result
+    /// step's value in `valuesRoot`, which must be the element (a NaN compared canonical).
+    /// Returns the element's bits.
     function _provedElement(
         uint256 caseId,
         Case storage c,
         bytes32 digest,
         TensorProofs.ElementProof calldata proof,
-        TemplateProof calldata resultTemplate,
         bytes32 valuesRoot,
         ValueProof calldata resultValue
     ) private view returns (uint256) {
         if (sha256(proof.header) != c.headerHash) revert BadHeader(caseId);
-        _checkTemplate(caseId, c, c.result, resultTemplate);
-        uint8 resultType = uint8(resultTemplate.leaf[3]);
         (bool ok, uint256 bits) =
-            TensorProofs.element(digest, c.elements, _storageBytes(resultType), c.element, proof);
+            TensorProofs.element(digest, c.elements, _storageBytes(c.resultType), c.element, proof);
         if (!ok) revert BadElement(caseId);
         _checkValue(caseId, valuesRoot, c.result, c.steps, resultValue);
-        if (_canonical(resultValue.value, resultType) != bits) revert BadElement(caseId);
+        if (_canonical(resultValue.value, c.resultType) != bits) revert BadElement(caseId);
         return bits;
     }
 
@@ -385,7 +473,7 @@ contract StepReferee is IReferee {
         if (kind == KIND_LOAD) return (0, _load(caseId, c, step, leaf, args[0], load));
         if (kind == KIND_TABLE) return (0, _tableEntry(caseId, step, leaf, args[0], entry));
         if (kind != KIND_OP) return (2, 0);
-        return ScalarEval.evaluate(uint8(leaf[1]), uint8(leaf[2]), uint8(leaf[3]), args[0], args[1], args[2]);
+        return machine.evaluate(uint8(leaf[1]), uint8(leaf[2]), uint8(leaf[3]), args[0], args[1], args[2]);
     }
 
     /// @dev The values of the steps the template names, each proved against the challenger's
@@ -510,12 +598,16 @@ contract StepReferee is IReferee {
     }
 
     function _challengerToMove(Case storage c) private view returns (bool) {
-        return c.stage == Stage.Claim || c.stage == Stage.Resolve || (c.stage == Stage.Bisect && !c.defenderToMove);
+        Stage s = c.stage;
+        return s == Stage.Claim || s == Stage.Element || s == Stage.Resolve || (s == Stage.Bisect && !c.defenderToMove);
     }
 
     function _afterStep(uint256 caseId, Case storage c) private {
         _nextDeadline(c);
-        if (c.level == 0) {
+        if (c.level == 0 && c.locating) {
+            c.stage = Stage.Reveal;
+            c.chunk = c.position;
+        } else if (c.level == 0) {
             c.stage = Stage.Resolve;
             emit StepReached(caseId, c.position, c.deadline);
         } else {
@@ -527,6 +619,16 @@ contract StepReferee is IReferee {
     function _nextDeadline(Case storage c) private returns (uint64) {
         c.deadline = uint64(block.timestamp) + moveWindow;
         return c.deadline;
+    }
+
+    /// @dev The fallback referee rules on the instruction; its ruling comes back by `decide`.
+    function _handOver(uint256 caseId, Case storage c, bool uncovered) private {
+        c.stage = Stage.Committee;
+        c.deadline = 0;
+        emit HandedOver(caseId, address(fallbackReferee), uncovered);
+        fallbackReferee.refer(
+            caseId, c.index, c.graphLeaf, c.operands, c.defenderDigest, c.challengerDigest, c.defender, c.challenger
+        );
     }
 
     function _decide(uint256 caseId, Case storage c, Verdict verdict, bool byTimeout) private {

@@ -24,8 +24,11 @@ from node.chain.contracts import (
     Phase,
     Slot,
     Stage,
+    StepReferee,
+    StepStage,
     Verdict,
     deploy,
+    referees,
 )
 from node.chain.errors import (
     ChainError,
@@ -57,6 +60,8 @@ __all__ = [
     "Sender",
     "Slot",
     "Stage",
+    "StepReferee",
+    "StepStage",
     "TransactionDropped",
     "TransactionReverted",
     "TxResult",
@@ -65,4 +70,5 @@ __all__ = [
     "deploy",
     "fetch_events",
     "load_artifact",
+    "referees",
 ]

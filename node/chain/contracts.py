@@ -13,7 +13,7 @@ from eth_utils import to_checksum_address
 from node.chain.artifacts import Artifact, load_artifact
 from node.chain.client import ChainClient, Sender, TxResult, _address
 from node.chain.errors import ChainError, DeploymentMismatch
-from node.chain.events import Event, decode_receipt
+from node.chain.events import Event, decode_receipt, fetch_events
 from node.protocol import seal_of
 
 
@@ -125,10 +125,16 @@ class NodeRegistry(_Bound):
 
     ARTIFACT = "NodeRegistry"
 
-    def set_market(self, sender: Sender, market: str, game: str, referee: str) -> TxResult:
-        """Wire the JobMarket, its DisputeGame and the referee (deployer only, once)."""
+    def set_market(self, sender: Sender, market: str, game: str, referee: str, committee: str | None = None) -> TxResult:
+        """Wire the JobMarket, its DisputeGame, the referee and the committee (the referee
+        itself unless given: the step referee's fallback) (deployer only, once)."""
         return self._send(
-            sender, "setMarket", to_checksum_address(market), to_checksum_address(game), to_checksum_address(referee)
+            sender,
+            "setMarket",
+            to_checksum_address(market),
+            to_checksum_address(game),
+            to_checksum_address(referee),
+            to_checksum_address(committee or referee),
         )
 
     def register(self, sender: Sender, key_id: bytes, endpoint: str, stake_wei: int) -> TxResult:
@@ -197,8 +203,12 @@ class NodeRegistry(_Bound):
         return to_checksum_address(self._view("game"))
 
     def referee(self) -> str:
-        """The wired referee (Committee)."""
+        """The wired referee (StepReferee, or the Committee alone)."""
         return to_checksum_address(self._view("referee"))
+
+    def committee(self) -> str:
+        """The wired Committee (the referee itself, or its fallback)."""
+        return to_checksum_address(self._view("committee"))
 
     def check_deployment(self) -> None:
         """DeploymentMismatch unless this is a NodeRegistry wired to a market, a dispute game
@@ -572,39 +582,84 @@ class Committee(_Bound):
         return int(self._view("voteWindow"))
 
 
+class StepStage(enum.IntEnum):
+    """StepReferee.Stage."""
+
+    NONE = 0
+    CLAIM = 1  # the challenger shows the program and its output's chunk root
+    ROOT = 2  # the defender shows its output's chunk root
+    BISECT = 3  # over the chunk trees (locating) or the values trees
+    REVEAL = 4  # the defender reveals the located chunk
+    ELEMENT = 5  # the challenger names an element of it
+    ANSWER = 6  # the defender answers with its value
+    RESOLVE = 7  # the challenger opens the first differing step
+    COMMITTEE = 8  # the fallback referee (the committee) rules
+    DONE = 9
+
+
 class StepReferee(_Bound):
     """Binding of StepReferee.sol, the referee that evaluates one scalar operation: after the
-    game refers an instruction, the challenger names an element, both commit their values of
-    its program's steps, bisection finds the first differing step and the challenger opens it
-    (docs/disputes.md, "Down to one scalar operation")."""
+    game refers an instruction, bisection over the two output tensors' chunk trees locates a
+    chunk where they differ, the challenger names an element of it, both commit their values
+    of its program's steps, bisection finds the first differing step and the challenger opens
+    it; what the machine cannot evaluate goes to the committee (docs/disputes.md, "Down to one
+    scalar operation")."""
 
     ARTIFACT = "StepReferee"
 
     def claim_uncovered(self, sender: Sender, case_id: int, record_body: bytes) -> TxResult:
         return self._send(sender, "claimUncovered", case_id, _bytes32(record_body, "record_body"))
 
-    def claim_element(self, sender: Sender, case_id: int, record_body: bytes, program: tuple, element: int, proof: tuple, result_template: tuple, values_root: bytes, result_value: tuple) -> TxResult:
-        return self._send(sender, "claimElement", case_id, _bytes32(record_body, "record_body"), program, element, proof, result_template, _bytes32(values_root, "values_root"), result_value)
+    def claim_program(self, sender: Sender, case_id: int, record_body: bytes, program: tuple, result_template: tuple, header: bytes, chunk_root: bytes) -> TxResult:
+        return self._send(sender, "claimProgram", case_id, _bytes32(record_body, "record_body"), program, result_template, header, _bytes32(chunk_root, "chunk_root"))
 
-    def answer_element(self, sender: Sender, case_id: int, proof: tuple, result_template: tuple, values_root: bytes, result_value: tuple) -> TxResult:
-        return self._send(sender, "answerElement", case_id, proof, result_template, _bytes32(values_root, "values_root"), result_value)
+    def answer_root(self, sender: Sender, case_id: int, header: bytes, chunk_root: bytes) -> TxResult:
+        return self._send(sender, "answerRoot", case_id, header, _bytes32(chunk_root, "chunk_root"))
+
+    def reveal_chunk(self, sender: Sender, case_id: int, chunk: bytes) -> TxResult:
+        return self._send(sender, "revealChunk", case_id, chunk)
+
+    def claim_element(self, sender: Sender, case_id: int, element: int, proof: tuple, values_root: bytes, result_value: tuple) -> TxResult:
+        return self._send(sender, "claimElement", case_id, element, proof, _bytes32(values_root, "values_root"), result_value)
+
+    def answer_element(self, sender: Sender, case_id: int, proof: tuple, values_root: bytes, result_value: tuple) -> TxResult:
+        return self._send(sender, "answerElement", case_id, proof, _bytes32(values_root, "values_root"), result_value)
 
     def bisect(self, sender: Sender, case_id: int, left: bytes, right: bytes) -> TxResult:
         return self._send(sender, "bisect", case_id, _bytes32(left, "left"), _bytes32(right, "right"))
 
-    def resolve(self, sender: Sender, case_id: int, values: tuple[int, int], template: tuple, arguments: list[tuple], load: tuple, entry: tuple) -> TxResult:
-        return self._send(sender, "resolve", case_id, list(values), template, arguments, load, entry)
+    def resolve(self, sender: Sender, case_id: int, template: tuple, arguments: list[tuple], load: tuple, entry: tuple) -> TxResult:
+        return self._send(sender, "resolve", case_id, template, arguments, load, entry)
 
     def timeout(self, sender: Sender, case_id: int) -> TxResult:
         return self._send(sender, "timeout", case_id)
 
-    def to_move(self, case_id: int) -> str:
-        return to_checksum_address(self._view("toMove", case_id))
+    def to_move(self, case_id: int) -> str | None:
+        """Who must move next (None once decided or with the committee)."""
+        mover = to_checksum_address(self._view("toMove", case_id))
+        return None if int(mover, 16) == 0 else mover
 
     def get_case(self, case_id: int) -> dict[str, Any]:
-        """The case's fields by name (the struct of StepReferee.sol)."""
+        """The case's fields by name (the struct of StepReferee.sol); `stage` a StepStage."""
         names = [o["name"] for o in next(f for f in self.artifact.abi if f.get("name") == "getCase")["outputs"][0]["components"]]
-        return dict(zip(names, self._view("getCase", case_id), strict=True))
+        case = dict(zip(names, self._view("getCase", case_id), strict=True))
+        case["stage"] = StepStage(case["stage"])
+        return case
+
+    def revealed_chunk(self, case_id: int, from_block: int = 0) -> bytes | None:
+        """The chunk the defender revealed in the case (its ChunkRevealed log), if any."""
+        for event in fetch_events(self.client, self.contract, from_block, names=("ChunkRevealed",)):
+            if int(event.args["caseId"]) == case_id:
+                return bytes(event.args["bytes_"])
+        return None
+
+
+def referees(client: ChainClient, registry: NodeRegistry) -> tuple[Committee, StepReferee | None]:
+    """The deployment's committee and its step referee (None when the committee is the
+    game's referee alone), as the registry wires them."""
+    committee = Committee(client, registry.committee())
+    referee = registry.referee()
+    return committee, None if referee == committee.address else StepReferee(client, referee)
 
 
 @dataclass(frozen=True)
@@ -674,9 +729,15 @@ def deploy(
     committee = Committee(client, committee_tx.receipt["contractAddress"])
     referee: StepReferee | None = None
     if step_referee:
+        machine_tx = client.deploy(deployer, load_artifact("ScalarMachine").bytecode, b"")
         referee_tx = client.deploy(
-            deployer, load_artifact("StepReferee").bytecode, abi_encode(["address", "uint64"], [game.address, terms.move_window_s])
+            deployer,
+            load_artifact("StepReferee").bytecode,
+            abi_encode(
+                ["address", "address", "address", "uint64"],
+                [game.address, machine_tx.receipt["contractAddress"], committee.address, terms.move_window_s],
+            ),
         )
         referee = StepReferee(client, referee_tx.receipt["contractAddress"])
-    registry.set_market(deployer, market.address, game.address, (referee or committee).address)
+    registry.set_market(deployer, market.address, game.address, (referee or committee).address, committee.address)
     return Deployment(registry, market, game, committee, int(reg_tx.receipt["blockNumber"]), referee)

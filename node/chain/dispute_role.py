@@ -1,18 +1,20 @@
 """The node's part in the dispute game (docs/disputes.md), played by itself each round of the
 chain loop: as **challenger** of any revealed slot whose execution differs from one this node
 holds of the same job (its own slot's, or one its verifier role re-executed), as
-**defender** of its own slots, and as **committee member** when drawn.
+**defender** of its own slots (under the step referee too: node/chain/step_play.py), and as
+**committee member** when drawn.
 
 Every decision is read from chain state at the time (the dispute, the panel, the job), never
 from memory of earlier rounds, so a restart or a reorg changes nothing but what the chain now
 says. Each transaction is recorded under the action it performs (`challenge:JOB:SLOT`,
-`move:DISPUTE:STAGE:MOVES`, `vote:DISPUTE`, `resolve:DISPUTE`, `timeout:DISPUTE`) in the
-node's chain database before the next one: an action on record is not sent again unless the
-chain no longer holds its transaction (a reorg dropped it) and still asks for it.
+`move:DISPUTE:STAGE:MOVES`, `step:DISPUTE:STAGE:TREE:LEVEL:POSITION`, `vote:DISPUTE`,
+`resolve:DISPUTE`, `timeout:DISPUTE`, `step-timeout:DISPUTE`) in the node's chain database
+before the next one: an action on record is not sent again unless the chain no longer holds
+its transaction (a reorg dropped it) and still asks for it.
 
-What the node knows of a job (its execution, the graph, the digest a member votes) comes from
-a `DisputeKnowledge`, which the daemon implements with its executor: the chain side never
-compiles or runs anything itself.
+What the node knows of a job (its execution, the graph, the digest a member votes, what it
+holds of a disputed instruction) comes from a `DisputeKnowledge`, which the daemon implements
+with its executor: the chain side never compiles or runs anything itself.
 """
 
 from __future__ import annotations
@@ -30,10 +32,13 @@ from node.chain.contracts import (
     OnChainJob,
     Phase,
     Stage,
+    StepReferee,
+    StepStage,
 )
 from node.chain.disputes import Execution, GraphLeaves, play_move
 from node.chain.errors import ChainError, ContractRevert
 from node.chain.state import ChainState
+from node.chain.step_play import InstructionHolding, play_step_move
 from node.chain.watcher import JobPending
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,11 @@ class DisputeKnowledge(Protocol):
 
     def vote(self, job: OnChainJob, job_id: int, index: int) -> bytes:
         """The digest this node computes for instruction `index` of the job (n: the result)."""
+        ...
+
+    def instruction(self, job: OnChainJob, job_id: int, index: int) -> InstructionHolding:
+        """What this node holds of instruction `index` for the step referee's moves (its
+        parts may raise JobPending too)."""
         ...
 
 
@@ -90,11 +100,14 @@ class DisputeRole:
         knowledge: DisputeKnowledge,
         state: ChainState,
         config: DisputeConfig | None = None,
+        step_referee: StepReferee | None = None,
     ) -> None:
         self.client = client
         self.market = market
         self.game = game
         self.committee = committee
+        # The game's referee when it is the step referee (the committee its fallback).
+        self.step_referee = step_referee
         self.sender = sender
         self.address = _address(sender)
         self.knowledge = knowledge
@@ -181,6 +194,8 @@ class DisputeRole:
             self._open.discard(dispute_id)
             return []
         if d.stage == Stage.REFEREE:
+            if self.step_referee is not None and self.step_referee.get_case(dispute_id)["stage"] != StepStage.COMMITTEE:
+                return self._step_case(dispute_id, d, now)
             return self._committee(dispute_id, d, now)
         if self.address not in (d.challenger, d.defender):
             return []
@@ -231,6 +246,50 @@ class DisputeRole:
             self._say(f"dispute {self._label(d)}: this node's execution of job {d.job_id} is not the one it stated on chain")
             return None
         return mine
+
+    def _step_case(self, dispute_id: int, d: Dispute, now: int) -> list[Action]:
+        """A party's move in the step referee's case (node/chain/step_play.py), or the timeout
+        of an opponent past its deadline."""
+        referee = self.step_referee
+        assert referee is not None
+        if self.address not in (d.challenger, d.defender):
+            return []
+        case = referee.get_case(dispute_id)
+        mover = referee.to_move(dispute_id)
+        if mover is not None and mover != self.address and now >= case["deadline"]:
+            action = self._send(f"step-timeout:{dispute_id}", lambda: referee.timeout(self.sender, dispute_id))
+            if action is not None:
+                log.info("dispute %d: %s missed its step referee deadline; timed out", dispute_id, mover)
+            return [action] if action is not None else []
+        if mover != self.address or now >= case["deadline"]:
+            return []
+        if self._my_execution(d) is None:
+            return []
+        job = self.market.get_job(d.job_id)
+        label = f"instruction {d.position} of job {d.job_id}"
+        holding = self._known(label, lambda: self.knowledge.instruction(job, d.job_id, d.position))
+        if holding is None:
+            return []
+        stage = case["stage"]
+        key = (
+            f"step:{dispute_id}:{stage.name.lower()}:{'chunks' if case['locating'] else 'steps'}:{case['level']}:{case['position']}"
+        )
+
+        def send() -> TxResult:
+            move = play_step_move(referee, self.sender, dispute_id, holding, self.state.start_block)
+            if move is None:
+                raise ChainError("not this node's move any more")
+            log.info("dispute %d: %s in the step referee's case (%s)", dispute_id, move.name, label)
+            return move.tx
+
+        try:
+            action = self._send(key, send)
+        except JobPending:  # a part is being computed: the next round asks again
+            return []
+        except Exception as error:  # JobRejected, an unreadable answer: this node cannot answer
+            self._say(f"dispute {self._label(d)}: {label}: {error}")
+            return []
+        return [action] if action is not None else []
 
     def _committee(self, dispute_id: int, d: Dispute, now: int) -> list[Action]:
         panel = self.committee.get_panel(dispute_id)

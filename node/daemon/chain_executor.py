@@ -448,6 +448,13 @@ class ChainExecutor:
         module_digest, input_digests = self._digests(job)
         return bytes.fromhex(self.pool.evaluate_leaf_bound(module_digest, input_digests, index, graph_leaf, values, digests))
 
+    def steps(self, job: ChainJob, index: int, graph_leaf: bytes, element: int | None = None, step: int | None = None) -> tuple[dict, list[bytes]]:
+        """What this node holds of instruction `index` for the step referee, from the
+        reference's run of the job in an execution process (WorkerPool.steps_bound); blobs
+        are fetched as for a run."""
+        module_digest, input_digests = self._digests(job)
+        return self.pool.steps_bound(module_digest, input_digests, index, graph_leaf, element, step)
+
     def graph(self, job: ChainJob) -> GraphSummary:
         """The job's graph commitment with its leaves from this node's compile (in an
         execution process, like `check`), for the node's disputes; JobPending until done."""

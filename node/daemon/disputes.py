@@ -55,6 +55,7 @@ from node.chain.watcher import ChainJob, JobPending
 from node.daemon.chain_executor import ChainExecutor, leaf_digest_of
 from node.daemon.peer_addresses import PeerAddressRefused
 from node.daemon.sandbox import MAX_LEAVES, LeafBuffer
+from node.daemon.step_disputes import ServedInstruction
 from node.errors import JobRejected, NodeError
 from node.tracing.verify import parse_envelope
 from node.transfers import AnswerRefused, fetch
@@ -121,6 +122,7 @@ class ExecutorKnowledge:
         self._lock = threading.Lock()
         self._voting: dict[tuple[int, int], Future[bytes | None]] = {}  # fast paths under way
         self._fallback: set[tuple[int, int]] = set()  # (job, instruction) decided by the whole job
+        self._instructions: dict[tuple[int, int], ServedInstruction] = {}  # under the step referee
         self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="vxla-leaf-vote")
 
     @property
@@ -175,6 +177,32 @@ class ExecutorKnowledge:
         if not 0 <= index <= len(execution.digests):
             raise JobRejected(f"job {job_id}: instruction {index} is not in this node's trace of {len(execution.digests)}")
         return execution.digest_at(index)
+
+    def instruction(self, job: OnChainJob, job_id: int, index: int) -> ServedInstruction:
+        """What this node holds of instruction `index` for the step referee (node/daemon/
+        step_disputes.py); JobPending while the graph of its compile is computed."""
+        key = (job_id, index)
+        with self._lock:
+            known = self._instructions.get(key)
+        if known is not None:
+            return known
+        execution = self.execution(job_id)
+        if execution is None:
+            raise JobRejected(f"job {job_id}: this node holds no execution of it")
+        if not 0 <= index < len(execution.digests):
+            raise JobRejected(f"job {job_id}: instruction {index} is not in this node's trace of {len(execution.digests)}")
+        graph_leaf = self.graph(job, job_id).leaf(index)  # JobPending while compiling
+        chain_job = self.chain_job(job, job_id)
+
+        def ask(element: int | None, step: int | None) -> tuple[dict, list[bytes]]:
+            return self.executor.steps(chain_job, index, graph_leaf, element, step)
+
+        known = ServedInstruction(job_id, index, execution.digest_at(index), ask, self._threads)
+        with self._lock:
+            self._instructions[key] = known
+            while len(self._instructions) > FALLBACKS_KEPT:
+                self._instructions.pop(next(iter(self._instructions)))
+        return known
 
     # -- the fast path: one instruction from the parties' operand values -------------------------
 
@@ -311,7 +339,7 @@ class ExecutorKnowledge:
             client = self.market.client
             registry = NodeRegistry(client, self.market.registry())
             self._game = DisputeGame(client, registry.game())
-            self._committee = Committee(client, registry.referee())
+            self._committee = Committee(client, registry.committee())
             self._registry = registry
         return self._registry, self._game, self._committee
 

@@ -24,6 +24,9 @@ program; after a death or a kill the next job starts a fresh one.
   (`LeafRequest`: the module, the job's inputs, the instruction's index and graph leaf, the
   values of the leaves it reads and their committed digests), answered with the digest it
   votes; the child checks that its own compile has the dispute's graph leaf at that index.
+  A party to a dispute under the step referee asks for the instruction's element program,
+  an element's values of its steps, or what resolving at a step needs (`StepsRequest`,
+  answered from the reference evaluator's run of the job, never the backend's).
 - Trust: the child does not hold the signing key and answers in bytes, never pickles: the
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement, and only then signs. A child running a hostile program can make
@@ -163,6 +166,29 @@ class LeafRequest:
     graph_leaf: bytes
     values: dict[int, list[LeafBuffer]]
     digests: dict[int, str]
+
+
+# The largest byte frame of a StepsRequest's answer: a program's templates (62 bytes a step,
+# at most 2^17 steps), an element's values (32 bytes a step) or the instruction's output.
+STEPS_FRAME_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class StepsRequest:
+    """What a party to a dispute under the step referee holds of instruction `index`
+    (node/chain/step_play.py), from the reference evaluator's run of the job: with no
+    `element`, the instruction's element program (record body, commitment, templates) and its
+    output; with an `element`, that element's values of the program's steps; with a `step`
+    too, what resolving at that step needs. The child checks that its own compile has the
+    dispute's graph leaf at the index."""
+
+    module: bytes
+    inputs: list[bytes]
+    limits: Limits
+    index: int
+    graph_leaf: bytes
+    element: int | None = None
+    step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -306,6 +332,16 @@ class ExecutionProcess:
         except (ValueError, KeyError) as error:
             raise self._lost(error) from None
 
+    def steps(self, request: StepsRequest) -> tuple[dict, list[bytes]]:
+        """The child's answer to a StepsRequest: its header and the byte frames after it
+        (`StepsAnswer` reads them); JobRejected as it refused."""
+        header = self._ask(request)
+        try:
+            frames = [self._connection.recv_bytes(STEPS_FRAME_BYTES) for _ in range(int(header["frames"]))]
+        except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
+            raise self._lost(error) from None
+        return header, frames
+
     def check(self, request: ExecutionRequest) -> GraphSummary:
         """Compiles the job and checks its plan's memory without running it (`run` false);
         returns the program's graph commitment. The same errors as `execute`."""
@@ -332,7 +368,7 @@ class ExecutionProcess:
         except (KeyError, TypeError, ValueError) as error:
             raise self._lost(error) from None
 
-    def _ask(self, request: ExecutionRequest | ModuleCheckRequest | LeafRequest) -> dict:
+    def _ask(self, request: ExecutionRequest | ModuleCheckRequest | LeafRequest | StepsRequest) -> dict:
         """Sends the request and reads the answer's header, raising what the child refused."""
         try:
             self._connection.send(request)
@@ -440,6 +476,10 @@ class ExecutionProcesses:
         """Evaluates one instruction alone in an idle execution process (ExecutionProcess.evaluate)."""
         return self._in_a_process(lambda process: process.evaluate(request))
 
+    def steps(self, request: StepsRequest) -> tuple[dict, list[bytes]]:
+        """An element program's part in an idle execution process (ExecutionProcess.steps)."""
+        return self._in_a_process(lambda process: process.steps(request))
+
     def check_module(self, request: ModuleCheckRequest, wait_s: float) -> ModuleSummary:
         """Parses and checks a module in an idle process (ExecutionProcess.check_module),
         waiting at most `wait_s` seconds for one: past that, JobRejected 503 (every process is
@@ -538,6 +578,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     graphs: OrderedDict[str, GraphSummary] = OrderedDict()  # graph commitments by hlo_hash
     optimized: OrderedDict[str, object] = OrderedDict()  # optimized modules by hlo_hash (disputes)
     known = KnownModules()
+    sides: OrderedDict[tuple, object] = OrderedDict()  # disputed instructions' holdings (StepsRequest)
     connection.send_bytes(json.dumps({"ready": True, "confinement": confinement.to_dict()}).encode())
     while True:
         try:
@@ -549,6 +590,12 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
             continue
         if isinstance(request, LeafRequest):
             connection.send_bytes(json.dumps(_evaluate_leaf(request, compiler_config, graphs, optimized, known)).encode())
+            continue
+        if isinstance(request, StepsRequest):
+            header, frames = _steps(request, compiler_config, graphs, optimized, known, sides)
+            connection.send_bytes(json.dumps(header).encode())
+            for frame in frames:
+                connection.send_bytes(frame)
             continue
         try:
             program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
@@ -709,6 +756,105 @@ def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs
         return {"ok": False, "error": f"leaf: over limits.max_job_memory_bytes ({limits.max_job_memory_bytes}): an allocation failed", "status": 413}
     except Exception as error:  # an internal error refuses the evaluation, not the process
         return _internal_error(error)
+
+
+def _steps(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: OrderedDict) -> tuple[dict, list[bytes]]:
+    """The answer to a StepsRequest: (header, frames), or a refusal with no frames."""
+    try:
+        side = _disputed_instruction(request, compiler_config, graphs, optimized, known, sides)
+        if request.element is None:
+            return _instruction_answer(side)
+        if side.program is None or not 0 <= request.element < side.output_array.size:
+            raise JobRejected(f"steps: element {request.element} is not one of the output's {side.output_array.size}", 400)
+        if request.step is None:
+            values = side.element(request.element)
+            return {"ok": True, "frames": 1}, [b"".join(values.leaves)]
+        if not 0 <= request.step < len(side.trace(request.element).steps):
+            raise JobRejected(f"steps: the element has no step {request.step}", 400)
+        opening = side.opening(request.element, request.step)
+        return {
+            "ok": True, "frames": 0, "arguments": list(opening.arguments),
+            "load": None if opening.load is None else opening.load.to_dict(),
+            "entry": None if opening.entry is None else [opening.entry[0], list(opening.entry[1])],
+        }, []  # fmt: skip
+    except JobRejected as error:
+        return {"ok": False, "error": str(error), "status": error.status}, []
+    except MemoryError:
+        return {"ok": False, "error": f"steps: over limits.max_job_memory_bytes ({request.limits.max_job_memory_bytes}): an allocation failed", "status": 413}, []
+    except Exception as error:  # an internal error refuses the request, not the process
+        return _internal_error(error), []
+
+
+def _instruction_answer(side) -> tuple[dict, list[bytes]]:  # noqa: ANN001 - an InstructionSide
+    from node.tensors import npy_bytes
+
+    program = side.program
+    header: dict = {"ok": True, "record_body": side.record_body.hex(), "program": None, "frames": 0}
+    if program is None:
+        return header, []
+    frames = [npy_bytes(side.output_array)]
+    if program is not None:
+        header["program"] = {
+            "root": program.root.hex(), "result": program.result, "elements": program.elements,
+            "header_hash": program.header_hash.hex(),
+        }  # fmt: skip
+        header["steps"] = program.steps
+        frames.append(b"".join(program.templates))
+    header["frames"] = len(frames)
+    header["output"] = {"dtype": side.output_array.dtype.name, "shape": list(side.output_array.shape)}
+    return header, frames
+
+
+def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: OrderedDict):
+    """The holding of the disputed instruction from the reference's run of the job (kept for
+    the next requests of the same dispute)."""
+    from compiler.api import (
+        NO_PROGRAM,
+        UNCOVERED,
+        evaluate,
+        graph_commitment,
+        optimize,
+        trace_leaves,
+    )
+    from node.daemon.step_holding import InstructionSide
+
+    program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
+    graph = _graph_summary(program, compiler_config, graphs)
+    index = request.index
+    if not 0 <= index < graph.trace_leaves:
+        raise JobRejected(f"steps: index {index} is not an instruction's (this node's compile has {graph.trace_leaves} op-trace leaves)", 404)
+    if graph.leaves[index] != request.graph_leaf:
+        raise JobRejected(f"steps: this node's compile ({compiler_config.pipeline} pipeline) has another graph leaf at {index} than the dispute's", 409)
+    key = (program.hlo_hash, tuple(request.inputs), index)
+    side = sides.get(key)
+    if side is not None:
+        sides.move_to_end(key)
+        return side
+    module = optimized.get(program.hlo_hash)
+    if module is None:
+        module = optimized[program.hlo_hash] = optimize(program, compiler_config)
+    leaf = trace_leaves(module)[index]
+    values: dict[int, object] = {}
+    wanted = {id(leaf), *(id(o) for o in leaf.operands)}
+    record = graph_commitment(program, compiler_config).records[index]
+    leaves = trace_leaves(module)
+    wanted |= {id(leaves[j]) for j in record.trace_operands}
+    if record.program != NO_PROGRAM:
+        evaluate(module, arrays, max_while_iterations=request.limits.max_while_iterations,
+                 observer=lambda instruction, value: values.__setitem__(id(instruction), value) if id(instruction) in wanted else None)  # fmt: skip
+    if record.program == NO_PROGRAM:  # the committee decides it: only the record is needed
+        side = InstructionSide(leaf, record, [], [], None)
+    elif any(isinstance(values.get(w), tuple) or w not in values for w in wanted):
+        reason = UNCOVERED.get(leaf.opcode, "a tuple-shaped value")
+        raise JobRejected(f"steps: instruction {index} ({leaf.opcode}) has no element steps here: {reason}", 422)
+    else:
+        side = InstructionSide(
+            leaf, record, [values[id(o)] for o in leaf.operands], [values[id(leaves[j])] for j in record.trace_operands], values[id(leaf)]
+        )
+    sides[key] = side
+    while len(sides) > _EXECUTABLES_KEPT:
+        sides.popitem(last=False)
+    return side
 
 
 def _graph_summary(program, compiler_config: CompilerConfig, graphs: OrderedDict[str, GraphSummary]) -> GraphSummary:

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from attest import load_private_key
 from compiler.api import Fault
-from node.chain import ChainClient, Committee, DisputeGame, JobMarket, NodeRegistry
+from node.chain import ChainClient, DisputeGame, JobMarket, NodeRegistry, referees
 from node.chain.client import _address
 from node.chain.dispute_role import DisputeConfig, DisputeRole
 from node.chain.state import ChainState, JobState, import_legacy_files
@@ -206,15 +206,17 @@ class NodeServer:
         state = ChainState(
             self.chain_database, chain_id=client.chain_id, contract=self.chain.market.address, account=self.chain.address, start_block=chain.start_block
         )
+        committee, step_referee = referees(client, registry)
         return DisputeRole(
             client,
             self.chain.market,
             DisputeGame(client, registry.game()),
-            Committee(client, registry.referee()),
+            committee,
             self._account,
             ExecutorKnowledge(self.chain.executor, self.chain.market, client.chain_id, account=self.chain.address),
             state,
             DisputeConfig(challenge=chain.challenge, play=chain.play_disputes),
+            step_referee,
         )
 
     def _start_chain(self) -> None:

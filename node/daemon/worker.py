@@ -49,6 +49,7 @@ from node.daemon.sandbox import (
     LeafBuffer,
     LeafRequest,
     ModuleCheckRequest,
+    StepsRequest,
 )
 from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
@@ -475,6 +476,18 @@ class WorkerPool:
             blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, index, graph_leaf, dict(values), dict(digests)
         )
         return self.executions.evaluate(request)
+
+    def steps_bound(
+        self, module_digest: str, input_digests: Sequence[str], index: int, graph_leaf: bytes, element: int | None = None, step: int | None = None
+    ) -> tuple[dict, list[bytes]]:
+        """What a party to a dispute under the step referee holds of instruction `index`, from
+        the reference's run of the job in an execution process (sandbox.StepsRequest): the
+        answer's header and byte frames. JobRejected as the process refuses or dies."""
+        blobs = self.store.blobs
+        request = StepsRequest(
+            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, index, graph_leaf, element, step
+        )
+        return self.executions.steps(request)
 
     def _request(
         self, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None, contract: str | None

@@ -17,7 +17,7 @@ SOURCES = (
     "JobMarket",
     "NodeRegistry",
     "ScalarEval",
-    "ScalarEvalHarness",
+    "ScalarMachine",
     "StepReferee",
 )  # src/<name>.sol
 # One artifact per contract, the interface (in DisputeGame.sol) and the proof library (in

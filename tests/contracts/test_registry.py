@@ -245,9 +245,13 @@ def test_set_market_rejects_zero_and_emits(env: Env) -> None:
     for wiring in ((ZERO, b, c), (a, ZERO, c), (a, b, ZERO)):
         with reverts("ZeroAddress"):
             registry.set_market(env.deployer, *wiring)
-    [event] = registry.events(registry.set_market(env.deployer, a, b, c))
-    assert (event.name, event.args) == ("MarketSet", {"market": a, "game": b, "referee": c})
-    assert (registry.market(), registry.game(), registry.referee()) == (a, b, c)
+    with reverts("ZeroAddress"):
+        registry.set_market(env.deployer, a, b, c, ZERO)
+    d = env.outsider
+    [event] = registry.events(registry.set_market(env.deployer, a, b, c, d))
+    assert (event.name, event.args) == ("MarketSet", {"market": a, "game": b, "referee": c, "committee": d})
+    assert (registry.market(), registry.game(), registry.referee(), registry.committee()) == (a, b, c, d)
+    assert _is_module(registry, d)  # the committee locks and slashes its members' stake
     with reverts("MarketAlreadySet", market=a):
         registry.set_market(env.deployer, c, b, a)
 

@@ -1,19 +1,27 @@
 """The step referee on the in-process EVM with real instructions: a job of a small module (a
-dot, then tanh), disputed down to one instruction by the game, then to one element and one
-step of its program by the StepReferee, which evaluates that step itself. A lie at a step of
-each kind (an operation, a table lookup, an operand load, a constant, the element index, the
-result) loses, whoever tells it, with no committee."""
+dot, then tanh), disputed down to one instruction by the game, then to a chunk of the output
+where the parties differ, one element of it and one step of its program by the StepReferee,
+which evaluates that step itself. A lie at a step of each kind (an operation, a table lookup,
+an operand load, a constant, the element index, the result) loses, whoever tells it, with no
+committee; what the machine cannot evaluate goes to the committee."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from compiler.api import graph_commitment, load_config, load_program, optimize, trace_leaves
+from compiler.api import (
+    graph_commitment,
+    leaf_digest,
+    load_config,
+    load_program,
+    optimize,
+    trace_leaves,
+)
 from compiler.reference.steps.record import StepKind
-from harness.dispute_game import Party
-from harness.step_referee import StepJob, lying, play_steps, step_env, step_job
+from harness.step_referee import StepJob, dispute_with_lie, settle_with_steps, step_env, step_job
 from node.chain import Stage, Verdict
+from node.chain.contracts import StepStage
 
 MODULE = """
 HloModule dot_tanh
@@ -53,32 +61,17 @@ def _leaf(job: StepJob, opcode: str) -> int:
     )
 
 
-def _step(side, kind: StepKind, nth: int = 0) -> int:
-    return [i for i, s in enumerate(side.trace.steps) if s.kind is kind][nth]
+def _step(job: StepJob, index: int, element: int, kind: StepKind | None, nth: int) -> int:
+    trace = job.side("0x" + "00" * 20, index).trace(element)
+    return trace.result if kind is None else [i for i, s in enumerate(trace.steps) if s.kind is kind][nth]
 
 
-def _dispute(env, job: StepJob, index: int, element: int, liar: str, kind: StepKind, nth: int = 0):
-    defender_account, challenger_account = env.nodes[0], env.nodes[1]
-    honest_d = job.side(defender_account, index, element)
-    honest_c = job.side(challenger_account, index, element)
-    step = _step(honest_d, kind, nth) if kind is not None else honest_d.trace.result
-    if liar == "defender":
-        defender, challenger = lying(honest_d, defender_account, step), honest_c
-    else:
-        defender, challenger = honest_d, lying(honest_c, challenger_account, step)
-    defender_exec = job.execution({index: defender.output} if liar == "defender" else None)
-    challenger_exec = job.execution({index: challenger.output} if liar == "challenger" else None)
-    graph = job.leaves()
-    job_id = env.run_job(graph, [Party(defender_account, defender_exec)])
-    dispute = env.challenge(job_id, 0, Party(challenger_account, challenger_exec))
-    env.play(
-        dispute,
-        Party(defender_account, defender_exec),
-        Party(challenger_account, challenger_exec),
-        graph,
-    )
-    assert env.game.get_dispute(dispute).stage == Stage.REFEREE
-    gas = play_steps(env, dispute, job, index, defender, challenger)
+def _dispute(env, job: StepJob, index: int, element: int, liar: str, kind: StepKind | None, nth: int = 0):
+    step = _step(job, index, element, kind, nth)
+    lie = (element, step)
+    defender = job.side(env.nodes[0], index, lie if liar == "defender" else None)
+    challenger = job.side(env.nodes[1], index, lie if liar == "challenger" else None)
+    dispute, gas = settle_with_steps(env, job, index, defender, challenger)
     return env.game.get_dispute(dispute), step, gas
 
 
@@ -108,22 +101,67 @@ def test_a_lie_at_any_step_loses_to_the_contract_alone(
     assert gas.get("resolve moves") == 1 or kind is StepKind.ELEMENT and liar == "defender"
 
 
-def test_an_instruction_without_a_program_has_no_verdict(env, job: StepJob) -> None:
+def test_an_instruction_without_a_program_goes_to_the_committee(env, job: StepJob) -> None:
     """The multiply reads a job input directly, which a program cannot load yet: the
-    challenger shows the record binds no program, and the dispute ends without a verdict
-    (its slot no longer counts: fail closed)."""
+    challenger shows the record binds no program, the step referee hands the instruction to
+    the committee, whose members re-execute it and vote, and its ruling reaches the game."""
     index = _leaf(job, "multiply")
     assert job.graph.records[index].program == "00" * 32
-    defender_account, challenger_account = env.nodes[0], env.nodes[1]
-    honest = job.execution()
-    wrong_output = np.asarray(job.values[id(trace_leaves(job.module)[index])]) + np.float32(1)
-    wrong = job.execution({index: wrong_output})
-    graph = job.leaves()
-    job_id = env.run_job(graph, [Party(defender_account, wrong)])
-    dispute = env.challenge(job_id, 0, Party(challenger_account, honest))
-    env.play(dispute, Party(defender_account, wrong), Party(challenger_account, honest), graph)
-    side = job.side(
-        challenger_account, _leaf(job, "dot"), 0
-    )  # any side: Claim only reads the record
-    play_steps(env, dispute, job, index, side, side)
-    assert env.game.get_dispute(dispute).verdict == Verdict.NO_VERDICT
+    leaf = trace_leaves(job.module)[index]
+    wrong_output = np.asarray(job.values[id(leaf)]) + np.float32(1)
+    defender = job.side(env.nodes[0], index)
+    defender.output_array, defender.lie = wrong_output, (0, 0)  # a wrong kernel's output
+    challenger = job.side(env.nodes[1], index)
+    dispute, gas = settle_with_steps(env, job, index, defender, challenger)
+    assert gas.get("claimUncovered moves") == 1
+    assert env.game.get_dispute(dispute).stage == Stage.REFEREE
+    assert env.d.step_referee.get_case(dispute)["stage"] == StepStage.COMMITTEE
+    panel = env.committee.get_panel(dispute)
+    assert panel.members and not {env.nodes[0], env.nodes[1]} & set(panel.members)
+    honest = bytes.fromhex(leaf_digest([np.asarray(job.values[id(leaf)])]))
+    for member in panel.members:
+        env.committee.vote(member, dispute, honest)
+    env.committee.resolve(env.nodes[2], dispute)
+    assert env.d.step_referee.get_case(dispute)["stage"] == StepStage.DONE
+    settled = env.game.get_dispute(dispute)
+    assert settled.stage == Stage.SETTLED
+    assert settled.verdict == Verdict.DEFENDER_WRONG
+
+
+WIDE = """
+HloModule wide_tanh
+ENTRY e {
+  x = f32[48,8] parameter(0)
+  w = f32[8,64] parameter(1)
+  a = f32[48,8] multiply(x, x)
+  b = f32[8,64] negate(w)
+  d = f32[48,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[48,64] tanh(d)
+}
+"""
+
+
+@pytest.mark.parametrize(("element", "liar"), [(2500, "defender"), (1100, "challenger"), (0, "defender")])
+def test_the_element_is_located_by_bisecting_the_outputs_chunks(env, element: int, liar: str) -> None:
+    """A 12 KiB output is three chunks: the parties bisect the chunk trees down to the chunk
+    where they differ (the last one sits alone, promoted), the defender reveals it, and the
+    challenger names the differing element from those bytes, with no off-chain help."""
+    program = load_program(WIDE)
+    rng = np.random.default_rng(9)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((48, 8), (8, 64))]
+    wide = step_job(optimize(program, load_config()), inputs, graph_commitment(program, load_config()))
+    index = _leaf(wide, "tanh")
+    dispute, step, gas = _dispute(env, wide, index, element, liar, StepKind.OP, 3)
+    assert dispute.verdict == (Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT)
+    assert gas["revealChunk moves"] == 1 and gas["answerRoot moves"] == 1
+    assert gas["claimElement moves"] == 1 and gas.get("resolve moves") == 1
+    assert env.d.step_referee.get_case(env.game.dispute_count())["chunk"] == element * 4 // 4096
+
+
+@pytest.mark.parametrize("liar", ["defender", "challenger"])
+def test_a_liar_that_stops_answering_loses_by_timeout(env, job: StepJob, liar: str) -> None:
+    index = _leaf(job, "tanh")
+    dispute, gas = dispute_with_lie(env, job, index, 7, liar, None, silent=True)
+    assert dispute.stage == Stage.SETTLED
+    assert dispute.verdict == (Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT)
+    assert "timeout" in gas

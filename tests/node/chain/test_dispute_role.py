@@ -162,3 +162,80 @@ def test_a_role_that_cannot_answer_says_why_and_loses_only_its_turn(g: GameEnv, 
     g.travel_to(g.game.get_dispute(1).deadline)
     [action] = challenger.step()
     assert action.key == "timeout:1" and g.game.get_dispute(1).winner == verifier
+
+
+@dataclass
+class StepKnowledge(Knowledge):
+    """Knowledge of a real job's instruction under the step referee (harness StepSide)."""
+
+    sides: dict[int, object] = field(default_factory=dict)
+
+    def instruction(self, job: OnChainJob, job_id: int, index: int):  # noqa: ANN201
+        return self.sides[index]
+
+
+STEP_MODULE = """
+HloModule dot_tanh
+ENTRY e {
+  x = f32[16,8] parameter(0)
+  w = f32[8,80] parameter(1)
+  a = f32[16,8] multiply(x, x)
+  b = f32[8,80] negate(w)
+  d = f32[16,80] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[16,80] tanh(d)
+}
+"""
+
+
+@pytest.mark.parametrize("liar", ["defender", "challenger"])
+def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Path, liar: str) -> None:
+    """Under the step referee, the roles play the whole case themselves, from what each holds
+    of the instruction: the chunk bisection of a 5 KiB output, the revealed chunk, the element,
+    the steps and the evaluation. The liar (lying at one step of a tanh element of the second
+    chunk) loses, the honest side wins, nothing is sent twice."""
+    import numpy as np
+    from web3 import EthereumTesterProvider, Web3
+
+    from compiler.api import StepKind, graph_commitment, load_config, load_program, optimize, trace_leaves
+    from harness.dispute_game import deployed_env
+    from harness.step_referee import step_job
+    from node.chain import StepStage, referees
+
+    g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
+    committee, step_referee = referees(g.client, g.d.registry)
+    assert step_referee is not None and committee.address == g.committee.address
+    program = load_program(STEP_MODULE)
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 80))]
+    job = step_job(optimize(program, load_config()), inputs, graph_commitment(program, load_config()))
+    index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "tanh")
+    element = 1100  # byte 4,400: the second chunk
+    faulty, verifier = g.nodes[0], g.nodes[1]
+    trace = job.side(faulty, index).trace(element)
+    lie = (element, [i for i, s in enumerate(trace.steps) if s.kind is StepKind.OP][30])
+    defender_side = job.side(faulty, index, lie if liar == "defender" else None)
+    challenger_side = job.side(verifier, index, lie if liar == "challenger" else None)
+    defender_exec = job.execution({index: defender_side.output_array} if liar == "defender" else None)
+    challenger_exec = job.execution({index: challenger_side.output_array} if liar == "challenger" else None)
+    graph = job.leaves()
+    job_id = g.run_job(graph, [Party(faulty, defender_exec)])
+    start = g.client.block_number() + 1
+    dk = StepKnowledge({job_id: defender_exec}, graph, sides={index: defender_side})
+    ck = StepKnowledge({job_id: challenger_exec}, graph, sides={index: challenger_side})
+
+    def role(account: str, knowledge: Knowledge) -> DisputeRole:
+        state = ChainState(tmp_path / f"{account}.sqlite3", chain_id=g.client.chain_id, contract=g.market.address, account=account, start_block=0)
+        return DisputeRole(g.client, g.market, g.game, committee, account, knowledge, state, step_referee=step_referee)
+
+    defender, challenger = role(faulty, dk), role(verifier, ck)
+    for _ in range(80):
+        defender.step()
+        challenger.step()
+        if g.game.dispute_count() and g.game.get_dispute(1).stage == Stage.SETTLED:
+            break
+    d = g.game.get_dispute(1)
+    assert d.stage == Stage.SETTLED and d.position == index
+    assert d.verdict == (Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT)
+    case = step_referee.get_case(1)
+    assert case["stage"] == StepStage.DONE and case["chunk"] == 1 and case["element"] == element
+    assert all(count == 1 for count in _sent(g, start).values())

@@ -3,10 +3,12 @@ pragma solidity 0.8.28;
 
 import {ScalarEval} from "./ScalarEval.sol";
 
-/// @title ScalarEvalHarness
-/// @notice Exposes ScalarEval for its tests (tests/contracts/test_scalar_eval.py,
-/// tools/scalar_campaign.py) and its gas bench (bench/scalar_gas.py). No state.
-contract ScalarEvalHarness {
+/// @title ScalarMachine
+/// @notice ScalarEval deployed on its own: the machine StepReferee calls to recompute a step
+/// (its code would not fit in the referee's 24,576 bytes), and what its tests
+/// (tests/contracts/test_scalar_eval.py, tools/scalar_campaign.py) and its gas bench
+/// (bench/scalar_gas.py) call. No state.
+contract ScalarMachine {
     /// @notice ScalarEval.evaluate as an external call.
     function evaluate(uint8 op, uint8 dtype, uint8 resultType, uint256 a, uint256 b, uint256 c)
         external

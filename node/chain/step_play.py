@@ -1,0 +1,187 @@
+"""One side of the step referee's game (contracts/src/StepReferee.sol, docs/disputes.md "Down
+to one scalar operation"): the move a party makes from what it holds of the disputed
+instruction, its own output tensor and, for an element, its values of the element program's
+steps.
+
+What a party holds comes from an `InstructionHolding`, which something that can evaluate the
+instruction implements (the reference's element steps, compiler.api.element_steps): the chain
+side only reads the holding, proves it and sends. Every move is a pure function of the
+holding and the case as the chain shows it, so a node and a test harness make the same moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from attest.commitment import TreeLevels
+from attest.merkle import inclusion_proof
+from attest.tensor_proof import ChunkTree, ElementProof
+from node.chain.client import Sender, TxResult, _address
+from node.chain.contracts import StepReferee, StepStage
+
+
+@dataclass(frozen=True)
+class ProgramClaim:
+    """An instruction's element program, as its graph leaf binds it: the record's body digest,
+    the program commitment's fields and its templates (the tree's leaves)."""
+
+    record_body: bytes
+    root: bytes
+    result: int
+    elements: int
+    header_hash: bytes
+    templates: tuple[bytes, ...]
+
+    @property
+    def steps(self) -> int:
+        return len(self.templates)
+
+    def argument(self) -> tuple:
+        """StepReferee.Program."""
+        return (self.root, self.steps, self.result, self.elements, self.header_hash)
+
+    def template(self, step: int) -> tuple:
+        """StepReferee.TemplateProof of step `step`."""
+        return (self.templates[step], _siblings(inclusion_proof(self.templates, step).siblings))
+
+
+@dataclass(frozen=True)
+class StepOpening:
+    """What resolving at a step needs beyond the values: the steps its template names, a
+    LOAD's element proof, a TABLE's entry with its proof."""
+
+    arguments: tuple[int, ...]
+    load: ElementProof | None = None
+    entry: tuple[int, tuple[str, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class ElementValues:
+    """A party's values of the program's steps for one output element, and the leaves of its
+    values tree (one per step)."""
+
+    element: int
+    values: tuple[int, ...]
+    leaves: tuple[bytes, ...]
+
+    @property
+    def tree(self) -> TreeLevels:
+        return TreeLevels(self.leaves)
+
+    def proof(self, step: int) -> tuple:
+        """StepReferee.ValueProof of step `step`."""
+        return (self.values[step], _siblings(inclusion_proof(self.leaves, step).siblings))
+
+
+class InstructionHolding(Protocol):
+    """What one party holds of the disputed instruction."""
+
+    record_body: bytes  # SHA-256 of the instruction's record JSON
+
+    @property
+    def program(self) -> ProgramClaim | None:
+        """The element program (None: the instruction has none, the committee decides)."""
+        ...
+
+    @property
+    def output(self) -> ChunkTree:
+        """The party's output tensor of the instruction, opened."""
+        ...
+
+    def element(self, element: int) -> ElementValues:
+        """The party's values of the steps of output element `element`."""
+        ...
+
+    def opening(self, element: int, step: int) -> StepOpening:
+        """What resolving element `element` at step `step` needs."""
+        ...
+
+
+NO_LOAD = (b"", 0, b"", [])
+NO_ENTRY = (0, [])
+
+
+def _siblings(hexes: tuple[str, ...] | list[str]) -> list[bytes]:
+    return [bytes.fromhex(h) for h in hexes]
+
+
+def proof_argument(proof: ElementProof) -> tuple:
+    """TensorProofs.ElementProof."""
+    return (proof.header, proof.chunk_index, proof.chunk, _siblings(proof.siblings))
+
+
+@dataclass(frozen=True)
+class StepMove:
+    """The move due, by name (for logs and the record of sent actions), and its sending."""
+
+    name: str
+    tx: TxResult
+
+
+def play_step_move(
+    referee: StepReferee, sender: Sender, case_id: int, mine: InstructionHolding, from_block: int = 0
+) -> StepMove | None:
+    """Sends `sender`'s move in the case when it is `sender`'s turn (None when it is not).
+    Honest play: every move comes from `mine`. `from_block`: where to look for the revealed
+    chunk's log."""
+    if referee.to_move(case_id) != _address(sender):
+        return None
+    case = referee.get_case(case_id)
+    stage = case["stage"]
+    program = mine.program
+    if stage == StepStage.CLAIM and program is None:
+        return StepMove("claimUncovered", referee.claim_uncovered(sender, case_id, mine.record_body))
+    if program is None:
+        raise ValueError(f"case {case_id} is at {stage.name} but this party holds no element program")
+    if stage == StepStage.CLAIM:
+        output = mine.output
+        tx = referee.claim_program(
+            sender, case_id, mine.record_body, program.argument(), program.template(program.result), output.header, output.root
+        )
+        return StepMove("claimProgram", tx)
+    if stage == StepStage.ROOT:
+        return StepMove("answerRoot", referee.answer_root(sender, case_id, mine.output.header, mine.output.root))
+    if stage == StepStage.BISECT:
+        tree = mine.output.levels if case["locating"] else mine.element(int(case["element"])).tree
+        left, right = tree.children(int(case["level"]), int(case["position"]))
+        name = "bisectChunks" if case["locating"] else "bisectSteps"
+        return StepMove(name, referee.bisect(sender, case_id, bytes.fromhex(left), bytes.fromhex(right)))
+    if stage == StepStage.REVEAL:
+        return StepMove("revealChunk", referee.reveal_chunk(sender, case_id, mine.output.chunks[int(case["chunk"])]))
+    if stage == StepStage.ELEMENT:
+        chunk = int(case["chunk"])
+        theirs = referee.revealed_chunk(case_id, from_block)
+        if theirs is None:
+            raise ValueError(f"case {case_id}: the defender's revealed chunk is not in the logs from block {from_block}")
+        element = mine.output.first_difference(chunk, theirs)
+        if element is None:
+            raise ValueError(f"case {case_id}: the revealed chunk {chunk} equals this party's; no element to name")
+        values = mine.element(element)
+        tx = referee.claim_element(
+            sender, case_id, element, proof_argument(mine.output.proof(element)), bytes.fromhex(values.tree.root), values.proof(program.result)
+        )
+        return StepMove("claimElement", tx)
+    if stage == StepStage.ANSWER:
+        element = int(case["element"])
+        values = mine.element(element)
+        tx = referee.answer_element(
+            sender, case_id, proof_argument(mine.output.proof(element)), bytes.fromhex(values.tree.root), values.proof(program.result)
+        )
+        return StepMove("answerElement", tx)
+    if stage == StepStage.RESOLVE:
+        return StepMove("resolve", _resolve(referee, sender, case_id, case, mine, program))
+    return None
+
+
+def _resolve(
+    referee: StepReferee, sender: Sender, case_id: int, case: dict, mine: InstructionHolding, program: ProgramClaim
+) -> TxResult:
+    element, step = int(case["element"]), int(case["position"])
+    values = mine.element(element)
+    opening = mine.opening(element, step)
+    load = NO_LOAD if opening.load is None else proof_argument(opening.load)
+    entry = NO_ENTRY if opening.entry is None else (opening.entry[0], _siblings(opening.entry[1]))
+    return referee.resolve(
+        sender, case_id, program.template(step), [values.proof(a) for a in opening.arguments], load, entry
+    )

@@ -1,0 +1,96 @@
+"""What a party holds of a disputed instruction for the step referee (node/chain/step_play.py's
+InstructionHolding), from the instruction, its graph record, its operands' values and the
+party's output: the element program, the output's chunk tree, and an element's values of the
+program's steps by the reference (compiler.api.element_steps), never by a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+
+import numpy as np
+
+from attest.tensor_proof import ChunkTree, chunk_tree, element_proof
+from compiler.api import (
+    NO_PROGRAM,
+    StepKind,
+    StepTrace,
+    decode_program_leaf,
+    element_steps,
+    operand_sources,
+    table_entry_proof,
+    value_leaf,
+)
+from node.chain.step_play import ElementValues, ProgramClaim, StepOpening
+
+OPERAND_SOURCE, LITERAL_SOURCE = 1, 2  # a LOAD template's source codes
+
+
+class InstructionSide:
+    """One party's holding of instruction `leaf` (an op-trace leaf, `record` its graph record):
+    the values of the instruction's operands (`operands`, in its operand order), of its graph
+    record's trace operands (`trace_operands`, what a LOAD names) and its output (which an
+    instruction without an element program need not hold)."""
+
+    def __init__(self, leaf, record, operands: Sequence[np.ndarray], trace_operands: Sequence[np.ndarray], output: np.ndarray | None) -> None:  # noqa: ANN001 - compiler types
+        self.leaf = leaf
+        self.record = record
+        self.operands = [np.asarray(o) for o in operands]
+        self.trace_operands = [np.asarray(o) for o in trace_operands]
+        self.output_array = None if output is None else np.asarray(output)  # None: no program
+        self._traces: dict[int, StepTrace] = {}
+        self._elements: dict[int, ElementValues] = {}
+
+    @property
+    def record_body(self) -> bytes:
+        return self.record.body_digest()
+
+    def trace(self, element: int) -> StepTrace:
+        """The reference's steps of output element `element`."""
+        if element not in self._traces:
+            sources = operand_sources(self.record.operands, self.record.trace_operands)
+            self._traces[element] = element_steps(self.leaf, self.operands, element, sources=sources)
+        return self._traces[element]
+
+    @cached_property
+    def program(self) -> ProgramClaim | None:
+        if self.record.program == NO_PROGRAM:
+            return None
+        trace = self.trace(0)
+        commitment = trace.commitment()
+        return ProgramClaim(
+            record_body=self.record_body,
+            root=bytes.fromhex(commitment.root),
+            result=commitment.result,
+            elements=commitment.elements,
+            header_hash=bytes.fromhex(commitment.header),
+            templates=tuple(trace.program_leaves()),
+        )
+
+    @cached_property
+    def output(self) -> ChunkTree:
+        return chunk_tree(self.output_array)
+
+    def values(self, element: int) -> list[int]:
+        """This party's values of the element's steps."""
+        return [step.value for step in self.trace(element).steps]
+
+    def element(self, element: int) -> ElementValues:
+        if element not in self._elements:
+            values = tuple(self.values(element))
+            self._elements[element] = ElementValues(element, values, tuple(value_leaf(v) for v in values))
+        return self._elements[element]
+
+    def opening(self, element: int, step: int) -> StepOpening:
+        trace = self.trace(element)
+        values = self.element(element).values
+        template = decode_program_leaf(trace.program_leaves()[step])
+        if template.kind is StepKind.LOAD:
+            source = self.trace_operands[template.number] if template.source == OPERAND_SOURCE else trace.literals[template.number]
+            return StepOpening(template.args, load=element_proof(source, values[template.args[0]]))
+        if template.kind is StepKind.TABLE:
+            table = dict(trace.tables)[trace.steps[step].table]
+            value, siblings = table_entry_proof(table, values[template.args[0]])
+            return StepOpening(template.args, entry=(int.from_bytes(value, "big"), tuple(siblings)))
+        return StepOpening(template.args)
