@@ -2,7 +2,7 @@
 (a faulty defender, an honest challenger and a committee member) play a dispute to its end by
 themselves, each from its own chain database; restarted mid-dispute, a role carries on and
 sends nothing twice; after a reorg drops its move, it sends it again; a role that cannot
-answer says why."""
+answer says why; under the step referee, the two parties play its case to the end."""
 
 from __future__ import annotations
 
@@ -12,17 +12,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
+from web3 import EthereumTesterProvider, Web3
 
+from compiler.api import StepKind, graph_commitment, load_config, load_program, optimize, trace_leaves
 from harness.dispute_game import (
     GameEnv,
     Party,
+    deployed_env,
     diverging,
     game_env,
     honest_execution,
     synthetic_graph,
 )
-from node.chain import OnChainJob, Stage, Verdict
+from harness.step_referee import step_job
+from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.state import ChainState
@@ -193,14 +198,6 @@ def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Pa
     of the instruction: the chunk bisection of a 5 KiB output, the revealed chunk, the element,
     the steps and the evaluation. The liar (lying at one step of a tanh element of the second
     chunk) loses, the honest side wins, nothing is sent twice."""
-    import numpy as np
-    from web3 import EthereumTesterProvider, Web3
-
-    from compiler.api import StepKind, graph_commitment, load_config, load_program, optimize, trace_leaves
-    from harness.dispute_game import deployed_env
-    from harness.step_referee import step_job
-    from node.chain import StepStage, referees
-
     g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     assert step_referee is not None and committee.address == g.committee.address
