@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 from web3 import EthereumTesterProvider, Web3
 
-from compiler.api import StepKind, graph_commitment, load_config, load_program, optimize, trace_leaves
+from compiler.api import (
+    StepKind,
+    graph_commitment,
+    load_config,
+    load_program,
+    optimize,
+    trace_leaves,
+)
 from harness.dispute_game import (
     GameEnv,
     Party,
