@@ -33,7 +33,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
 # needs the protocol, traces and the chain bindings, never the daemon's internals.
 NODE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("node.errors", "node.sqlite"),
-    ("node.protocol", "node.tensors", "node.jax_programs", "node.devnet_state", "node.urls", "node.graphs", "node.transfers"),
+    ("node.protocol", "node.tensors", "node.jax_programs", "node.devnet_state", "node.urls", "node.graphs", "node.transfers", "node.step_protocol"),
     ("node.tracing",),
     ("node.chain",),
     ("node.daemon", "node.sdk"),

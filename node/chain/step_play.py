@@ -3,8 +3,8 @@ to one scalar operation"): the move a party makes from what it holds of the disp
 instruction, its own output tensor and, for an element, its values of the element program's
 steps.
 
-What a party holds comes from an `InstructionHolding`, which something that can evaluate the
-instruction implements (the reference's element steps, compiler.api.element_steps): the chain
+What a party holds comes from an `InstructionHolding` (node/step_protocol.py), which something
+that can evaluate the instruction implements (the reference's element steps, compiler.api.element_steps): the chain
 side only reads the holding, proves it and sends. Every move is a pure function of the
 holding and the case as the chain shows it, so a node and a test harness make the same moves.
 """
@@ -12,103 +12,23 @@ holding and the case as the chain shows it, so a node and a test harness make th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
-from attest.commitment import TreeLevels
-from attest.merkle import inclusion_proof
-from attest.tensor_proof import ChunkTree, ElementProof
+from attest.tensor_proof import ElementProof
 from node.chain.client import Sender, TxResult, _address
 from node.chain.contracts import StepReferee, StepStage
-
-
-@dataclass(frozen=True)
-class ProgramClaim:
-    """An instruction's element program, as its graph leaf binds it: the record's body digest,
-    the program commitment's fields and its templates (the tree's leaves)."""
-
-    record_body: bytes
-    root: bytes
-    result: int
-    elements: int
-    header_hash: bytes
-    templates: tuple[bytes, ...]
-
-    @property
-    def steps(self) -> int:
-        return len(self.templates)
-
-    def argument(self) -> tuple:
-        """StepReferee.Program."""
-        return (self.root, self.steps, self.result, self.elements, self.header_hash)
-
-    def template(self, step: int) -> tuple:
-        """StepReferee.TemplateProof of step `step`."""
-        return (self.templates[step], _siblings(inclusion_proof(self.templates, step).siblings))
-
-
-@dataclass(frozen=True)
-class StepOpening:
-    """What resolving at a step needs beyond the values: the steps its template names, a
-    LOAD's element proof, a TABLE's entry with its proof."""
-
-    arguments: tuple[int, ...]
-    load: ElementProof | None = None
-    entry: tuple[int, tuple[str, ...]] | None = None
-
-
-@dataclass(frozen=True)
-class ElementValues:
-    """A party's values of the program's steps for one output element, and the leaves of its
-    values tree (one per step)."""
-
-    element: int
-    values: tuple[int, ...]
-    leaves: tuple[bytes, ...]
-
-    @property
-    def tree(self) -> TreeLevels:
-        return TreeLevels(self.leaves)
-
-    def proof(self, step: int) -> tuple:
-        """StepReferee.ValueProof of step `step`."""
-        return (self.values[step], _siblings(inclusion_proof(self.leaves, step).siblings))
-
-
-class InstructionHolding(Protocol):
-    """What one party holds of the disputed instruction."""
-
-    record_body: bytes  # SHA-256 of the instruction's record JSON
-
-    @property
-    def program(self) -> ProgramClaim | None:
-        """The element program (None: the instruction has none, the committee decides)."""
-        ...
-
-    @property
-    def output(self) -> ChunkTree:
-        """The party's output tensor of the instruction, opened."""
-        ...
-
-    def element(self, element: int) -> ElementValues:
-        """The party's values of the steps of output element `element`."""
-        ...
-
-    def opening(self, element: int, step: int) -> StepOpening:
-        """What resolving element `element` at step `step` needs."""
-        ...
-
+from node.step_protocol import (
+    InstructionHolding,
+    ProgramClaim,
+    siblings,
+)
 
 NO_LOAD = (b"", 0, b"", [])
 NO_ENTRY = (0, [])
 
 
-def _siblings(hexes: tuple[str, ...] | list[str]) -> list[bytes]:
-    return [bytes.fromhex(h) for h in hexes]
-
-
 def proof_argument(proof: ElementProof) -> tuple:
     """TensorProofs.ElementProof."""
-    return (proof.header, proof.chunk_index, proof.chunk, _siblings(proof.siblings))
+    return (proof.header, proof.chunk_index, proof.chunk, siblings(proof.siblings))
 
 
 @dataclass(frozen=True)
@@ -181,7 +101,7 @@ def _resolve(
     values = mine.element(element)
     opening = mine.opening(element, step)
     load = NO_LOAD if opening.load is None else proof_argument(opening.load)
-    entry = NO_ENTRY if opening.entry is None else (opening.entry[0], _siblings(opening.entry[1]))
+    entry = NO_ENTRY if opening.entry is None else (opening.entry[0], siblings(opening.entry[1]))
     return referee.resolve(
         sender, case_id, program.template(step), [values.proof(a) for a in opening.arguments], load, entry
     )

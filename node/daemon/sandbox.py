@@ -563,6 +563,8 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     # Everything a job needs is loaded, and what it reads once is read, before the process
     # confines itself (and before "ready": the first job does not wait for it).
     # The compiler and LLVM, and the reference that evaluates a dispute's one instruction.
+    # What a party to a step referee's case asks for (StepsRequest): element steps by the reference.
+    import node.daemon.step_holding  # noqa: F401
     from compiler.api import compile_program, evaluate_leaf, graph_commitment, leaf_digest, optimize  # noqa: F401
     from node.tracing.statement import host_record, vxla_version
 
@@ -786,6 +788,7 @@ def _steps(request: StepsRequest, compiler_config: CompilerConfig, graphs, optim
 
 
 def _instruction_answer(side) -> tuple[dict, list[bytes]]:  # noqa: ANN001 - an InstructionSide
+    from attest.digests import element_type_name
     from node.tensors import npy_bytes
 
     program = side.program
@@ -801,7 +804,7 @@ def _instruction_answer(side) -> tuple[dict, list[bytes]]:  # noqa: ANN001 - an 
         header["steps"] = program.steps
         frames.append(b"".join(program.templates))
     header["frames"] = len(frames)
-    header["output"] = {"dtype": side.output_array.dtype.name, "shape": list(side.output_array.shape)}
+    header["output"] = {"dtype": element_type_name(side.output_array.dtype), "shape": list(side.output_array.shape)}
     return header, frames
 
 

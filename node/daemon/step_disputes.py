@@ -22,11 +22,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from attest.tensor_proof import ChunkTree, ElementProof, chunk_tree
-from node.chain.step_play import ElementValues, ProgramClaim, StepOpening
 from node.chain.watcher import JobPending
 from node.daemon.chain_executor import leaf_digest_of
 from node.daemon.sandbox import LeafBuffer
 from node.errors import JobRejected
+from node.step_protocol import ElementValues, ProgramClaim, StepOpening
 
 VALUE_BYTES = 32  # a value leaf: the value's bits, big-endian (compiler/reference/steps/program.py)
 

@@ -22,7 +22,7 @@ from compiler.api import (
     table_entry_proof,
     value_leaf,
 )
-from node.chain.step_play import ElementValues, ProgramClaim, StepOpening
+from node.step_protocol import ElementValues, ProgramClaim, StepOpening
 
 OPERAND_SOURCE, LITERAL_SOURCE = 1, 2  # a LOAD template's source codes
 

@@ -243,3 +243,46 @@ def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Pa
     case = step_referee.get_case(1)
     assert case["stage"] == StepStage.DONE and case["chunk"] == 1 and case["element"] == element
     assert all(count == 1 for count in _sent(g, start).values())
+
+
+def test_under_the_step_referee_an_uncovered_instruction_goes_to_the_committee_members_vote(tmp_path: Path) -> None:
+    """The multiply reads a job input, so its record binds no element program: the honest
+    challenger's role shows that, the step referee hands the instruction to the committee,
+    the members' roles vote and resolve, and the ruling reaches the game through the step
+    referee: the faulty defender loses, with nothing sent twice."""
+    g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
+    committee, step_referee = referees(g.client, g.d.registry)
+    program = load_program(STEP_MODULE)
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 80))]
+    job = step_job(optimize(program, load_config()), inputs, graph_commitment(program, load_config()))
+    index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "multiply")
+    assert job.graph.records[index].program == "00" * 32
+    faulty, verifier = g.nodes[0], g.nodes[1]
+    honest_side = job.side(verifier, index)
+    wrong = job.execution({index: np.asarray(honest_side.output_array) + np.float32(1)})
+    honest = job.execution()
+    graph = job.leaves()
+    job_id = g.run_job(graph, [Party(faulty, wrong)])
+    start = g.client.block_number() + 1
+
+    def role(account: str, knowledge: Knowledge) -> DisputeRole:
+        state = ChainState(tmp_path / f"{account}.sqlite3", chain_id=g.client.chain_id, contract=g.market.address, account=account, start_block=0)
+        return DisputeRole(g.client, g.market, g.game, committee, account, knowledge, state, step_referee=step_referee)
+
+    roles = [
+        role(faulty, StepKnowledge({job_id: wrong}, graph, honest, sides={index: job.side(faulty, index)})),
+        role(verifier, StepKnowledge({job_id: honest}, graph, honest, sides={index: honest_side})),
+        *(role(member, Knowledge({}, graph, honest)) for member in g.nodes[2:]),
+    ]
+    for _ in range(60):
+        for r in roles:
+            r.step()
+        if g.game.dispute_count() and g.game.get_dispute(1).stage == Stage.SETTLED:
+            break
+    d = g.game.get_dispute(1)
+    assert d.stage == Stage.SETTLED and d.position == index and d.verdict == Verdict.DEFENDER_WRONG
+    assert step_referee.get_case(1)["stage"] == StepStage.DONE
+    panel = committee.get_panel(1)
+    assert panel.resolved and all(panel.voted)
+    assert all(count == 1 for count in _sent(g, start).values())
