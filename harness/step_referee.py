@@ -32,7 +32,7 @@ from node.chain import Stage
 from node.chain.contracts import StepStage
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.step_play import play_step_move
-from node.daemon.step_holding import InstructionSide
+from node.step_holding import InstructionSide
 
 
 class StepSide(InstructionSide):

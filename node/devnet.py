@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from node.devnet_state import STATE_FILE, DevnetError, DevnetState, NodeInfo, ProcessInfo
+from node.devnet_state import REFEREES, STATE_FILE, DevnetError, DevnetState, NodeInfo, ProcessInfo
 
 # The directory the `node` package is imported from (a checkout, or site-packages when
 # installed): the devnet's processes run there, so `python -m node.cli` in a node process
@@ -221,9 +221,11 @@ def _node_toml(index: int, port: int, node_dir: Path, state: DevnetState, accoun
 def up(
     directory: Path, nodes: int, *, faults: dict[int, str] | None = None, timeout: float = 90.0,
     progress: Callable[[str], None] | None = None, anvil: str | Path | None = None,
-    min_rewards: dict[int, int] | None = None,
+    min_rewards: dict[int, int] | None = None, referee: str = "steps",
 ) -> DevnetState:  # fmt: skip
     """Start anvil, deploy, and start `nodes` registered nodes (see the module docstring).
+    `referee`: "steps" (the step referee, the committee its fallback) or "committee" (the
+    committee alone) decides a dispute's instruction.
     `faults` maps a node index to "INSTRUCTION:BIT" (fault injection: test/demo only);
     `min_rewards` a node index to the smallest reward (wei) it claims a slot for.
     `progress` hears each step as it starts, in words. `anvil`: the executable to run
@@ -232,6 +234,8 @@ def up(
     from attest import init_key_files
     from node.chain import ChainClient, deploy
 
+    if referee not in REFEREES:
+        raise DevnetError(f"--referee must be one of {', '.join(REFEREES)}, got {referee!r}")
     if not 1 <= nodes <= MAX_NODES:
         raise DevnetError(f"--nodes must be in 1..{MAX_NODES}, got {nodes}")
     faults = faults or {}
@@ -271,14 +275,16 @@ def up(
             time.sleep(0.1)
         client = ChainClient(w3)
         deployer, submitter, *accounts = client.accounts()[: 2 + nodes]
-        tell("deploying NodeRegistry, JobMarket, DisputeGame and Committee")
+        steps = referee == "steps"
+        tell(f"deploying NodeRegistry, JobMarket, DisputeGame, Committee{', ScalarMachine and StepReferee' if steps else ''}")
         d = deploy(
             client, deployer, min_stake_wei=MIN_STAKE_WEI, unbonding_delay_s=UNBONDING_DELAY_S, slash_amount_wei=SLASH_WEI,
-            terms=game_terms(nodes),
+            terms=game_terms(nodes), step_referee=steps,
         )  # fmt: skip
         state = DevnetState(
             str(directory), rpc_url, client.chain_id, d.market.address, d.registry.address, d.block,
             deployer, submitter, anvil_info, dispute_game=d.game.address, committee=d.committee.address,
+            step_referee=d.step_referee.address if d.step_referee is not None else "",
         )  # fmt: skip
         procs = []
         for index, account in enumerate(accounts):

@@ -40,6 +40,12 @@ class NodeInfo:
     fault: str = ""  # "INSTRUCTION:BIT" for a node started with fault injection (demo only)
 
 
+# Who decides a dispute's instruction on a devnet (`vxla devnet up --referee`): the step
+# referee (the contract evaluates one scalar operation; the committee rules what it cannot),
+# the default, or the committee alone.
+REFEREES = ("steps", "committee")
+
+
 @dataclass
 class DevnetState:
     """What `up` started (the contents of state.json)."""
@@ -54,10 +60,12 @@ class DevnetState:
     submitter: str
     anvil: ProcessInfo
     nodes: list[NodeInfo] = field(default_factory=list)
-    # The dispute game and its referee (the registry names them too; "" in a state file
-    # written before they were deployed).
+    # The dispute game, the committee and the step referee (the registry names them too; ""
+    # in a state file written before they were deployed, and no step referee when the
+    # committee is the game's referee alone).
     dispute_game: str = ""
     committee: str = ""
+    step_referee: str = ""
 
     def first_node_url(self) -> str:
         """The URL of node 0, the one a client of the devnet talks to; DevnetError if none."""

@@ -409,7 +409,9 @@ class Job:
             threads=threads, execute_on=execute_on,
         )  # fmt: skip
         if disputing and report.reexecution is not None and not report.ok:
-            summaries = self.dispute(execution_of(report.reexecution), graph_leaves_of(module), timeout=timeout)
+            summaries = self.dispute(
+                execution_of(report.reexecution), graph_leaves_of(module), timeout=timeout, module=module, inputs=inputs
+            )
             report.disputes = [s.to_dict() for s in summaries]
         return report
 
@@ -426,16 +428,20 @@ class Job:
             time.sleep(0.25)
 
     def dispute(
-        self, execution: Execution, graph: GraphLeaves, *, timeout: float | None = 600.0, poll_seconds: float = 0.5
-    ) -> list[DisputeSummary]:
+        self, execution: Execution, graph: GraphLeaves, *, timeout: float | None = 600.0, poll_seconds: float = 0.5,
+        module: bytes | None = None, inputs: Sequence[np.ndarray] | None = None,
+    ) -> list[DisputeSummary]:  # fmt: skip
         """Challenges every revealed slot of this chain job whose execution differs from
         `execution` (the submitter's own: op-trace digests and result digest, e.g. from a
         re-execution), posting the game's bond from the chain submitter's account, and plays
         each dispute until its verdict: the bisection moves and the leaf opening are made
-        here, the committee of staked nodes decides the instruction. `graph`: the job's graph
-        leaves from this machine's compile (`graph_leaves_of`). Stays until every dispute it
-        opened settled, or `timeout` (JobTimeout; the disputes go on without this side and
-        are lost by the clock). Returns the disputes as they ended."""
+        here, then the step referee's moves (the contract evaluates one scalar operation) or
+        the committee of staked nodes decides the instruction. `graph`: the job's graph
+        leaves from this machine's compile (`graph_leaves_of`); `module` and `inputs`: the
+        job's, from which the step referee's moves are computed here (the reference's element
+        steps; without them, a dispute the step referee has is lost by the clock). Stays until
+        every dispute it opened settled, or `timeout` (JobTimeout; the disputes go on without
+        this side and are lost by the clock). Returns the disputes as they ended."""
         import tempfile
 
         from node.chain import DisputeGame, NodeRegistry, referees
@@ -452,7 +458,9 @@ class Job:
         game = DisputeGame(client, registry.game())
         job_id = int(self.id)
         start = client.block_number()
-        knowledge = _SubmitterKnowledge(job_id, execution, graph)
+        knowledge = _SubmitterKnowledge(
+            job_id, execution, graph, module, None if inputs is None else [np.asarray(x) for x in inputs]
+        )
         deadline = None if timeout is None else time.monotonic() + timeout
         with tempfile.TemporaryDirectory(prefix="vxla-dispute-") as scratch:
             me = _address_of(chain.account)
@@ -543,11 +551,15 @@ def execution_of(statement: Statement) -> Execution:
 
 @dataclass(frozen=True)
 class _SubmitterKnowledge:
-    """What a submitter disputing its job knows: its own execution and the graph."""
+    """What a submitter disputing its job knows: its own execution and the graph, and the
+    module and inputs it answers the step referee from."""
 
     job_id: int
     mine: Execution
     graph_leaves: GraphLeaves
+    module: bytes | None = None  # the job's, to answer the step referee (with `inputs`)
+    inputs: list[np.ndarray] | None = None
+    sides: dict[int, Any] = field(default_factory=dict)
 
     def executed_jobs(self) -> list[int]:
         return [self.job_id]
@@ -560,6 +572,23 @@ class _SubmitterKnowledge:
 
     def vote(self, job: Any, job_id: int, index: int) -> bytes:
         raise NodeError("a submitter is not a committee member")
+
+    def instruction(self, job: Any, job_id: int, index: int) -> Any:
+        """What the submitter holds of instruction `index` under the step referee: the
+        reference's run of its module on its inputs, here (node/step_holding.py)."""
+        if self.module is None or self.inputs is None:
+            raise NodeError("the step referee has the instruction: disputing needs the job's module and inputs (verify(dispute=True) passes them)")
+        if index not in self.sides:
+            from compiler.api import graph_commitment, load_config, load_program, optimize
+            from node.step_holding import reference_side
+
+            program = load_program(self.module.decode("utf-8"))
+            config = load_config()
+            record = graph_commitment(program, config).records[index]
+            if record.leaf() != self.graph_leaves.leaf(index):
+                raise NodeError(f"instruction {index}: this machine's graph leaf is not the job's")
+            self.sides[index] = reference_side(optimize(program, config), record, self.inputs, index)
+        return self.sides[index]
 
 
 @dataclass

@@ -34,6 +34,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
 NODE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("node.errors", "node.sqlite"),
     ("node.protocol", "node.tensors", "node.jax_programs", "node.devnet_state", "node.urls", "node.graphs", "node.transfers", "node.step_protocol"),
+    ("node.step_holding",),
     ("node.tracing",),
     ("node.chain",),
     ("node.daemon", "node.sdk"),

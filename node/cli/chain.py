@@ -22,6 +22,7 @@ from node.cli.common import (
     positive_int,
     read_hlo_text,
 )
+from node.devnet_state import REFEREES
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 
@@ -118,7 +119,7 @@ def cmd_devnet_up(args: argparse.Namespace) -> int:
         print(f"[{time.monotonic() - started:4.1f} s] {step}", file=sys.stderr, flush=True)
 
     try:
-        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []), progress=progress, anvil=args.anvil)
+        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []), progress=progress, anvil=args.anvil, referee=args.referee)
     except DevnetError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -127,7 +128,10 @@ def cmd_devnet_up(args: argparse.Namespace) -> int:
     print(f"anvil     {state.rpc_url} (pid {state.anvil.pid}, chain id {state.chain_id})")
     print(f"market    {state.job_market}")
     print(f"registry  {state.node_registry}")
-    print(f"disputes  {state.dispute_game} (referee: committee {state.committee})")
+    if state.step_referee:
+        print(f"disputes  {state.dispute_game} (referee: step referee {state.step_referee}, committee {state.committee} its fallback)")
+    else:
+        print(f"disputes  {state.dispute_game} (referee: committee {state.committee})")
     print(f"submitter {state.submitter}")
     for node in state.nodes:
         fault = f"  FAULT INJECTION {node.fault} (demo only)" if node.fault else ""
@@ -200,6 +204,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     devnet_up = devnet_commands.add_parser("up", help="start anvil, deploy, register and start N nodes", description="Start anvil on 127.0.0.1, deploy the contracts, and start N nodes (own keys, data dirs, ports, staked accounts); writes DIR/state.json.")
     devnet_up.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="number of nodes (default 3)")
     devnet_up.add_argument("--fault", type=_fault_spec, action="append", metavar="NODE=INSTRUCTION[:BIT]", help="test/demo only: start node NODE with fault injection (flips BIT of INSTRUCTION's output)")
+    devnet_up.add_argument(
+        "--referee", choices=REFEREES, default=REFEREES[0],
+        help="who decides a dispute's instruction: the step referee, the contract evaluating one scalar operation, with the committee for what it cannot evaluate (default), or the committee alone",
+    )  # fmt: skip
     devnet_up.add_argument("--anvil", metavar="PATH", help="the anvil executable (default: $VXLA_ANVIL, else anvil on PATH, else a checkout's contracts/node_modules copy)")
     devnet_up.add_argument("--json", action="store_true", help="print the state as JSON")
     devnet_status = devnet_commands.add_parser("status", help="show anvil and each node", description="Show anvil and each node: process, healthz, readyz, stake.")

@@ -564,7 +564,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     # confines itself (and before "ready": the first job does not wait for it).
     # The compiler and LLVM, and the reference that evaluates a dispute's one instruction.
     # What a party to a step referee's case asks for (StepsRequest): element steps by the reference.
-    import node.daemon.step_holding  # noqa: F401
+    import node.step_holding  # noqa: F401
     from compiler.api import compile_program, evaluate_leaf, graph_commitment, leaf_digest, optimize  # noqa: F401
     from node.tracing.statement import host_record, vxla_version
 
@@ -811,15 +811,8 @@ def _instruction_answer(side) -> tuple[dict, list[bytes]]:  # noqa: ANN001 - an 
 def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: OrderedDict):
     """The holding of the disputed instruction from the reference's run of the job (kept for
     the next requests of the same dispute)."""
-    from compiler.api import (
-        NO_PROGRAM,
-        UNCOVERED,
-        evaluate,
-        graph_commitment,
-        optimize,
-        trace_leaves,
-    )
-    from node.daemon.step_holding import InstructionSide
+    from compiler.api import graph_commitment, optimize
+    from node.step_holding import reference_side
 
     program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
     graph = _graph_summary(program, compiler_config, graphs)
@@ -836,24 +829,11 @@ def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig
     module = optimized.get(program.hlo_hash)
     if module is None:
         module = optimized[program.hlo_hash] = optimize(program, compiler_config)
-    leaf = trace_leaves(module)[index]
-    values: dict[int, object] = {}
-    wanted = {id(leaf), *(id(o) for o in leaf.operands)}
     record = graph_commitment(program, compiler_config).records[index]
-    leaves = trace_leaves(module)
-    wanted |= {id(leaves[j]) for j in record.trace_operands}
-    if record.program != NO_PROGRAM:
-        evaluate(module, arrays, max_while_iterations=request.limits.max_while_iterations,
-                 observer=lambda instruction, value: values.__setitem__(id(instruction), value) if id(instruction) in wanted else None)  # fmt: skip
-    if record.program == NO_PROGRAM:  # the committee decides it: only the record is needed
-        side = InstructionSide(leaf, record, [], [], None)
-    elif any(isinstance(values.get(w), tuple) or w not in values for w in wanted):
-        reason = UNCOVERED.get(leaf.opcode, "a tuple-shaped value")
-        raise JobRejected(f"steps: instruction {index} ({leaf.opcode}) has no element steps here: {reason}", 422)
-    else:
-        side = InstructionSide(
-            leaf, record, [values[id(o)] for o in leaf.operands], [values[id(leaves[j])] for j in record.trace_operands], values[id(leaf)]
-        )
+    try:
+        side = reference_side(module, record, arrays, index, request.limits.max_while_iterations)
+    except ValueError as error:
+        raise JobRejected(f"steps: {error}", 422) from None
     sides[key] = side
     while len(sides) > _EXECUTABLES_KEPT:
         sides.popitem(last=False)

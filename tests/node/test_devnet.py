@@ -34,10 +34,11 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
     try:
         assert main(["devnet", "up", "--nodes", "3", "--dir", str(directory), "--json"]) == 0
         steps = capsys.readouterr().err  # each step as it starts, with the time so far
-        for step in ("] starting anvil on 127.0.0.1:", "] deploying NodeRegistry, JobMarket, DisputeGame and Committee", "] node2: keys, stake, start", "] waiting for node2 to be ready"):
+        for step in ("] starting anvil on 127.0.0.1:", "] deploying NodeRegistry, JobMarket, DisputeGame, Committee, ScalarMachine and StepReferee", "] node2: keys, stake, start", "] waiting for node2 to be ready"):
             assert step in steps
         state = DevnetState.load(directory)
         assert len(state.nodes) == 3 and all(is_ours(n.process) for n in state.nodes) and is_ours(state.anvil)
+        assert state.step_referee and state.committee and state.step_referee != state.committee  # the default referee
         capsys.readouterr()
 
         assert main(["devnet", "status", "--dir", str(directory), "--json"]) == 0

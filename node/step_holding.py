@@ -1,7 +1,10 @@
-"""What a party holds of a disputed instruction for the step referee (node/chain/step_play.py's
+"""What a party holds of a disputed instruction for the step referee (node/step_protocol.py's
 InstructionHolding), from the instruction, its graph record, its operands' values and the
 party's output: the element program, the output's chunk tree, and an element's values of the
 program's steps by the reference (compiler.api.element_steps), never by a backend.
+
+`reference_side` builds one from the reference evaluator's run of the job: what a node's
+execution process (node/daemon/sandbox.py) and a submitter disputing from the SDK hold.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import numpy as np
 from attest.tensor_proof import ChunkTree, chunk_tree, element_proof
 from compiler.api import (
     NO_PROGRAM,
+    UNCOVERED,
     StepKind,
     StepTrace,
     decode_program_leaf,
     element_steps,
+    evaluate,
     operand_sources,
     table_entry_proof,
+    trace_leaves,
     value_leaf,
 )
 from node.step_protocol import ElementValues, ProgramClaim, StepOpening
@@ -94,3 +100,27 @@ class InstructionSide:
             value, siblings = table_entry_proof(table, values[template.args[0]])
             return StepOpening(template.args, entry=(int.from_bytes(value, "big"), tuple(siblings)))
         return StepOpening(template.args)
+
+
+def reference_side(module, record, arrays: Sequence[np.ndarray], index: int, max_while_iterations: int | None = None) -> InstructionSide:  # noqa: ANN001 - compiler types
+    """The holding of op-trace leaf `index` of the optimized `module` (`record` its graph
+    record) from the reference evaluator's run on `arrays`. An instruction without an element
+    program holds its record only (the committee decides it: nothing is evaluated). ValueError
+    naming why when the instruction has a program but no element steps here."""
+    leaves = trace_leaves(module)
+    leaf = leaves[index]
+    if record.program == NO_PROGRAM:
+        return InstructionSide(leaf, record, [], [], None)
+    wanted = {id(leaf), *(id(o) for o in leaf.operands), *(id(leaves[j]) for j in record.trace_operands)}
+    values: dict[int, object] = {}
+
+    def observe(instruction, value) -> None:  # noqa: ANN001
+        if id(instruction) in wanted:
+            values[id(instruction)] = value
+
+    evaluate(module, list(arrays), max_while_iterations=max_while_iterations, observer=observe)
+    if any(isinstance(values.get(w), tuple) or w not in values for w in wanted):
+        raise ValueError(f"instruction {index} ({leaf.opcode}) has no element steps here: {UNCOVERED.get(leaf.opcode, 'a tuple-shaped value')}")
+    return InstructionSide(
+        leaf, record, [values[id(o)] for o in leaf.operands], [values[id(leaves[j])] for j in record.trace_operands], values[id(leaf)]
+    )
