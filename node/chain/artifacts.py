@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # The contracts one deployment is made of (node/chain/contracts.py deploy).
-DEPLOYMENT_CONTRACTS = ("NodeRegistry", "JobMarket", "DisputeGame", "Committee")
+DEPLOYMENT_CONTRACTS = ("NodeRegistry", "JobMarket", "DisputeGame", "Committee", "ScalarMachine", "StepReferee")
 
 
 @dataclass(frozen=True)

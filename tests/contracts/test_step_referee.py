@@ -19,9 +19,19 @@ from compiler.api import (
     trace_leaves,
 )
 from compiler.reference.steps.record import StepKind
-from harness.step_referee import StepJob, dispute_with_lie, settle_with_steps, step_env, step_job
+from harness.dispute_game import Party
+from harness.step_referee import (
+    StepJob,
+    dispute_with_lie,
+    play_steps,
+    settle_with_steps,
+    step_env,
+    step_job,
+)
 from node.chain import Stage, Verdict
 from node.chain.contracts import StepStage
+from node.chain.step_play import proof_argument
+from tests.contracts.helpers import reverts
 
 MODULE = """
 HloModule dot_tanh
@@ -165,3 +175,54 @@ def test_a_liar_that_stops_answering_loses_by_timeout(env, job: StepJob, liar: s
     assert dispute.stage == Stage.SETTLED
     assert dispute.verdict == (Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT)
     assert "timeout" in gas
+
+
+def test_every_move_refuses_what_does_not_prove_out(env, job: StepJob) -> None:
+    """Each move of the case against a party that posts what its commitments do not prove:
+    a header not the program's, a chunk root or chunk not behind the digest, an element
+    outside the located chunk, a ruling from anyone but the committee, a timeout while the
+    committee has the case. Then the honest moves go through and the liar loses."""
+    index = _leaf(job, "tanh")
+    element = 5
+    trace = job.side(env.nodes[0], index).trace(element)
+    lie = (element, [i for i, s in enumerate(trace.steps) if s.kind is StepKind.OP][40])
+    defender, challenger = job.side(env.nodes[0], index, lie), job.side(env.nodes[1], index)
+    defender_exec = job.execution({index: defender.output_array})
+    challenger_exec = job.execution()
+    graph = job.leaves()
+    job_id = env.run_job(graph, [Party(defender.account, defender_exec)])
+    dispute = env.challenge(job_id, 0, Party(challenger.account, challenger_exec))
+    env.play(dispute, Party(defender.account, defender_exec), Party(challenger.account, challenger_exec), graph)
+    referee = env.d.step_referee
+    program, output = challenger.program, challenger.output
+    claim = (challenger.record_body, program.argument(), program.template(program.result))
+    with reverts("BadHeader", caseId=dispute):
+        referee.claim_program(challenger.account, dispute, *claim, output.header + b" ", output.root)
+    with reverts("BadChunk", caseId=dispute):
+        referee.claim_program(challenger.account, dispute, *claim, output.header, defender.output.root)
+    with reverts("NotYourMove"):
+        referee.claim_program(defender.account, dispute, *claim, output.header, output.root)
+    referee.claim_program(challenger.account, dispute, *claim, output.header, output.root)
+    with reverts("BadChunk", caseId=dispute):
+        referee.answer_root(defender.account, dispute, output.header, output.root)  # not its digest's
+    referee.answer_root(defender.account, dispute, defender.output.header, defender.output.root)
+    assert referee.get_case(dispute)["stage"] == StepStage.REVEAL  # one chunk: nothing to bisect
+    with reverts("BadChunk", caseId=dispute):
+        referee.reveal_chunk(defender.account, dispute, output.chunks[0])  # the challenger's bytes
+    with reverts("BadChunk", caseId=dispute):
+        referee.reveal_chunk(defender.account, dispute, defender.output.chunks[0] + b"\0")
+    referee.reveal_chunk(defender.account, dispute, defender.output.chunks[0])
+    assert referee.revealed_chunk(dispute) == defender.output.chunks[0]
+    assert output.first_difference(0, defender.output.chunks[0]) == element
+    values = challenger.element(element)
+    proof = (proof_argument(output.proof(element)), bytes.fromhex(values.tree.root), values.proof(program.result))
+    with reverts("BadElement", caseId=dispute):  # not in the located chunk
+        referee.claim_element(challenger.account, dispute, 2_000, *proof)
+    with reverts("BadElement", caseId=dispute):  # the defender's element, not its own
+        referee.claim_element(challenger.account, dispute, element, proof_argument(defender.output.proof(element)), *proof[1:])
+    with reverts("NotFallback"):
+        referee._send(challenger.account, "decide", dispute, 1)  # only the committee rules
+    play_steps(env, dispute, defender, challenger)
+    assert env.game.get_dispute(dispute).verdict == Verdict.DEFENDER_WRONG
+    with reverts("WrongStage"):
+        referee.timeout(env.nodes[2], dispute)
