@@ -471,6 +471,10 @@ def _demo_job(state: DevnetState, module_path: Path, input_paths: list[Path], sa
     names = {n.account: f"node{n.index}" for n in state.nodes}
     for d in Client(state.nodes[0].url)._json("GET", f"/v1/chain/jobs/{job.id}").get("disputes", []):
         where = "" if d["instruction"] is None else f" at instruction #{d['instruction']} {d.get('instruction_name') or ''}"
+        from node.chain.step_play import step_case_words
+
+        words = step_case_words(d.get("step_case"))
+        where += "" if words is None else f" ({words})"
         say(
             f"  dispute {d['dispute_id']}: {names.get(d['challenger'], d['challenger'])} challenged "
             f"{names.get(d['defender'], d['defender'])}; {d['moves']} bisection moves{where}; "
@@ -530,9 +534,13 @@ def _optimistic_demo(state: DevnetState, module_path: Path, input_paths: list[Pa
         for d in info.get("disputes", []):
             where = "" if d["instruction"] is None else f", at instruction #{d['instruction']} {d.get('instruction_name') or ''}"
             outcome = "" if d["verdict"] is None else f": {d['verdict']}, {names.get(d['winner'], d['winner'])} wins"
+            from node.chain.step_play import step_case_words
+
+            words = step_case_words(d.get("step_case"))
+            case = "" if words is None else f" ({words})"
             lines.append(
                 f"dispute {d['dispute_id']}: {names.get(d['challenger'], d['challenger'])} challenges "
-                f"{names.get(d['defender'], d['defender'])}, {d['stage']}, {d['moves']} bisection moves{where}{outcome}"
+                f"{names.get(d['defender'], d['defender'])}, {d['stage']}, {d['moves']} bisection moves{where}{case}{outcome}"
             )
         if info.get("disputes") and first_dispute is None:
             first_dispute = time.monotonic()

@@ -93,6 +93,7 @@ contract StepReferee is IReferee {
         Stage stage;
         bool defenderToMove;
         bool locating; // bisecting the chunk trees, not the values trees
+        bool handedOver; // to the fallback referee
         uint8 level;
         uint8 resultType;
         uint32 position;
@@ -624,6 +625,7 @@ contract StepReferee is IReferee {
     /// @dev The fallback referee rules on the instruction; its ruling comes back by `decide`.
     function _handOver(uint256 caseId, Case storage c, bool uncovered) private {
         c.stage = Stage.Committee;
+        c.handedOver = true;
         c.deadline = 0;
         emit HandedOver(caseId, address(fallbackReferee), uncovered);
         fallbackReferee.refer(

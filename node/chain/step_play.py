@@ -105,3 +105,39 @@ def _resolve(
     return referee.resolve(
         sender, case_id, program.template(step), [values.proof(a) for a in opening.arguments], load, entry
     )
+
+
+def step_case_summary(referee: StepReferee, case_id: int) -> dict[str, object] | None:
+    """What a person is shown of a dispute's case with the step referee (the chain job API,
+    `vxla job`, the demo): its stage, the located chunk, the element named, the step reached,
+    and whether the committee has (or had) it; None before the game refers the instruction."""
+    case = referee.get_case(case_id)
+    stage = case["stage"]
+    if stage == StepStage.NONE:
+        return None
+    named = int.from_bytes(bytes(case["challengerValues"]), "big") != 0
+    located = stage >= StepStage.ELEMENT and not case["handedOver"] or named
+    stepping = named and not case["locating"] and stage in (StepStage.BISECT, StepStage.RESOLVE, StepStage.DONE)
+    return {
+        "stage": stage.name.lower(),
+        "chunk": int(case["chunk"]) if located else None,
+        "element": int(case["element"]) if named else None,
+        "step": int(case["position"]) if stepping and case["level"] == 0 else None,
+        "committee": bool(case["handedOver"]),
+    }
+
+
+def step_case_words(case: dict[str, object] | None) -> str | None:
+    """A dispute's case with the step referee (`step_case` of the chain job API), in words."""
+    if not case:
+        return None
+    parts = [f"step referee: {case['stage']}"]
+    if case.get("chunk") is not None and case.get("element") is None:
+        parts.append(f"chunk {case['chunk']} located")
+    if case.get("element") is not None:
+        parts.append(f"element {case['element']}")
+    if case.get("step") is not None:
+        parts.append(f"step {case['step']} evaluated by the contract" if case["stage"] == "done" else f"at step {case['step']}")
+    if case.get("committee"):
+        parts.append("the committee rules (no element program, or a step the contract cannot decide)")
+    return ", ".join(parts)

@@ -144,6 +144,11 @@ def dispute_line(d: dict[str, Any], now: int) -> str:
             parts.append(f"at instruction {index} {d['instruction_name']}{opcode}")
             if d.get("steps_uncovered"):
                 parts.append(f"no element steps for it: {d['steps_uncovered']}")
+            from node.chain.step_play import step_case_words  # the chain client loads only here
+
+            words = step_case_words(d.get("step_case"))
+            if words:
+                parts.append(words)
         else:
             parts.append(f"at instruction {index}")
     if d.get("to_move"):

@@ -34,6 +34,7 @@ from node.chain import DisputeGame, fetch_events
 from node.chain.disputes import DisputeSummary, summarize
 from node.chain.errors import ContractRevert
 from node.chain.state import JobState
+from node.chain.step_play import step_case_summary
 from node.daemon.auth import Gate, Refused, Token
 from node.daemon.chain_executor import ExecutedChainJob, ServedLeaf
 from node.daemon.chain_role import ChainRole
@@ -344,7 +345,8 @@ class ChainDisputes:
         `instruction_name` and `instruction_opcode` (None while the walk has not reached an
         instruction, or when this node cannot name it) and `steps_uncovered` (why a contract
         cannot evaluate that opcode's elements step by step, docs/disputes.md; None when it
-        can or the opcode is unknown), and how many were opened: past
+        can or the opcode is unknown) and `step_case` (under the step referee, its case:
+        node.chain.step_play.step_case_summary; None otherwise), and how many were opened: past
         `SHOWN` only the newest `SHOWN` are summarized (each is read from the chain)."""
         game = self.role.dispute_game()
         if game is None:
@@ -356,7 +358,12 @@ class ChainDisputes:
             if summary.job_id != job_id:  # a reorg gave the id to another job's dispute
                 continue
             name, opcode = self._instruction(job_id, summary)
-            shown.append({**summary.to_dict(), "instruction_name": name, "instruction_opcode": opcode, "steps_uncovered": steps_uncovered(opcode)})
+            referee = self.role.step_referee()
+            case = None if referee is None or summary.instruction is None else step_case_summary(referee, dispute_id)
+            shown.append({
+                **summary.to_dict(), "instruction_name": name, "instruction_opcode": opcode,
+                "steps_uncovered": steps_uncovered(opcode), "step_case": case,
+            })  # fmt: skip
         return shown, len(ids)
 
     def _dispute_ids(self, game: DisputeGame, job_id: int) -> list[int]:

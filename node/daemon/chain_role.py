@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from node.chain import ChainClient, DisputeGame, JobMarket, NodeRegistry
+from node.chain import ChainClient, DisputeGame, JobMarket, NodeRegistry, StepReferee, referees
 from node.daemon.chain_executor import ChainExecutor
 from node.daemon.divergence import DivergenceMonitor
 
@@ -22,6 +22,8 @@ class ChainRole:
     monitor: DivergenceMonitor
     address: str
     game: DisputeGame | None = None
+    steps: StepReferee | None = None  # the game's referee, when it is the step referee
+    _referees_read: bool = field(default=False, init=False, repr=False)
 
     def dispute_game(self) -> DisputeGame | None:
         """The DisputeGame the registry is wired to (asked once, then kept in `game`); None
@@ -32,3 +34,11 @@ class ChainRole:
                 return None
             self.game = DisputeGame(self.client, address)
         return self.game
+
+    def step_referee(self) -> StepReferee | None:
+        """The step referee the registry wires as the game's referee (asked once), or None when
+        the committee is the referee alone."""
+        if not self._referees_read and int(self.registry.referee(), 16) != 0:
+            self.steps = referees(self.client, self.registry)[1]
+            self._referees_read = True
+        return self.steps

@@ -38,6 +38,7 @@ from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.state import ChainState
+from node.chain.step_play import step_case_summary, step_case_words
 from node.errors import JobRejected
 
 
@@ -285,4 +286,6 @@ def test_under_the_step_referee_an_uncovered_instruction_goes_to_the_committee_m
     assert step_referee.get_case(1)["stage"] == StepStage.DONE
     panel = committee.get_panel(1)
     assert panel.resolved and all(panel.voted)
+    shown = step_case_summary(step_referee, 1)
+    assert shown is not None and shown["committee"] and shown["element"] is None and "the committee rules" in step_case_words(shown)
     assert all(count == 1 for count in _sent(g, start).values())

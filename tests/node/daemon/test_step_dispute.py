@@ -32,6 +32,7 @@ from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.state import ChainState
+from node.chain.step_play import step_case_summary, step_case_words
 from node.chain.watcher import JobPending
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor
 from node.daemon.config import Limits
@@ -175,6 +176,9 @@ def test_the_node_defends_its_slot_from_its_execution_processes(node: Node) -> N
         assert (d.position, d.verdict, d.defender) == (index, Verdict.DEFENDER_RIGHT, me)
         case = step_referee.get_case(1)
         assert case["stage"] == StepStage.DONE and int(case["element"]) == ELEMENT and int(case["chunk"]) == 1
+        shown = step_case_summary(step_referee, 1)
+        assert shown is not None and (shown["stage"], shown["element"], shown["committee"]) == ("done", ELEMENT, False)
+        assert shown["step"] == int(case["position"]) and "evaluated by the contract" in step_case_words(shown)
     finally:
         executor.close()
         state.close()
