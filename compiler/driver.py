@@ -47,18 +47,22 @@ def optimize(
     return pipeline_named(config.pipeline).run(canonical_copy(program.module), observer)
 
 
-def graph_commitment(program: Program, config: CompilerConfig) -> GraphCommitment:
+def graph_commitment(
+    program: Program, config: CompilerConfig, inputs: Sequence[np.ndarray] | None = None
+) -> GraphCommitment:
     """The graph commitment a job posts (docs/disputes.md): graphRoot and traceLeaves of the
     optimized module, whose records are the op-level trace's instructions. Only the pass
     pipeline runs (no lowering, no machine code), and it does not depend on the target, so
     every target of one pipeline commits to the same graph. Each record binds its
     instruction's element program (compiler/reference/steps), which a step referee
-    evaluates one step of."""
+    evaluates one step of; with the job's `inputs`, the programs of the instructions that
+    read them too (each input's digest in the program), so a job's commitment depends on its
+    inputs."""
     # The reference loads on first use, not with every compile.
     from compiler.reference.steps import program_digests
 
     module = optimize(program, config)
-    return commit_graph(module, program_digests(module))
+    return commit_graph(module, program_digests(module, inputs))
 
 
 def leaf_of(

@@ -72,7 +72,7 @@ from node.protocol import (
     is_digest,
     result_digest_of,
 )
-from node.tensors import npy_bytes, npy_size_bound, recorded_array
+from node.tensors import npy_bytes, npy_size_bound, read_npy, recorded_array
 from node.tracing.statement import TraceInputError
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 from node.transfers import AnswerRefused, deadline_transport, fetch
@@ -410,7 +410,7 @@ class Job:
         )  # fmt: skip
         if disputing and report.reexecution is not None and not report.ok:
             summaries = self.dispute(
-                execution_of(report.reexecution), graph_leaves_of(module), timeout=timeout, module=module, inputs=inputs
+                execution_of(report.reexecution), graph_leaves_of(module, inputs=inputs), timeout=timeout, module=module, inputs=inputs
             )
             report.disputes = [s.to_dict() for s in summaries]
         return report
@@ -511,33 +511,52 @@ class GraphCommitment:
     trace_leaves: int
 
 
-def _compiled_graph(module: str | Path | bytes, config: Any) -> Any:
-    """compiler.api's graph commitment of an HLO module (text or its file), computed here: its
-    pass pipeline runs (`config`: a compiler config, default configs/compiler.toml's, which
-    the nodes pin too), no machine code is made. ValueError naming the problem when the module
-    does not parse or compile."""
-    from compiler.api import CompilerError, graph_commitment, load_config, load_program
+def _compiled_graph(module: str | Path | bytes, config: Any, inputs: Sequence[TensorLike] | None = None) -> Any:
+    """compiler.api's graph commitment of an HLO module (text or its file) on the job's
+    `inputs` (the element programs of the instructions reading them hold their digests;
+    without them those instructions have none), computed here: its pass pipeline runs
+    (`config`: a compiler config, default configs/compiler.toml's, which the nodes pin too),
+    no machine code is made. The inputs are read as a node reads them (their .npy bytes bound
+    to the parameters). ValueError naming the problem when the module does not parse or
+    compile, or an input does not fit its parameter."""
+    from compiler.api import (
+        ArrayShape,
+        CompilerError,
+        bind_arguments,
+        graph_commitment,
+        load_config,
+        load_program,
+    )
 
     try:
         program = load_program(_module_bytes(module).decode("utf-8"))
-        return graph_commitment(program, config if config is not None else load_config())
+        arrays = None
+        if inputs is not None:
+            parameters = program.parameter_shapes
+            arrays = []
+            for k, tensor in enumerate(inputs):
+                shape = parameters[k] if k < len(parameters) else None
+                dtype, dims = (shape.dtype.numpy, shape.dims) if isinstance(shape, ArrayShape) else (None, None)
+                arrays.append(read_npy(_tensor_bytes(tensor), dtype, dims))
+            arrays = bind_arguments(parameters, arrays)
+        return graph_commitment(program, config if config is not None else load_config(), arrays)
     except UnicodeDecodeError:
         raise ValueError("module: not UTF-8 text") from None
     except CompilerError as exc:
         raise ValueError(f"module: {exc}") from None
 
 
-def graph_commitment_of(module: str | Path | bytes, config: Any = None) -> GraphCommitment:
-    """The graph commitment of an HLO module (text or its file), computed here (see
-    `_compiled_graph`): what a chain job posts."""
-    commitment = _compiled_graph(module, config)
+def graph_commitment_of(module: str | Path | bytes, config: Any = None, inputs: Sequence[TensorLike] | None = None) -> GraphCommitment:
+    """The graph commitment of an HLO module (text or its file) on the job's `inputs`,
+    computed here (see `_compiled_graph`): what a chain job posts."""
+    commitment = _compiled_graph(module, config, inputs)
     return GraphCommitment(bytes.fromhex(commitment.root), commitment.trace_leaves)
 
 
-def graph_leaves_of(module: str | Path | bytes, config: Any = None) -> GraphLeaves:
-    """The graph leaves of an HLO module (what a dispute opens a leaf with), computed here
-    like `graph_commitment_of`."""
-    leaves = [record.leaf() for record in _compiled_graph(module, config).records]
+def graph_leaves_of(module: str | Path | bytes, config: Any = None, inputs: Sequence[TensorLike] | None = None) -> GraphLeaves:
+    """The graph leaves of an HLO module on the job's `inputs` (what a dispute opens a leaf
+    with), computed here like `graph_commitment_of`."""
+    leaves = [record.leaf() for record in _compiled_graph(module, config, inputs).records]
     return GraphLeaves(tuple(leaves[:-1]), leaves[-1])
 
 
@@ -584,7 +603,7 @@ class _SubmitterKnowledge:
 
             program = load_program(self.module.decode("utf-8"))
             config = load_config()
-            record = graph_commitment(program, config).records[index]
+            record = graph_commitment(program, config, self.inputs).records[index]
             if record.leaf() != self.graph_leaves.leaf(index):
                 raise NodeError(f"instruction {index}: this machine's graph leaf is not the job's")
             self.sides[index] = reference_side(optimize(program, config), record, self.inputs, index)
@@ -743,7 +762,7 @@ class Client:
             # unless the job is taken.
             return self._new_job(self._json("POST", "/v1/jobs", json=inline_job_request(text, data, redundancy)))
         # Before anything is uploaded: a module that does not compile is refused here.
-        graph = graph_commitment_of(module) if self.chain is not None else None
+        graph = graph_commitment_of(module, inputs=inputs) if self.chain is not None else None
         digests = [self.put_blob(d) for d in data]
         if self.chain is not None:
             assert graph is not None

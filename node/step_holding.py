@@ -91,7 +91,9 @@ class InstructionSide:
     def opening(self, element: int, step: int) -> StepOpening:
         trace = self.trace(element)
         values = self.element(element).values
-        template = decode_program_leaf(trace.program_leaves()[step])
+        program = self.program
+        assert program is not None, "an instruction without an element program has no steps to open"
+        template = decode_program_leaf(program.templates[step])
         if template.kind is StepKind.LOAD:
             source = self.trace_operands[template.number] if template.source == OPERAND_SOURCE else trace.literals[template.number]
             return StepOpening(template.args, load=element_proof(source, values[template.args[0]]))

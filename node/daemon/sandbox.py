@@ -577,7 +577,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
         return
     cache_dir = cache.path if isinstance(cache, OpenDirectory) else cache
     executables: OrderedDict[str, object] = OrderedDict()
-    graphs: OrderedDict[str, GraphSummary] = OrderedDict()  # graph commitments by hlo_hash
+    graphs: OrderedDict[tuple, object] = OrderedDict()  # graph commitments by program and inputs
     optimized: OrderedDict[str, object] = OrderedDict()  # optimized modules by hlo_hash (disputes)
     known = KnownModules()
     sides: OrderedDict[tuple, object] = OrderedDict()  # disputed instructions' holdings (StepsRequest)
@@ -603,7 +603,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
             program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
             answer = _run(request, program, arrays, compiler_config, cache_dir, executables)
             if answer is None:  # checked, not run: with the graph commitment
-                graph = _graph_summary(program, compiler_config, graphs)
+                graph = _graph_summary(program, arrays, compiler_config, graphs)
                 header = {
                     "ok": True, "checked": True, "graph_root": graph.root, "trace_leaves": graph.trace_leaves,
                     "graph_leaves": [leaf.hex() for leaf in graph.leaves],
@@ -720,14 +720,14 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
     return statement.to_json_bytes(), [npy_bytes(a) for a in run.outputs], header, captured
 
 
-def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs: OrderedDict[str, GraphSummary], optimized: OrderedDict[str, object], known: KnownModules) -> dict:
+def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs: OrderedDict, optimized: OrderedDict[str, object], known: KnownModules) -> dict:
     """The answer to a leaf evaluation: the digest to vote, or why the child refuses."""
     from compiler.api import VxlaError, evaluate_leaf, leaf_digest, optimize, result_leaf_digest
 
     limits = request.limits
     try:
         program, arrays = prepare_job(request.module, request.inputs, limits, known)
-        graph = _graph_summary(program, compiler_config, graphs)
+        graph = _graph_summary(program, arrays, compiler_config, graphs)
         index = request.index
         if not 0 <= index <= graph.trace_leaves:
             raise JobRejected(f"leaf: index {index} is outside 0..{graph.trace_leaves} (this node's compile has {graph.trace_leaves} op-trace leaves)", 404)
@@ -811,11 +811,11 @@ def _instruction_answer(side) -> tuple[dict, list[bytes]]:  # noqa: ANN001 - an 
 def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: OrderedDict):
     """The holding of the disputed instruction from the reference's run of the job (kept for
     the next requests of the same dispute)."""
-    from compiler.api import graph_commitment, optimize
+    from compiler.api import optimize
     from node.step_holding import reference_side
 
     program, arrays = prepare_job(request.module, request.inputs, request.limits, known)
-    graph = _graph_summary(program, compiler_config, graphs)
+    graph = _graph_summary(program, arrays, compiler_config, graphs)
     index = request.index
     if not 0 <= index < graph.trace_leaves:
         raise JobRejected(f"steps: index {index} is not an instruction's (this node's compile has {graph.trace_leaves} op-trace leaves)", 404)
@@ -829,7 +829,7 @@ def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig
     module = optimized.get(program.hlo_hash)
     if module is None:
         module = optimized[program.hlo_hash] = optimize(program, compiler_config)
-    record = graph_commitment(program, compiler_config).records[index]
+    record = _graph_commitment(program, arrays, compiler_config, graphs).records[index]
     try:
         side = reference_side(module, record, arrays, index, request.limits.max_while_iterations)
     except ValueError as error:
@@ -840,20 +840,28 @@ def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig
     return side
 
 
-def _graph_summary(program, compiler_config: CompilerConfig, graphs: OrderedDict[str, GraphSummary]) -> GraphSummary:
-    """The graph commitment of `program` under the node's pipeline (kept per program, as the
-    executables are)."""
+def _graph_summary(program, arrays, compiler_config: CompilerConfig, graphs: OrderedDict) -> GraphSummary:  # noqa: ANN001
+    """The graph commitment of `program` on the job's inputs `arrays` under the node's
+    pipeline (kept per program and inputs, as the executables are)."""
+    commitment = _graph_commitment(program, arrays, compiler_config, graphs)
+    return GraphSummary(commitment.root, commitment.trace_leaves, tuple(record.leaf() for record in commitment.records))
+
+
+def _graph_commitment(program, arrays, compiler_config: CompilerConfig, graphs: OrderedDict):  # noqa: ANN001, ANN202
+    """compiler.api.graph_commitment of the job: it depends on the inputs, whose digests the
+    element programs of the instructions reading them hold."""
+    import hashlib
+
     from compiler.api import graph_commitment
 
-    summary = graphs.get(program.hlo_hash)
-    if summary is None:
-        commitment = graph_commitment(program, compiler_config)
-        summary = graphs[program.hlo_hash] = GraphSummary(
-            commitment.root, commitment.trace_leaves, tuple(record.leaf() for record in commitment.records)
-        )
+    key = (program.hlo_hash, tuple((a.dtype.str, a.shape, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()) for a in arrays))
+    commitment = graphs.get(key)
+    if commitment is None:
+        commitment = graphs[key] = graph_commitment(program, compiler_config, arrays)
         while len(graphs) > _EXECUTABLES_KEPT:
             graphs.popitem(last=False)
-    return summary
+    graphs.move_to_end(key)
+    return commitment
 
 
 def _output_bytes(executable) -> int:

@@ -146,9 +146,10 @@ def test_devnet_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert sorted(str(p.relative_to(directory)) for p in directory.rglob("*")) == ["node0", "node0/precious.txt"]
 
 
-def _chain_job(program: str, inputs: str, module: str | None = None) -> ChainJob:
-    """A chain job naming the graph commitment of `module` (none: a root no graph has)."""
-    graph = None if module is None else graph_commitment(load_program(module), load_config())
+def _chain_job(program: str, inputs: str, module: str | None = None, arrays: list[np.ndarray] | None = None) -> ChainJob:
+    """A chain job naming the graph commitment of `module` on `arrays` (no module: a root no
+    graph has)."""
+    graph = None if module is None else graph_commitment(load_program(module), load_config(), arrays)
     return ChainJob(
         job_id=1, submitter="0x" + "5" * 40, program_digest=bytes.fromhex(program),
         inputs_digest=bytes.fromhex(inputs), reward=1, k=1, commit_deadline=10, reveal_deadline=20,
@@ -178,7 +179,7 @@ def test_executor_check_missing_blobs_are_transient_bad_jobs_are_refused(tmp_pat
         module = fixture.module_text.encode()
         inputs = [store.blobs.put(npy_bytes(x)) for x in fixture.inputs()]
         program, inputs_digest = chain_digests(module, inputs)
-        job = _chain_job(program.hex(), inputs_digest.hex(), fixture.module_text)
+        job = _chain_job(program.hex(), inputs_digest.hex(), fixture.module_text, fixture.inputs())
         # Not stored anywhere yet: a transient error (the watcher retries), not a refusal.
         with pytest.raises(BlobError):
             _checked(executor, job)
@@ -241,7 +242,7 @@ def test_executor_check_compiles_in_an_execution_process_and_refuses_what_kills_
             store.blobs.put(module.encode())
             store.blobs.put(inputs_manifest(scalar))
             program, inputs_digest = chain_digests(module.encode(), scalar)
-            return _chain_job(program.hex(), inputs_digest.hex(), module)
+            return _chain_job(program.hex(), inputs_digest.hex(), module, [np.asarray(np.float32(1.5))])
 
         # 4 MiB of output, and its .npy copy: over 6 MiB once the plan is known.
         with pytest.raises(JobRejected, match=r"needs \d+ bytes of memory, over limits.max_job_memory_bytes \(6291456\)"):

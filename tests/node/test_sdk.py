@@ -172,7 +172,7 @@ def test_a_chain_job_posts_the_graph_commitment_computed_here_and_its_challenge_
     market = RecordingMarket()
     submitter = ChainSubmitter(market, "0x" + "1" * 40, challenge_window_s=30)  # type: ignore[arg-type]
     client = Client("http://node.invalid", transport=httpx.MockTransport(node), chain=submitter)
-    expected = graph_commitment(load_program(MLP.module_text), load_config())
+    expected = graph_commitment(load_program(MLP.module_text), load_config(), MLP.inputs())
     for window, posted in ((None, 30), (90, 90)):
         job = client.submit(MLP.module_text, MLP.inputs(), redundancy=3, challenge_window=window)
         assert job.on_chain and job.id == "7"

@@ -265,12 +265,15 @@ NO_PROGRAM = "00" * 32
 
 
 def program_digest(
-    instruction: Instruction, sources: Sequence[tuple[str, int] | None] | None = None
+    instruction: Instruction,
+    sources: Sequence[tuple[str, int] | None] | None = None,
+    inputs: Sequence[np.ndarray] | None = None,
 ) -> str:
     """The element program commitment's digest of an op-trace leaf, or NO_PROGRAM when its
     elements have no steps (Uncovered), it has several outputs or none, or its program is
-    longer than MAX_PROGRAM_STEPS. Programs do not depend on values: element 0 on zero
-    operands records it."""
+    longer than MAX_PROGRAM_STEPS. Programs do not depend on the values of op-trace leaves:
+    element 0 on zero operands records it. A job input the leaf reads is loaded like an array
+    literal, its digest in the program: without the job's `inputs`, such a leaf has none."""
     if not isinstance(instruction.shape, ArrayShape) or instruction.shape.element_count == 0:
         return NO_PROGRAM
     if _estimated_steps(instruction) > MAX_PROGRAM_STEPS:
@@ -280,6 +283,11 @@ def program_digest(
         if not isinstance(operand.shape, ArrayShape):
             return NO_PROGRAM
         is_literal = operand.opcode == "constant" and operand.literal is not None
+        if operand.opcode == "parameter":
+            if inputs is None or not 0 <= operand.parameter_number < len(inputs):
+                return NO_PROGRAM
+            operands.append(np.asarray(inputs[operand.parameter_number]))
+            continue
         operands.append(
             np.asarray(operand.literal)
             if is_literal
@@ -303,15 +311,16 @@ def _estimated_steps(instruction: Instruction) -> int:
     return 0 if reads <= MAX_PROGRAM_STEPS else reads // max(instruction.shape.element_count, 1)  # type: ignore[union-attr]
 
 
-def program_digests(module: Module) -> list[str]:
+def program_digests(module: Module, inputs: Sequence[np.ndarray] | None = None) -> list[str]:
     """program_digest of each op-trace leaf of an optimized module, in trace order, its
-    operands read as the graph records place them (operand_sources)."""
+    operands read as the graph records place them (operand_sources); the job's `inputs`
+    give the programs of the leaves that read them."""
     from compiler.hlo.commitment import graph_records, trace_leaves
 
     records = graph_records(module)
     with np.errstate(all="ignore"):
         return [
-            program_digest(leaf, operand_sources(record.operands, record.trace_operands))
+            program_digest(leaf, operand_sources(record.operands, record.trace_operands), inputs)
             for leaf, record in zip(trace_leaves(module), records, strict=False)
         ]
 
@@ -321,13 +330,13 @@ def operand_sources(
 ) -> list[tuple[str, int] | None]:
     """What a program's LOAD of each operand names, from the record's POSITIONs: a whole
     op-trace leaf is its place among the graph leaf's trace operands (whose digests the
-    game proves), an entry constant is a literal; a job input or a part of a tuple leaf
-    cannot be read yet."""
+    game proves), an entry constant or a job input is a literal (its digest in the
+    program); a part of a tuple leaf cannot be read yet."""
     sources: list[tuple[str, int] | None] = []
     for position in positions:
         if "trace" in position and "path" not in position:
             sources.append((OPERAND, list(trace_operands).index(position["trace"])))
-        elif "constant" in position:
+        elif "constant" in position or "parameter" in position:
             sources.append((LITERAL, 0))
         else:
             sources.append(None)

@@ -88,10 +88,11 @@ def table_entry_proof(table: Table, position: int) -> tuple[bytes, list[str]]:
 def program_leaf(
     step: Step,
     sizes: Mapping[tuple[str, int], int],
-    literals: Sequence[np.ndarray],
+    literal_digests: Sequence[str],
     tables: Mapping[str, Table],
 ) -> bytes:
-    """The template bytes of one step (the module docstring)."""
+    """The template bytes of one step (the module docstring); `literal_digests` the tensor
+    digests of the program's literals, in their numbering."""
     if len(step.args) > MAX_ARGS:
         raise ValueError(f"a step has at most {MAX_ARGS} arguments")
     args = tuple(step.args) + (0,) * (MAX_ARGS - len(step.args))
@@ -103,7 +104,7 @@ def program_leaf(
         source, number = SOURCE_CODES[step.source[0]], step.source[1]
         count = sizes[step.source]
         if step.source[0] == LITERAL:
-            immediate = bytes.fromhex(tensor_digest(literals[number]))
+            immediate = bytes.fromhex(literal_digests[number])
     elif step.kind is StepKind.TABLE:
         assert step.table is not None
         count = len(tables[step.table])
@@ -148,7 +149,9 @@ def program_leaves(
     literals: Sequence[np.ndarray],
     tables: Mapping[str, Table],
 ) -> list[bytes]:
-    return [program_leaf(step, sizes, literals, tables) for step in steps]
+    # Each literal (an array constant, or a job input) is hashed once, however many loads.
+    digests = [tensor_digest(literal) for literal in literals]
+    return [program_leaf(step, sizes, digests, tables) for step in steps]
 
 
 def output_header(dtype: np.dtype, dims: Sequence[int]) -> bytes:

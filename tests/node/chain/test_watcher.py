@@ -806,7 +806,7 @@ def test_the_daemons_executor_refuses_another_graph_before_the_claim_and_reveals
         store.blobs.put(module)
         store.blobs.put(inputs_manifest(inputs))
         program, inputs_digest = chain_digests(module, inputs)
-        graph = graph_commitment(load_program(fixture.module_text), load_config())
+        graph = graph_commitment(load_program(fixture.module_text), load_config(), fixture.inputs())
         other = bytes.fromhex(sha256_hex(b"another graph"))
         now = net.client.timestamp()
 

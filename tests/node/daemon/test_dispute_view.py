@@ -83,9 +83,9 @@ def disputed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Disputed]:
         # The job, posted with its program's graph commitment as a submitter does.
         config = load_config()
         program = load_program(FIXTURE.module_text)
-        graph = graph_commitment(program, config)
-        leaves = GraphLeaves(tuple(graph.leaves()), graph.records[-1].leaf())
         inputs = FIXTURE.inputs()
+        graph = graph_commitment(program, config, inputs)
+        leaves = GraphLeaves(tuple(graph.leaves()), graph.records[-1].leaf())
         input_digests = [store.blobs.put(npy_bytes(x)) for x in inputs]
         module = FIXTURE.module_text.encode()
         store.blobs.put(module)

@@ -96,7 +96,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     monitor = DivergenceMonitor(g.market, g.d.registry, executor, node)
     try:
         program = load_program(FIXTURE.module_text)
-        commitment = graph_commitment(program, load_config())
+        commitment = graph_commitment(program, load_config(), FIXTURE.inputs())
         graph = GraphLeaves(tuple(commitment.leaves()), commitment.records[-1].leaf())
         module = FIXTURE.module_text.encode()
         input_digests = [store.blobs.put(npy_bytes(x)) for x in FIXTURE.inputs()]

@@ -128,7 +128,7 @@ def _setup(node: Node, liar: str):
     g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     program = load_program(MODULE)
-    commitment = graph_commitment(program, load_config())
+    commitment = graph_commitment(program, load_config(), _inputs())
     job: StepJob = step_job(optimize(program, load_config()), _inputs(), commitment)
     index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "tanh")
     honest_account, liar_account = (g.nodes[0], g.nodes[1]) if liar == "challenger" else (g.nodes[1], g.nodes[0])
