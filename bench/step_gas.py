@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         rng.standard_normal((args.m, args.k)).astype(np.float32) * 0.1,
         rng.standard_normal((args.k, args.n)).astype(np.float32) * 0.1,
     ]
-    job = step_job(optimized, inputs, graph_commitment(program, load_config()))
+    job = step_job(optimized, inputs, graph_commitment(program, load_config(), inputs))
     env = step_env()
     element = args.m * args.n - 1
     print(f"output f32[{args.m},{args.n}] ({args.m * args.n * 4:,} bytes), element {element} disputed; gas (transactions)")

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs[name] = step_job(
             optimize(program, load_config()),
             fixture.inputs(),
-            graph_commitment(program, load_config()),
+            graph_commitment(program, load_config(), fixture.inputs()),
         )
     started = time.monotonic()
     failures = 0

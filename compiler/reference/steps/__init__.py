@@ -230,7 +230,7 @@ def element_steps(
         if source is None:
             raise Uncovered(
                 instruction.opcode,
-                f"operand {number} is not an op-trace leaf or an entry constant (a job input: not yet)",
+                f"operand {number} is a part of a tuple-shaped op-trace leaf (its part's digest is not proved: not yet)",
             )
         if source[0] == LITERAL:
             return recorder.load_literal(recorder.operands[number], flat, operand_shape.dtype)
