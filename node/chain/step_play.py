@@ -116,7 +116,7 @@ def step_case_summary(referee: StepReferee, case_id: int) -> dict[str, object] |
     if stage == StepStage.NONE:
         return None
     named = int.from_bytes(bytes(case["challengerValues"]), "big") != 0
-    located = stage >= StepStage.ELEMENT and not case["handedOver"] or named
+    located = named or (bool(case["locating"]) and int(case["level"]) == 0)  # the chunk bisection ended
     stepping = named and not case["locating"] and stage in (StepStage.BISECT, StepStage.RESOLVE, StepStage.DONE)
     return {
         "stage": stage.name.lower(),
