@@ -3,8 +3,8 @@ the game down to the instruction; locating a chunk of the output where the parti
 (program claim, chunk roots, bisection of the chunk trees, the defender's chunk revealed);
 the element named and answered; the bisection down to one step of the element's program and
 the step the contract evaluates itself. Real instructions: a dot of K terms into an M x N
-output and tanh of it, each disputed with the defender lying at one step of the given kind,
-at an element of the output's last chunk.
+output, tanh of it, and the multiply that reads a job input, each disputed with the defender
+lying at one step of the given kind, at an element of the output's last chunk.
 
     python bench/step_gas.py                          # K = 64, a 2 x 2 output
     python bench/step_gas.py --k 4096                 # a dot of K = 4,096 (minutes on py-evm)
@@ -17,39 +17,16 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compiler.api import (  # noqa: E402
-    StepKind,
-    graph_commitment,
-    load_config,
-    load_program,
-    optimize,
-    trace_leaves,
-)
-from harness.step_referee import settle_with_steps, step_env, step_job  # noqa: E402
+from compiler.api import StepKind  # noqa: E402
+from harness.step_referee import dot_tanh_job, leaf_index, settle_with_steps, step_env  # noqa: E402
 
 PHASES = {
     "locate": ("claimProgram", "answerRoot", "bisectChunks", "revealChunk"),
     "element": ("claimElement", "answerElement"),
     "step": ("bisectSteps", "resolve"),
 }
-
-
-def module(k: int, m: int, n: int) -> str:
-    return f"""
-HloModule dot_tanh
-ENTRY e {{
-  x = f32[{m},{k}] parameter(0)
-  w = f32[{k},{n}] parameter(1)
-  a = f32[{m},{k}] multiply(x, x)
-  b = f32[{k},{n}] negate(w)
-  d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  ROOT t = f32[{m},{n}] tanh(d)
-}}
-"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,14 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, default=2, help="the output's rows")
     parser.add_argument("--n", type=int, default=2, help="the output's columns")
     args = parser.parse_args(argv)
-    program = load_program(module(args.k, args.m, args.n))
-    optimized = optimize(program, load_config())
-    rng = np.random.default_rng(0)
-    inputs = [
-        rng.standard_normal((args.m, args.k)).astype(np.float32) * 0.1,
-        rng.standard_normal((args.k, args.n)).astype(np.float32) * 0.1,
-    ]
-    job = step_job(optimized, inputs, graph_commitment(program, load_config(), inputs))
+    job = dot_tanh_job(args.m, args.k, args.n, seed=0, scale=0.1, on_inputs=True)
     env = step_env()
     element = args.m * args.n - 1
     print(f"output f32[{args.m},{args.n}] ({args.m * args.n * 4:,} bytes), element {element} disputed; gas (transactions)")
@@ -77,8 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         ("dot", StepKind.LOAD, 0),
         ("tanh", StepKind.OP, 60),
         ("tanh", StepKind.TABLE, 0),
+        ("multiply", StepKind.LOAD, 0),  # reads a job input: its digest is in the program
     ):
-        index = next(i for i, leaf in enumerate(trace_leaves(optimized)) if leaf.opcode == opcode)
+        index = leaf_index(job, opcode)
         trace = job.side(env.nodes[1], index).trace(element)
         steps = [i for i, s in enumerate(trace.steps) if s.kind is kind]
         liar = job.side(env.nodes[0], index, (element, steps[nth]))

@@ -13,7 +13,7 @@ wrong kernel's would.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from web3 import EthereumTesterProvider, Web3
@@ -23,7 +23,11 @@ from compiler.api import (
     GraphCommitment,
     Module,
     evaluate,
+    graph_commitment,
     leaf_digest,
+    load_config,
+    load_program,
+    optimize,
     result_leaf_digest,
     trace_leaves,
 )
@@ -66,11 +70,13 @@ class StepSide(InstructionSide):
 @dataclass
 class StepJob:
     """A real job: the optimized module, its graph commitment, the honest values of every
-    entry instruction, and the inputs."""
+    entry instruction, the inputs and (when known) the module's text."""
 
     module: Module
     graph: GraphCommitment
     values: dict[int, object]
+    inputs: list[np.ndarray] = field(default_factory=list)
+    text: str = ""
 
     def leaves(self) -> GraphLeaves:
         return GraphLeaves(tuple(self.graph.leaves()), self.graph.records[-1].leaf())
@@ -120,14 +126,47 @@ def _flat(value) -> list[np.ndarray]:
     )
 
 
-def step_job(module: Module, inputs: Sequence[np.ndarray], graph: GraphCommitment) -> StepJob:
+def step_job(module: Module, inputs: Sequence[np.ndarray], graph: GraphCommitment, text: str = "") -> StepJob:
     values: dict[int, object] = {}
     evaluate(
         module,
         inputs,
         observer=lambda instruction, value: values.__setitem__(id(instruction), value),
     )
-    return StepJob(module, graph, values)
+    return StepJob(module, graph, values, [np.asarray(x) for x in inputs], text)
+
+
+def dot_tanh_module(m: int, k: int, n: int) -> str:
+    """HLO of x (m x k) and w (k x n): a = x * x, b = -w, d = a . b (K = k terms), tanh(d). The
+    multiply and the negate read job inputs; the dot and tanh read op-trace leaves."""
+    return f"""
+HloModule dot_tanh
+ENTRY e {{
+  x = f32[{m},{k}] parameter(0)
+  w = f32[{k},{n}] parameter(1)
+  a = f32[{m},{k}] multiply(x, x)
+  b = f32[{k},{n}] negate(w)
+  d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT t = f32[{m},{n}] tanh(d)
+}}
+"""
+
+
+def dot_tanh_job(m: int, k: int, n: int, seed: int = 4, *, on_inputs: bool = False, scale: float = 1.0) -> StepJob:
+    """A dot_tanh_module job on random inputs (`scale` times standard normal); its graph
+    committed on the inputs with `on_inputs` (the leaves reading them get programs), else
+    without (they keep the committee)."""
+    text = dot_tanh_module(m, k, n)
+    program = load_program(text)
+    rng = np.random.default_rng(seed)
+    inputs = [(rng.standard_normal(shape) * scale).astype(np.float32) for shape in ((m, k), (k, n))]
+    graph = graph_commitment(program, load_config(), inputs if on_inputs else None)
+    return step_job(optimize(program, load_config()), inputs, graph, text)
+
+
+def leaf_index(job: StepJob, opcode: str) -> int:
+    """The first op-trace leaf of the job with `opcode`."""
+    return next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == opcode)
 
 
 def step_env(w3: Web3 | None = None) -> GameEnv:
@@ -214,6 +253,9 @@ __all__ = [
     "StepJob",
     "StepSide",
     "dispute_with_lie",
+    "dot_tanh_job",
+    "dot_tanh_module",
+    "leaf_index",
     "play_steps",
     "settle_with_steps",
     "step_env",

@@ -11,11 +11,7 @@ import numpy as np
 import pytest
 
 from compiler.api import (
-    graph_commitment,
     leaf_digest,
-    load_config,
-    load_program,
-    optimize,
     trace_leaves,
 )
 from compiler.reference.steps.record import StepKind
@@ -23,39 +19,20 @@ from harness.dispute_game import Party
 from harness.step_referee import (
     StepJob,
     dispute_with_lie,
+    dot_tanh_job,
     play_steps,
     settle_with_steps,
     step_env,
-    step_job,
 )
 from node.chain import Stage, Verdict
 from node.chain.contracts import StepStage
 from node.chain.step_play import proof_argument
 from tests.contracts.helpers import reverts
 
-MODULE = """
-HloModule dot_tanh
-ENTRY e {
-  x = f32[4,8] parameter(0)
-  w = f32[8,3] parameter(1)
-  a = f32[4,8] multiply(x, x)
-  b = f32[8,3] negate(w)
-  d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = f32[4,3] tanh(d)
-}
-"""
-
 
 @pytest.fixture(scope="module")
 def job() -> StepJob:
-    program = load_program(MODULE)
-    module = optimize(program, load_config())
-    rng = np.random.default_rng(4)
-    inputs = [
-        rng.standard_normal((4, 8)).astype(np.float32),
-        rng.standard_normal((8, 3)).astype(np.float32),
-    ]
-    return step_job(module, inputs, graph_commitment(program, load_config()))
+    return dot_tanh_job(4, 8, 3)
 
 
 @pytest.fixture(scope="module")
@@ -138,28 +115,12 @@ def test_an_instruction_without_a_program_goes_to_the_committee(env, job: StepJo
     assert settled.verdict == Verdict.DEFENDER_WRONG
 
 
-WIDE = """
-HloModule wide_tanh
-ENTRY e {
-  x = f32[48,8] parameter(0)
-  w = f32[8,64] parameter(1)
-  a = f32[48,8] multiply(x, x)
-  b = f32[8,64] negate(w)
-  d = f32[48,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = f32[48,64] tanh(d)
-}
-"""
-
-
 @pytest.mark.parametrize(("element", "liar"), [(2500, "defender"), (1100, "challenger"), (0, "defender")])
 def test_the_element_is_located_by_bisecting_the_outputs_chunks(env, element: int, liar: str) -> None:
     """A 12 KiB output is three chunks: the parties bisect the chunk trees down to the chunk
     where they differ (the last one sits alone, promoted), the defender reveals it, and the
     challenger names the differing element from those bytes, with no off-chain help."""
-    program = load_program(WIDE)
-    rng = np.random.default_rng(9)
-    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((48, 8), (8, 64))]
-    wide = step_job(optimize(program, load_config()), inputs, graph_commitment(program, load_config()))
+    wide = dot_tanh_job(48, 8, 64, seed=9)
     index = _leaf(wide, "tanh")
     dispute, step, gas = _dispute(env, wide, index, element, liar, StepKind.OP, 3)
     assert dispute.verdict == (Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT)
@@ -226,3 +187,14 @@ def test_every_move_refuses_what_does_not_prove_out(env, job: StepJob) -> None:
     assert env.game.get_dispute(dispute).verdict == Verdict.DEFENDER_WRONG
     with reverts("WrongStage"):
         referee.timeout(env.nodes[2], dispute)
+
+
+def test_an_instruction_reading_a_job_input_is_decided_by_the_contract() -> None:
+    """Committed on its inputs, the job's multiply (x * x, x an input) has an element
+    program whose loads name the input's digest: a lie at the load loses to the contract."""
+    env = step_env()  # its own chain: the module's defender has been slashed often enough
+    job = dot_tanh_job(4, 8, 3, on_inputs=True)
+    index = _leaf(job, "multiply")
+    assert job.graph.records[index].program != "00" * 32
+    dispute, step, gas = _dispute(env, job, index, 9, "defender", StepKind.LOAD)
+    assert dispute.verdict == Verdict.DEFENDER_WRONG and gas.get("resolve moves") == 1

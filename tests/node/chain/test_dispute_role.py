@@ -18,11 +18,6 @@ from web3 import EthereumTesterProvider, Web3
 
 from compiler.api import (
     StepKind,
-    graph_commitment,
-    load_config,
-    load_program,
-    optimize,
-    trace_leaves,
 )
 from harness.dispute_game import (
     GameEnv,
@@ -33,7 +28,7 @@ from harness.dispute_game import (
     honest_execution,
     synthetic_graph,
 )
-from harness.step_referee import step_job
+from harness.step_referee import dot_tanh_job, leaf_index
 from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
 from node.chain.disputes import Execution, GraphLeaves
@@ -187,19 +182,6 @@ class StepKnowledge(Knowledge):
         return self.sides[index]
 
 
-STEP_MODULE = """
-HloModule dot_tanh
-ENTRY e {
-  x = f32[16,8] parameter(0)
-  w = f32[8,80] parameter(1)
-  a = f32[16,8] multiply(x, x)
-  b = f32[8,80] negate(w)
-  d = f32[16,80] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = f32[16,80] tanh(d)
-}
-"""
-
-
 @pytest.mark.parametrize("liar", ["defender", "challenger"])
 def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Path, liar: str) -> None:
     """Under the step referee, the roles play the whole case themselves, from what each holds
@@ -209,11 +191,8 @@ def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Pa
     g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     assert step_referee is not None and committee.address == g.committee.address
-    program = load_program(STEP_MODULE)
-    rng = np.random.default_rng(5)
-    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 80))]
-    job = step_job(optimize(program, load_config()), inputs, graph_commitment(program, load_config()))
-    index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "tanh")
+    job = dot_tanh_job(16, 8, 80, seed=5)
+    index = leaf_index(job, "tanh")
     element = 1100  # byte 4,400: the second chunk
     faulty, verifier = g.nodes[0], g.nodes[1]
     trace = job.side(faulty, index).trace(element)
@@ -253,11 +232,8 @@ def test_under_the_step_referee_an_uncovered_instruction_goes_to_the_committee_m
     referee: the faulty defender loses, with nothing sent twice."""
     g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
-    program = load_program(STEP_MODULE)
-    rng = np.random.default_rng(5)
-    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 80))]
-    job = step_job(optimize(program, load_config()), inputs, graph_commitment(program, load_config()))
-    index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "multiply")
+    job = dot_tanh_job(16, 8, 80, seed=5)  # committed without its inputs: the multiply has no program
+    index = leaf_index(job, "multiply")
     assert job.graph.records[index].program == "00" * 32
     faulty, verifier = g.nodes[0], g.nodes[1]
     honest_side = job.side(verifier, index)

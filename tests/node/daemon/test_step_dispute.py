@@ -13,21 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 from web3 import EthereumTesterProvider, Web3
 
 from attest.keys import generate_private_key
 from compiler.api import (
     StepKind,
-    graph_commitment,
-    load_config,
-    load_program,
-    optimize,
-    trace_leaves,
 )
 from harness.dispute_game import WINDOW, GameEnv, deployed_env
-from harness.step_referee import StepJob, StepSide, step_job
+from harness.step_referee import StepJob, StepSide, dot_tanh_job, leaf_index
 from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
 from node.chain.disputes import Execution, GraphLeaves
@@ -42,17 +36,6 @@ from node.daemon.worker import WorkerPool
 from node.protocol import chain_digests, inputs_manifest
 from node.tensors import npy_bytes
 
-MODULE = """
-HloModule dot_tanh
-ENTRY e {
-  x = f32[16,8] parameter(0)
-  w = f32[8,80] parameter(1)
-  a = f32[16,8] multiply(x, x)
-  b = f32[8,80] negate(w)
-  d = f32[16,80] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT t = f32[16,80] tanh(d)
-}
-"""
 ELEMENT = 1100  # in the output's second chunk
 
 
@@ -98,11 +81,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         store.close()
 
 
-def _inputs() -> list[np.ndarray]:
-    rng = np.random.default_rng(5)
-    return [rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 80))]
-
-
 def _settled(get, timeout: float = 120.0):  # noqa: ANN001, ANN202
     give_up = time.monotonic() + timeout
     while True:
@@ -127,17 +105,16 @@ def _setup(node: Node, liar: str):
     node's executor and knowledge, and the liar's holding of the tanh instruction."""
     g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
-    program = load_program(MODULE)
-    commitment = graph_commitment(program, load_config(), _inputs())
-    job: StepJob = step_job(optimize(program, load_config()), _inputs(), commitment)
-    index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "tanh")
+    job: StepJob = dot_tanh_job(16, 8, 80, seed=5, on_inputs=True)  # committed on its inputs, as nodes do
+    commitment = job.graph
+    index = leaf_index(job, "tanh")
     honest_account, liar_account = (g.nodes[0], g.nodes[1]) if liar == "challenger" else (g.nodes[1], g.nodes[0])
     trace = job.side(liar_account, index).trace(ELEMENT)
     lie = (ELEMENT, [i for i, s in enumerate(trace.steps) if s.kind is StepKind.OP][30])
     side = job.side(liar_account, index, lie)
     lying = Liar(job.execution({index: side.output_array}), job.leaves(), side)
-    module = MODULE.encode()
-    input_digests = [node.store.blobs.put(npy_bytes(x)) for x in _inputs()]
+    module = job.text.encode()
+    input_digests = [node.store.blobs.put(npy_bytes(x)) for x in job.inputs]
     node.store.blobs.put(module)
     node.store.blobs.put(inputs_manifest(input_digests))
     state = ChainState(node.tmp / f"{liar}-honest.sqlite3", chain_id=g.client.chain_id, contract=g.market.address, account=honest_account, start_block=g.d.block)
