@@ -182,12 +182,13 @@ class StepKnowledge(Knowledge):
         return self.sides[index]
 
 
-@pytest.mark.parametrize("liar", ["defender", "challenger"])
-def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Path, liar: str) -> None:
+def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Path) -> None:
     """Under the step referee, the roles play the whole case themselves, from what each holds
     of the instruction: the chunk bisection of a 5 KiB output, the revealed chunk, the element,
     the steps and the evaluation. The liar (lying at one step of a tanh element of the second
-    chunk) loses, the honest side wins, nothing is sent twice."""
+    chunk) loses, the honest side wins, nothing is sent twice. (A lying challenger against an
+    honest node: tests/node/daemon/test_step_dispute.py.)"""
+    liar = "defender"
     g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     assert step_referee is not None and committee.address == g.committee.address
