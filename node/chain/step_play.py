@@ -4,8 +4,8 @@ instruction, its own output tensor and, for an element, its values of the elemen
 steps.
 
 What a party holds comes from an `InstructionHolding` (node/step_protocol.py), which something
-that can evaluate the instruction implements (the reference's element steps, compiler.api.element_steps): the chain
-side only reads the holding, proves it and sends. Every move is a pure function of the
+that can evaluate the instruction implements (node/step_holding.py: the reference's element
+steps): the chain side only reads the holding, proves it and sends. Every move is a pure function of the
 holding and the case as the chain shows it, so a node and a test harness make the same moves.
 """
 
@@ -16,11 +16,7 @@ from dataclasses import dataclass
 from attest.tensor_proof import ElementProof
 from node.chain.client import Sender, TxResult, _address
 from node.chain.contracts import StepReferee, StepStage
-from node.step_protocol import (
-    InstructionHolding,
-    ProgramClaim,
-    siblings,
-)
+from node.step_protocol import InstructionHolding, ProgramClaim, siblings
 
 NO_LOAD = (b"", 0, b"", [])
 NO_ENTRY = (0, [])
