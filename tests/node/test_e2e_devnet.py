@@ -452,17 +452,37 @@ def test_more_slots_than_nodes_on_an_idle_chain_settle_with_no_honest_node_slash
     block's time never reaches while nobody sends anything. Each node sends its reveal once
     the time its transaction will run at (the pending block's) is past the commit deadline:
     every reveal lands in the reveal window, the job settles on the three equal results, and
-    no honest node loses stake."""
+    no honest node loses stake. The idle seconds are not waited out: once the three nodes
+    have committed (and again once they have revealed) the chain's clock is moved past the
+    deadline without a block, as `evm_increaseTime` does, so only the pending block's time
+    passes it and the latest block stays old."""
     servers = nodes_factory()
     market, registry = devnet.deployment.market, devnet.deployment.registry
     stakes = {account: registry.get_node(account).stake for account in devnet.accounts}
     submitter = ChainSubmitter(market, devnet.submitter, reward_wei=REWARD, commit_window_s=25, reveal_window_s=15, challenge_window_s=WINDOW)
     job = Client(servers[0].url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=5)
     job_id = int(job.id)
-    deadline = time.monotonic() + 90
-    while market.get_job(job_id).phase != Phase.FINALIZED:
-        assert time.monotonic() < deadline, f"not finalized: {market.get_job(job_id)}"
-        time.sleep(0.2)
+
+    def idle_until(what: str, done) -> None:  # noqa: ANN001
+        deadline = time.monotonic() + 60
+        while not done(market.get_job(job_id)):
+            assert time.monotonic() < deadline, f"{what}: {market.get_job(job_id)}"
+            time.sleep(0.1)
+
+    def move_clock_past(moment: int) -> None:
+        """The chain's clock past `moment` with no block mined (the latest block stays old)."""
+        w3 = devnet.client.w3
+        pending = int(w3.eth.get_block("pending")["timestamp"])
+        assert devnet.client.timestamp() <= moment, "a block was mined past the deadline"
+        w3.provider.make_request("evm_increaseTime", [max(0, moment + 1 - pending)])
+
+    idle_until("the three nodes did not commit", lambda j: j.committed == 3)
+    assert market.get_job(job_id).revealed == 0  # the commit phase is open: no reveal yet
+    move_clock_past(market.get_job(job_id).commit_deadline)
+    idle_until("the three nodes did not reveal", lambda j: j.revealed == 3)
+    assert market.get_job(job_id).phase != Phase.FINALIZED
+    move_clock_past(market.get_job(job_id).reveal_deadline)
+    idle_until("not finalized", lambda j: j.phase == Phase.FINALIZED)
     chain_job = market.get_job(job_id)
     expected = result_digest_of([tensor_digest(o) for o in FIXTURE.xla_outputs()])
     assert chain_job.accepted and chain_job.result == expected and chain_job.revealed == 3
