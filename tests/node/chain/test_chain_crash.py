@@ -62,10 +62,11 @@ from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 SEED = 20261201
 ETHER = 10**18
 REWARD = ETHER // 10
-# Trip count of the runtime-bounded loop: 1 to 3.5 s of execution (20 to 70 ns an iteration,
-# by host), so the kill drawn after the compile lands mid-execution, and a kill drawn after
-# the claim precedes the commit.
-TRIPS = 50_000_000
+# Trip count of the runtime-bounded loop: 0.5 to 5 s of execution (20 to 200 ns an iteration,
+# by host: a node's runs check their deadline in every iteration), so the kill drawn (within
+# 0.3 s) after the compile lands mid-execution, and a kill drawn after the claim precedes the
+# commit.
+TRIPS = 25_000_000
 MAX_TRIPS = 2 * TRIPS
 FORI = Fixture("fori_loop")
 PEER_TRACE = bytes.fromhex(sha256_hex(b"the test's own slot: a trace digest it never serves"))
@@ -266,7 +267,7 @@ def crash_one_job(net: Net, node: Any, url: str, point: str, rng: random.Random,
         # histogram when its run returns: in between, the job is running.
         wait_for(f"job {job_id}: the start of its execution", lambda: metric(url, "vxla_executions_started_total") > started)
         assert metric(url, "vxla_execution_seconds_count") == executions, "the execution ended before the kill"
-        time.sleep(rng.uniform(0.05, 0.5))
+        time.sleep(rng.uniform(0.05, 0.3))
         kill(node)
         counts = event_counts(net, job_id)
         assert counts == {"SlotClaimed": 1, "Committed": 0, "Revealed": 0}, f"kill mid-execution landed elsewhere: {counts}"

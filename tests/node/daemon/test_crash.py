@@ -35,9 +35,11 @@ from node.sdk import Client, NodeError
 from node.tracing.verify import parse_envelope, verify_trace
 
 SEED = 20261130
-# Trip count of the long job's runtime-bounded loop: 1 to 3.5 s of execution (20 to 70 ns an
-# iteration, by host), so a kill drawn in its first 0.6 s lands mid-execution.
-LONG_TRIPS = 50_000_000
+# Trip count of the long job's runtime-bounded loop: 0.5 to 5 s of execution (20 to 200 ns an
+# iteration, by host: a node's runs check their deadline in every iteration), so a kill drawn
+# in its first 0.3 s lands mid-execution.
+LONG_TRIPS = 25_000_000
+KILL_WITHIN_S = 0.3
 FORI = Fixture("fori_loop")
 MLP = Fixture("mlp_softmax")
 
@@ -114,7 +116,7 @@ def test_sigkill_at_seeded_points_loses_nothing(tmp_path: Path) -> None:
 
         # Kill 1: mid-execution of the long job, the short ones still queued.
         wait_state(url, long_id, "running")
-        time.sleep(rng.uniform(0.05, 0.6))
+        time.sleep(rng.uniform(0.05, KILL_WITHIN_S))
         state = kill_and_check(node)
         assert state[long_id]["state"] == "running", "the kill did not land mid-execution"
         assert [state[i]["state"] for i in submitted if i != long_id] == ["queued"] * 3
@@ -123,7 +125,7 @@ def test_sigkill_at_seeded_points_loses_nothing(tmp_path: Path) -> None:
         # Kill 2: the redone long job killed mid-execution again, at another drawn point.
         url = node.start()
         wait_state(url, long_id, "running")
-        time.sleep(rng.uniform(0.05, 0.6))
+        time.sleep(rng.uniform(0.05, KILL_WITHIN_S))
         state = kill_and_check(node)
         assert state[long_id]["state"] == "running", "the second kill did not land mid-execution"
         assert set(state) == set(submitted)
