@@ -124,6 +124,9 @@ def test_the_demo_story_shows_agreement_then_the_faulty_node_refuted_and_named_t
     # a reveal; integer_arith re-executes in well under a second): the story is the same.
     monkeypatch.setattr(devnet_module, "DEMO_CHALLENGE_WINDOW_S", 5)
     monkeypatch.setattr(devnet_module, "DEMO_OPTIMISTIC_WINDOW_S", 8)
+    # The faulty node cannot answer the step referee for its wrong value and loses by the
+    # clock: a shorter move window than the devnet's 20 s (the honest moves take a few).
+    monkeypatch.setattr(devnet_module, "MOVE_WINDOW_S", 10)
     fixture = Fixture("integer_arith")
     assert demo(tmp_path / "demo", fixture.directory / "module.hlo", fixture.input_paths()) == 0
     out = capsys.readouterr().out
@@ -140,9 +143,11 @@ def test_the_demo_story_shows_agreement_then_the_faulty_node_refuted_and_named_t
     assert "challenged node2;" in faulty and "defender-wrong, node" in faulty
     assert "first differs at instruction #" in faulty and f" {instruction} (" in faulty
     # k = 1: only the faulty node claims; an honest verifier's dispute reaches the injected
-    # instruction, the committee decides it, the contract refutes the slot.
+    # instruction, the step referee (the devnet's default) has its case, the contract refutes
+    # the slot.
     assert "slot taken by node2, revealed" in optimistic
-    assert "at instruction #" in optimistic and f" {instruction}: defender-wrong, node" in optimistic
+    settled = [line for line in optimistic.splitlines() if "at instruction #" in line and ": defender-wrong, node" in line]
+    assert settled and all(f" {instruction} (step referee: done" in line for line in settled), settled
     assert "on chain: accepted False" in optimistic and "Refuted: node2's slot" in optimistic
     assert "node2: stake 1.8 ETH (-0.1)" in optimistic
     assert "node0: stake 2 ETH (+0)" in optimistic and "node1: stake 2 ETH (+0)" in optimistic
