@@ -20,7 +20,6 @@ values read by later instructions and by the result record.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,6 @@ from harness.fixture_data import Fixture
 from node.chain import Stage
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.state import ChainState
-from node.chain.watcher import JobPending
 from node.daemon.api import create_app
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor, LeafValues, leaf_digest_of
 from node.daemon.chain_role import ChainRole
@@ -51,6 +49,7 @@ from node.daemon.store import JobStore
 from node.daemon.worker import WorkerPool
 from node.protocol import chain_digests, inputs_manifest
 from node.tensors import npy_bytes
+from tests.node.helpers import settled
 
 FIXTURE = Fixture("rbg_dropout")
 TUPLE_READER = 3  # a fusion reading leaf 2, an rng-bit-generator's (state, bits) tuple
@@ -110,7 +109,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         )  # fmt: skip
         g.market.claim_slot(node, job_id)
         knowledge = ExecutorKnowledge(executor, g.market, g.client.chain_id, account=node)
-        outcome = _settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
+        outcome = settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
         honest = knowledge.execution(job_id)
         assert honest is not None and honest.op_trace_root == outcome.op_trace_root and len(honest.digests) == commitment.trace_leaves
 
@@ -127,17 +126,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         state.close()
         store.close()
         next(environment, None)
-
-
-def _settled(get, timeout: float = 120.0):  # noqa: ANN001, ANN202 - a callable and what it gives
-    """What `get` gives once it stops raising JobPending."""
-    give_up = time.monotonic() + timeout
-    while True:
-        try:
-            return get()
-        except JobPending:
-            assert time.monotonic() < give_up, "still pending"
-            time.sleep(0.05)
 
 
 def _dispute(env: Env, challenger: Party) -> int:
@@ -162,7 +150,7 @@ def _member(env: Env, dispute: int, name: str, policy: PeerAddressPolicy | None 
 
 def _vote(env: Env, knowledge: ExecutorKnowledge, index: int) -> bytes:
     job = env.g.market.get_job(env.job_id)
-    return _settled(lambda: knowledge.vote(job, env.job_id, index))
+    return settled(lambda: knowledge.vote(job, env.job_id, index))
 
 
 def test_a_party_serves_its_leaf_values_checked_against_its_trace(env: Env) -> None:

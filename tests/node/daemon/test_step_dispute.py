@@ -27,7 +27,6 @@ from node.chain.dispute_role import DisputeRole
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.state import ChainState
 from node.chain.step_play import step_case_summary, step_case_words
-from node.chain.watcher import JobPending
 from node.daemon.chain_executor import BlobFetcher, ChainExecutor
 from node.daemon.config import Limits
 from node.daemon.disputes import ExecutorKnowledge
@@ -35,6 +34,7 @@ from node.daemon.store import JobStore
 from node.daemon.worker import WorkerPool
 from node.protocol import chain_digests, inputs_manifest
 from node.tensors import npy_bytes
+from tests.node.helpers import settled
 
 ELEMENT = 1100  # in the output's second chunk
 
@@ -79,16 +79,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     finally:
         pool.stop(timeout=1)
         store.close()
-
-
-def _settled(get, timeout: float = 120.0):  # noqa: ANN001, ANN202
-    give_up = time.monotonic() + timeout
-    while True:
-        try:
-            return get()
-        except JobPending:
-            assert time.monotonic() < give_up, "still pending"
-            time.sleep(0.05)
 
 
 def _play(g: GameEnv, roles: list[DisputeRole], timeout: float = 150.0) -> None:
@@ -142,7 +132,7 @@ def test_the_node_defends_its_slot_from_its_execution_processes(node: Node) -> N
     try:
         job_id = _post(g, commitment, digests)
         g.market.claim_slot(me, job_id)
-        outcome = _settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
+        outcome = settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
         g.market.commit_result(me, job_id, outcome.result_digest, outcome.op_trace_root)
         g.market.reveal(me, job_id, outcome.result_digest, outcome.envelope_digest, outcome.op_trace_root)
         assert knowledge.execution(job_id) is not None
@@ -170,7 +160,7 @@ def test_the_node_challenges_a_lying_slot_and_wins_from_its_execution_processes(
         g.market.commit_result(liar, job_id, wrong.result, wrong.op_trace_root)
         g.market.reveal(liar, job_id, wrong.result, b"\x01" * 32, wrong.op_trace_root)
         # The honest node re-executes the job (its verifier role) and holds that execution.
-        _settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
+        settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
         assert knowledge.executed_jobs() == [job_id]
         challenger = _role(g, node.tmp, me, knowledge, committee, step_referee, state)
         defender = _role(g, node.tmp, liar, lying, committee, step_referee)
