@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from web3 import EthereumTesterProvider, Web3
+from web3 import Web3
 
+from harness.evm import in_process_web3
 from node.chain import ChainClient, ContractRevert, GameTerms, Stage, TxResult, Verdict, deploy
 from node.chain.contracts import Deployment
 from node.chain.disputes import Execution, GraphLeaves, leaf_opening, play_move
@@ -194,7 +195,7 @@ _CHAIN: list[tuple[Web3, Deployment, int]] = []
 def _deployed() -> tuple[Web3, Deployment, int]:
     """One chain per process with 8 registered nodes, reused through snapshots."""
     if not _CHAIN:
-        w3 = Web3(EthereumTesterProvider())
+        w3 = in_process_web3()
         d = deployed_env(w3).d
         _CHAIN.append((w3, d, w3.provider.ethereum_tester.take_snapshot()))
     return _CHAIN[0]

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from web3 import EthereumTesterProvider, Web3
+from web3 import Web3
 
+from harness.evm import in_process_web3
 from node.chain import (
     ChainClient,
     Committee,
@@ -81,7 +82,7 @@ _CHAIN: list[_Chain] = []
 def deployed_chain() -> _Chain:
     """One deployed chain per process, reused through snapshots (deploying costs seconds)."""
     if not _CHAIN:
-        w3 = Web3(EthereumTesterProvider())
+        w3 = in_process_web3()
         client = ChainClient(w3)
         d = deploy(
             client,

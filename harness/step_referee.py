@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from web3 import EthereumTesterProvider, Web3
+from web3 import Web3
 
 from attest.digests import tensor_digest
 from compiler.api import (
@@ -32,6 +32,7 @@ from compiler.api import (
     trace_leaves,
 )
 from harness.dispute_game import GameEnv, Party, deployed_env
+from harness.evm import in_process_web3
 from node.chain import Stage
 from node.chain.contracts import StepStage
 from node.chain.disputes import Execution, GraphLeaves
@@ -172,7 +173,7 @@ def leaf_index(job: StepJob, opcode: str) -> int:
 def step_env(w3: Web3 | None = None) -> GameEnv:
     """A fresh deployment with the StepReferee as the game's referee and 8 nodes, on `w3`
     (anvil) or a new in-process py-evm chain."""
-    return deployed_env(w3 or Web3(EthereumTesterProvider()), step_referee=True)
+    return deployed_env(w3 or in_process_web3(), step_referee=True)
 
 
 def dispute_with_lie(

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from web3 import EthereumTesterProvider, Web3
 
 from compiler.api import (
     StepKind,
@@ -28,6 +27,7 @@ from harness.dispute_game import (
     honest_execution,
     synthetic_graph,
 )
+from harness.evm import in_process_web3
 from harness.step_referee import dot_tanh_job, leaf_index
 from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
@@ -189,7 +189,7 @@ def test_roles_play_the_step_referees_case_to_the_end_by_themselves(tmp_path: Pa
     chunk) loses, the honest side wins, nothing is sent twice. (A lying challenger against an
     honest node: tests/node/daemon/test_step_dispute.py.)"""
     liar = "defender"
-    g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
+    g = deployed_env(in_process_web3(), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     assert step_referee is not None and committee.address == g.committee.address
     job = dot_tanh_job(16, 8, 80, seed=5)
@@ -231,7 +231,7 @@ def test_under_the_step_referee_an_uncovered_instruction_goes_to_the_committee_m
     challenger's role shows that, the step referee hands the instruction to the committee,
     the members' roles vote and resolve, and the ruling reaches the game through the step
     referee: the faulty defender loses, with nothing sent twice."""
-    g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
+    g = deployed_env(in_process_web3(), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     job = dot_tanh_job(16, 8, 80, seed=5)  # committed without its inputs: the multiply has no program
     index = leaf_index(job, "multiply")

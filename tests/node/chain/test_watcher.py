@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from web3 import EthereumTesterProvider, Web3
+from web3 import Web3
 
 from attest import key_id, sign_statement, verify
 from attest.digests import digest_of_digests, sha256_hex, tensor_digest
@@ -25,6 +25,7 @@ from compiler.config import load_config
 from compiler.driver import compile_program, graph_commitment
 from compiler.program import load_program
 from compiler.runtime.executable import Executable
+from harness.evm import in_process_web3
 from harness.fixture_data import Fixture
 from node.chain import (
     ChainClient,
@@ -125,7 +126,7 @@ class _Chain:
 
 @pytest.fixture(scope="module")
 def _chain() -> _Chain:
-    w3 = Web3(EthereumTesterProvider())
+    w3 = in_process_web3()
     client = ChainClient(w3)
     d = deploy(client, client.accounts()[0], min_stake_wei=ETHER, unbonding_delay_s=3_600, slash_amount_wei=SLASH)
     return _Chain(w3, d.registry.address, d.market.address, d.game.address, d.block, w3.provider.ethereum_tester.take_snapshot())

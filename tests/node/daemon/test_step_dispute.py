@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from web3 import EthereumTesterProvider, Web3
 
 from attest.keys import generate_private_key
 from compiler.api import (
     StepKind,
 )
 from harness.dispute_game import WINDOW, GameEnv, deployed_env
+from harness.evm import in_process_web3
 from harness.step_referee import StepJob, StepSide, dot_tanh_job, leaf_index
 from node.chain import OnChainJob, Stage, StepStage, Verdict, referees
 from node.chain.dispute_role import DisputeRole
@@ -93,7 +93,7 @@ def _play(g: GameEnv, roles: list[DisputeRole], timeout: float = 150.0) -> None:
 def _setup(node: Node, liar: str):
     """A fresh chain with the step referee, the job's blobs in the node's store, the honest
     node's executor and knowledge, and the liar's holding of the tanh instruction."""
-    g = deployed_env(Web3(EthereumTesterProvider()), step_referee=True)
+    g = deployed_env(in_process_web3(), step_referee=True)
     committee, step_referee = referees(g.client, g.d.registry)
     job: StepJob = dot_tanh_job(16, 8, 80, seed=5, on_inputs=True)  # committed on its inputs, as nodes do
     commitment = job.graph
