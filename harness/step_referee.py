@@ -33,19 +33,20 @@ from compiler.api import (
 )
 from harness.dispute_game import GameEnv, Party, deployed_env
 from harness.evm import in_process_web3
+from harness.fixture_data import Fixture
 from node.chain import Stage
 from node.chain.contracts import StepStage
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.step_play import play_step_move
-from node.step_holding import InstructionSide
+from node.step_holding import InstructionSide, flat_parts
 
 
 class StepSide(InstructionSide):
     """One party's holding of the disputed instruction: honest, or (with `lie`, an element
     and a step) wrong there as the module docstring says."""
 
-    def __init__(self, account: str, leaf, record, operands, trace_operands, output, lie: tuple[int, int] | None = None) -> None:  # noqa: ANN001
-        super().__init__(leaf, record, operands, trace_operands, output)
+    def __init__(self, account: str, leaf, record, leaves, operands, trace_operands, output, lie: tuple[int, int] | None = None) -> None:  # noqa: ANN001
+        super().__init__(leaf, record, leaves, operands, trace_operands, output)
         self.account = account
         self.lie = lie
         if lie is not None:
@@ -94,8 +95,8 @@ class StepJob:
             elif first is not None and i > first:
                 digests.append(bytes.fromhex(tensor_digest(np.full(1, i, np.int64))))
             else:
-                digests.append(bytes.fromhex(leaf_digest(_flat(self.values[id(leaf)]))))
-        outputs = _flat(self.values[id(self.module.entry.root)])
+                digests.append(bytes.fromhex(leaf_digest(flat_parts(self.values[id(leaf)]))))
+        outputs = flat_parts(self.values[id(self.module.entry.root)])
         result = (
             result_leaf_digest(outputs)
             if first is None
@@ -105,26 +106,19 @@ class StepJob:
 
     def side(self, account: str, index: int, lie: tuple[int, int] | None = None) -> StepSide:
         """A party holding leaf `index`, honest or lying at (element, step)."""
-        leaf = trace_leaves(self.module)[index]
-        record = self.graph.records[index]
         leaves = trace_leaves(self.module)
+        leaf = leaves[index]
+        record = self.graph.records[index]
         return StepSide(
             account,
             leaf,
             record,
+            leaves,
             [np.asarray(self.values[id(o)]) for o in leaf.operands],
-            [np.asarray(self.values[id(leaves[j])]) for j in record.trace_operands],
+            [self.values[id(leaves[j])] for j in record.trace_operands],  # type: ignore[misc]
             np.asarray(self.values[id(leaf)]),
             lie,
         )
-
-
-def _flat(value) -> list[np.ndarray]:
-    return (
-        [a for part in value for a in _flat(part)]
-        if isinstance(value, tuple)
-        else [np.asarray(value)]
-    )
 
 
 def step_job(module: Module, inputs: Sequence[np.ndarray], graph: GraphCommitment, text: str = "") -> StepJob:
@@ -163,6 +157,15 @@ def dot_tanh_job(m: int, k: int, n: int, seed: int = 4, *, on_inputs: bool = Fal
     inputs = [(rng.standard_normal(shape) * scale).astype(np.float32) for shape in ((m, k), (k, n))]
     graph = graph_commitment(program, load_config(), inputs if on_inputs else None)
     return step_job(optimize(program, load_config()), inputs, graph, text)
+
+
+def fixture_job(name: str) -> StepJob:
+    """A job of fixture `name` on its inputs, its graph committed on them."""
+    fixture = Fixture(name)
+    program = load_program(fixture.module_text)
+    inputs = fixture.inputs()
+    graph = graph_commitment(program, load_config(), inputs)
+    return step_job(optimize(program, load_config()), inputs, graph, fixture.module_text)
 
 
 def leaf_index(job: StepJob, opcode: str) -> int:
@@ -228,11 +231,16 @@ def settle_with_steps(
 
 
 def play_steps(
-    env: GameEnv, case: int, defender: StepSide, challenger: StepSide, silent: str | None = None
+    env: GameEnv,
+    case: int,
+    defender: StepSide,
+    challenger: StepSide,
+    silent: str | None = None,
+    until: StepStage | None = None,
 ) -> dict[str, int]:
     """Both sides move in the step referee's case until it is decided or handed to the
-    committee (or `silent`'s turn comes). Returns the gas of each kind of move (summed) and
-    their counts ("<name> moves")."""
+    committee (or `silent`'s turn comes, or the case reaches stage `until`). Returns the gas
+    of each kind of move (summed) and their counts ("<name> moves")."""
     referee = env.d.step_referee
     assert referee is not None
     gas: dict[str, int] = {}
@@ -240,7 +248,7 @@ def play_steps(
     while True:
         stage = referee.get_case(case)["stage"]
         mover = referee.to_move(case)
-        if stage in (StepStage.NONE, StepStage.DONE, StepStage.COMMITTEE) or mover is None or mover == silent:
+        if stage in (StepStage.NONE, StepStage.DONE, StepStage.COMMITTEE, until) or mover is None or mover == silent:
             return gas
         move = play_step_move(referee, mover, case, sides[mover])
         assert move is not None, (stage, mover)

@@ -14,6 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
+from attest.digests import tensor_digest
 from attest.tensor_proof import ChunkTree, chunk_tree, element_proof
 from compiler.api import (
     NO_PROGRAM,
@@ -30,21 +31,25 @@ from compiler.api import (
 )
 from node.step_protocol import ElementValues, ProgramClaim, StepOpening
 
-OPERAND_SOURCE, LITERAL_SOURCE = 1, 2  # a LOAD template's source codes
+OPERAND_SOURCE, LITERAL_SOURCE, PART_SOURCE = 1, 2, 3  # a LOAD template's source codes
+
+Value = np.ndarray | tuple  # an instruction's value: an array, or a (nested) tuple of them
 
 
 class InstructionSide:
-    """One party's holding of instruction `leaf` (an op-trace leaf, `record` its graph record):
-    the values of the instruction's operands (`operands`, in its operand order), of its graph
-    record's trace operands (`trace_operands`, what a LOAD names) and its output (which an
-    instruction without an element program need not hold)."""
+    """One party's holding of instruction `leaf` (an op-trace leaf, `record` its graph record,
+    `leaves` the module's op-trace leaves): the values of the instruction's operands
+    (`operands`, in its operand order), of its graph record's trace operands
+    (`trace_operands`, what a LOAD names: a tuple-shaped one's parts too) and its output
+    (which an instruction without an element program need not hold)."""
 
-    def __init__(self, leaf, record, operands: Sequence[np.ndarray], trace_operands: Sequence[np.ndarray], output: np.ndarray | None) -> None:  # noqa: ANN001 - compiler types
+    def __init__(self, leaf, record, leaves, operands: Sequence[np.ndarray], trace_operands: Sequence[Value], output: np.ndarray | None) -> None:  # noqa: ANN001 - compiler types
         self.leaf = leaf
         self.record = record
         self.operands = [np.asarray(o) for o in operands]
-        self.trace_operands = [np.asarray(o) for o in trace_operands]
+        self.trace_operands = [flat_parts(o) for o in trace_operands]
         self.output_array = None if output is None else np.asarray(output)  # None: no program
+        self._sources = operand_sources(record.operands, record.trace_operands, leaves) if output is not None else []
         self._traces: dict[int, StepTrace] = {}
         self._elements: dict[int, ElementValues] = {}
 
@@ -55,8 +60,7 @@ class InstructionSide:
     def trace(self, element: int) -> StepTrace:
         """The reference's steps of output element `element`."""
         if element not in self._traces:
-            sources = operand_sources(self.record.operands, self.record.trace_operands)
-            self._traces[element] = element_steps(self.leaf, self.operands, element, sources=sources)
+            self._traces[element] = element_steps(self.leaf, self.operands, element, sources=self._sources)
         return self._traces[element]
 
     @cached_property
@@ -95,8 +99,14 @@ class InstructionSide:
         assert program is not None, "an instruction without an element program has no steps to open"
         template = decode_program_leaf(program.templates[step])
         if template.kind is StepKind.LOAD:
-            source = self.trace_operands[template.number] if template.source == OPERAND_SOURCE else trace.literals[template.number]
-            return StepOpening(template.args, load=element_proof(source, values[template.args[0]]))
+            index = values[template.args[0]]
+            if template.source == LITERAL_SOURCE:
+                return StepOpening(template.args, load=element_proof(trace.literals[template.number], index))
+            parts = self.trace_operands[template.number]
+            if template.source == OPERAND_SOURCE:
+                return StepOpening(template.args, load=element_proof(parts[0], index))
+            digests = tuple(bytes.fromhex(tensor_digest(p)) for p in parts)
+            return StepOpening(template.args, load=element_proof(parts[template.part], index), parts=digests)
         if template.kind is StepKind.TABLE:
             table = dict(trace.tables)[trace.steps[step].table]
             value, siblings = table_entry_proof(table, values[template.args[0]])
@@ -112,7 +122,7 @@ def reference_side(module, record, arrays: Sequence[np.ndarray], index: int, max
     leaves = trace_leaves(module)
     leaf = leaves[index]
     if record.program == NO_PROGRAM:
-        return InstructionSide(leaf, record, [], [], None)
+        return InstructionSide(leaf, record, leaves, [], [], None)
     wanted = {id(leaf), *(id(o) for o in leaf.operands), *(id(leaves[j]) for j in record.trace_operands)}
     values: dict[int, object] = {}
 
@@ -121,8 +131,17 @@ def reference_side(module, record, arrays: Sequence[np.ndarray], index: int, max
             values[id(instruction)] = value
 
     evaluate(module, list(arrays), max_while_iterations=max_while_iterations, observer=observe)
-    if any(isinstance(values.get(w), tuple) or w not in values for w in wanted):
+    arrays_wanted = (id(leaf), *(id(o) for o in leaf.operands))  # a trace operand may be a tuple
+    if any(w not in values for w in wanted) or any(isinstance(values[w], tuple) for w in arrays_wanted):
         raise ValueError(f"instruction {index} ({leaf.opcode}) has no element steps here: {UNCOVERED.get(leaf.opcode, 'a tuple-shaped value')}")
     return InstructionSide(
-        leaf, record, [values[id(o)] for o in leaf.operands], [values[id(leaves[j])] for j in record.trace_operands], values[id(leaf)]
+        leaf, record, leaves, [values[id(o)] for o in leaf.operands], [values[id(leaves[j])] for j in record.trace_operands], values[id(leaf)]
     )
+
+
+def flat_parts(value: Value) -> list[np.ndarray]:
+    """An instruction's value as its flat output buffers, depth first: what its op-trace
+    digest is over (one array: itself)."""
+    if isinstance(value, tuple):
+        return [array for part in value for array in flat_parts(part)]
+    return [np.asarray(value)]

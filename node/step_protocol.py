@@ -49,11 +49,14 @@ class ProgramClaim:
 @dataclass(frozen=True)
 class StepOpening:
     """What resolving at a step needs beyond the values: the steps its template names, a
-    LOAD's element proof, a TABLE's entry with its proof."""
+    LOAD's element proof (and, for a part of a tuple-shaped operand, the digests of all its
+    parts, which the contract hashes to the operand's tuple digest), a TABLE's entry with its
+    proof."""
 
     arguments: tuple[int, ...]
     load: ElementProof | None = None
     entry: tuple[int, tuple[str, ...]] | None = None
+    parts: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)

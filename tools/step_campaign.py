@@ -22,10 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compiler.api import graph_commitment, load_config, load_program, optimize, trace_leaves  # noqa: E402
+from compiler.api import trace_leaves  # noqa: E402
 from harness.anvil import running_anvil  # noqa: E402
-from harness.fixture_data import Fixture  # noqa: E402
-from harness.step_referee import dispute_with_lie, step_env, step_job  # noqa: E402
+from harness.step_referee import dispute_with_lie, fixture_job, step_env  # noqa: E402
 from node.chain import Stage, Verdict  # noqa: E402
 
 FIXTURES = (
@@ -55,15 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"seed {seed}", flush=True)
     rng = random.Random(seed)
-    jobs = {}
-    for name in args.fixtures:
-        fixture = Fixture(name)
-        program = load_program(fixture.module_text)
-        jobs[name] = step_job(
-            optimize(program, load_config()),
-            fixture.inputs(),
-            graph_commitment(program, load_config(), fixture.inputs()),
-        )
+    jobs = {name: fixture_job(name) for name in args.fixtures}
     started = time.monotonic()
     failures = 0
     kinds: dict[str, int] = {}

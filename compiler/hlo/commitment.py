@@ -55,10 +55,13 @@ from compiler.errors import CompilerError
 from compiler.hlo.ir import Computation, Instruction, Module, computation_closure
 from compiler.hlo.opcodes import NOT_TRACED
 from compiler.hlo.printer import CanonicalPrinter, canonical_names
+from compiler.hlo.shape import Shape, TupleShape, flatten
 
 # v2: a constant's POSITION holds its vxla.tensor.v2 digest (v1 held the vxla.tensor.v1 one).
 # v3: a graph leaf's first 32 bytes bind the instruction's element program too (`GraphRecord.leaf`).
-GRAPH_RECORD_FORMAT = "vxla.graph-record.v3"
+# v4: an element program may read a part of a tuple-shaped op-trace leaf (its LOAD names the
+# part), so instructions reading a multi-output fusion's outputs bind programs, not none.
+GRAPH_RECORD_FORMAT = "vxla.graph-record.v4"
 # The program digest of an instruction whose elements have no steps (the committee decides it).
 NO_PROGRAM = "00" * 32
 # The result record's attributes: it computes nothing, it names the outputs.
@@ -228,6 +231,19 @@ def element(position: Position, index: int) -> Position:
     if "trace" in position:
         return {"trace": position["trace"], "path": [*position.get("path", []), index]}
     raise CompilerError(f"element {index} of a value that is not a tuple: {position}")
+
+
+def flat_part(shape: Shape, path: Sequence[int]) -> int | None:
+    """The flat output buffer of a tuple-shaped op-trace leaf (`shape`) that a position's
+    `path` reaches: the leaf's digest is the tuple digest of its flat buffers' digests, in
+    order (compiler/reference/leaf.py). None when the path ends at a tuple, not an array."""
+    part = 0
+    for index in path:
+        if not isinstance(shape, TupleShape) or not 0 <= index < len(shape.elements):
+            raise CompilerError(f"path {list(path)} leaves the tuple shape it indexes")
+        part += sum(len(flatten(s)) for s in shape.elements[:index])
+        shape = shape.elements[index]
+    return None if isinstance(shape, TupleShape) else part
 
 
 def trace_operands(positions: Sequence[Position]) -> tuple[int, ...]:

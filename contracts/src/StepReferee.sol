@@ -137,6 +137,14 @@ contract StepReferee is IReferee {
         bytes32[] siblings;
     }
 
+    /// @notice A LOAD's element, proved against the tensor it reads. For a part of a
+    /// tuple-shaped operand (a multi-output fusion's result), `parts` are the digests of all
+    /// the operand's flat parts, which hash to its tuple digest; empty otherwise.
+    struct LoadProof {
+        bytes32[] parts;
+        TensorProofs.ElementProof element;
+    }
+
     /// @notice A value of a party's values tree, proved.
     struct ValueProof {
         uint256 value;
@@ -151,6 +159,8 @@ contract StepReferee is IReferee {
     uint8 private constant UNDECIDABLE = 1; // ScalarEval's status for a step it cannot decide
     uint256 private constant TEMPLATE_BYTES = 62;
     bytes private constant PROGRAM_VERSION = "vxla.program.v1\n";
+    bytes private constant TUPLE_VERSION = "vxla.tuple.v1\n"; // attest/digests.py tuple_digest
+    bytes16 private constant HEX_DIGITS = "0123456789abcdef";
 
     /// @notice The dispute game whose instructions this referee decides.
     DisputeGame public immutable game;
@@ -377,13 +387,14 @@ contract StepReferee is IReferee {
     /// @param template the step's template, proved against the program root
     /// @param arguments the values of the steps the template names, in its order, each proved
     /// against the challenger's values root
-    /// @param load a LOAD's element proof (ignored for other kinds)
+    /// @param load a LOAD's element proof, with a tuple operand's part digests (ignored for
+    /// other kinds)
     /// @param entry a TABLE's entry, proved against the table root (ignored for other kinds)
     function resolve(
         uint256 caseId,
         TemplateProof calldata template,
         ValueProof[] calldata arguments,
-        TensorProofs.ElementProof calldata load,
+        LoadProof calldata load,
         ValueProof calldata entry
     ) external {
         Case storage c = _live(caseId, Stage.Resolve, true);
@@ -463,7 +474,7 @@ contract StepReferee is IReferee {
         uint32 step,
         bytes calldata leaf,
         ValueProof[] calldata arguments,
-        TensorProofs.ElementProof calldata load,
+        LoadProof calldata load,
         ValueProof calldata entry
     ) private view returns (uint8 status, uint256 value) {
         (bool wellFormed, uint256[3] memory args) = _arguments(caseId, c, step, leaf, arguments);
@@ -509,14 +520,16 @@ contract StepReferee is IReferee {
     }
 
     /// @dev A LOAD's element at the index the argument step gives, proved against the
-    /// operand's digest (source 1) or the literal's (source 2, its digest in the template).
+    /// operand's digest (source 1), the literal's (source 2, its digest in the template) or
+    /// a part's of a tuple operand (source 3, the part's index in the template): the parts'
+    /// digests must hash to the operand's tuple digest.
     function _load(
         uint256 caseId,
         Case storage c,
         uint32 step,
         bytes calldata leaf,
         uint256 index,
-        TensorProofs.ElementProof calldata proof
+        LoadProof calldata proof
     ) private view returns (uint256) {
         uint8 source = uint8(leaf[17]);
         uint32 number = uint32(bytes4(leaf[18:22]));
@@ -526,12 +539,36 @@ contract StepReferee is IReferee {
             digest = c.operands[number];
         } else if (source == 2) {
             digest = bytes32(leaf[30:62]);
+        } else if (source == 3 && number < c.operands.length) {
+            uint256 part = uint32(bytes4(leaf[30:34]));
+            if (part >= proof.parts.length || _tupleDigest(proof.parts) != c.operands[number]) revert BadLoad(caseId, step);
+            digest = proof.parts[part];
         } else {
             revert BadLoad(caseId, step);
         }
-        (bool ok, uint256 bits) = TensorProofs.element(digest, size, _storageBytes(uint8(leaf[2])), index, proof);
+        (bool ok, uint256 bits) = TensorProofs.element(digest, size, _storageBytes(uint8(leaf[2])), index, proof.element);
         if (!ok) revert BadLoad(caseId, step);
         return bits;
+    }
+
+    /// @dev SHA-256 over the tuple header and the parts' digests in lowercase hex, one per
+    /// line: the digest of a value with several outputs (attest/digests.py tuple_digest).
+    function _tupleDigest(bytes32[] calldata parts) private pure returns (bytes32) {
+        bytes memory version = TUPLE_VERSION;
+        bytes memory text = new bytes(version.length + 65 * parts.length);
+        for (uint256 i = 0; i < version.length; i++) {
+            text[i] = version[i];
+        }
+        uint256 at = version.length;
+        for (uint256 p = 0; p < parts.length; p++) {
+            for (uint256 j = 0; j < 32; j++) {
+                uint8 b = uint8(parts[p][j]);
+                text[at++] = HEX_DIGITS[b >> 4];
+                text[at++] = HEX_DIGITS[b & 15];
+            }
+            text[at++] = "\n";
+        }
+        return sha256(text);
     }
 
     function _checkTemplate(uint256 caseId, Case storage c, uint32 step, TemplateProof calldata t) private view {

@@ -18,7 +18,7 @@ from node.chain.client import Sender, TxResult, _address
 from node.chain.contracts import StepReferee, StepStage
 from node.step_protocol import InstructionHolding, ProgramClaim, siblings
 
-NO_LOAD = (b"", 0, b"", [])
+NO_LOAD = ([], (b"", 0, b"", []))
 NO_ENTRY = (0, [])
 
 
@@ -96,7 +96,7 @@ def _resolve(
     element, step = int(case["element"]), int(case["position"])
     values = mine.element(element)
     opening = mine.opening(element, step)
-    load = NO_LOAD if opening.load is None else proof_argument(opening.load)
+    load = NO_LOAD if opening.load is None else (list(opening.parts), proof_argument(opening.load))
     entry = NO_ENTRY if opening.entry is None else (opening.entry[0], siblings(opening.entry[1]))
     return referee.resolve(
         sender, case_id, program.template(step), [values.proof(a) for a in opening.arguments], load, entry

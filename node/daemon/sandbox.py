@@ -778,6 +778,7 @@ def _steps(request: StepsRequest, compiler_config: CompilerConfig, graphs, optim
             "ok": True, "frames": 0, "arguments": list(opening.arguments),
             "load": None if opening.load is None else opening.load.to_dict(),
             "entry": None if opening.entry is None else [opening.entry[0], list(opening.entry[1])],
+            "parts": [p.hex() for p in opening.parts],
         }, []  # fmt: skip
     except JobRejected as error:
         return {"ok": False, "error": str(error), "status": error.status}, []

@@ -158,4 +158,5 @@ def _opening(header: dict) -> StepOpening:
         tuple(int(a) for a in header["arguments"]),
         load=proof,
         entry=None if entry is None else (int(entry[0]), tuple(str(s) for s in entry[1])),
+        parts=tuple(bytes.fromhex(p) for p in header.get("parts", ())),
     )

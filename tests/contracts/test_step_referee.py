@@ -12,6 +12,7 @@ import pytest
 
 from compiler.api import (
     leaf_digest,
+    operand_sources,
     trace_leaves,
 )
 from compiler.reference.steps.record import StepKind
@@ -20,6 +21,7 @@ from harness.step_referee import (
     StepJob,
     dispute_with_lie,
     dot_tanh_job,
+    fixture_job,
     play_steps,
     settle_with_steps,
     step_env,
@@ -198,3 +200,43 @@ def test_an_instruction_reading_a_job_input_is_decided_by_the_contract() -> None
     assert job.graph.records[index].program != "00" * 32
     dispute, step, gas = _dispute(env, job, index, 9, "defender", StepKind.LOAD)
     assert dispute.verdict == Verdict.DEFENDER_WRONG and gas.get("resolve moves") == 1
+
+
+def test_an_operand_that_is_a_part_of_a_multi_output_fusion_is_decided_by_the_contract() -> None:
+    """In the transformer block, an instruction reads one output of a multi-output fusion:
+    its program's LOAD names the part, and resolving proves the parts' digests against the
+    fusion's tuple digest, then the element against the part's. A lie at that load loses to
+    the contract, and a tuple the parts do not hash to is refused."""
+    job = fixture_job("transformer_block")
+    leaves = trace_leaves(job.module)
+    index, number, part = next(
+        (i, source[1], source[2])
+        for i, record in enumerate(job.graph.records[:-1])
+        if record.program != "00" * 32
+        for source in operand_sources(record.operands, record.trace_operands, leaves)
+        if source and source[0] == "part"
+    )
+    element = 3
+    trace = job.side("0x" + "00" * 20, index).trace(element)
+    load = next(i for i, s in enumerate(trace.steps) if s.kind is StepKind.LOAD and s.source == ("part", number, part))
+    env = step_env()
+    defender = job.side(env.nodes[0], index, (element, load))
+    challenger = job.side(env.nodes[1], index)
+    defender_party = Party(defender.account, job.execution({index: defender.output_array}))
+    challenger_party = Party(challenger.account, job.execution())
+    graph = job.leaves()
+    dispute = env.challenge(env.run_job(graph, [defender_party]), 0, challenger_party)
+    env.play(dispute, defender_party, challenger_party, graph)
+    play_steps(env, dispute, defender, challenger, until=StepStage.RESOLVE)
+    referee = env.d.step_referee
+    assert referee.get_case(dispute)["position"] == load
+    opening = challenger.opening(element, load)
+    assert len(opening.parts) > 1
+    wrong = list(opening.parts)
+    wrong[part - 1 if part else 1] = bytes(32)  # another part's digest changed: not the tuple's
+    arguments = [challenger.element(element).proof(a) for a in opening.arguments]
+    with reverts("BadLoad", caseId=dispute):
+        referee.resolve(challenger.account, dispute, challenger.program.template(load), arguments, (wrong, proof_argument(opening.load)), (0, []))
+    assert play_steps(env, dispute, defender, challenger).get("resolve moves") == 1
+    settled = env.game.get_dispute(dispute)
+    assert settled.verdict == Verdict.DEFENDER_WRONG and not settled.by_timeout

@@ -180,7 +180,7 @@ def test_a_record_is_canonical_json_and_its_leaf_the_digest_and_the_tail() -> No
         trace_operands=(1, 0),
     )
     text = (
-        b'{"attributes":"' + b"ab" * 32 + b'","format":"vxla.graph-record.v3","index":3,"name":"fusion.12",'
+        b'{"attributes":"' + b"ab" * 32 + b'","format":"vxla.graph-record.v4","index":3,"name":"fusion.12",'
         b'"opcode":"fusion","operands":[{"trace":1},{"path":[1],"trace":0},{"trace":1},{"parameter":0}],'
         b'"shape":"f32[2,3]"}'
     )

@@ -38,7 +38,7 @@ from core.dtypes import from_name
 
 from . import indexing
 from .program import ProgramCommitment, output_header, program_leaves, values_root
-from .record import LITERAL, OPERAND, Recorder, Step, StepKind, Uncovered
+from .record import LITERAL, OPERAND, PART, Recorder, Source, Step, StepKind, Uncovered
 
 _T = TypeVar("_T")
 Handle = int | tuple  # a step index, or a tuple of handles for a tuple-shaped value
@@ -53,7 +53,7 @@ class StepTrace:
     result: int
     literals: tuple[np.ndarray, ...] = ()
     tables: tuple[tuple[str, Table], ...] = ()
-    sizes: tuple[tuple[tuple[str, int], int], ...] = ()  # element count of each LOAD source
+    sizes: tuple[tuple[Source, int], ...] = ()  # element count of each LOAD source
     output: tuple[str, tuple[int, ...]] = ("f32", ())  # the output's element type and dims
 
     @property
@@ -197,7 +197,8 @@ def _uncovered(why: str) -> Rule:
 
 def covered_opcodes() -> frozenset[str]:
     """The opcodes whose elements have steps (some of their forms may still be uncovered:
-    complex division and abs, bitcast-convert between widths, tuple operands)."""
+    complex division and abs, bitcast-convert between widths, tuple operands, tuple-shaped
+    results)."""
     return frozenset(_rules()) - frozenset(UNCOVERED)
 
 
@@ -206,14 +207,15 @@ def element_steps(
     operands: Sequence[np.ndarray],
     element: int,
     output: int = 0,
-    sources: Sequence[tuple[str, int] | None] | None = None,
+    sources: Sequence[Source | None] | None = None,
 ) -> StepTrace:
     """The steps of element `element` (flat, row-major) of output buffer `output` of
     `instruction` (0 for an array; a tuple's flat parts in order), whose operands hold
     `operands`. `sources` says what each operand is to the chain: (OPERAND, p) the p-th of
-    the graph leaf's trace operands, (LITERAL, 0) an entry constant (its digest goes into the
-    program), None something a program cannot read yet; by default operand k is (OPERAND, k).
-    Raises Uncovered for an instruction without element steps."""
+    the graph leaf's trace operands, (PART, p, k) flat part k of that trace operand (a tuple),
+    (LITERAL, 0) an entry constant or job input (its digest goes into the program), None
+    something a program cannot read; by default operand k is (OPERAND, k). Raises Uncovered
+    for an instruction without element steps."""
     shape = _output_shape(instruction, output)
     if any(isinstance(o, tuple) for o in operands):
         raise Uncovered(instruction.opcode, "an operand is a tuple")
@@ -228,13 +230,10 @@ def element_steps(
         flat = indexing.flat(recorder, coords, operand_shape.dims)
         source = (OPERAND, number) if sources is None else sources[number]
         if source is None:
-            raise Uncovered(
-                instruction.opcode,
-                f"operand {number} is a part of a tuple-shaped op-trace leaf (its part's digest is not proved: not yet)",
-            )
+            raise Uncovered(instruction.opcode, f"operand {number} is a tuple inside a tuple-shaped op-trace leaf")
         if source[0] == LITERAL:
             return recorder.load_literal(recorder.operands[number], flat, operand_shape.dtype)
-        return recorder.load(number, flat, operand_shape.dtype, number=source[1])
+        return recorder.load(number, flat, operand_shape.dtype, source)
 
     top = Scope(leaf_operand)
     evaluator = ElementEvaluator(recorder, _rules(), instruction, top)
@@ -266,7 +265,7 @@ NO_PROGRAM = "00" * 32
 
 def program_digest(
     instruction: Instruction,
-    sources: Sequence[tuple[str, int] | None] | None = None,
+    sources: Sequence[Source | None] | None = None,
     inputs: Sequence[np.ndarray] | None = None,
 ) -> str:
     """The element program commitment's digest of an op-trace leaf, or NO_PROGRAM when its
@@ -318,24 +317,34 @@ def program_digests(module: Module, inputs: Sequence[np.ndarray] | None = None) 
     from compiler.hlo.commitment import graph_records, trace_leaves
 
     records = graph_records(module)
+    leaves = trace_leaves(module)
     with np.errstate(all="ignore"):
         return [
-            program_digest(leaf, operand_sources(record.operands, record.trace_operands), inputs)
-            for leaf, record in zip(trace_leaves(module), records, strict=False)
+            program_digest(leaf, operand_sources(record.operands, record.trace_operands, leaves), inputs)
+            for leaf, record in zip(leaves, records, strict=False)
         ]
 
 
 def operand_sources(
-    positions: Sequence[dict], trace_operands: Sequence[int]
-) -> list[tuple[str, int] | None]:
+    positions: Sequence[dict], trace_operands: Sequence[int], leaves: Sequence[Instruction]
+) -> list[Source | None]:
     """What a program's LOAD of each operand names, from the record's POSITIONs: a whole
     op-trace leaf is its place among the graph leaf's trace operands (whose digests the
-    game proves), an entry constant or a job input is a literal (its digest in the
-    program); a part of a tuple leaf cannot be read yet."""
-    sources: list[tuple[str, int] | None] = []
+    game proves); an array inside a tuple-shaped leaf (`leaves` the module's op-trace
+    leaves) is that place and its flat part (whose digest proves against the tuple's); an
+    entry constant or a job input is a literal (its digest in the program). A tuple inside
+    a tuple-shaped leaf cannot be read."""
+    from compiler.hlo.commitment import flat_part
+
+    sources: list[Source | None] = []
     for position in positions:
-        if "trace" in position and "path" not in position:
-            sources.append((OPERAND, list(trace_operands).index(position["trace"])))
+        if "trace" in position:
+            number = list(trace_operands).index(position["trace"])
+            if "path" not in position:
+                sources.append((OPERAND, number))
+                continue
+            part = flat_part(leaves[position["trace"]].shape, position["path"])
+            sources.append(None if part is None else (PART, number, part))
         elif "constant" in position or "parameter" in position:
             sources.append((LITERAL, 0))
         else:

@@ -14,10 +14,14 @@ Template bytes (PROGRAM_LEAF_BYTES, big-endian):
 
 kind: STEP_KIND_CODES; op: scalar.Op (0 for a step that is not an operation); the types:
 scalar.TYPE_CODES; args: earlier steps' indices (unused ones 0); source: 1 for a LOAD of an
-operand, 2 for a LOAD of an array literal (0 otherwise) and its number; count: how many
-elements a LOAD's tensor or a TABLE has (a proof's position is only meaningful in a tree of
-known size); immediate: a CONST's value bits, a literal LOAD's tensor digest (the literal's
-element proves against it), a TABLE's root (its entry proves against it), zero otherwise.
+operand, 2 for a LOAD of an array literal, 3 for a LOAD of a part of a tuple-shaped operand
+(0 otherwise) and its number (the operand's place among the graph leaf's trace operands, or
+the literal's); count: how many elements a LOAD's tensor or a TABLE has (a proof's position
+is only meaningful in a tree of known size); immediate: a CONST's value bits, a literal
+LOAD's tensor digest (the literal's element proves against it), a part LOAD's flat part
+index (u32, then zeros: the part's digest proves against the operand's tuple digest, and its
+element against the part's digest), a TABLE's root (its entry proves against it), zero
+otherwise.
 
 A value leaf is the value's bits as 32 bytes, big-endian; a table's leaves are its entries'
 bits likewise (f64 or s64 bits, in order).
@@ -43,7 +47,7 @@ from compiler.numerics.mathlib.dsl import Table
 from compiler.reference.scalar import TYPE_CODES, TYPES_BY_CODE, Op, evaluate, to_bits
 from core.dtypes import F64, S64, DType
 
-from .record import LITERAL, OPERAND, Step, StepKind
+from .record import LITERAL, OPERAND, PART, Source, Step, StepKind
 
 PROGRAM_VERSION = "vxla.program.v1"
 STEP_KIND_CODES = {
@@ -53,7 +57,7 @@ STEP_KIND_CODES = {
     StepKind.TABLE: 3,
     StepKind.OP: 4,
 }
-SOURCE_CODES = {OPERAND: 1, LITERAL: 2}
+SOURCE_CODES = {OPERAND: 1, LITERAL: 2, PART: 3}
 PROGRAM_LEAF_BYTES = 5 + 12 + 5 + 8 + 32
 MAX_ARGS = 3
 
@@ -87,7 +91,7 @@ def table_entry_proof(table: Table, position: int) -> tuple[bytes, list[str]]:
 
 def program_leaf(
     step: Step,
-    sizes: Mapping[tuple[str, int], int],
+    sizes: Mapping[Source, int],
     literal_digests: Sequence[str],
     tables: Mapping[str, Table],
 ) -> bytes:
@@ -105,6 +109,8 @@ def program_leaf(
         count = sizes[step.source]
         if step.source[0] == LITERAL:
             immediate = bytes.fromhex(literal_digests[number])
+        elif step.source[0] == PART:
+            immediate = struct.pack(">I", step.source[2]) + b"\x00" * 28
     elif step.kind is StepKind.TABLE:
         assert step.table is not None
         count = len(tables[step.table])
@@ -145,7 +151,7 @@ class ProgramCommitment:
 
 def program_leaves(
     steps: Sequence[Step],
-    sizes: Mapping[tuple[str, int], int],
+    sizes: Mapping[Source, int],
     literals: Sequence[np.ndarray],
     tables: Mapping[str, Table],
 ) -> list[bytes]:
@@ -195,6 +201,11 @@ class StepTemplate:
     number: int
     size: int
     immediate: bytes
+
+    @property
+    def part(self) -> int:
+        """A part LOAD's flat part index."""
+        return int(struct.unpack(">I", self.immediate[:4])[0])
 
 
 _KINDS_BY_CODE = {code: kind for kind, code in STEP_KIND_CODES.items()}

@@ -40,15 +40,19 @@ class StepKind(Enum):
     OP = "op"
 
 
-# Where a LOAD reads: an operand of the instruction, or an array literal of its computation.
+# Where a LOAD reads: (OPERAND, j) the j-th of the graph leaf's trace operands, (LITERAL, n)
+# the n-th array literal the program reads, (PART, j, k) flat part k of the j-th trace
+# operand, a tuple-shaped op-trace leaf (a multi-output fusion's result).
 OPERAND = "operand"
 LITERAL = "literal"
+PART = "part"
+Source = tuple[str, int] | tuple[str, int, int]
 
 
 @dataclass(frozen=True)
 class Step:
     """One step. `dtype` is the operand type of an OP (the value's type otherwise) and
-    `result_dtype` the type of `value`. LOAD: `source` = (OPERAND or LITERAL, number) and
+    `result_dtype` the type of `value`. LOAD: `source` says where it reads (Source) and
     `args` the flat index step; TABLE: `table` names the table and `args` holds the index
     step. `decided` is false for a ROUND_F32_CR the machine cannot decide; its value is then
     the reference's (MPFR)."""
@@ -59,7 +63,7 @@ class Step:
     value: int
     op: Op | None = None
     args: tuple[int, ...] = ()
-    source: tuple[str, int] | None = None
+    source: Source | None = None
     table: str | None = None
     decided: bool = True
 
@@ -84,7 +88,8 @@ class Step:
             return "element"
         if self.kind is StepKind.LOAD:
             assert self.source is not None
-            return f"load {self.source[0]} {self.source[1]}[#{self.args[0]}] : {self.dtype.name}"
+            where = " ".join(str(s) for s in self.source)
+            return f"load {where}[#{self.args[0]}] : {self.dtype.name}"
         if self.kind is StepKind.CONST:
             return f"const {self.dtype.name} {self.value:#x}"
         if self.kind is StepKind.TABLE:
@@ -116,7 +121,7 @@ class Recorder:
     steps: list[Step] = field(default_factory=list)
     literals: list[np.ndarray] = field(default_factory=list)
     tables: dict[str, Table] = field(default_factory=dict)
-    sizes: dict[tuple[str, int], int] = field(default_factory=dict)  # elements of each LOAD source
+    sizes: dict[Source, int] = field(default_factory=dict)  # elements of each LOAD source
     _shared: dict[tuple, int] = field(default_factory=dict)
     _literal_numbers: dict[int, int] = field(default_factory=dict)
 
@@ -137,12 +142,11 @@ class Recorder:
         """The program's input: the element's flat index (s64)."""
         return self._add(("element",), Step(StepKind.ELEMENT, S64, S64, value))
 
-    def load(self, operand: int, index: int, dtype: DType, number: int | None = None) -> int:
-        """Operand `operand`'s element at the flat index step `index`; the program names the
-        source `number` (the operand's place in the graph leaf's trace operands), by default
-        `operand`."""
+    def load(self, operand: int, index: int, dtype: DType, source: Source | None = None) -> int:
+        """Operand `operand`'s element at the flat index step `index`; the program names
+        `source` as where it reads, by default (OPERAND, operand)."""
         return self._load(
-            (OPERAND, operand if number is None else number), self.operands[operand], index, dtype
+            (OPERAND, operand) if source is None else source, self.operands[operand], index, dtype
         )
 
     def load_literal(self, literal: np.ndarray, index: int, dtype: DType) -> int:
@@ -153,7 +157,7 @@ class Recorder:
             self.literals.append(literal)
         return self._load((LITERAL, number), literal, index, dtype)
 
-    def _load(self, source: tuple[str, int], array: np.ndarray, index: int, dtype: DType) -> int:
+    def _load(self, source: Source, array: np.ndarray, index: int, dtype: DType) -> int:
         flat = _signed64(self.bits(index))
         self.sizes[source] = int(np.asarray(array).size)
         # The element as its tensor's digest holds it: a NaN is the canonical NaN.
