@@ -66,7 +66,11 @@ def test_the_reference_gives_xla_cpu_bits() -> None:
 
 
 def test_the_backend_gives_xla_cpu_bits() -> None:
-    for case in CASES:
+    """Every fourth case (a compile each; the reference gives all 240 XLA's bits above):
+    every algorithm and output element type is still among them."""
+    sample = CASES[::4]
+    assert {c["hlo"].split("algorithm=")[1].split()[0] for c in sample} == {"rng_three_fry", "rng_philox", "rng_default"}
+    for case in sample:
         executable = executable_for(case["hlo"], DEFAULT)
         assert executable is not None
         outputs = executable.run(np.array(case["state"], dtype=np.uint64), threads=2)
