@@ -60,7 +60,8 @@ from compiler.hlo.shape import Shape, TupleShape, flatten
 # v2: a constant's POSITION holds its vxla.tensor.v2 digest (v1 held the vxla.tensor.v1 one).
 # v3: a graph leaf's first 32 bytes bind the instruction's element program too (`GraphRecord.leaf`).
 # v4: an element program may read a part of a tuple-shaped op-trace leaf (its LOAD names the
-# part), so instructions reading a multi-output fusion's outputs bind programs, not none.
+# part), so instructions reading a multi-output fusion's outputs bind programs, not none; and a
+# gather has element steps, so it binds a program too.
 GRAPH_RECORD_FORMAT = "vxla.graph-record.v4"
 # The program digest of an instruction whose elements have no steps (the committee decides it).
 NO_PROGRAM = "00" * 32

@@ -70,7 +70,6 @@ def _dispute(env, job: StepJob, index: int, element: int, liar: str, kind: StepK
         ("tanh", "defender", StepKind.OP, 40),
         ("tanh", "defender", StepKind.TABLE, 0),
         ("tanh", "challenger", StepKind.OP, 7),
-        ("tanh", "defender", StepKind.LOAD, 0),
         ("dot", "defender", StepKind.LOAD, 5),
         ("dot", "challenger", StepKind.CONST, 0),
         ("dot", "defender", StepKind.ELEMENT, 0),
@@ -240,3 +239,15 @@ def test_an_operand_that_is_a_part_of_a_multi_output_fusion_is_decided_by_the_co
     assert play_steps(env, dispute, defender, challenger).get("resolve moves") == 1
     settled = env.game.get_dispute(dispute)
     assert settled.verdict == Verdict.DEFENDER_WRONG and not settled.by_timeout
+
+
+def test_a_gathered_elements_index_is_decided_by_the_contract() -> None:
+    """An embedding lookup: the gather's element program loads the row index from the ids
+    and then the table's element there. A lie at the index load loses to the contract."""
+    job = fixture_job("embedding_gather")
+    index = next(i for i, leaf in enumerate(trace_leaves(job.module)) if leaf.opcode == "gather")
+    trace = job.side("0x" + "00" * 20, index).trace(5)
+    [load] = [i for i, s in enumerate(trace.steps) if s.kind is StepKind.LOAD and s.dtype.name == "s32"]
+    dispute, gas = dispute_with_lie(step_env(), job, index, 5, "defender", load)
+    assert dispute.verdict == Verdict.DEFENDER_WRONG and not dispute.by_timeout
+    assert gas.get("resolve moves") == 1

@@ -203,6 +203,48 @@ def test_index_arithmetic_of_padding_windows_dilations_and_blocks() -> None:
         assert report.stats[opcode]["elements"] > 0, opcode
 
 
+GATHER_MODULE = """
+HloModule gathers
+ENTRY e {
+  table = f32[5,3] parameter(0)
+  rows = s32[4] parameter(1)
+  x = f32[6,4] parameter(2)
+  far = u64[3,1] parameter(3)
+  y = f32[4,5] parameter(4)
+  pairs = s8[2,3] parameter(5)
+  z = f32[2,5,3] parameter(6)
+  per = s32[2,4,1] parameter(7)
+  embed = f32[4,3] gather(table, rows), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}
+  blocks = f32[3,2,4] gather(x, far), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={2,4}
+  swapped = f32[3,2] gather(y, pairs), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={1,0}, index_vector_dim=0, slice_sizes={1,2}
+  batched = f32[2,4,3] gather(z, per), offset_dims={2}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1,3}
+  ROOT out = (f32[4,3], f32[3,2,4], f32[3,2], f32[2,4,3]) tuple(embed, blocks, swapped, batched)
+}
+"""
+
+
+def test_a_gathered_element_is_its_loaded_clamped_index_and_the_operand_element() -> None:
+    """Every element of gathers with negative and out-of-range indices (clamped), u64 indices
+    past the s64 range, an index vector across dimension 0 in swapped order, and batching
+    dimensions."""
+    rng = np.random.default_rng(11)
+    inputs = [
+        rng.standard_normal((5, 3)).astype(np.float32),
+        np.array([2, -2, 7, 4], np.int32),
+        rng.standard_normal((6, 4)).astype(np.float32),
+        np.array([[1], [2**64 - 1], [2**63 + 5]], np.uint64),
+        rng.standard_normal((4, 5)).astype(np.float32),
+        np.array([[1, -100, 4], [3, 0, 127]], np.int8),
+        rng.standard_normal((2, 5, 3)).astype(np.float32),
+        np.array([[[0], [4], [9], [-1]], [[2], [3], [1], [5]]], np.int32),
+    ]
+    report = StepsReport()
+    check_module(load_module(GATHER_MODULE), inputs, 24, np.random.default_rng(2), report, label="gather")
+    _assert_clean(report)
+    assert not report.uncovered, report.uncovered
+    assert report.stats["gather"]["elements"] >= 4 * 12
+
+
 def test_an_element_program_does_not_depend_on_the_element_or_the_values() -> None:
     module = load_module(INDEX_MODULE)
     conv = next(i for i in module.entry.instructions if i.opcode == "convolution")

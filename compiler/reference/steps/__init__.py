@@ -158,7 +158,6 @@ class ElementEvaluator:
 UNCOVERED: dict[str, str] = {
     "sort": "an element's position depends on comparator results over the whole row (a merge network of comparator programs)",
     "topk": "an element's position depends on comparisons over the whole row",
-    "gather": "an element's source index is data: the index operand's clamped values (not yet)",
     "scatter": "an element is every update whose window covers it, applied in order (not yet)",
     "select-and-scatter": "an element gathers the source elements whose windows select it (not yet)",
     "rng-bit-generator": "ThreeFry and Philox rounds over 32-bit words (the scalar machine has the integer ops; not yet)",
@@ -176,10 +175,17 @@ UNCOVERED: dict[str, str] = {
 
 
 def _rules() -> dict[str, Rule]:
-    from . import control_flow, data_movement, dot_conv, elementwise, reductions
+    from . import (
+        control_flow,
+        data_movement,
+        dot_conv,
+        elementwise,
+        reductions,
+        sort_gather_scatter,
+    )
 
     rules: dict[str, Rule] = {}
-    for family in (elementwise, data_movement, reductions, dot_conv, control_flow):
+    for family in (elementwise, data_movement, reductions, dot_conv, control_flow, sort_gather_scatter):
         rules.update(family.RULES)
     for opcode, why in UNCOVERED.items():
         rules[opcode] = _uncovered(why)
