@@ -245,6 +245,41 @@ def test_a_gathered_element_is_its_loaded_clamped_index_and_the_operand_element(
     assert report.stats["gather"]["elements"] >= 4 * 12
 
 
+BITCAST_MODULE = """
+HloModule bitcasts
+ENTRY e {
+  words = u32[3,2] parameter(0)
+  halves = f16[5,4] parameter(1)
+  wide = f64[3] parameter(2)
+  bytes = s8[2,8] parameter(3)
+  state = u64[3] bitcast-convert(words)
+  packed = s64[5] bitcast-convert(halves)
+  split = u16[3,4] bitcast-convert(wide)
+  f = f64[2] bitcast-convert(bytes)
+  halved = bf16[3,2,2] bitcast-convert(words)
+  ROOT out = (u64[3], s64[5], u16[3,4], f64[2], bf16[3,2,2]) tuple(state, packed, split, f, halved)
+}
+"""
+
+
+def test_a_bitcast_between_widths_is_its_pieces_shifted_and_joined() -> None:
+    """Every element of bitcast-converts to a wider type (pieces least significant first:
+    u32 pairs to u64, f16 quads to s64, s8 octets to f64) and to a narrower one (f64 to u16
+    pieces, u32 to bf16 halves), on values with every bit pattern's corners."""
+    rng = np.random.default_rng(4)
+    words = rng.integers(0, 2**32, (3, 2), dtype=np.uint64).astype(np.uint32)
+    words[0] = [0xFFFFFFFF, 0x80000000]
+    halves = rng.standard_normal((5, 4)).astype(np.float16)
+    halves[0] = [np.nan, -0.0, np.inf, 6e-8]
+    wide = np.array([np.nan, -1.5e300, 5e-324])
+    data = rng.integers(-128, 128, (2, 8)).astype(np.int8)
+    report = StepsReport()
+    check_module(load_module(BITCAST_MODULE), [words, halves, wide, data], 32, np.random.default_rng(3), report, label="bitcast")
+    _assert_clean(report)
+    assert not report.uncovered, report.uncovered
+    assert report.stats["bitcast-convert"]["elements"] >= 3 + 5 + 12 + 2 + 12
+
+
 def test_an_element_program_does_not_depend_on_the_element_or_the_values() -> None:
     module = load_module(INDEX_MODULE)
     conv = next(i for i in module.entry.instructions if i.opcode == "convolution")

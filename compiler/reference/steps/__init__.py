@@ -203,8 +203,8 @@ def _uncovered(why: str) -> Rule:
 
 def covered_opcodes() -> frozenset[str]:
     """The opcodes whose elements have steps (some of their forms may still be uncovered:
-    complex division and abs, bitcast-convert between widths, tuple operands, tuple-shaped
-    results)."""
+    complex division and abs, bitcast-convert of 4-bit, pred or complex values between
+    widths, tuple operands, tuple-shaped results)."""
     return frozenset(_rules()) - frozenset(UNCOVERED)
 
 

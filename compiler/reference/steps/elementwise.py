@@ -12,9 +12,9 @@ from compiler.hlo import stochastic_convert
 from compiler.hlo.ir import Instruction
 from compiler.numerics import mathlib
 from compiler.reference.scalar import Op
-from core.dtypes import BF16, F16, F32, F64, DType
+from core.dtypes import BF16, F16, F32, F64, U8, U16, U32, U64, DType
 
-from . import ElementEvaluator, Handle, Scope
+from . import ElementEvaluator, Handle, Scope, indexing
 from .mathlib import _float_bits, binary_function, unary_function
 from .record import Recorder, Uncovered
 
@@ -204,11 +204,50 @@ def _bitcast_convert(
 ) -> Handle:
     source, target = _dtype(instruction, 0), _dtype(instruction)
     if source.bits != target.bits:
-        raise Uncovered(
-            "bitcast-convert", "between widths an element is several elements' pieces (not yet)"
-        )
+        return _bitcast_between_widths(ev, instruction, index, scope)
     (x,) = _operands(ev, instruction, index, scope)
     return x if source == target else ev.recorder.op(Op.BITCAST, x, to=target)
+
+
+_UNSIGNED = {8: U8, 16: U16, 32: U32, 64: U64}
+
+
+def _bitcast_between_widths(
+    ev: ElementEvaluator, instruction: Instruction, index: tuple[int, ...], scope: Scope
+) -> Handle:
+    """The little-endian pieces (compiler/reference/elementwise.py): the narrow side has an
+    extra minor dimension of width ratio, least significant piece first. Wide from narrow:
+    each piece's bits zero-extended, shifted to its place and ORed; narrow from wide: the
+    wide bits shifted right logically and truncated. Both as unsigned integers, bitcast at
+    the ends."""
+    rec = ev.recorder
+    source, target = _dtype(instruction, 0), _dtype(instruction)
+    if any(t.bits not in _UNSIGNED or t.is_complex or t.name == "pred" for t in (source, target)):
+        raise Uncovered("bitcast-convert", f"{source.name} to {target.name}: not whole bytes of a real type")
+    wide, narrow = _UNSIGNED[max(source.bits, target.bits)], _UNSIGNED[min(source.bits, target.bits)]
+
+    def as_unsigned(x: int) -> int:
+        unsigned = _UNSIGNED[rec.dtype(x).bits]
+        return x if rec.dtype(x) == unsigned else rec.op(Op.BITCAST, x, to=unsigned)
+
+    def to_target(x: int) -> int:
+        return x if target == _UNSIGNED[target.bits] else rec.op(Op.BITCAST, x, to=target)
+
+    if source.bits < target.bits:
+        merged = None
+        for j in range(target.bits // source.bits):
+            piece = ev.operand(instruction, 0, (*index, indexing.const(rec, j)), scope)
+            assert isinstance(piece, int)
+            bits = rec.op(Op.CONVERT, as_unsigned(piece), to=wide)
+            if j:
+                bits = rec.op(Op.SHL, bits, rec.const(wide, j * source.bits))
+            merged = bits if merged is None else rec.op(Op.OR, merged, bits)
+        assert merged is not None
+        return to_target(merged)
+    x = ev.operand(instruction, 0, index[:-1], scope)
+    assert isinstance(x, int)
+    shifted = rec.op(Op.SHR_LOGICAL, as_unsigned(x), rec.op(Op.MUL, rec.op(Op.CONVERT, index[-1], to=wide), rec.const(wide, target.bits)))
+    return to_target(rec.op(Op.CONVERT, shifted, to=narrow))
 
 
 def _real_imag(op: Op) -> Callable[..., Handle]:
