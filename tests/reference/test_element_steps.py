@@ -280,6 +280,53 @@ def test_a_bitcast_between_widths_is_its_pieces_shifted_and_joined() -> None:
     assert report.stats["bitcast-convert"]["elements"] >= 3 + 5 + 12 + 2 + 12
 
 
+SCATTER_MODULE = """
+HloModule scatters
+replace { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] copy(b) }
+minus { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] subtract(a, b) }
+add { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] add(a, b) }
+ENTRY e {
+  x = f32[6] parameter(0)
+  at = s32[5,1] parameter(1)
+  v = f32[5] parameter(2)
+  m = f32[5,4] parameter(3)
+  corners = u64[3,2] parameter(4)
+  r = f32[3,2] parameter(5)
+  t = s32[2,3] parameter(6)
+  per = s32[2,2,1] parameter(7)
+  w = s32[2,2] parameter(8)
+  last = f32[6] scatter(x, at, v), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=replace
+  windows = f32[5,4] scatter(m, corners, r), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=minus
+  batched = s32[2,3] scatter(t, per, w), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add
+  ROOT out = (f32[6], f32[5,4], s32[2,3]) tuple(last, windows, batched)
+}
+"""
+
+
+def test_a_scattered_element_is_every_covering_update_in_order() -> None:
+    """Every element of scatters where order decides (a replacing combiner with repeated
+    indices: the last update wins; a subtracting one over windows of two), out-of-bounds
+    updates (skipped whole: a negative index, one past the end, a window whose second element
+    is past the end, a u64 index past s64), and batching dimensions."""
+    rng = np.random.default_rng(6)
+    inputs = [
+        rng.standard_normal(6).astype(np.float32),
+        np.array([[2], [4], [2], [-1], [6]], np.int32),
+        rng.standard_normal(5).astype(np.float32),
+        rng.standard_normal((5, 4)).astype(np.float32),
+        np.array([[1, 2], [4, 3], [2**64 - 1, 0]], np.uint64),
+        rng.standard_normal((3, 2)).astype(np.float32),
+        rng.integers(-9, 9, (2, 3)).astype(np.int32),
+        np.array([[[0], [0]], [[2], [3]]], np.int32),
+        rng.integers(-9, 9, (2, 2)).astype(np.int32),
+    ]
+    report = StepsReport()
+    check_module(load_module(SCATTER_MODULE), inputs, 32, np.random.default_rng(2), report, label="scatter")
+    _assert_clean(report)
+    assert not report.uncovered, report.uncovered
+    assert report.stats["scatter"]["elements"] == 6 + 20 + 6
+
+
 def test_an_element_program_does_not_depend_on_the_element_or_the_values() -> None:
     module = load_module(INDEX_MODULE)
     conv = next(i for i in module.entry.instructions if i.opcode == "convolution")

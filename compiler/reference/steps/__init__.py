@@ -158,7 +158,6 @@ class ElementEvaluator:
 UNCOVERED: dict[str, str] = {
     "sort": "an element's position depends on comparator results over the whole row (a merge network of comparator programs)",
     "topk": "an element's position depends on comparisons over the whole row",
-    "scatter": "an element is every update whose window covers it, applied in order (not yet)",
     "select-and-scatter": "an element gathers the source elements whose windows select it (not yet)",
     "rng-bit-generator": "ThreeFry and Philox rounds over 32-bit words (the scalar machine has the integer ops; not yet)",
     "fft": "a line's passes with twiddle factors computed exactly when compiling (not yet)",
