@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "widest_runnable_cpu": "compiler.runtime.host",
     "machine_threads": "compiler.runtime.threads",
     "evaluate": "compiler.reference",
+    "flatten_value": "compiler.reference.evaluator",
     # The program model (read-only use: pictures, costs, traces' instruction names).
     "Module": "compiler.hlo.ir",
     "Computation": "compiler.hlo.ir",

@@ -23,6 +23,7 @@ from compiler.api import (
     GraphCommitment,
     Module,
     evaluate,
+    flatten_value,
     graph_commitment,
     leaf_digest,
     load_config,
@@ -38,7 +39,7 @@ from node.chain import Stage
 from node.chain.contracts import StepStage
 from node.chain.disputes import Execution, GraphLeaves
 from node.chain.step_play import play_step_move
-from node.step_holding import InstructionSide, flat_parts
+from node.step_holding import InstructionSide
 
 
 class StepSide(InstructionSide):
@@ -95,8 +96,8 @@ class StepJob:
             elif first is not None and i > first:
                 digests.append(bytes.fromhex(tensor_digest(np.full(1, i, np.int64))))
             else:
-                digests.append(bytes.fromhex(leaf_digest(flat_parts(self.values[id(leaf)]))))
-        outputs = flat_parts(self.values[id(self.module.entry.root)])
+                digests.append(bytes.fromhex(leaf_digest(flatten_value(self.values[id(leaf)]))))
+        outputs = flatten_value(self.values[id(self.module.entry.root)])
         result = (
             result_leaf_digest(outputs)
             if first is None

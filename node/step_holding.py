@@ -24,6 +24,7 @@ from compiler.api import (
     decode_program_leaf,
     element_steps,
     evaluate,
+    flatten_value,
     operand_sources,
     table_entry_proof,
     trace_leaves,
@@ -47,7 +48,7 @@ class InstructionSide:
         self.leaf = leaf
         self.record = record
         self.operands = [np.asarray(o) for o in operands]
-        self.trace_operands = [flat_parts(o) for o in trace_operands]
+        self.trace_operands = [[np.asarray(a) for a in flatten_value(o)] for o in trace_operands]
         self.output_array = None if output is None else np.asarray(output)  # None: no program
         self._sources = operand_sources(record.operands, record.trace_operands, leaves) if output is not None else []
         self._traces: dict[int, StepTrace] = {}
@@ -138,10 +139,3 @@ def reference_side(module, record, arrays: Sequence[np.ndarray], index: int, max
         leaf, record, leaves, [values[id(o)] for o in leaf.operands], [values[id(leaves[j])] for j in record.trace_operands], values[id(leaf)]
     )
 
-
-def flat_parts(value: Value) -> list[np.ndarray]:
-    """An instruction's value as its flat output buffers, depth first: what its op-trace
-    digest is over (one array: itself)."""
-    if isinstance(value, tuple):
-        return [array for part in value for array in flat_parts(part)]
-    return [np.asarray(value)]

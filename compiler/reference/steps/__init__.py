@@ -304,16 +304,14 @@ def program_digest(
     return trace.commitment().digest if len(trace.steps) <= MAX_PROGRAM_STEPS else NO_PROGRAM
 
 
-# A scatter's element visits every scatter position, with some ten steps each.
-_STEPS_PER_SCATTER_POSITION = 10
-
-
 def _estimated_steps(instruction: Instruction) -> int:
     """A cheap upper bound's order of magnitude: the operands' elements an element may read
     (a contraction or reduction reads at most its operands), times a few steps each; and a
     scatter's (the leaf's or a fused one's) positions, every one of which each element
     visits."""
     from compiler.hlo.ir import computation_closure
+
+    from .sort_gather_scatter import scatter_steps_estimate
 
     reads = sum(
         operand.shape.element_count
@@ -323,10 +321,7 @@ def _estimated_steps(instruction: Instruction) -> int:
     estimate = 0 if reads <= MAX_PROGRAM_STEPS else reads // max(instruction.shape.element_count, 1)  # type: ignore[union-attr]
     inner = [i for c in computation_closure(instruction.called_computations()) for i in c.instructions]
     for scatter in (i for i in [instruction, *inner] if i.opcode == "scatter"):
-        indices = scatter.operands[len(scatter.operands) // 2].array_shape.dims
-        vector = scatter.attrs["index_vector_dim"]
-        positions = int(np.prod([n for d, n in enumerate(indices) if d != vector], dtype=np.int64))
-        estimate = max(estimate, positions * _STEPS_PER_SCATTER_POSITION)
+        estimate = max(estimate, scatter_steps_estimate(scatter))
     return estimate
 
 

@@ -12,7 +12,7 @@ from compiler.hlo import stochastic_convert
 from compiler.hlo.ir import Instruction
 from compiler.numerics import mathlib
 from compiler.reference.scalar import Op
-from core.dtypes import BF16, F16, F32, F64, U8, U16, U32, U64, DType
+from core.dtypes import BF16, F16, F32, F64, DType, unsigned_of_width
 
 from . import ElementEvaluator, Handle, Scope, indexing
 from .mathlib import _float_bits, binary_function, unary_function
@@ -209,9 +209,6 @@ def _bitcast_convert(
     return x if source == target else ev.recorder.op(Op.BITCAST, x, to=target)
 
 
-_UNSIGNED = {8: U8, 16: U16, 32: U32, 64: U64}
-
-
 def _bitcast_between_widths(
     ev: ElementEvaluator, instruction: Instruction, index: tuple[int, ...], scope: Scope
 ) -> Handle:
@@ -222,16 +219,16 @@ def _bitcast_between_widths(
     the ends."""
     rec = ev.recorder
     source, target = _dtype(instruction, 0), _dtype(instruction)
-    if any(t.bits not in _UNSIGNED or t.is_complex or t.name == "pred" for t in (source, target)):
+    if any(t.is_sub_byte or t.is_complex or t.name == "pred" for t in (source, target)):
         raise Uncovered("bitcast-convert", f"{source.name} to {target.name}: not whole bytes of a real type")
-    wide, narrow = _UNSIGNED[max(source.bits, target.bits)], _UNSIGNED[min(source.bits, target.bits)]
+    wide, narrow = unsigned_of_width(max(source.bits, target.bits)), unsigned_of_width(min(source.bits, target.bits))
 
     def as_unsigned(x: int) -> int:
-        unsigned = _UNSIGNED[rec.dtype(x).bits]
+        unsigned = unsigned_of_width(rec.dtype(x).bits)
         return x if rec.dtype(x) == unsigned else rec.op(Op.BITCAST, x, to=unsigned)
 
     def to_target(x: int) -> int:
-        return x if target == _UNSIGNED[target.bits] else rec.op(Op.BITCAST, x, to=target)
+        return x if target == unsigned_of_width(target.bits) else rec.op(Op.BITCAST, x, to=target)
 
     if source.bits < target.bits:
         merged = None

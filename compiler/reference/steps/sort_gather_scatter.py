@@ -93,18 +93,16 @@ def _scatter(ev: ElementEvaluator, instruction: Instruction, index: Coords, scop
     combiner = attrs["to_apply"]
     assert isinstance(vector_dim, int) and isinstance(combiner, Computation)
     dims = instruction.operands[0].array_shape.dims
-    indices_dims = instruction.operands[1].array_shape.dims
     update_dims = instruction.operands[2].array_shape.dims
     result = ev.operand(instruction, 0, index, scope)
     if 0 in update_dims:
         return result
-    batch_shape = [size for d, size in enumerate(indices_dims) if d != vector_dim]
     scatter_dims = [d for d in range(len(update_dims)) if d not in window_dims]
     operand_window_dims = [d for d in range(len(dims)) if d not in inserted and d not in input_batching]
     sizes = [1] * len(dims)
     for d, u in zip(operand_window_dims, window_dims, strict=True):
         sizes[d] = update_dims[u]
-    for position in np.ndindex(*batch_shape):  # the reference's order of updates
+    for position in np.ndindex(*_scatter_batch(instruction)):  # the reference's order of updates
         batch = [indexing.const(rec, p) for p in position]
         starts = {d: _start_index(ev, instruction, batch, vector_dim, k, scope) for k, d in enumerate(to_operand)}
         for d, j in zip(input_batching, indices_batching, strict=True):
@@ -127,6 +125,23 @@ def _scatter(ev: ElementEvaluator, instruction: Instruction, index: Coords, scop
     return result
 
 
+# A scatter's element visits every scatter position, with some ten steps each.
+_STEPS_PER_SCATTER_POSITION = 10
+
+
+def _scatter_batch(instruction: Instruction) -> list[int]:
+    """The dimensions of a scatter's positions: its indices' without the index vector's."""
+    indices = instruction.operands[len(instruction.operands) // 2].array_shape.dims
+    vector_dim = instruction.attrs["index_vector_dim"]
+    return [size for d, size in enumerate(indices) if d != vector_dim]
+
+
+def scatter_steps_estimate(instruction: Instruction) -> int:
+    """About how many steps an element of scatter `instruction` has (before recording)."""
+    positions = int(np.prod(_scatter_batch(instruction), dtype=np.int64))
+    return positions * _STEPS_PER_SCATTER_POSITION
+
+
 RULES = {"gather": _gather, "scatter": _scatter}
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "scatter_steps_estimate"]
