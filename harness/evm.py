@@ -27,7 +27,9 @@ def in_process_web3() -> Web3:
     """A fresh py-evm chain (web3's tester accounts, funded) with the two-run estimate."""
     provider = EthereumTesterProvider()
     chain = provider.ethereum_tester.backend.chain
-    # On the class: reverting to a snapshot makes a new chain of the same class.
+    # On the instance, which copied py-evm's default when it was made, and on the class:
+    # reverting to a snapshot makes a new chain of the same class.
+    chain.gas_estimator = two_run_estimate
     type(chain).gas_estimator = staticmethod(two_run_estimate)
     return Web3(provider)
 

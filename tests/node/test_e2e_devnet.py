@@ -40,6 +40,9 @@ FIXTURE = Fixture("integer_arith")
 # The jobs' challenge window (and the market's minimum): they settle two seconds after their
 # reveal phase.
 WINDOW = 2
+# A job whose honest nodes must challenge within its window: one node thread sees the reveal,
+# compares and sends its challenge, on a machine whose cores other tests keep busy.
+DISPUTED_WINDOW = 10
 TERMS = GameTerms(min_challenge_window_s=1)
 
 
@@ -111,8 +114,8 @@ def nodes_factory(devnet: Devnet) -> Iterator:
         server.stop()
 
 
-def submit(net: Devnet, server: NodeServer):  # noqa: ANN201
-    submitter = ChainSubmitter(net.deployment.market, net.submitter, reward_wei=REWARD, challenge_window_s=WINDOW)
+def submit(net: Devnet, server: NodeServer, window: int = WINDOW):  # noqa: ANN201
+    submitter = ChainSubmitter(net.deployment.market, net.submitter, reward_wei=REWARD, challenge_window_s=window)
     client = Client(server.url, chain=submitter)
     job = client.submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=3)
     assert job.on_chain and job.state == "open"
@@ -205,8 +208,8 @@ def test_faulty_node_is_outvoted_slashed_and_named_by_the_divergence_report(devn
     )
     servers.append(verifier)  # the fixture stops it
     verifier.start_in_thread()
-    client, job = submit(devnet, servers[0])
-    job.wait(timeout=60, poll_seconds=0.2)
+    client, job = submit(devnet, servers[0], window=DISPUTED_WINDOW)
+    job.wait(timeout=90, poll_seconds=0.2)
     market = devnet.deployment.market
     chain_job = market.get_job(int(job.id))
     expected = result_digest_of([tensor_digest(o) for o in FIXTURE.xla_outputs()])
