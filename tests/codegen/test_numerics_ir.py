@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 from llvmlite import ir
 
+from attest.digests import sha256_hex
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen.llvm_ir import storage_type
 from compiler.codegen.objfile import STB_GLOBAL, STT_FUNC, elf_symbols, undefined_symbols
@@ -54,7 +56,7 @@ from core.dtypes import (
     DType,
 )
 from harness.targets import CPUS as ALL_TARGETS
-from harness.targets import HOST
+from harness.targets import HOST, session_cache
 from harness.targets import config as target_config
 
 # Every pinned target, the x86-64 levels by their short names.
@@ -237,8 +239,19 @@ def module_ir(config: CompilerConfig, kernels: dict[str, Kernel] = KERNELS) -> s
 
 @cache
 def compiled(target: str, separate: bool = False) -> bytes:
+    """The object of the module for `target`, compiled once per test session: the workers
+    share it through the session's directory, keyed by the IR and the configuration (about
+    five seconds of LLVM a target; test_compilation_is_deterministic compiles afresh)."""
     config = TARGETS[target]
-    return compile_ir(module_ir(config, SEPARATE_KERNELS if separate else KERNELS), config)
+    text = module_ir(config, SEPARATE_KERNELS if separate else KERNELS)
+    path = session_cache() / f"numerics-ir-{sha256_hex((text + config.digest()).encode())}.o"
+    if path.is_file():
+        return path.read_bytes()
+    data = compile_ir(text, config)
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return data
 
 
 @cache
