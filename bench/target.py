@@ -1,6 +1,7 @@
 """The target vxla's rows of a benchmark run on: `--target host` (the default) takes the
 widest vector target this host runs, as an operator of such a host would pin it in
-configs/compiler.toml; `--target pinned` takes the pinned one; any other value names a CPU.
+configs/compiler.toml; `--target pinned` takes the configuration's (the same, unless it
+pins one); any other value names a CPU.
 Every target computes the same bits, so the choice moves only the timings. An AVX2 host is
 had on an AVX-512 one with `--target x86-64-v3` (its code never uses a 512-bit register);
 XLA:CPU is then held to the same instruction set (XLA_FLAGS=--xla_cpu_max_isa), so both

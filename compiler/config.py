@@ -95,6 +95,16 @@ TARGET_CPUS: dict[str, TargetCpu] = {
         TargetCpu("nvptx-sm80", NVPTX_TRIPLE, frozenset({"sm_80"}), 32, "NVIDIA Ampere (A100), compute capability 8.0", "sm_80", f"+{PTX_ISA}"),
     )
 }
+# A configuration's `cpu = "widest"` selects the widest pinned target this host runs
+# (compiler/host.py): x86-64-v4 with AVX-512, x86-64-v3 with AVX2, neoverse-v1 with SVE. Every
+# target computes the same bits; the machine code, and so binary_hash, is the target's
+# (docs/backend.md). The loaded config names the target chosen, so a trace records it.
+WIDEST = "widest"
+# The target a config has when it names none, and what `widest` gives on a host that runs
+# no pinned target (another architecture): compiling and hashing work on any host; running
+# there is refused, naming what is missing.
+DEFAULT_CPU = "x86-64-v3"
+
 # Feature names a `features` string may add or remove, by architecture.
 _KNOWN_FEATURES = {
     "x86_64": _X86_64_V4 | {"avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "avx512ifma",
@@ -130,7 +140,7 @@ class CompilerConfig:
     """Everything that determines the machine code for a given optimized module."""
 
     triple: str = X86_64_TRIPLE
-    cpu: str = "x86-64-v3"
+    cpu: str = DEFAULT_CPU
     features: str = ""
     opt_level: int = 3
     llvmlite_version: str = llvmlite.__version__
@@ -285,6 +295,11 @@ def load_config(path: str | Path | None = None) -> CompilerConfig:
         config = CompilerConfig(pipeline=pipeline)
     except ConfigError as exc:
         raise ConfigError(f"{path}: passes.pipeline: {exc}") from None
+    if target.get("cpu") == WIDEST:
+        # Imported here: compiler/host.py reads the target table of this module.
+        from compiler.host import widest_cpu_here
+
+        target = {**target, "cpu": widest_cpu_here(DEFAULT_CPU)}
     for key, kind in (("triple", str), ("cpu", str), ("features", str), ("opt_level", int)):
         if key in target:
             value = target[key]

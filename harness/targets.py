@@ -14,11 +14,12 @@ import numpy as np
 from compiler.codegen.backend import backend_for
 from compiler.config import TARGET_CPUS, CompilerConfig, load_config
 from compiler.driver import compile_program
+from compiler.errors import TargetNotRunnable
 from compiler.hlo import load_module
+from compiler.host import this_host
 from compiler.program import load_program
 from compiler.reference import evaluate
 from compiler.runtime.executable import Executable
-from compiler.runtime.host import TargetNotRunnable, this_host
 
 HOST = this_host()
 # VXLA_TEST_TARGETS (comma-separated CPUs) narrows the suite to those targets: the emulated
@@ -65,7 +66,8 @@ RUNNABLE = tuple(name for name in ALL if runnable(name))
 COMPILE_ONLY = tuple(name for name in ALL if name not in RUNNABLE)
 # The host's own architecture's targets (what a test sweeping "every target" executes).
 NATIVE = tuple(name for name in ALL if TARGET_CPUS[name].arch == HOST.arch)
-# A target every test host runs: the pinned default when runnable, else the best runnable.
+# A target every test host runs: the configuration's (the widest this host runs), else the best
+# runnable.
 DEFAULT = load_config().cpu if runnable(load_config().cpu) or not RUNNABLE else RUNNABLE[-1]
 
 

@@ -21,7 +21,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("compiler.program",),
     ("compiler.reference",),
     ("compiler.passes",),
-    ("compiler.config",),
+    ("compiler.config", "compiler.host"),
     ("compiler.codegen",),
     ("compiler.runtime", "compiler.cache"),
     ("compiler.driver",),

@@ -24,7 +24,7 @@ import numpy as np
 
 from compiler.config import CompilerConfig, load_config
 from compiler.errors import BackendError, TargetNotRunnable
-from compiler.runtime.host import runnable_cpus, this_host
+from compiler.host import runnable_cpus, this_host
 from compiler.runtime.loader import LoadedObject
 
 # The host grid entries' signature (compiler/codegen/grid.py HostGrid).

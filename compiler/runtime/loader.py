@@ -11,7 +11,7 @@ import llvmlite.binding as llvm
 from compiler.codegen.target import target_machine
 from compiler.config import CompilerConfig
 from compiler.errors import BackendError
-from compiler.runtime.host import this_host
+from compiler.host import this_host
 
 
 class LoadError(BackendError):

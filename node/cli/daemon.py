@@ -15,7 +15,7 @@ from attest import (
     key_id,
     load_private_key,
 )
-from compiler.api import ConfigError, TargetNotRunnable, load_config
+from compiler.api import ConfigError, TargetNotRunnable
 from node.cli.common import (
     EXIT_OK,
     UsageError,
@@ -68,14 +68,15 @@ def cmd_node_run(args: argparse.Namespace) -> int:
     from node.chain.state import ChainStateError
     from node.daemon.confinement import forget_secrets, make_undumpable
     from node.daemon.server import NodeServer
-    from node.daemon.worker import check_node_target
+    from node.daemon.worker import check_node_target, node_compiler_config
     from node.sqlite import StorageError
 
     config = _node_config(args.config)
     try:
-        check_node_target(load_config())
+        check_node_target(node_compiler_config(config.target))
     except (TargetNotRunnable, ConfigError) as exc:
-        raise UsageError(f"configs/compiler.toml [target]: {exc}") from None
+        where = f"node.target {config.target!r}" if config.target else "configs/compiler.toml [target]"
+        raise UsageError(f"{where}: {exc}") from None
     try:
         signing_key = load_private_key(config.key_file, config.key_passphrase)
     except KeyFileError as exc:

@@ -242,6 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except TensorFileError as exc:
         raise UsageError(str(exc)) from None
     hashes: dict[str, str | None] = {"graph_hash": None, "binary_hash": None}
+    target = None  # the compilation target's CPU name (llvm backend)
     traced = None
     try:
         if args.backend == "reference":
@@ -250,6 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             started = time.perf_counter_ns()
             config = compiler_config(args)
             require_runnable(config)
+            target = config.target_cpu
             executable = compile_module(args, program, config)
             compiled = time.perf_counter_ns()
             hashes = dict(executable.hashes)
@@ -285,6 +287,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     records = output_records(outputs)
     report = {
         "backend": args.backend,
+        "target": target.name if target else None,
         "source_hash": program.source_hash,
         "hlo_hash": program.hlo_hash,
         "graph_hash": hashes["graph_hash"],
@@ -298,6 +301,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return EXIT_OK
     print(f"backend      {args.backend}")
+    if target is not None:
+        print(f"target       {target.name} ({target.description})")
     for key in ("source_hash", "hlo_hash", "graph_hash", "binary_hash"):
         if report[key] is not None:
             print(f"{key:<12} {report[key]}")

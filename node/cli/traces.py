@@ -204,6 +204,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--chain-id", type=chain_id_arg, metavar="N", help="require this chain id")
     verify.add_argument("--contract", type=contract_arg, metavar="0x...", help="require this contract address")
     verify.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads for the re-execution (results do not depend on it; default: this machine's %(default)s cores)")
-    verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the pinned default, else the best target this host runs); the trace's own target is always compiled and its hashes checked")
+    verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the configuration's target, by default the widest this host runs); the trace's own target is always compiled and its hashes checked")
     verify.add_argument("--json", action="store_true", help="print one JSON object: ok, verified, re_executed, result, checks [{name, ok, message}], not_checked, first_divergence")
     verify.set_defaults(handler=cmd_verify)

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from compiler.api import ConfigError
+from compiler.api import WIDEST, ConfigError, target_cpu
 
 PASSPHRASE_ENV = "VXLA_KEY_PASSPHRASE"
 CHAIN_KEY_ENV = "VXLA_CHAIN_PRIVATE_KEY"
@@ -100,6 +100,9 @@ class NodeConfig:
     key_file: Path = Path("~/.vxla/keys/node.key")
     threads: int = 0  # 0: the machine's cores, shared among the workers
     workers: int = 1
+    # The compilation target of this node's jobs: empty for the compiler configuration's
+    # (the widest pinned target this host runs), or a pinned CPU name (compiler/pinned.toml).
+    target: str = ""
     limits: Limits = field(default_factory=Limits)
     chain: ChainConfig = field(default_factory=ChainConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -153,6 +156,11 @@ def validate(config: NodeConfig) -> NodeConfig:
     if config.threads < 0:
         raise ConfigError(f"node.threads: must be 0 (the machine's cores) or positive, got {config.threads}")
     _positive("node.workers", config.workers)
+    if config.target and config.target != WIDEST:
+        try:
+            target_cpu(config.target)
+        except ConfigError as exc:
+            raise ConfigError(f"node.target: {exc}") from None
     for f in dataclasses.fields(Limits):
         _positive(f"limits.{f.name}", getattr(config.limits, f.name))
     chain = config.chain

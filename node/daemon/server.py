@@ -36,7 +36,7 @@ from node.daemon.disputes import ExecutorKnowledge
 from node.daemon.divergence import DivergenceMonitor
 from node.daemon.peer_addresses import PeerAddressPolicy
 from node.daemon.store import JobStore
-from node.daemon.worker import WorkerPool
+from node.daemon.worker import WorkerPool, node_compiler_config
 
 log = logging.getLogger("vxla.node")
 
@@ -59,8 +59,10 @@ class NodeServer:
             log.warning("FAULT INJECTION (test/demo only): %s bit %d", fault.instruction, fault.bit)
         self.pool = WorkerPool(
             self.store, self.signing_key, limits, workers=self.config.workers, threads=self.config.threads,
-            fault=fault,
+            fault=fault, compiler_config=node_compiler_config(self.config.target),
         )  # fmt: skip
+        target = self.pool.compiler_config.target_cpu
+        log.info("jobs compile for %s (%s)", target.name, target.description)
         self.chain_database = self.store.data_dir / "chain.sqlite3"
         try:
             self.chain = self._chain_role() if self.config.chain.rpc_url else None

@@ -292,7 +292,7 @@ def verify_trace(
 
     The recorded target is always compiled (graph_hash and binary_hash, no run). The
     re-execution runs on `execute_on` (a CPU name) when given, else on the recorded target
-    when this host can run it (the very bytes the trace names), else on the pinned default
+    when this host can run it (the very bytes the trace names), else on the configuration's
     target, else on the best pinned target this host runs: every target computes the same
     bits, so outputs and op-level digests compare exactly whichever one ran.
 
@@ -382,8 +382,9 @@ def verify_trace(
 def execution_config(recorded: CompilerConfig, execute_on: str | None = None) -> CompilerConfig:
     """The configuration a verifier re-executes `recorded`'s trace with on this host:
     `execute_on` if given (ConfigError if unknown, TargetNotRunnable if this host cannot run
-    it), else `recorded` when runnable here, else the pinned default target, else the best
-    pinned target this host runs. Only the target changes: pipeline and opt level stay."""
+    it), else `recorded` when runnable here, else the configuration's target (the widest this
+    host runs, unless it pins one), else the best pinned target this host runs. Only the
+    target changes: pipeline and opt level stay."""
     host = this_host()
     if execute_on is not None:
         chosen = recorded.with_target(cpu=execute_on, features="")

@@ -26,13 +26,12 @@ from compiler.codegen.backend import backend_for
 from compiler.codegen.plan import GRID_BLOCK_SIZE
 from compiler.config import NVJITLINK_VERSION, TARGET_CPUS, CompilerConfig, ConfigError, load_config
 from compiler.driver import compile_emulated_grid, compile_program, generate
-from compiler.errors import ExecutionError
+from compiler.errors import ExecutionError, TargetNotRunnable
 from compiler.program import load_program
 from compiler.reference import evaluate
 from compiler.runtime import emulated_grid
 from compiler.runtime.cuda_device import probe
 from compiler.runtime.executable import Executable, Fault
-from compiler.runtime.host import TargetNotRunnable
 from compiler.runtime.loader import load_object
 from compiler.runtime.stops import DeadlineExceeded
 from harness import gpu_cases

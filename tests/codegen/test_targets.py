@@ -4,13 +4,17 @@ instruction). Compiling and hashing work for every target on any host."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from compiler.codegen.backend import backend_for
 from compiler.codegen.target import assembly
 from compiler.config import (
     AARCH64_TRIPLE,
+    DEFAULT_CPU,
     TARGET_CPUS,
+    WIDEST,
     X86_64_TRIPLE,
     CompilerConfig,
     ConfigError,
@@ -18,15 +22,9 @@ from compiler.config import (
     validate_target,
 )
 from compiler.driver import compile_program, generate
+from compiler.errors import TargetNotRunnable
+from compiler.host import HOST_MASK_ENV, Host, runnable_cpus, this_host, widest_runnable_cpu
 from compiler.program import load_program
-from compiler.runtime.host import (
-    HOST_MASK_ENV,
-    Host,
-    TargetNotRunnable,
-    runnable_cpus,
-    this_host,
-    widest_runnable_cpu,
-)
 from compiler.runtime.loader import load_object
 from harness.fixture_data import Fixture
 from harness.targets import ALL, RUNNABLE, config
@@ -120,6 +118,33 @@ def test_the_widest_runnable_target_is_what_a_host_of_each_kind_pins_for_speed()
     )
     with pytest.raises(TargetNotRunnable, match="no pinned target runs on this host"):
         widest_runnable_cpu(_host(set(), arch="riscv64"))
+
+
+# The host masks that step `widest` down one target at a time, by architecture.
+_STEPS_DOWN = {
+    "x86_64": (("avx512f", "x86-64-v3"), ("avx2", "x86-64-v2"), ("sse4.2", DEFAULT_CPU)),
+    "aarch64": (("sve", "neoverse-n1"), ("neon", DEFAULT_CPU)),
+}
+
+
+def test_the_configuration_compiles_for_the_widest_target_this_host_runs(monkeypatch, tmp_path) -> None:
+    """The pinned configuration says `widest`; loading it names the target chosen here (what
+    a trace records), and a host without some features gets the next narrower target, or,
+    running none, the default one, which it refuses to run."""
+    monkeypatch.delenv(HOST_MASK_ENV, raising=False)
+    assert 'cpu = "widest"' in (Path(__file__).parents[2] / "configs" / "compiler.toml").read_text()
+    assert load_config().cpu == widest_runnable_cpu(this_host()) != WIDEST
+    path = tmp_path / "compiler.toml"
+    path.write_text('[target]\ncpu = "widest"\nopt_level = 2\n')
+    for mask, expected in _STEPS_DOWN[this_host().arch]:
+        monkeypatch.setenv(HOST_MASK_ENV, mask)
+        chosen = load_config(path)
+        assert (chosen.cpu, chosen.triple, chosen.opt_level) == (expected, TARGET_CPUS[expected].triple, 2), mask
+    with pytest.raises(TargetNotRunnable, match="cannot run here"):
+        this_host().check(load_config())
+    # A pinned name is taken as written, runnable or not.
+    path.write_text('[target]\ncpu = "x86-64-v4"\n')
+    assert load_config(path).cpu == "x86-64-v4"
 
 
 def test_the_mask_only_removes_features(monkeypatch) -> None:

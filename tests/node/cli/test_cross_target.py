@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attest import Envelope
-from compiler.runtime.host import HOST_MASK_ENV
+from compiler.host import HOST_MASK_ENV, runnable_cpus, this_host, widest_runnable_cpu
 from harness.fixture_data import Fixture
 from harness.targets import RUNNABLE
 from node.cli import main
@@ -108,23 +108,48 @@ def _first_instruction(tmp_path: Path, keys: Path) -> str:
 
 
 def test_the_trace_records_the_host_and_names_the_target(capsys, tmp_path, keys) -> None:
+    capsys.readouterr()
     trace = _trace(tmp_path, keys, "host")
     predicate = json.loads(Envelope.from_json(trace.read_text()).payload)["predicate"]
     host = predicate["run"]["host"]
     assert host["arch"] in ("x86_64", "aarch64") and host["cpu_model"] and host["os"] and host["vxla_version"]
     assert set(host["features"]) and all(isinstance(f, str) for f in host["features"])
-    assert predicate["deterministic"]["compiler"]["target"]["cpu"] == "x86-64-v3"
+    # The target is the widest this host runs, named in the trace and in run's report.
+    widest = widest_runnable_cpu(this_host())
+    assert predicate["deterministic"]["compiler"]["target"]["cpu"] == widest
+    assert json.loads(capsys.readouterr().out)["target"] == widest
+    assert main(["run", MODULE, *INPUTS]) == 0
+    assert f"target       {widest} (" in capsys.readouterr().out
 
 
 def test_a_node_whose_pinned_target_the_host_cannot_run_does_not_start(capsys, monkeypatch, tmp_path) -> None:
     """Fail closed at start: no store, no claim, no job it could only fail."""
-    monkeypatch.setenv(HOST_MASK_ENV, "avx2")
+    pinned = "x86-64-v3" if this_host().arch == "x86_64" else "neoverse-v1"
+    monkeypatch.setenv(HOST_MASK_ENV, "avx2,sve")
     config = tmp_path / "node.toml"
-    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\nkey_file = "{tmp_path / "missing.key"}"\nport = 0\n')
+    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\nkey_file = "{tmp_path / "missing.key"}"\nport = 0\ntarget = "{pinned}"\n')
     assert main(["node", "run", "--config", str(config)]) == 2
     error = capsys.readouterr().err
-    assert "configs/compiler.toml [target]" in error and "x86-64-v3" in error and "avx2" in error
+    assert f"node.target {pinned!r}" in error and "cannot run here" in error and ("avx2" in error or "sve" in error)
     assert not (tmp_path / "data").exists()
+    # An unknown name is refused when the file is read, naming the key.
+    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\ntarget = "pentium"\n')
+    assert main(["node", "run", "--config", str(config)]) == 2
+    assert "node.target: unknown CPU 'pentium'" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_node_compiles_for_the_widest_target_the_host_runs_unless_it_pins_one(monkeypatch) -> None:
+    from node.daemon.worker import node_compiler_config
+
+    monkeypatch.delenv(HOST_MASK_ENV, raising=False)
+    widest = widest_runnable_cpu(this_host())
+    assert node_compiler_config().cpu == node_compiler_config("widest").cpu == widest
+    narrowest = runnable_cpus(this_host())[0]
+    assert node_compiler_config(narrowest).cpu == narrowest
+    # The host narrowed (an operator keeping a node off AVX-512, or off SVE): the next one.
+    monkeypatch.setenv(HOST_MASK_ENV, "avx512f,sve")
+    assert node_compiler_config().cpu == ("x86-64-v3" if this_host().arch == "x86_64" else "neoverse-n1")
 
 
 def test_a_feature_string_the_host_lacks_is_refused(capsys, monkeypatch, tmp_path) -> None:
@@ -142,7 +167,7 @@ def test_a_worker_pool_refuses_a_target_the_host_cannot_run(tmp_path, monkeypatc
     """The library entry: a pool for an unrunnable target never takes a job."""
     from attest.keys import generate_private_key
     from compiler.config import load_config
-    from compiler.runtime.host import TargetNotRunnable
+    from compiler.errors import TargetNotRunnable
     from node.daemon.config import Limits
     from node.daemon.store import JobStore
     from node.daemon.worker import WorkerPool
@@ -191,12 +216,8 @@ def test_a_gpu_trace_verifies_on_a_cpu_host(capsys, tmp_path, keys) -> None:
 def test_a_node_pinned_to_a_gpu_target_does_not_start(capsys, monkeypatch, tmp_path) -> None:
     """A node's jobs run in confined processes that cannot reach a GPU driver: a GPU target is
     refused at start, naming why, before anything is stored."""
-    import node.cli.daemon
-    from compiler.config import load_config
-
-    monkeypatch.setattr(node.cli.daemon, "load_config", lambda: load_config().with_target(cpu="nvptx-sm90"))
     config = tmp_path / "node.toml"
-    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\nkey_file = "{tmp_path / "missing.key"}"\nport = 0\n')
+    config.write_text(f'[node]\ndata_dir = "{tmp_path / "data"}"\nkey_file = "{tmp_path / "missing.key"}"\nport = 0\ntarget = "nvptx-sm90"\n')
     assert main(["node", "run", "--config", str(config)]) == 2
     error = capsys.readouterr().err
     assert "target nvptx-sm90: a node does not run its jobs on a GPU yet" in error

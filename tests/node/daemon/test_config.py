@@ -23,6 +23,7 @@ def test_shipped_defaults_load() -> None:
     assert (config.host, config.port) == ("127.0.0.1", 8700)
     assert config.workers == 1 and config.limits.max_while_iterations == 1_000_000
     assert config.threads == 0  # the machine's cores
+    assert config.target == ""  # the compiler configuration's: the widest this host runs
     assert config.key_passphrase is None
     assert not str(config.data_dir).startswith("~")
     # The shipped file states every default of the code, no other value.
@@ -50,6 +51,8 @@ def test_environment_supplies_the_passphrase() -> None:
         ("[node]\nworkers = 0\n", "node.workers"),
         ("[node]\nthreads = true\n", "node.threads: expected int"),
         ("[node]\nthreads = -2\n", "node.threads: must be 0"),
+        ("[node]\ntarget = \"pentium\"\n", "node.target: unknown CPU 'pentium'"),
+        ("[node]\ntarget = 4\n", "node.target: expected str"),
         ("[limits]\nmax_module_bytes = -1\n", "limits.max_module_bytes"),
         ("[limits]\njob_wall_seconds = 0\n", "limits.job_wall_seconds"),
         ("[chain]\nrpc_url = \"ftp://x\"\n", "chain.rpc_url"),
