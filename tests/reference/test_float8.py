@@ -46,7 +46,9 @@ def test_conversions_are_ml_dtypes_bit_for_bit(dtype) -> None:  # noqa: ANN001
         midpoints, -midpoints, np.nextafter(midpoints, np.float32(np.inf)), np.nextafter(midpoints, np.float32(0)),
         np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32),
     ])  # fmt: skip
-    _same_or_both_nan(f32_to_float8(x, dtype), x.astype(dtype.numpy), dtype)
+    with np.errstate(invalid="ignore"):  # infinities into types without them: some ml_dtypes warn
+        theirs = x.astype(dtype.numpy)
+    _same_or_both_nan(f32_to_float8(x, dtype), theirs, dtype)
 
 
 def test_the_backend_gives_the_references_bits_on_every_target() -> None:
