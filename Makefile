@@ -42,7 +42,7 @@ system-programs:
 
 # Three workers on the 2-core CI machine: a third of the suite's time is end-to-end tests
 # waiting on chain windows and node processes, and the tests hold under load (contention is
-# part of what they check). Measured on a clean clone there: 16.5 min at -n 3.
+# part of what they check). Measured on a clean clone there: 14.5 min at -n 3.
 test: setup lint $(NPM_STAMP) system-programs
 	$(BIN)/python -m pytest -n 3 --dist worksteal -q
 
