@@ -115,6 +115,17 @@ _KNOWN_FEATURES = {
 }  # fmt: skip
 
 
+def chosen_cpu(name: str) -> str:
+    """`name`, or for `widest` the widest pinned CPU this host runs (DEFAULT_CPU where it
+    runs none): the one place a configuration's or a node's `widest` becomes a target."""
+    if name != WIDEST:
+        return name
+    # Imported here: compiler/host.py reads the target table of this module.
+    from compiler.host import widest_cpu_here
+
+    return widest_cpu_here(DEFAULT_CPU)
+
+
 def target_cpu(name: str) -> TargetCpu:
     """The pinned definition of CPU `name`; ConfigError naming the known ones otherwise."""
     if name == "x86-64":
@@ -238,9 +249,10 @@ class CompilerConfig:
         return replace(self, schedule_perturbation=on)
 
     def with_target(self, cpu: str | None = None, features: str | None = None) -> CompilerConfig:
-        """This config for another CPU (its triple follows from the name) or feature string;
-        ConfigError for an unknown CPU or a bad feature string."""
-        cpu = cpu if cpu is not None else self.cpu
+        """This config for another CPU (its triple follows from the name; `widest` is chosen
+        here, chosen_cpu) or feature string; ConfigError for an unknown CPU or a bad feature
+        string."""
+        cpu = chosen_cpu(cpu) if cpu is not None else self.cpu
         gpu = target_cpu(cpu).is_gpu
         features = features if features is not None else ("" if gpu or self.is_gpu else self.features)
         config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features, nvjitlink_version=NVJITLINK_VERSION if gpu else "")
@@ -295,11 +307,8 @@ def load_config(path: str | Path | None = None) -> CompilerConfig:
         config = CompilerConfig(pipeline=pipeline)
     except ConfigError as exc:
         raise ConfigError(f"{path}: passes.pipeline: {exc}") from None
-    if target.get("cpu") == WIDEST:
-        # Imported here: compiler/host.py reads the target table of this module.
-        from compiler.host import widest_cpu_here
-
-        target = {**target, "cpu": widest_cpu_here(DEFAULT_CPU)}
+    if "cpu" in target:
+        target = {**target, "cpu": chosen_cpu(target["cpu"])}
     for key, kind in (("triple", str), ("cpu", str), ("features", str), ("opt_level", int)):
         if key in target:
             value = target[key]

@@ -73,8 +73,6 @@ class Host:
         )
 
 
-
-
 def runnable_cpus(host: Host) -> list[str]:
     """The pinned CPU names whose code may run on `host`, in table order."""
     return [

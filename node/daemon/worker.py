@@ -30,14 +30,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from attest import Statement, key_id, sign_statement
 from attest.digests import sha256_hex
 from compiler.api import (
-    WIDEST,
     CompilerConfig,
     ExecutionError,
     Fault,
     TargetNotRunnable,
     machine_threads,
     this_host,
-    widest_runnable_cpu,
 )
 from compiler.api import load_config as load_compiler_config
 from node.daemon.config import Limits
@@ -128,9 +126,7 @@ def node_compiler_config(target: str = "") -> CompilerConfig:
     the widest this host runs unless it names one, with `target` (node.target: a pinned CPU
     name, or "widest") instead when given. ConfigError for an unknown name."""
     config = load_compiler_config()
-    if not target:
-        return config
-    return config.with_target(cpu=widest_runnable_cpu(this_host()) if target == WIDEST else target)
+    return config.with_target(cpu=target) if target else config
 
 
 def check_node_target(config: CompilerConfig) -> None:

@@ -213,7 +213,7 @@ def test_a_gpu_trace_verifies_on_a_cpu_host(capsys, tmp_path, keys) -> None:
     assert checks["binary_hash"]["ok"] and checks["outputs"]["ok"] and "instruction digests match" in checks["op_trace"]["message"]
 
 
-def test_a_node_pinned_to_a_gpu_target_does_not_start(capsys, monkeypatch, tmp_path) -> None:
+def test_a_node_pinned_to_a_gpu_target_does_not_start(capsys, tmp_path) -> None:
     """A node's jobs run in confined processes that cannot reach a GPU driver: a GPU target is
     refused at start, naming why, before anything is stored."""
     config = tmp_path / "node.toml"
