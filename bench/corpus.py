@@ -147,6 +147,20 @@ def _gru_scan():
     return _flat(run, params, xs)
 
 
+def _equinox_mlp():
+    import equinox as eqx
+    import jax
+
+    mlp = eqx.nn.MLP(784, 10, width_size=256, depth=2, key=jax.random.PRNGKey(0))  # 3 dots
+    params, static = eqx.partition(mlp, eqx.is_array)
+
+    def run(p, x):
+        return jax.vmap(eqx.combine(p, static))(x)
+
+    x = np.random.default_rng(7).standard_normal((32, 784)).astype(np.float32)
+    return _flat(run, params, x)
+
+
 MODELS = {
     m.name: m
     for m in (
@@ -158,6 +172,7 @@ MODELS = {
         CorpusModel("unet", "diffusers", "UNet2DConditionModel, 2 levels (64, 128), 32x32x4 latent, cross-attention", _unet),
         CorpusModel("bilstm", "flax", "bidirectional LSTM (flax OptimizedLSTMCell 128), batch 8, T=64", _bilstm),
         CorpusModel("gru_scan", "equinox", "GRU cell 64->128 scanned over T=128, batch 8 (vmap)", _gru_scan),
+        CorpusModel("equinox_mlp", "equinox", "MLP 784-256-256-10 (3 dots, ReLU), batch 32 (vmap)", _equinox_mlp),
     )
 }
 

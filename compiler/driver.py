@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
-from compiler.codegen import buffer_assignment, grid
+from compiler.codegen import buffer_assignment, grid, llvm_workers
 from compiler.codegen.backend import Backend, backend_for
+from compiler.codegen.kernel import KernelModule
 from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan, binary_hash, finest_split
@@ -98,11 +99,18 @@ def generate(
     """LLVM IR text, the plan and the optimized graph's text for a program. The graph text is
     the canonical text of the optimized module followed by its buffer assignment. `backend`:
     what runs the kernels, by default the config's target's (compiler/codegen/backend.py)."""
-    backend = backend or backend_for(config)
+    kernels, plan, graph_text = _generated(program, config, observer, backend or backend_for(config))
+    return kernels.ir_text(), plan, graph_text
+
+
+def _generated(
+    program: Program, config: CompilerConfig, observer: PassObserver | None, backend: Backend
+) -> tuple[KernelModule, Plan, str]:
+    """`generate`'s module before it is printed, with the plan and the graph text."""
     optimized, lowering, plan = _lowered(program, config, observer)
     graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
     backend.emit_entry(lowering.kernels, plan)
-    return lowering.kernels.ir_text(), plan, graph_text
+    return lowering.kernels, plan, graph_text
 
 
 def optimized_plan(program: Program, config: CompilerConfig) -> tuple[Module, Plan]:
@@ -125,6 +133,15 @@ def _lowered(
     return optimized, lowering, plan
 
 
+# A program of this many instructions is likely to be compiled in several parts: the LLVM
+# worker processes start with its compile, not when its parts are ready.
+PRESTART_INSTRUCTIONS = 200
+
+
+def _instructions(module: Module) -> int:
+    return sum(len(computation.instructions) for computation in module.computations)
+
+
 def compile_program(
     program: Program,
     config: CompilerConfig | None = None,
@@ -141,15 +158,18 @@ def compile_program(
     key = compile_cache.cache_key(program.hlo_hash, config)
     entry = cache.get(key) if cache is not None else None
     if entry is None:
+        if not config.is_gpu and _instructions(program.module) >= PRESTART_INSTRUCTIONS:
+            llvm_workers.prestart()
         tell = progress or (lambda stage: None)
         tell(f"optimizing ({config.pipeline} pipeline)")
 
         def observer(count: int, name: str, module: Module) -> None:
             tell(f"optimizing: {name} ({count} pass runs so far)")
 
-        ir_text, plan, graph_text = generate(program, config, observer if progress else None)
+        backend = backend_for(config)
+        kernels, plan, graph_text = _generated(program, config, observer if progress else None, backend)
         tell(f"generating machine code for {config.cpu}")
-        object_bytes = backend_for(config).emit_binary(ir_text, config)
+        object_bytes = backend.emit_binary(kernels, config)
         entry = compile_cache.Entry(
             object_bytes, plan, text_digest(graph_text), binary_hash(object_bytes, plan)
         )
@@ -190,7 +210,7 @@ def compile(
 HOST_GRID = Backend(
     "host-grid",
     lambda kernels, plan: grid.emit_grid(kernels, plan, grid.HostGrid()),
-    compile_ir,
+    lambda kernels, config: compile_ir(kernels.ir_text(), config),
     undefined_symbols,
 )
 
@@ -204,9 +224,9 @@ def compile_emulated_grid(
     is of the host object (and the plan), and no statement is ever made of it."""
     if not config.is_gpu:
         raise ValueError(f"{config.cpu} is not a GPU target")
-    ir_text, plan, graph_text = generate(program, config, backend=HOST_GRID)
+    kernels, plan, graph_text = _generated(program, config, None, HOST_GRID)
     host = emulated_grid.host_config()
-    object_bytes = HOST_GRID.emit_binary(ir_text, host)
+    object_bytes = HOST_GRID.emit_binary(kernels, host)
     missing = HOST_GRID.unresolved_symbols(object_bytes)
     if missing:
         raise BackendError(

@@ -5,7 +5,8 @@ op family into kernels `void kernel(ptr slots, i64 begin, i64 end)` over work it
 plan, the buffer assignment. A backend adds what runs the kernels and makes the bytes that
 are hashed and run:
 - CPU targets (x86-64, AArch64): the native entry that runs the plan's steps on worker
-  threads (native_plan.py), compiled to an ELF object that must reference no symbol;
+  threads (native_plan.py), compiled to ELF objects (one per part of the module,
+  partition.py, made at once by llvm_workers.py) that reference no symbol but each other's;
 - NVIDIA GPUs (nvptx64): a grid entry per kernel (grid.py, nvptx.py), compiled to PTX that
   must pass the contract's checks, linked to a cubin by the pinned nvJitLink.
 A new target (AMD's amdgcn) is one more Backend: its GridTarget and its code-object linker.
@@ -16,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compiler.codegen import grid, native_plan, nvptx
+from compiler.codegen import grid, native_plan, nvptx, partition
 from compiler.codegen.kernel import KernelModule
-from compiler.codegen.objfile import undefined_symbols
+from compiler.codegen.llvm_workers import compile_parts
+from compiler.codegen.objfile import pack_objects, unresolved_symbols
 from compiler.codegen.plan import Plan
-from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig
 from compiler.errors import BackendError, ConfigError
 
@@ -32,29 +33,31 @@ class Backend:
     name: str
     # Adds to the module what runs the plan's kernels (it may reserve arena space in the plan).
     emit_entry: Callable[[KernelModule, Plan], None]
-    # The bytes to hash and run, made from the module's IR text.
-    emit_binary: Callable[[str, CompilerConfig], bytes]
+    # The bytes to hash and run, made from the module (kernels and entry).
+    emit_binary: Callable[[KernelModule, CompilerConfig], bytes]
     # The symbols those bytes reference and nothing defines (every binary's must be none).
     unresolved_symbols: Callable[[bytes], list[str]]
 
 
-def _cpu_binary(ir_text: str, config: CompilerConfig) -> bytes:
-    object_bytes = compile_ir(ir_text, config)
+def _cpu_binary(kernels: KernelModule, config: CompilerConfig) -> bytes:
+    """The objects of the module's parts (partition.py), compiled at once (llvm_workers.py):
+    one object for a small program, else `pack_objects` of them in order."""
+    object_bytes = pack_objects(compile_parts(partition.split(kernels), config))
     missing = CPU.unresolved_symbols(object_bytes)
     if missing:
         raise BackendError(f"compiled object references symbols it does not define: {', '.join(missing)}")
     return object_bytes
 
 
-def _nvptx_binary(ir_text: str, config: CompilerConfig) -> bytes:
-    cubin = nvptx.cubin_of(nvptx.ptx_of(ir_text, config), config)
+def _nvptx_binary(kernels: KernelModule, config: CompilerConfig) -> bytes:
+    cubin = nvptx.cubin_of(nvptx.ptx_of(kernels.ir_text(), config), config)
     missing = NVPTX.unresolved_symbols(cubin)
     if missing:
         raise BackendError(f"cubin references symbols it does not define: {', '.join(missing)}")
     return cubin
 
 
-CPU = Backend("cpu", native_plan.emit_entry, _cpu_binary, undefined_symbols)
+CPU = Backend("cpu", native_plan.emit_entry, _cpu_binary, unresolved_symbols)
 NVPTX = Backend("nvptx", lambda kernels, plan: grid.emit_grid(kernels, plan, nvptx.NvptxGrid()), _nvptx_binary, nvptx.unresolved_symbols)
 _BY_ARCH = {"x86_64": CPU, "aarch64": CPU, "nvptx64": NVPTX}
 

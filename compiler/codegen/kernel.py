@@ -59,22 +59,43 @@ class KernelModule:
     # A dropped kernel's name -> the earlier kernel of the same text that its steps call.
     kernel_aliases: dict[str, str] = field(default_factory=dict)
     _kernel_texts: dict[str, str] = field(default_factory=dict)
-    _counter: int = 0
+    _printed: dict[str, str] = field(default_factory=dict)
+    # Names taken so far (every name ends with its number: `unique`).
+    counter: int = 0
 
     def __post_init__(self) -> None:
         self.module.triple = self.config.triple
 
     def ir_text(self) -> str:
-        """The module's LLVM IR. Every function carries "no-builtins": otherwise LLVM turns
+        """The module's LLVM IR: its header, every global (`global_text`), its metadata."""
+        lines = [self.global_text(value) for value in self.module.globals.values()]
+        return "\n".join(self.header_lines() + lines + self.metadata_lines()) + "\n"
+
+    def header_lines(self) -> list[str]:
+        """The IR text before the globals: the module's name, triple and data layout, and
+        its identified types."""
+        module = self.module
+        head = [f'; ModuleID = "{module.name}"', f'target triple = "{module.triple}"', f'target datalayout = "{module.data_layout}"', ""]
+        return head + [t.get_declaration() for t in module.get_identified_types().values()]
+
+    def metadata_lines(self) -> list[str]:
+        """The IR text after the globals: named and numbered metadata."""
+        return self.module._get_metadata_lines()
+
+    def global_text(self, value: ir.GlobalValue) -> str:
+        """A global's IR text. Every function carries "no-builtins": otherwise LLVM turns
         fill and copy loops into calls to the host's memset/memcpy, symbols the object must
         not depend on (llvmlite cannot spell this string attribute, so it is added here)."""
-        lines = str(self.module).splitlines()
-        return "\n".join(f'{line} "no-builtins"' if line.startswith("define ") else line for line in lines) + "\n"
+        text = self._printed.get(value.name) or str(value)
+        if not text.startswith("define "):
+            return text
+        first, newline, rest = text.partition("\n")
+        return f'{first} "no-builtins"{newline}{rest}'
 
     def unique(self, hint: str) -> str:
-        self._counter += 1
+        self.counter += 1
         clean = "".join(c if c.isalnum() else "_" for c in hint)
-        return f"{clean}_{self._counter}"
+        return f"{clean}_{self.counter}"
 
     def constant_bytes(self, symbol: str, data: bytes) -> ir.GlobalVariable:
         """An exported, read-only global holding `data` (a constant buffer of the plan)."""
@@ -105,9 +126,11 @@ class KernelModule:
         kernel.finish()
         self.kernel_buffers[name] = tuple(kernel._pointers)
         # The name appears first in the define line: the text without it is the kernel.
-        first = self._kernel_texts.setdefault(str(body).replace(name, "", 1), name)
+        text = str(body)
+        first = self._kernel_texts.setdefault(text.replace(name, "", 1), name)
         if first == name:
             self.kernel_names.append(name)
+            self._printed[name] = text  # a finished kernel never changes: printed once
         else:
             del self.module.globals[name]
             self.kernel_aliases[name] = first

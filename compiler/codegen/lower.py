@@ -18,6 +18,7 @@ import numpy as np
 
 from attest.digests import canonical_tensor_bytes
 from compiler.codegen import plan as P
+from compiler.codegen import reuse
 from compiler.codegen.kernel import KernelModule
 from compiler.config import CompilerConfig
 from compiler.hlo.errors import HloUnsupportedError
@@ -47,6 +48,11 @@ class Lowering:
     # every iteration (state the body passes through unchanged, and what is computed from
     # such buffers alone) and the steps before the loop.
     _loops: list[tuple[set[int], list[P.Step]]] = field(default_factory=list)
+    # Whether an instruction emitted like an earlier one gets that one's emission replayed
+    # (reuse.py) instead of being emitted again; the same IR and plan either way.
+    replay_repeats: bool = True
+    _emissions: dict[tuple, reuse.Emission | None] = field(default_factory=dict)
+    _structure: reuse.Structure = field(default_factory=reuse.Structure)
 
     def __post_init__(self) -> None:
         self.kernels = KernelModule(self.config)
@@ -63,6 +69,12 @@ class Lowering:
         if isinstance(shape, TupleShape):
             return tuple(self.new_buffers(e) for e in shape.elements)
         return self.new_buffer(shape)
+
+    def new_buffer_like(self, buffer: P.Buffer) -> int:
+        """A fresh arena buffer of `buffer`'s type, dimensions and size."""
+        offset = self.arena_bytes
+        self.arena_bytes += P.aligned_size(buffer.nbytes)
+        return self._add(dataclasses.replace(buffer, id=len(self.buffers), offset=offset))
 
     def input_buffer(self, shape: ArrayShape, index: int) -> int:
         return self._add(P.Buffer(len(self.buffers), "input", shape.dtype.name, shape.dims, shape.byte_size, input_index=index))
@@ -85,6 +97,11 @@ class Lowering:
         return self.buffers[buffer_id]
 
     # --- loops ----------------------------------------------------------------------------
+    @property
+    def in_loop(self) -> bool:
+        """Whether a while body is being lowered."""
+        return bool(self._loops)
+
     @contextmanager
     def loop_body(self, invariant: frozenset[int], before: list[P.Step]) -> Iterator[None]:
         """While a loop body is lowered: `invariant` buffers keep their values through every
@@ -135,7 +152,15 @@ class Lowering:
             raise HloUnsupportedError(f"the LLVM backend cannot compile {instruction.opcode} yet", instruction.location, instruction.name)
         sources = [buffer for ref in operands for buffer in flatten_ref(ref)]
         target = self.hoisted(sources, steps) if sources else steps
-        result = emitter(self, instruction, operands, target)
+        key = reuse.emission_key(self, self._structure, instruction, operands) if self.replay_repeats else None
+        emission = self._emissions.get(key) if key is not None else None
+        if emission is not None:
+            result = emission.replay(self, instruction, operands, target)
+        else:
+            before = reuse.mark(self, target)
+            result = emitter(self, instruction, operands, target)
+            if key is not None and key not in self._emissions:
+                self._emissions[key] = reuse.recorded(self, before, instruction, operands, target, result)
         if target is not steps:
             self._mark_invariant(target, flatten_ref(result))
         return result
@@ -186,9 +211,10 @@ def flatten_ref(ref: Ref) -> list[int]:
     return [ref]
 
 
-def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emitter]) -> tuple[Lowering, P.Plan]:
-    """The kernels (in lowering.kernels) and the plan of `module`'s entry computation."""
-    lowering = Lowering(config, emitters)
+def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emitter], *, replay_repeats: bool = True) -> tuple[Lowering, P.Plan]:
+    """The kernels (in lowering.kernels) and the plan of `module`'s entry computation
+    (`replay_repeats`: see Lowering)."""
+    lowering = Lowering(config, emitters, replay_repeats=replay_repeats)
     inputs = []
     for index, parameter in enumerate(module.entry.parameters):
         if not isinstance(parameter.shape, ArrayShape):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
+from compiler.codegen.objfile import unpack_objects
 from compiler.codegen.target import target_machine
 from compiler.config import CompilerConfig
 from compiler.errors import BackendError
@@ -39,12 +40,18 @@ class LoadedObject:
 
 
 def load_object(object_bytes: bytes, config: CompilerConfig) -> LoadedObject:
-    """Maps exactly `object_bytes` into an MCJIT engine built over an empty module, after
+    """Maps exactly `object_bytes` (one object, or the parts' objects: codegen/objfile.py
+    `pack_objects`) into an MCJIT engine built over an empty module, after
     checking that this host has every feature `config`'s code may use (TargetNotRunnable
     otherwise: nothing is mapped, so nothing can die of an illegal instruction)."""
     this_host().check(config)
     machine = target_machine(config)
+    try:
+        objects = unpack_objects(object_bytes)
+    except ValueError as exc:
+        raise LoadError(f"damaged machine code: {exc}") from None
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
-    engine.add_object_file(llvm.ObjectFileRef.from_data(object_bytes))
+    for data in objects:  # calls from one object into another resolve when they are mapped
+        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
     engine.finalize_object()
     return LoadedObject(engine)

@@ -261,6 +261,21 @@ def confine(
     return Confinement(os.getuid(), os.getgid(), no_capabilities, abi, True, abi >= 4, abi >= 6, readable, executables)
 
 
+def loaded_library_directories() -> tuple[str, ...]:
+    """The directories of every shared library this process has mapped, links resolved, and
+    the dynamic loader's cache: what a child of the same Python installation needs to read to
+    start and import what this process imported (the LLVM worker processes of
+    compiler/codegen/llvm_workers.py). Call it after those imports."""
+    directories = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            path = fields[5].strip() if len(fields) == 6 else ""
+            if path.startswith("/") and ".so" in os.path.basename(path) and os.path.exists(path):
+                directories.add(os.path.dirname(os.path.realpath(path)))
+    return (*sorted(directories), "/etc/ld.so.cache")
+
+
 def executable_files(program: str) -> tuple[str, ...]:
     """What Landlock must let a process execute to start `program`: the program's file and
     its ELF interpreter (the dynamic loader, which the kernel opens for execution too), both

@@ -70,8 +70,10 @@ from node.daemon.confinement import (
     cap_address_space,
     confine,
     end_with_the_daemon,
+    executable_files,
     execution_user,
     hand_over,
+    loaded_library_directories,
 )
 from node.daemon.job_checks import KnownModules, ModuleSummary, checked_module, prepare_job
 from node.errors import JobRejected
@@ -554,6 +556,14 @@ def _open_directory(directory: Path) -> OpenDirectory | str:
     return OpenDirectory(os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
 
 
+
+def confine_execution(cache_fd: int | None, user: tuple[int, int] | None) -> Confinement:
+    """Confines an execution process (confinement.py `confine`) to its compile cache, and
+    lets it start Python itself, reading the shared libraries it has loaded: the LLVM worker
+    processes a large program's parts are compiled in (compiler/codegen/llvm_workers.py),
+    as confined as it is. Call it after every import."""
+    return confine(cache_fd, user, reads=loaded_library_directories(), executables=executable_files(sys.executable))
+
 def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDirectory | str, memory_limit: int, user: tuple[int, int] | None = None) -> None:
     """The child's loop: one request at a time, answered in bytes (see the module docstring).
     Its first answer says it is ready and what confines it, or why it could not start."""
@@ -571,7 +581,7 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     host_record()
     vxla_version()
     try:
-        confinement = confine(cache.fd if isinstance(cache, OpenDirectory) else None, user)
+        confinement = confine_execution(cache.fd if isinstance(cache, OpenDirectory) else None, user)
     except OSError as error:
         connection.send_bytes(json.dumps({"ready": False, "error": f"cannot confine the execution process: {error}"}).encode())
         return

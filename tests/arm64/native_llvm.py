@@ -26,6 +26,8 @@ from dataclasses import asdict
 from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 
+from compiler.codegen.llvm_workers import JOBS_ENV
+
 ADDRESS_VARIABLE = "VXLA_NATIVE_LLVM"
 KEY_VARIABLE = "VXLA_NATIVE_LLVM_KEY"
 OK, FAILED = b"\x00", b"\x01"
@@ -74,7 +76,9 @@ def run(command: list[str]) -> int:
         listener = Listener(address, family="AF_UNIX", authkey=key)
         threading.Thread(target=_serve, args=(listener,), daemon=True).start()
         try:
-            env = {**os.environ, ADDRESS_VARIABLE: address, KEY_VARIABLE: key.hex()}
+            # Every part of a program is compiled through this process, one at a time: an
+            # LLVM worker process started in the session would be emulated.
+            env = {**os.environ, ADDRESS_VARIABLE: address, KEY_VARIABLE: key.hex(), JOBS_ENV: "1"}
             return subprocess.run(command, env=env, check=False).returncode
         finally:
             listener.close()

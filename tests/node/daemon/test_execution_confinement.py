@@ -84,7 +84,9 @@ PROBE = """
 import json, os, socket, sys
 from pathlib import Path
 import compiler.driver
-from node.daemon.confinement import confine, execution_user, hand_over
+from compiler.codegen import llvm_workers, partition
+from node.daemon.confinement import execution_user, hand_over
+from node.daemon.sandbox import confine_execution
 from harness.fixture_data import Fixture
 fixture = Fixture("mlp_softmax")
 text, inputs = fixture.module_text, fixture.inputs()  # read before confining
@@ -92,9 +94,13 @@ cache, key = Path(sys.argv[1]), Path(sys.argv[2])
 user = execution_user()
 hand_over(cache, user)
 fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)
-confinement = confine(fd, user)
+confinement = confine_execution(fd, user)
 outputs = compiler.compile(text, cache_dir=f"/proc/self/fd/{fd}").run(*inputs)
 report = {"confinement": confinement.to_dict(), "ran": len(outputs), "cached": len(os.listdir(f"/proc/self/fd/{fd}"))}
+# A program in parts: an LLVM worker process starts, confined as this one, and compiles some.
+partition.PART_LINES, os.environ[llvm_workers.JOBS_ENV] = 300, "2"
+compiler.compile(text, cache_dir=False).run(*inputs)
+report["workers started"] = sum(worker.started for worker in llvm_workers._IDLE._workers)
 attempts = {
     "key file": lambda: key.read_bytes(),
     "daemon environ": lambda: Path(f"/proc/{os.getppid()}/environ").read_bytes(),
@@ -128,6 +134,7 @@ def test_a_confined_process_runs_a_job_and_reaches_nothing_else(tmp_path: Path) 
     report = json.loads(result.stdout)
     confinement = report["confinement"]
     assert report["ran"] == 2 and report["cached"] >= 2  # the job ran (two outputs), its entry was written
+    assert report["workers started"] == 1
     if confinement["files_restricted"] or confinement["uid"] != os.getuid():
         assert report["key file"] == "PermissionError"
     if confinement["files_restricted"]:

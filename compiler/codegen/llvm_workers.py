@@ -1,0 +1,203 @@
+"""Compiling a program's parts (partition.py) at once, in worker processes.
+
+llvmlite serializes every call into LLVM behind one lock, so threads of one process cannot
+run LLVM at the same time; processes can. The calling thread compiles parts itself while up
+to `parallelism() - 1` worker processes (`python -m compiler.codegen.llvm_machine`, which
+imports llvmlite alone) compile others, each part going to whoever is free next. A part's
+object is the same bytes whichever process compiles it, so the number of processes changes
+how long a compile takes, never what it makes.
+
+Workers outlive a compile: a process that compiles again (a node's execution process, a test
+session) reuses them. Each ends when its input closes, which its parent's exit does. Where no
+process can be started (a sandbox that forbids it), the calling process compiles every part.
+`VXLA_LLVM_JOBS` sets the number of processes compiling at once, the caller included (1:
+the calling process alone); by default, the CPUs this process may run on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from compiler.codegen import target
+from compiler.codegen.llvm_machine import READY, Machine
+from compiler.config import CompilerConfig, ConfigError
+from compiler.errors import BackendError
+
+JOBS_ENV = "VXLA_LLVM_JOBS"
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def parallelism() -> int:
+    """How many processes compile parts at once, the caller included."""
+    configured = os.environ.get(JOBS_ENV, "").strip()
+    if configured:
+        if not configured.isdigit() or int(configured) < 1:
+            raise ConfigError(f"{JOBS_ENV} must be a whole number of processes, 1 or more, not {configured!r}")
+        return int(configured)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class WorkerUnavailable(OSError):
+    """A worker process that could not start here (a sandbox that forbids what it needs)."""
+
+
+class _Worker:
+    """One worker process and its pipes."""
+
+    def __init__(self) -> None:
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, environment.get("PYTHONPATH", "")) if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "compiler.codegen.llvm_machine"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=environment,
+        )
+        self.started = False
+
+    def compile(self, ir_text: str, machine: Machine) -> bytes:
+        """The object of `ir_text` (BackendError: LLVM refused it, or the worker ended while
+        compiling it; WorkerUnavailable: it never started)."""
+        assert self.process.stdout is not None
+        if not self.started:
+            if self.process.stdout.read(1) != READY:
+                self.process.wait()
+                raise WorkerUnavailable(f"an LLVM worker process could not start (exit status {self.process.returncode})")
+            self.started = True
+        data = ir_text.encode("utf-8")
+        header = json.dumps({**dataclasses.asdict(machine), "ir_bytes": len(data)}).encode()
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(len(header).to_bytes(4, "big") + header + data)
+            self.process.stdin.flush()
+            answer = self.process.stdout.read(9)
+            payload = self.process.stdout.read(int.from_bytes(answer[1:], "big")) if len(answer) == 9 else b""
+        except OSError:
+            answer = payload = b""
+        if answer[:1] == b"O":
+            return payload
+        if answer[:1] == b"E":
+            raise BackendError(f"LLVM failed on a part of the program: {payload.decode('utf-8', 'replace')}")
+        code = self.process.poll()
+        raise BackendError(f"an LLVM worker process ended while compiling (exit status {code})")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        """Ends the worker (it ends when its input closes)."""
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        except OSError:
+            pass  # it has ended already
+        self.process.wait()
+
+
+class _Idle:
+    """The worker processes not compiling now (shared by every compile of this process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []
+
+    def take(self) -> _Worker:
+        with self._lock:
+            while self._workers:
+                worker = self._workers.pop()
+                if worker.alive():
+                    return worker
+        return _Worker()
+
+    def give_back(self, worker: _Worker) -> None:
+        if worker.alive():
+            with self._lock:
+                self._workers.append(worker)
+
+
+    def start(self, count: int) -> None:
+        """Starts workers until `count` are idle (they import llvmlite meanwhile)."""
+        with self._lock:
+            missing = count - len(self._workers)
+        for _ in range(max(missing, 0)):
+            try:
+                worker = _Worker()
+            except OSError:
+                return
+            self.give_back(worker)
+
+
+    def close_all(self) -> None:
+        """Ends every idle worker (at this process's exit)."""
+        with self._lock:
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+
+
+_IDLE = _Idle()
+atexit.register(_IDLE.close_all)
+
+
+def prestart() -> None:
+    """Starts the worker processes a large program's compile will use, so that they are
+    ready when its parts are (call it before the passes and the lowering)."""
+    _IDLE.start(parallelism() - 1)
+
+
+def compile_parts(texts: list[str], config: CompilerConfig) -> list[bytes]:
+    """The objects of the parts' IR texts, in order, compiled by up to `parallelism()`
+    processes at once."""
+    helpers = min(parallelism(), len(texts)) - 1
+    if helpers <= 0:
+        return [target.compile_ir(text, config) for text in texts]
+    target.target_machine(config)  # a config without an LLVM target is refused by name
+    machine = target.machine_of(config)
+    objects: list[bytes | None] = [None] * len(texts)
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+    pending = list(range(len(texts) - 1, -1, -1))  # popped from the end: first part first
+
+    def next_part() -> int | None:
+        with lock:
+            return pending.pop() if pending and not failures else None
+
+    def helper() -> None:
+        worker: _Worker | None = None
+        try:
+            while (index := next_part()) is not None:
+                try:
+                    worker = worker or _IDLE.take()
+                    objects[index] = worker.compile(texts[index], machine)
+                except OSError:  # no worker can start here (WorkerUnavailable): the caller compiles it
+                    with lock:
+                        pending.append(index)
+                    return
+        except BaseException as exc:  # noqa: BLE001 - raised by the caller below
+            with lock:
+                failures.append(exc)
+        finally:
+            if worker is not None:
+                _IDLE.give_back(worker)
+
+    threads = [threading.Thread(target=helper, name=f"vxla-llvm-{n}", daemon=True) for n in range(helpers)]
+    for thread in threads:
+        thread.start()
+    try:
+        while (index := next_part()) is not None:
+            objects[index] = target.compile_ir(texts[index], config)
+    except BaseException as exc:
+        with lock:
+            failures.append(exc)
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return [obj for obj in objects if obj is not None]

@@ -1,0 +1,36 @@
+"""Kernels deduplicated before they are generated (compiler/codegen/reuse.py): lowering with
+repeated emissions replayed makes the very IR and plan that emitting every instruction makes,
+on every fixture, and replays something wherever a model repeats itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.codegen import buffer_assignment, reuse
+from compiler.codegen.backend import backend_for
+from compiler.codegen.lower import lower_module
+from compiler.config import load_config
+from compiler.driver import EMITTERS, optimize
+from compiler.program import load_program
+from harness.fixture_data import FIXTURE_NAMES, Fixture
+
+
+def _generated(name: str, replay_repeats: bool) -> tuple[str, bytes]:
+    config = load_config()
+    module = optimize(load_program(Fixture(name).module_text), config)
+    lowering, plan = lower_module(module, config, EMITTERS, replay_repeats=replay_repeats)
+    plan = buffer_assignment.apply(plan, buffer_assignment.assign(plan, lowering.in_place))
+    backend_for(config).emit_entry(lowering.kernels, plan)
+    return lowering.kernels.ir_text(), plan.canonical_bytes()
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_replayed_emissions_make_the_same_ir_and_plan(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    replays = []
+    replay = reuse.Emission.replay
+    monkeypatch.setattr(reuse.Emission, "replay", lambda self, *args: replays.append(args[1].opcode) or replay(self, *args))
+    emitted = _generated(name, replay_repeats=False)
+    assert not replays
+    assert _generated(name, replay_repeats=True) == emitted
+    if name in ("transformer_block", "remat_transformer_train_step", "dropout_train_step"):
+        assert replays, f"{name} repeats instructions, and none was replayed"
