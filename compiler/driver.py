@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
 from compiler.codegen import buffer_assignment, grid, llvm_workers
-from compiler.codegen.backend import Backend, backend_for
+from compiler.codegen.backend import Backend, MachineCode, WholeModule, backend_for
 from compiler.codegen.kernel import KernelModule
 from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
@@ -104,10 +104,15 @@ def generate(
 
 
 def _generated(
-    program: Program, config: CompilerConfig, observer: PassObserver | None, backend: Backend
+    program: Program,
+    config: CompilerConfig,
+    observer: PassObserver | None,
+    backend: Backend,
+    code: MachineCode | None = None,
 ) -> tuple[KernelModule, Plan, str]:
-    """`generate`'s module before it is printed, with the plan and the graph text."""
-    optimized, lowering, plan = _lowered(program, config, observer)
+    """`generate`'s module before it is printed, with the plan and the graph text. `code`
+    is attached to the module before the lowering starts."""
+    optimized, lowering, plan = _lowered(program, config, observer, code.attach if code is not None else None)
     graph_text = canonical_text(optimized) + buffer_assignment.describe(plan)
     backend.emit_entry(lowering.kernels, plan)
     return lowering.kernels, plan, graph_text
@@ -121,10 +126,13 @@ def optimized_plan(program: Program, config: CompilerConfig) -> tuple[Module, Pl
 
 
 def _lowered(
-    program: Program, config: CompilerConfig, observer: PassObserver | None
+    program: Program,
+    config: CompilerConfig,
+    observer: PassObserver | None,
+    attach: Callable[[KernelModule], None] | None = None,
 ) -> tuple[Module, Lowering, Plan]:
     optimized = optimize(program, config, observer)
-    lowering, plan = lower_module(optimized, config, EMITTERS)
+    lowering, plan = lower_module(optimized, config, EMITTERS, attach=attach)
     if config.schedule_perturbation:
         plan.steps = finest_split(plan.steps)
     assignment = buffer_assignment.assign(plan, lowering.in_place)
@@ -167,9 +175,15 @@ def compile_program(
             tell(f"optimizing: {name} ({count} pass runs so far)")
 
         backend = backend_for(config)
-        kernels, plan, graph_text = _generated(program, config, observer if progress else None, backend)
-        tell(f"generating machine code for {config.cpu}")
-        object_bytes = backend.emit_binary(kernels, config)
+        code = backend.machine_code(config)
+        try:
+            # LLVM starts on the first kernels while the rest are lowered (partition.py).
+            _, plan, graph_text = _generated(program, config, observer if progress else None, backend, code)
+            tell(f"generating machine code for {config.cpu}")
+            object_bytes = code.finish()
+        except BaseException:
+            code.abandon()
+            raise
         entry = compile_cache.Entry(
             object_bytes, plan, text_digest(graph_text), binary_hash(object_bytes, plan)
         )
@@ -210,7 +224,7 @@ def compile(
 HOST_GRID = Backend(
     "host-grid",
     lambda kernels, plan: grid.emit_grid(kernels, plan, grid.HostGrid()),
-    lambda kernels, config: compile_ir(kernels.ir_text(), config),
+    lambda config: WholeModule(config, compile_ir),
     undefined_symbols,
 )
 

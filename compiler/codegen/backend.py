@@ -16,14 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from compiler.codegen import grid, native_plan, nvptx, partition
 from compiler.codegen.kernel import KernelModule
-from compiler.codegen.llvm_workers import compile_parts
+from compiler.codegen.llvm_workers import Compilation
 from compiler.codegen.objfile import pack_objects, unresolved_symbols
 from compiler.codegen.plan import Plan
 from compiler.config import CompilerConfig
 from compiler.errors import BackendError, ConfigError
+
+
+class MachineCode(Protocol):
+    """The bytes of one compile, made while the lowering runs: `attach` is given the module
+    before its first kernel; `finish`, once the entry is in it, returns the bytes to hash
+    and run; `abandon` drops the work of a compile that failed."""
+
+    def attach(self, kernels: KernelModule) -> None: ...
+    def finish(self) -> bytes: ...
+    def abandon(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -33,32 +44,90 @@ class Backend:
     name: str
     # Adds to the module what runs the plan's kernels (it may reserve arena space in the plan).
     emit_entry: Callable[[KernelModule, Plan], None]
-    # The bytes to hash and run, made from the module (kernels and entry).
-    emit_binary: Callable[[KernelModule, CompilerConfig], bytes]
+    # What makes the bytes of one compile for a config.
+    machine_code: Callable[[CompilerConfig], MachineCode]
     # The symbols those bytes reference and nothing defines (every binary's must be none).
     unresolved_symbols: Callable[[bytes], list[str]]
 
+    def emit_binary(self, kernels: KernelModule, config: CompilerConfig) -> bytes:
+        """The bytes of a finished module (its entry in it)."""
+        code = self.machine_code(config)
+        code.attach(kernels)
+        if kernels.on_unit is not None:  # told of the units finished before it came
+            for name in kernels.units:
+                kernels.on_unit(name)
+        return code.finish()
 
-def _cpu_binary(kernels: KernelModule, config: CompilerConfig) -> bytes:
-    """The objects of the module's parts (partition.py), compiled at once (llvm_workers.py):
-    one object for a small program, else `pack_objects` of them in order."""
-    object_bytes = pack_objects(compile_parts(partition.split(kernels), config))
-    missing = CPU.unresolved_symbols(object_bytes)
-    if missing:
-        raise BackendError(f"compiled object references symbols it does not define: {', '.join(missing)}")
-    return object_bytes
+
+class CpuObjects:
+    """A CPU target's objects: every part (partition.Parts) compiled as soon as it is full,
+    by LLVM worker processes while the lowering goes on (llvm_workers.Compilation); one
+    object for a program of one part, else `pack_objects` of them in order."""
+
+    def __init__(self, config: CompilerConfig) -> None:
+        self.config = config
+        self.compilation: Compilation | None = None
+        self.parts: partition.Parts | None = None
+
+    def attach(self, kernels: KernelModule) -> None:
+        self.parts = partition.Parts(kernels, self._full)
+        kernels.on_unit = self.parts.unit_finished
+
+    def _full(self, text: str) -> None:
+        if self.compilation is None:
+            self.compilation = Compilation(self.config)
+        self.compilation.submit(text)
+
+    def finish(self) -> bytes:
+        assert self.parts is not None
+        for text in self.parts.finish():
+            self._full(text)
+        assert self.compilation is not None
+        object_bytes = pack_objects(self.compilation.finish())
+        missing = CPU.unresolved_symbols(object_bytes)
+        if missing:
+            raise BackendError(f"compiled object references symbols it does not define: {', '.join(missing)}")
+        return object_bytes
+
+    def abandon(self) -> None:
+        if self.compilation is not None:
+            self.compilation.abandon()
 
 
-def _nvptx_binary(kernels: KernelModule, config: CompilerConfig) -> bytes:
-    cubin = nvptx.cubin_of(nvptx.ptx_of(kernels.ir_text(), config), config)
+@dataclass
+class WholeModule:
+    """The bytes `emit` makes of the whole module's IR text, once it is finished."""
+
+    config: CompilerConfig
+    emit: Callable[[str, CompilerConfig], bytes]
+    kernels: KernelModule | None = None
+
+    def attach(self, kernels: KernelModule) -> None:
+        self.kernels = kernels
+
+    def finish(self) -> bytes:
+        assert self.kernels is not None
+        return self.emit(self.kernels.ir_text(), self.config)
+
+    def abandon(self) -> None:
+        pass
+
+
+def _nvptx_binary(ir_text: str, config: CompilerConfig) -> bytes:
+    cubin = nvptx.cubin_of(nvptx.ptx_of(ir_text, config), config)
     missing = NVPTX.unresolved_symbols(cubin)
     if missing:
         raise BackendError(f"cubin references symbols it does not define: {', '.join(missing)}")
     return cubin
 
 
-CPU = Backend("cpu", native_plan.emit_entry, _cpu_binary, unresolved_symbols)
-NVPTX = Backend("nvptx", lambda kernels, plan: grid.emit_grid(kernels, plan, nvptx.NvptxGrid()), _nvptx_binary, nvptx.unresolved_symbols)
+CPU = Backend("cpu", native_plan.emit_entry, CpuObjects, unresolved_symbols)
+NVPTX = Backend(
+    "nvptx",
+    lambda kernels, plan: grid.emit_grid(kernels, plan, nvptx.NvptxGrid()),
+    lambda config: WholeModule(config, _nvptx_binary),
+    nvptx.unresolved_symbols,
+)
 _BY_ARCH = {"x86_64": CPU, "aarch64": CPU, "nvptx64": NVPTX}
 
 

@@ -14,7 +14,7 @@ afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -53,6 +53,12 @@ class KernelModule:
     module: ir.Module = field(default_factory=lambda: ir.Module(name="vxla"))
     # The distinct kernels in the module, in the order they were defined.
     kernel_names: list[str] = field(default_factory=list)
+    # The functions compiled as units of their own when the module is split into parts
+    # (partition.py): every distinct kernel, and the entry's pieces (native_plan.py), in the
+    # order they were finished; `on_unit` is told of each then.
+    units: list[str] = field(default_factory=list)
+    unit_names: set[str] = field(default_factory=set)
+    on_unit: Callable[[str], None] | None = None
     # The buffers each kernel step passes as its slots, by the name the kernel was given
     # (filled when a kernel is finished).
     kernel_buffers: dict[str, tuple[int, ...]] = field(default_factory=dict)
@@ -136,6 +142,15 @@ class KernelModule:
             self.kernel_aliases[name] = first
         kernel.name = name
         kernel.finished = True
+        if first == name:
+            self.add_unit(name)
+
+    def add_unit(self, name: str) -> None:
+        """Records the finished function `name` as a unit of its own (see `units`)."""
+        self.units.append(name)
+        self.unit_names.add(name)
+        if self.on_unit is not None:
+            self.on_unit(name)
 
     def kernel_of(self, name: str) -> str:
         """The kernel a step of the kernel named `name` calls (itself, or the earlier

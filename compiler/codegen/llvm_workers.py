@@ -152,52 +152,90 @@ def prestart() -> None:
     _IDLE.start(parallelism() - 1)
 
 
-def compile_parts(texts: list[str], config: CompilerConfig) -> list[bytes]:
-    """The objects of the parts' IR texts, in order, compiled by up to `parallelism()`
-    processes at once."""
-    helpers = min(parallelism(), len(texts)) - 1
-    if helpers <= 0:
-        return [target.compile_ir(text, config) for text in texts]
-    target.target_machine(config)  # a config without an LLVM target is refused by name
-    machine = target.machine_of(config)
-    objects: list[bytes | None] = [None] * len(texts)
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-    pending = list(range(len(texts) - 1, -1, -1))  # popped from the end: first part first
+class Compilation:
+    """Parts compiled as they come: `submit` hands over each part's IR text (in order) and
+    returns at once, worker processes compiling them meanwhile; `finish` compiles what no
+    worker has taken, in this thread too, and returns every object in order. `abandon`
+    stops it (a lowering that failed): nothing more is compiled."""
 
-    def next_part() -> int | None:
-        with lock:
-            return pending.pop() if pending and not failures else None
+    def __init__(self, config: CompilerConfig) -> None:
+        target.target_machine(config)  # a config without an LLVM target is refused by name
+        self.config = config
+        self.machine = target.machine_of(config)
+        self.helpers = parallelism() - 1
+        self.texts: list[str] = []
+        self.objects: dict[int, bytes] = {}
+        self.failures: list[BaseException] = []
+        self._pending: list[int] = []  # indices not taken, first part first
+        self._closed = False
+        self._changed = threading.Condition()
+        self._threads: list[threading.Thread] = []
 
-    def helper() -> None:
+    def submit(self, text: str) -> None:
+        with self._changed:
+            self.texts.append(text)
+            self._pending.append(len(self.texts) - 1)
+            if len(self._threads) < min(self.helpers, len(self.texts)):
+                thread = threading.Thread(target=self._helper, name=f"vxla-llvm-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._changed.notify()
+
+    def finish(self) -> list[bytes]:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        self._compile_here()
+        for thread in self._threads:
+            thread.join()
+        self._compile_here()  # what a helper gave back (no worker could start)
+        if self.failures:
+            raise self.failures[0]
+        return [self.objects[index] for index in range(len(self.texts))]
+
+    def _compile_here(self) -> None:
+        try:
+            while (index := self._next(wait=False)) is not None:
+                self.objects[index] = target.compile_ir(self.texts[index], self.config)
+        except BaseException as exc:
+            with self._changed:
+                self.failures.append(exc)
+
+    def abandon(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._pending.clear()
+            self._changed.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    def _next(self, wait: bool) -> int | None:
+        """The next part to compile; None when there is none and (with `wait`) none will
+        come, or a compile failed."""
+        with self._changed:
+            while True:
+                if self.failures:
+                    return None
+                if self._pending:
+                    return self._pending.pop(0)
+                if self._closed or not wait:
+                    return None
+                self._changed.wait()
+
+    def _helper(self) -> None:
         worker: _Worker | None = None
         try:
-            while (index := next_part()) is not None:
+            while (index := self._next(wait=True)) is not None:
                 try:
                     worker = worker or _IDLE.take()
-                    objects[index] = worker.compile(texts[index], machine)
-                except OSError:  # no worker can start here (WorkerUnavailable): the caller compiles it
-                    with lock:
-                        pending.append(index)
+                    self.objects[index] = worker.compile(self.texts[index], self.machine)
+                except OSError:  # no worker can start here (WorkerUnavailable): finish compiles it
+                    with self._changed:
+                        self._pending.insert(0, index)
                     return
-        except BaseException as exc:  # noqa: BLE001 - raised by the caller below
-            with lock:
-                failures.append(exc)
+        except BaseException as exc:  # noqa: BLE001 - raised by finish
+            with self._changed:
+                self.failures.append(exc)
         finally:
             if worker is not None:
                 _IDLE.give_back(worker)
-
-    threads = [threading.Thread(target=helper, name=f"vxla-llvm-{n}", daemon=True) for n in range(helpers)]
-    for thread in threads:
-        thread.start()
-    try:
-        while (index := next_part()) is not None:
-            objects[index] = target.compile_ir(texts[index], config)
-    except BaseException as exc:
-        with lock:
-            failures.append(exc)
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
-    return [obj for obj in objects if obj is not None]

@@ -211,10 +211,19 @@ def flatten_ref(ref: Ref) -> list[int]:
     return [ref]
 
 
-def lower_module(module: Module, config: CompilerConfig, emitters: dict[str, Emitter], *, replay_repeats: bool = True) -> tuple[Lowering, P.Plan]:
+def lower_module(
+    module: Module,
+    config: CompilerConfig,
+    emitters: dict[str, Emitter],
+    *,
+    replay_repeats: bool = True,
+    attach: Callable[[KernelModule], None] | None = None,
+) -> tuple[Lowering, P.Plan]:
     """The kernels (in lowering.kernels) and the plan of `module`'s entry computation
-    (`replay_repeats`: see Lowering)."""
+    (`replay_repeats`: see Lowering; `attach` is given the kernel module first)."""
     lowering = Lowering(config, emitters, replay_repeats=replay_repeats)
+    if attach is not None:
+        attach(lowering.kernels)
     inputs = []
     for index, parameter in enumerate(module.entry.parameters):
         if not isinstance(parameter.shape, ArrayShape):

@@ -49,6 +49,11 @@ NO_LIMIT = -1
 # cores).
 SPINS_BEFORE_YIELD = 200
 CLOCK_MONOTONIC = 1  # Linux's clock id, the clock of Python's time.monotonic()
+# A plan of more top-level steps than this gets its entry in pieces of about this many, each
+# a function of its own that LLVM works on alone (partition.py puts them in parts): one
+# function of every step of a large model was a long pole of its compile (the diffusers
+# UNet's, 16,000 lines of IR, took LLVM 1.6 to 3.5 s on one core).
+PIECE_STEPS = 96
 
 
 class Control(IntEnum):
@@ -116,14 +121,17 @@ class _Loop:
 
 
 class _EntryEmitter:
-    """Emits the entry function's body for one plan."""
+    """Emits one function of the entry's body for one plan: the top-level steps of
+    `segments` (each a list of (index, step), a stretch that runs alone or one step), whose
+    first site is `first_site`."""
 
-    def __init__(self, kernels: KernelModule, plan: P.Plan, staging_offset: int) -> None:
+    def __init__(self, kernels: KernelModule, plan: P.Plan, staging_offset: int, name: str, segments: list[list], first_site: int) -> None:
         self.kernels = kernels
         self.plan = plan
         self.staging_offset = staging_offset
+        self.segments = segments
         module = kernels.module
-        self.function = ir.Function(module, ENTRY_TYPE, f"{ENTRY_SYMBOL}.body")
+        self.function = ir.Function(module, ENTRY_TYPE, name)
         self.function.linkage = "internal"
         self.function.attributes.add("nounwind")
         self.table, self.control, self.thread, self.threads, self.first, self.last = self.function.args
@@ -135,7 +143,7 @@ class _EntryEmitter:
         self.launch = _launch_function(module)
         self.record_stop = _record_function(module)
         self.direct_outputs = set(P.direct_outputs(plan))
-        self.next_site = 0
+        self.next_site = first_site
         self.loops: list[_Loop] = []
         # Inside a stretch worker 0 runs alone: where it goes when it stops early.
         self.solo_exit: ir.Block | None = None
@@ -165,12 +173,11 @@ class _EntryEmitter:
 
     def emit(self) -> ir.Function:
         b = self.builder
-        indexed = list(enumerate(self.plan.steps))
-        for group in _stretches(indexed, lambda item: runs_alone(item[1])):
-            if runs_alone(group[0][1]):
-                self.alone(group, guarded=True)
+        for segment in self.segments:
+            if runs_alone(segment[0][1]):
+                self.alone(segment, guarded=True)
                 continue
-            for index, step in group:
+            for index, step in segment:
                 with b.if_then(self._wanted(index)):
                     self.step(step)
         b.ret(I32(Status.DONE))
@@ -550,5 +557,54 @@ def emit_entry(kernels: KernelModule, plan: P.Plan) -> None:
     offset = P.aligned_size(plan.arena_bytes)
     if staging:
         plan.arena_bytes = offset + staging
-    body = _EntryEmitter(kernels, plan, offset).emit()
+    segments: list[list] = []
+    pieced = len(plan.steps) > PIECE_STEPS
+    for group in _stretches(list(enumerate(plan.steps)), lambda item: runs_alone(item[1])):
+        if not runs_alone(group[0][1]):
+            segments.extend([item] for item in group)  # each step stands alone
+        elif pieced:  # a stretch run alone is framed by its barriers: cut, it is two stretches
+            segments.extend(group[start : start + PIECE_STEPS] for start in range(0, len(group), PIECE_STEPS))
+        else:
+            segments.append(group)
+    pieces = _pieces(segments)
+    if len(pieces) == 1:
+        body = _EntryEmitter(kernels, plan, offset, f"{ENTRY_SYMBOL}.body", segments, 0).emit()
+    else:
+        functions, site = [], 0
+        for number, piece in enumerate(pieces):
+            emitter = _EntryEmitter(kernels, plan, offset, f"{ENTRY_SYMBOL}.body.{number}", piece, site)
+            functions.append(emitter.emit())
+            functions[-1].attributes.add("noinline")  # a piece LLVM works on alone, in its part
+            kernels.add_unit(functions[-1].name)
+            site = emitter.next_site
+        body = _in_turn(kernels.module, functions)
     kernels.export(ENTRY_SYMBOL, body)
+
+
+def _pieces(segments: list[list]) -> list[list[list]]:
+    """The segments cut into consecutive pieces of at least PIECE_STEPS top-level steps (the
+    last may have fewer)."""
+    pieces: list[list[list]] = [[]]
+    steps = 0
+    for segment in segments:
+        if steps >= PIECE_STEPS:
+            pieces.append([])
+            steps = 0
+        pieces[-1].append(segment)
+        steps += len(segment)
+    return pieces
+
+
+def _in_turn(module: ir.Module, pieces: list[ir.Function]) -> ir.Function:
+    """The entry's body that calls its pieces in turn, each with the call's arguments, and
+    returns the first status that is not DONE (a piece that stops, stops the run)."""
+    function = ir.Function(module, ENTRY_TYPE, f"{ENTRY_SYMBOL}.body")
+    function.linkage = "internal"
+    function.attributes.add("nounwind")
+    b = ir.IRBuilder(function.append_basic_block("start"))
+    for piece in pieces:
+        status = b.call(piece, list(function.args))
+        with b.if_then(b.icmp_signed("!=", status, I32(Status.DONE)), likely=False):
+            b.ret(status)
+    b.ret(I32(Status.DONE))
+    return function

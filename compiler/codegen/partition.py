@@ -1,28 +1,32 @@
-"""Splitting a program's LLVM module into parts that LLVM compiles independently.
+"""Splitting a program's LLVM module into parts that LLVM compiles independently, as the
+lowering finishes its kernels.
 
 LLVM optimizes and generates code for one module on one core, and most of a cold compile is
 that work. A program's kernels are independent functions (kernel.py: each is called only by
 the plan's entry, never inlined), so the module splits into parts, each its own LLVM module
-and its own object, compiled in parallel (llvm_workers.py) and mapped together by the loader,
-which resolves every call from one object into another.
+and its own object, compiled at once (llvm_workers.py) and mapped together by the loader,
+which resolves every call from one object into another. A part is handed over as soon as it
+is full, while the lowering goes on, so LLVM works on the first kernels while Python makes
+the next ones.
 
-What goes where is a function of the module alone, never of the host or its cores, so every
-machine makes the same parts and the same objects:
-- the units are the entry (every function the exported entry reaches without passing through
-  a kernel, and the exported constants) and the distinct kernels, in definition order;
-- consecutive units fill a part until it holds about PART_LINES lines of IR, the helpers it
-  needs counted once, at most MAX_PARTS parts (a program under PART_LINES is one part: one
-  object, compiled in this process);
-- a part also gets a copy of every internal helper its units reach (the always-inlined math
-  functions, their cold exact paths, constant tables), and a declaration of every function
-  or constant of another part they call or read. A kernel called from another part has
-  external linkage in its own.
+What goes where is a function of the module alone, never of the host, its cores or the
+timing, so every machine makes the same parts and the same objects:
+- the units are KernelModule.units in order (the distinct kernels, then the pieces of a long
+  plan's entry: native_plan.py), and last the entry (every function the exported entry
+  reaches without passing through a unit, and the exported constants);
+- consecutive units fill a part until the next would take it past PART_LINES lines of IR,
+  the helpers a part needs counted once; the last of MAX_PARTS parts takes every unit left;
+- a program that fills no part is one module, as it always was: one object;
+- a part gets a copy of every internal helper its units reach (the always-inlined math
+  functions, their cold exact paths, constant tables, the entry's barrier and launch
+  functions); the entry's part declares the units of the other parts, which have external
+  linkage in theirs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from compiler.codegen.kernel import KernelModule
@@ -32,7 +36,7 @@ from compiler.codegen.kernel import KernelModule
 # of this size takes it about 0.3 s; a part costs a few milliseconds of its own, plus the
 # helpers it repeats.
 PART_LINES = 2_500
-MAX_PARTS = 16
+MAX_PARTS = 64
 
 _REFERENCE = re.compile(r'@("(?:[^"\\]|\\.)+"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)')
 
@@ -76,62 +80,19 @@ def _name(token: str) -> str:
     return token[1:-1] if token.startswith('"') else token
 
 
-def _globals(kernels: KernelModule) -> dict[str, _Global]:
-    out: dict[str, _Global] = {}
-    for name, value in kernels.module.globals.items():
-        text = kernels.global_text(value)
-        head = text.split("{", 1)[0] if text.startswith("define") else text
-        references = {_name(m.group(1)) for m in _REFERENCE.finditer(text)} - {name}
-        declared = text.startswith("declare")
-        out[name] = _Global(
-            name,
-            text,
-            internal=not declared and bool(re.match(r"(?:define|@\S+ =) internal ", head)),
-            function=text.startswith(("define", "declare")),
-            references=tuple(sorted(references)),
-        )
-    return out
-
-
-def _reach(roots: Iterable[str], globals_: dict[str, _Global], stop: set[str]) -> list[str]:
-    """Every global reachable from `roots` through references, not following any in `stop`
-    (they are reached, not entered), in module order."""
-    seen: set[str] = set()
-    roots = set(roots)
-    pending = sorted(roots)
-    while pending:
-        name = pending.pop()
-        if name in seen or name not in globals_:
-            continue
-        seen.add(name)
-        if name not in stop or name in roots:
-            pending.extend(globals_[name].references)
-    return [name for name in globals_ if name in seen]
-
-
-def split(kernels: KernelModule) -> list[str]:
-    """The module's IR as the texts of its parts, in order (one text: the whole module)."""
-    globals_ = _globals(kernels)
-    kernel_names = list(kernels.kernel_names)
-    kernel_set = set(kernel_names)
-    exported = [g.name for g in globals_.values() if not g.internal and not g.text.startswith("declare")]
-    entry = [name for name in exported if name not in kernel_set]
-    units: list[list[str]] = [entry] + [[name] for name in kernel_names]
-    groups = _groups(units, globals_, kernel_set)
-    if len(groups) == 1:
-        return [kernels.ir_text()]
-    home: dict[str, int] = {}
-    part_units: list[list[str]] = []
-    for index, group in enumerate(groups):
-        part_units.append([name for u in group for name in units[u]])
-        for name in part_units[-1]:
-            home[name] = index
-    reached = [_reach(names, globals_, set(home) - set(names)) for names in part_units]
-    called_across = {name for index, names in enumerate(reached) for name in names if home.get(name, index) != index}
-    return [
-        _part_text(kernels, globals_, set(names), names_reached, home, called_across)
-        for names, names_reached in zip(part_units, reached, strict=True)
-    ]
+def _global(kernels: KernelModule, name: str) -> _Global:
+    value = kernels.module.globals[name]
+    text = kernels.global_text(value)
+    head = text.split("{", 1)[0] if text.startswith("define") else text
+    references = {_name(m.group(1)) for m in _REFERENCE.finditer(text)} - {name}
+    declared = text.startswith("declare")
+    return _Global(
+        name,
+        text,
+        internal=not declared and bool(re.match(r"(?:define|@\S+ =) internal ", head)),
+        function=text.startswith(("define", "declare")),
+        references=tuple(sorted(references)),
+    )
 
 
 def _lines(value: _Global) -> int:
@@ -139,47 +100,92 @@ def _lines(value: _Global) -> int:
     return value.text.count("\n") + 1
 
 
-def _groups(units: list[list[str]], globals_: dict[str, _Global], kernel_set: set[str]) -> list[list[int]]:
-    """Consecutive unit indices filling parts of about PART_LINES lines, each part's helpers
-    counted once, at most MAX_PARTS parts (the size grows when the program would need more)."""
-    costs: list[tuple[int, set[str]]] = []
-    for unit in units:
-        reach = _reach(unit, globals_, kernel_set)
-        own = sum(_lines(globals_[n]) for n in reach if n in unit)
-        costs.append((own, {n for n in reach if n not in kernel_set and n not in unit}))
-    every_helper = set().union(*(helpers for _, helpers in costs))
-    total = sum(own for own, _ in costs) + sum(_lines(globals_[n]) for n in every_helper)
-    target = max(PART_LINES, -(-total // MAX_PARTS))
-    groups: list[list[int]] = [[]]
-    filled, helpers_here = 0, set()
-    for index, (own, helpers) in enumerate(costs):
-        added = own + sum(_lines(globals_[n]) for n in helpers - helpers_here)
-        if groups[-1] and filled + added > target and len(groups) < MAX_PARTS:
-            groups.append([])
-            filled, helpers_here = 0, set()
-            added = own + sum(_lines(globals_[n]) for n in helpers)
-        groups[-1].append(index)
-        filled += added
-        helpers_here |= helpers
-    return groups
+class Parts:
+    """The parts of one module, made as its units are finished (`unit_finished`, in the
+    order of KernelModule.units) and completed by `finish` once the entry is in the module. Every full
+    part's text goes to `full` when it is full; `finish` returns the rest."""
+
+    def __init__(self, kernels: KernelModule, full: Callable[[str], None]) -> None:
+        self.kernels = kernels
+        self.full = full
+        self.handed = 0  # parts handed to `full`
+        self._globals: dict[str, _Global] = {}
+        self._open: list[str] = []  # the units' names of the part being filled
+        self._lines = 0
+        self._helpers: set[str] = set()
+
+    def unit_finished(self, name: str) -> None:
+        self._add([name])
+
+    def finish(self) -> list[str]:
+        """The texts of the parts not handed yet: the whole module when no part was full."""
+        kernel_set = self.kernels.unit_names
+        entry = [
+            name
+            for name in self.kernels.module.globals
+            if name not in kernel_set and not self._get(name).internal and not self._get(name).text.startswith("declare")
+        ]
+        self._add(entry)
+        if not self.handed:
+            return [self.kernels.ir_text()]
+        return [self._text(self._open, external=False)]
+
+    def _get(self, name: str) -> _Global:
+        if name not in self._globals:
+            self._globals[name] = _global(self.kernels, name)
+        return self._globals[name]
+
+    def _reach(self, roots: list[str]) -> list[str]:
+        """Every global reachable from `roots` through references, not entering a unit that
+        is not a root, in module order."""
+        kernel_set = self.kernels.unit_names
+        seen: set[str] = set()
+        pending = list(reversed(roots))
+        while pending:
+            name = pending.pop()
+            if name in seen or name not in self.kernels.module.globals:
+                continue
+            seen.add(name)
+            if name not in kernel_set or name in roots:
+                pending.extend(self._get(name).references)
+        return [name for name in self.kernels.module.globals if name in seen]
+
+    def _add(self, unit: list[str]) -> None:
+        reach = self._reach(unit)
+        own = sum(_lines(self._get(n)) for n in unit)
+        helpers = {n for n in reach if n not in unit and n not in self.kernels.unit_names}
+        added = own + sum(_lines(self._get(n)) for n in helpers - self._helpers)
+        if self._open and self._lines + added > PART_LINES and self.handed + 1 < MAX_PARTS:
+            self.full(self._text(self._open, external=True))
+            self.handed += 1
+            self._open, self._lines, self._helpers = [], 0, set()
+            added = own + sum(_lines(self._get(n)) for n in helpers)
+        self._open.extend(unit)
+        self._lines += added
+        self._helpers |= helpers
+
+    def _text(self, owned: list[str], external: bool) -> str:
+        """A part's module: its units, with their kernels external (`external`: the entry is
+        in another part), every helper they reach, and declarations of other parts' kernels."""
+        lines = self.kernels.header_lines()
+        mine = set(owned)
+        for name in self._reach(owned):
+            value = self._get(name)
+            if name in mine or name not in self.kernels.unit_names:
+                lines.append(_external(value.text) if external and name in self.kernels.unit_names else value.text)
+            else:
+                lines.append(value.declaration())
+        return "\n".join(lines + self.kernels.metadata_lines()) + "\n"
 
 
-def _part_text(
-    kernels: KernelModule,
-    globals_: dict[str, _Global],
-    owned: set[str],
-    reached: list[str],
-    home: dict[str, int],
-    called_across: set[str],
-) -> str:
-    lines = kernels.header_lines()
-    for name in reached:
-        value = globals_[name]
-        if name in owned or name not in home:  # its own, an internal helper, an intrinsic
-            lines.append(_external(value.text) if name in called_across and value.internal else value.text)
-        else:
-            lines.append(value.declaration())
-    return "\n".join(lines + kernels.metadata_lines()) + "\n"
+def split(kernels: KernelModule) -> list[str]:
+    """The module's IR as the texts of its parts, in order (one text: the whole module), as
+    `Parts` makes them from a finished module."""
+    texts: list[str] = []
+    parts = Parts(kernels, texts.append)
+    for name in kernels.units:
+        parts.unit_finished(name)
+    return texts + parts.finish()
 
 
 def _external(text: str) -> str:

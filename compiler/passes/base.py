@@ -9,6 +9,7 @@ so a change to any pass that can change the optimized graph must bump that pass'
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -54,9 +55,21 @@ def describe(stage: Stage) -> dict:
     return {"pass": stage.name, "version": stage.version, "options": stage.options()}
 
 
+# Set (to 1): the pinned pipelines verify the module after every pass that changed it, which
+# names the pass that broke it (make test sets it). Unset: once, after the last pass, which is
+# all the backend relies on; verifying after each pass is about a third of a model's pass time.
+VERIFY_EACH_ENV = "VXLA_VERIFY_EACH_PASS"
+
+
+def verify_each_pass() -> bool:
+    """Whether the pinned pipelines verify after every pass (VERIFY_EACH_ENV)."""
+    return os.environ.get(VERIFY_EACH_ENV, "") not in ("", "0")
+
+
 @dataclass
 class Pipeline:
-    """An ordered list of stages."""
+    """An ordered list of stages. `verify_each`: verify the module after every pass that
+    changed it; otherwise once, after the last pass (when one changed it)."""
 
     stages: tuple[Stage, ...]
     verify_each: bool = True
@@ -83,6 +96,7 @@ class Pipeline:
         the input text may hold fusions). `observer` sees the module after every pass run,
         numbered from 1."""
         counter = 0
+        first = len(self.history)
 
         def run_pass(p: Pass) -> bool:
             nonlocal counter
@@ -105,6 +119,8 @@ class Pipeline:
                         break
             else:
                 run_pass(stage)
+        if not self.verify_each and any(changed for _, changed in self.history[first:]):
+            verify_module(module)  # what the backend is given is verified, whatever the setting
         decide(module)
         return module
 

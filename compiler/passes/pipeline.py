@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from compiler.errors import ConfigError
 from compiler.passes.algebraic_simplifier import AlgebraicSimplifier
-from compiler.passes.base import FixedPoint, Pipeline
+from compiler.passes.base import FixedPoint, Pipeline, verify_each_pass
 from compiler.passes.call_inlining import CallInlining
 from compiler.passes.common_subexpression_elimination import CommonSubexpressionElimination
 from compiler.passes.constant_folding import ConstantFolding
@@ -37,7 +37,7 @@ def default_pipeline() -> Pipeline:
         stages.append(FixedPoint("simplification", simplification, max_iterations=8))
     stages.extend(fusion)
     stages.append(Scheduling())
-    return Pipeline(tuple(stages))
+    return Pipeline(tuple(stages), verify_each=verify_each_pass())
 
 
 def no_pipeline() -> Pipeline:

@@ -6,12 +6,16 @@ does not define (a libm function, a compiler runtime helper) is refused."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 import compiler
 from compiler import driver
+from compiler.codegen.backend import backend_for
+from compiler.codegen.llvm_ir import DOUBLE
 from compiler.codegen.target import compile_ir
 from compiler.driver import compile_program
 from compiler.hlo import load_module
@@ -89,24 +93,18 @@ ENTRY e {
     assert after & hostile == hostile  # the caller's state is restored
 
 
-CALLS_COS = """
-declare double @cos(double)
-define double @uses_cos(double %x) {
-  %y = call double @cos(double %x)
-  ret double %y
-}
-"""
-
-
 def test_an_object_using_a_symbol_it_does_not_define_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Such a symbol (libm's cos here) would come from whatever the host process provides.
     Every compile is checked, so every fixture on every target is (test_fixtures_backend)."""
-    generate = driver.generate
+    cpu = backend_for(target_config(DEFAULT))
 
-    def generate_calling_cos(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        ir_text, plan, graph_text = generate(*args, **kwargs)
-        return ir_text + CALLS_COS, plan, graph_text
+    def entry_and_a_function_calling_cos(kernels, plan) -> None:  # noqa: ANN001
+        cpu.emit_entry(kernels, plan)
+        cos = ir.Function(kernels.module, ir.FunctionType(DOUBLE, [DOUBLE]), "cos")
+        uses_cos = ir.Function(kernels.module, ir.FunctionType(DOUBLE, [DOUBLE]), "uses_cos")
+        builder = ir.IRBuilder(uses_cos.append_basic_block("entry"))
+        builder.ret(builder.call(cos, list(uses_cos.args)))
 
-    monkeypatch.setattr(driver, "generate", generate_calling_cos)
+    monkeypatch.setattr(driver, "backend_for", lambda config: dataclasses.replace(cpu, emit_entry=entry_and_a_function_calling_cos))
     with pytest.raises(RuntimeError, match="references symbols it does not define: cos$"):
         compile_program(load_program(Fixture("mlp_softmax").module_text), target_config(DEFAULT), cache_dir=False)

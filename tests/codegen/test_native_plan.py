@@ -307,3 +307,51 @@ def test_generated_launch_splits_work_as_threads_partition_defines() -> None:
             launch_range(ctypes.addressof(out), extent, grain, thread, share)
             want = ranges[thread] if thread < len(ranges) else (-1, -1)
             assert tuple(out) == want, (extent, grain, share, thread)
+
+
+def _deep(layers: int) -> str:
+    """`layers` layers tanh(h . w_i) with weights of their own, then a while loop (SWAP_LOOP's
+    body) over two rows of the result: a plan of more top-level steps than PIECE_STEPS."""
+    lines = ["HloModule deep", *SWAP_LOOP.split("ENTRY e {")[0].splitlines()[1:], "ENTRY e {", "  h0 = f32[4,37] parameter(0)"]
+    for i in range(1, layers + 1):
+        lines.append(f"  w{i} = f32[37,37] parameter({i})")
+        lines.append(f"  d{i} = f32[4,37] dot(h{i - 1}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
+        lines.append(f"  h{i} = f32[4,37] tanh(d{i})")
+    lines += [
+        f"  x = f32[1,37] slice(h{layers}), slice={{[0:1], [0:37]}}",
+        f"  y = f32[1,37] slice(h{layers}), slice={{[1:2], [0:37]}}",
+        "  xr = f32[37] reshape(x)",
+        "  yr = f32[37] reshape(y)",
+        "  z = s32[] constant(0)",
+        "  init = (s32[], f32[37], f32[37]) tuple(z, xr, yr)",
+        "  w = (s32[], f32[37], f32[37]) while(init), condition=cond, body=body",
+        "  ra = f32[37] get-tuple-element(w), index=1",
+        f"  ROOT r = (f32[37], f32[4,37]) tuple(ra, h{layers})",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_long_plan_runs_its_entry_in_pieces_with_the_bits_and_stops_of_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry of a plan of many steps is several functions called in turn (a stretch of
+    small steps run by worker 0 alone is cut between them); they compute the reference's
+    bits at any thread count, trace every instruction as one function does, and a stop in a
+    later piece names the loop where it happened."""
+    text = _deep(110)
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((4, 37)).astype(np.float32)] + [rng.standard_normal((37, 37)).astype(np.float32) * 0.2 for _ in range(110)]
+    pieced = compile_program(load_program(text), load_config(), cache_dir=False)
+    monkeypatch.setattr(N, "PIECE_STEPS", 10**6)
+    whole = compile_program(load_program(text), load_config(), cache_dir=False)
+    assert len(pieced.plan.steps) > 200 and all(N.runs_alone(step) for step in pieced.plan.steps[:200])
+    assert pieced.plan.canonical_bytes() == whole.plan.canonical_bytes()
+    assert pieced.hashes["binary_hash"] != whole.hashes["binary_hash"]
+    expected = [e.tobytes() for e in evaluate(load_program(text).module, arrays)]
+    for threads in (1, 3):
+        assert [o.tobytes() for o in pieced.run(*arrays, threads=threads)] == expected
+    traced, traced_whole = (executable.run_traced(*arrays, threads=2) for executable in (pieced, whole))
+    assert [o.tobytes() for o in traced.outputs] == expected == [o.tobytes() for o in traced_whole.outputs]
+    assert traced.instructions == traced_whole.instructions and len(traced.instructions) > 200
+    for executable in (pieced, whole):
+        with pytest.raises(ExecutionError, match=r"while loop %\S+ ran past the limit of 3 iterations"):
+            executable.run(*arrays, threads=2, max_while_iterations=3)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from compiler.codegen import llvm_workers, partition
+from compiler.codegen.backend import CPU
 from compiler.codegen.objfile import (
     OBJECT_SET_MAGIC,
     pack_objects,
@@ -22,6 +23,7 @@ from compiler.codegen.objfile import (
 )
 from compiler.codegen.target import compile_ir, machine_of
 from compiler.config import load_config
+from compiler.driver import _generated as generated
 from compiler.driver import compile_program
 from compiler.errors import BackendError, ConfigError
 from compiler.program import Program, load_program
@@ -76,11 +78,16 @@ def test_parts_compute_the_bits_of_one_object_and_of_the_reference(whole: Execut
     assert _bits(whole.run(*inputs)) == expected
 
 
-def test_the_bytes_do_not_depend_on_how_many_processes_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bytes_do_not_depend_on_how_many_processes_compile_or_when(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts handed to LLVM while the lowering runs are the parts of the finished module."""
     alone = _in_parts(monkeypatch, jobs=1)
     together = _in_parts(monkeypatch, jobs=3)
     assert alone.object_bytes == together.object_bytes
     assert alone.hashes == together.hashes
+    config = load_config()
+    finished, _, _ = generated(_program(), config, None, CPU)  # no machine code attached
+    assert len(partition.split(finished)) == len(unpack_objects(alone.object_bytes))
+    assert CPU.emit_binary(finished, config) == alone.object_bytes
 
 
 def test_a_worker_reports_what_llvm_refused_and_a_dead_worker_is_named() -> None:

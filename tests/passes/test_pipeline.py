@@ -3,6 +3,7 @@ and outputs of the optimized compile bit-identical to the unoptimized one on eve
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import subprocess
@@ -14,7 +15,9 @@ import pytest
 from attest.digests import text_digest
 from compiler.config import CompilerConfig, ConfigError, load_config
 from compiler.driver import compile_program, generate
-from compiler.passes.base import FixedPoint, Pipeline, SimplePass
+from compiler.hlo.errors import HloVerifyError
+from compiler.hlo.shape import ArrayShape
+from compiler.passes.base import VERIFY_EACH_ENV, FixedPoint, Pipeline, SimplePass
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import load_program
 from harness.fixture_data import FIXTURE_NAMES, Fixture
@@ -60,6 +63,33 @@ def test_fixed_point_groups_stop_when_nothing_changes_and_are_bounded(tiny_modul
 @pytest.fixture
 def tiny_module():
     return load_program("HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }").module
+
+
+class _Breaking(SimplePass):
+    """Gives the root a shape its operands cannot have (a pass with a bug)."""
+
+    name = "breaking"
+
+    def run(self, module) -> bool:  # noqa: ANN001
+        root = module.entry.root
+        root.shape = ArrayShape.of(root.array_shape.dtype, (*root.array_shape.dims, 7))
+        return True
+
+
+def test_a_broken_module_is_refused_after_the_pass_or_at_the_end(tiny_module, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """By default the module is verified once, after the last pass; VXLA_VERIFY_EACH_PASS
+    verifies after every changing pass, so the pass after the broken one never runs."""
+    after = _Counting(0)
+    with pytest.raises(HloVerifyError):
+        Pipeline((_Breaking(), after), verify_each=False).run(copy.deepcopy(tiny_module))
+    assert after.runs == 1
+    with pytest.raises(HloVerifyError):
+        Pipeline((_Breaking(), after), verify_each=True).run(copy.deepcopy(tiny_module))
+    assert after.runs == 1
+    monkeypatch.delenv(VERIFY_EACH_ENV, raising=False)
+    assert not pipeline_named("default").verify_each
+    monkeypatch.setenv(VERIFY_EACH_ENV, "1")
+    assert pipeline_named("default").verify_each
 
 
 def test_config_carries_the_pipeline_and_refuses_a_foreign_id(tmp_path: Path) -> None:
