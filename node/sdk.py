@@ -368,6 +368,7 @@ class Job:
         execute_on: str | None = None,
         timeout: float | None = 600.0,
         dispute: bool = False,
+        cache_dir: bool | str | None = False,
     ) -> VerifyReport:
         """Verifies the job here, trusting nothing the node computed (waiting up to `timeout`
         seconds for it to finish): the trace's signature, then the job's own module and
@@ -377,7 +378,9 @@ class Job:
         against `trusted_keys`, else the client's, else the key the node serves (GET
         /v1/key): that binds the trace to this node, and the re-execution is what shows the
         result right. `report.ok` is False on any failed check; `report.verified` when it was
-        also re-executed.
+        also re-executed. `cache_dir`: this machine's compile cache to use (True: the default
+        directory; False, the default: none), so a program compiled here before costs about
+        one run to verify.
 
         `dispute` (a chain job, with this client's chain submitter): verify as soon as the
         node's trace is served, before the job settles, and when the re-execution differs,
@@ -406,7 +409,7 @@ class Job:
         keys = trusted_keys if trusted_keys is not None else self.client.verification_keys()
         report = verify_trace(
             trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
-            threads=threads, execute_on=execute_on,
+            threads=threads, execute_on=execute_on, cache_dir=cache_dir,
         )  # fmt: skip
         if disputing and report.reexecution is not None and not report.ok:
             summaries = self.dispute(

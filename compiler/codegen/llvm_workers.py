@@ -44,7 +44,7 @@ def parallelism() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-class WorkerUnavailable(OSError):
+class WorkerUnavailable(BackendError, OSError):
     """A worker process that could not start here (a sandbox that forbids what it needs)."""
 
 
@@ -62,15 +62,20 @@ class _Worker:
         )
         self.started = False
 
-    def compile(self, ir_text: str, machine: Machine) -> bytes:
-        """The object of `ir_text` (BackendError: LLVM refused it, or the worker ended while
-        compiling it; WorkerUnavailable: it never started)."""
+    def wait_started(self) -> None:
+        """Returns once the worker has loaded LLVM (WorkerUnavailable: it could not start)."""
         assert self.process.stdout is not None
         if not self.started:
             if self.process.stdout.read(1) != READY:
                 self.process.wait()
                 raise WorkerUnavailable(f"an LLVM worker process could not start (exit status {self.process.returncode})")
             self.started = True
+
+    def compile(self, ir_text: str, machine: Machine) -> bytes:
+        """The object of `ir_text` (BackendError: LLVM refused it, or the worker ended while
+        compiling it; WorkerUnavailable: it never started)."""
+        self.wait_started()
+        assert self.process.stdout is not None
         data = ir_text.encode("utf-8")
         header = json.dumps({**dataclasses.asdict(machine), "ir_bytes": len(data)}).encode()
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -167,6 +172,7 @@ class Compilation:
         self.objects: dict[int, bytes] = {}
         self.failures: list[BaseException] = []
         self._pending: list[int] = []  # indices not taken, first part first
+        self._in_flight: set[int] = set()  # indices workers are compiling
         self._closed = False
         self._changed = threading.Condition()
         self._threads: list[threading.Thread] = []
@@ -186,14 +192,15 @@ class Compilation:
             self._closed = True
             self._changed.notify_all()
         self._compile_here()
-        for thread in self._threads:
-            thread.join()
-        self._compile_here()  # what a helper gave back (no worker could start)
+        with self._changed:  # the parts workers are compiling (a worker still starting has none)
+            while self._in_flight and not self.failures:
+                self._changed.wait()
         if self.failures:
             raise self.failures[0]
         return [self.objects[index] for index in range(len(self.texts))]
 
     def _compile_here(self) -> None:
+        """Compiles in this thread every part no worker has taken."""
         try:
             while (index := self._next(wait=False)) is not None:
                 self.objects[index] = target.compile_ir(self.texts[index], self.config)
@@ -206,8 +213,6 @@ class Compilation:
             self._closed = True
             self._pending.clear()
             self._changed.notify_all()
-        for thread in self._threads:
-            thread.join()
 
     def _next(self, wait: bool) -> int | None:
         """The next part to compile; None when there is none and (with `wait`) none will
@@ -217,25 +222,35 @@ class Compilation:
                 if self.failures:
                     return None
                 if self._pending:
-                    return self._pending.pop(0)
+                    index = self._pending.pop(0)
+                    if wait:  # a helper's: finish waits for it
+                        self._in_flight.add(index)
+                    return index
                 if self._closed or not wait:
                     return None
                 self._changed.wait()
 
     def _helper(self) -> None:
-        worker: _Worker | None = None
+        """Takes parts for one worker process, once it has started: a worker slow to start (a
+        busy machine) holds no part back, since until then every part is left to `finish`."""
+        try:
+            worker = _IDLE.take()
+            worker.wait_started()
+        except OSError:  # no worker can start here (WorkerUnavailable): finish compiles every part
+            return
         try:
             while (index := self._next(wait=True)) is not None:
                 try:
-                    worker = worker or _IDLE.take()
-                    self.objects[index] = worker.compile(self.texts[index], self.machine)
-                except OSError:  # no worker can start here (WorkerUnavailable): finish compiles it
+                    compiled = worker.compile(self.texts[index], self.machine)
+                except BaseException as exc:  # noqa: BLE001 - raised by finish
                     with self._changed:
-                        self._pending.insert(0, index)
+                        self.failures.append(exc)
+                        self._in_flight.discard(index)
+                        self._changed.notify_all()
                     return
-        except BaseException as exc:  # noqa: BLE001 - raised by finish
-            with self._changed:
-                self.failures.append(exc)
+                with self._changed:
+                    self.objects[index] = compiled
+                    self._in_flight.discard(index)
+                    self._changed.notify_all()
         finally:
-            if worker is not None:
-                _IDLE.give_back(worker)
+            _IDLE.give_back(worker)

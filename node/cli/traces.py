@@ -93,6 +93,9 @@ def _result(report: VerifyReport) -> str:
     return "signatures valid, not re-executed: the program and outputs are not checked (give --module and --inputs)"
 
 
+CACHE_DEFAULT = "default"  # --cache without a directory
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     if args.node or args.devnet or args.job:
         return _verify_job(args)
@@ -118,7 +121,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify_trace(
             envelope_text, trusted, module_source=module_source, inputs=inputs,
             job_id=args.job_id, chain_id=args.chain_id, contract=args.contract, threads=args.threads,
-            execute_on=args.execute_on,
+            execute_on=args.execute_on, cache_dir=_cache_setting(args),
         )  # fmt: skip
     except TraceInputError as exc:
         raise UsageError(f"{args.trace}: {exc}" if str(exc).startswith("not a signed trace") else str(exc)) from None
@@ -129,6 +132,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         return EXIT_DIFFERENT
     return EXIT_OK if report.verified else EXIT_NOT_RE_EXECUTED
+
+
+def _cache_setting(args: argparse.Namespace) -> bool | str:
+    """--cache: False without it, True for the default directory, else the directory given."""
+    return False if args.cache is None else True if args.cache == CACHE_DEFAULT else args.cache
 
 
 def _verify_job(args: argparse.Namespace) -> int:
@@ -151,7 +159,10 @@ def _verify_job(args: argparse.Namespace) -> int:
             job = client.job(args.job)
             if job.state != "done":
                 raise UsageError(f"{label} is {job.state}, not done: nothing to verify yet")
-            report = job.verify(execute=not args.no_execute, trusted_keys=trusted, threads=args.threads, execute_on=args.execute_on, timeout=0)
+            report = job.verify(
+                execute=not args.no_execute, trusted_keys=trusted, threads=args.threads,
+                execute_on=args.execute_on, timeout=0, cache_dir=_cache_setting(args),
+            )  # fmt: skip
         except (JobFailed, TraceInputError) as exc:
             raise UsageError(f"{label}: {exc}") from None
         except IntegrityError as exc:
@@ -205,5 +216,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     verify.add_argument("--contract", type=contract_arg, metavar="0x...", help="require this contract address")
     verify.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads for the re-execution (results do not depend on it; default: this machine's %(default)s cores)")
     verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the configuration's target, by default the widest this host runs); the trace's own target is always compiled and its hashes checked")
+    verify.add_argument(
+        "--cache", nargs="?", const=CACHE_DEFAULT, metavar="DIR",
+        help="use this machine's compile cache (its default directory, or DIR): a program this vxla "
+        "compiled there before is not compiled again, so verifying it costs about one run. Off by "
+        "default, so that nothing another process wrote (a node's cache) enters a verdict; an entry's "
+        "binary_hash is recomputed from its object and plan either way",
+    )  # fmt: skip
     verify.add_argument("--json", action="store_true", help="print one JSON object: ok, verified, re_executed, result, checks [{name, ok, message}], not_checked, first_divergence")
     verify.set_defaults(handler=cmd_verify)

@@ -42,6 +42,22 @@ log = logging.getLogger("vxla.node")
 
 
 @dataclass
+class _ChainRoles:
+    """What the chain thread runs each round (made there: their SQLite state is its)."""
+
+    watcher: ChainWatcher
+    verifier: ChainVerifier | None = None
+    disputes: DisputeRole | None = None
+
+    def close(self) -> None:
+        self.watcher.close()
+        if self.verifier is not None:
+            self.verifier.close()
+        if self.disputes is not None:
+            self.disputes.state.close()
+
+
+@dataclass
 class NodeServer:
     """The store, the worker pool and the HTTP API of one node."""
 
@@ -119,33 +135,13 @@ class NodeServer:
         self.pool.metrics.verifications.labels(outcome=outcome).inc()
 
     def _chain_loop(self) -> None:
-        """The watcher and the divergence monitor, one round every poll interval. The
-        watcher is created here because its SQLite state belongs to this thread."""
+        """The watcher, the verifier, the divergence monitor and the dispute role, one round
+        every poll interval. The roles are made here, because their SQLite state belongs to
+        this thread, and in the first round the RPC endpoint answers, since making them reads
+        the chain: a node (re)started while its endpoint is away comes up and waits for it."""
         assert self.chain is not None
         chain = self.config.chain
-        watcher = ChainWatcher(
-            self.chain.market,
-            self._account,
-            self.chain.executor,
-            self.chain_database,
-            config=WatcherConfig(
-                confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s, run_before_claim=chain.run_before_claim
-            ),
-            start_block=chain.start_block,
-            finalize_gate=self.chain.monitor.ready,
-            policy=AcceptancePolicy(min_reward_wei=chain.min_reward_wei),
-        )
-        verifier = None
-        if chain.verify_fraction > 0:
-            verifier = ChainVerifier(
-                self.chain.market,
-                self.chain.address,
-                self.chain.executor,
-                self.chain_database,
-                config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
-                start_block=chain.start_block,
-            )
-        disputes = self._dispute_role()
+        roles: _ChainRoles | None = None
         unreachable_since: float | None = None
         try:
             while not self._chain_stop.is_set():
@@ -153,6 +149,7 @@ class NodeServer:
                 # and component; the round starts again from chain state when it is back.
                 try:
                     self.chain.client.block_number()
+                    roles = roles or self._chain_roles()
                 except Exception as exc:  # any transport failure
                     if unreachable_since is None:
                         unreachable_since = time.monotonic()
@@ -162,57 +159,94 @@ class NodeServer:
                 if unreachable_since is not None:
                     log.warning("chain RPC %s reachable again after %.1f s", chain.rpc_url, time.monotonic() - unreachable_since)
                     unreachable_since = None
-                try:
-                    for _, action in watcher.step().transactions:
-                        self.pool.metrics.chain_transactions.labels(action=action).inc()
-                    states = Counter(record.state for record in watcher.state.jobs())
-                    for state in JobState:
-                        self.pool.metrics.chain_jobs.labels(state=state.value).set(states.get(state, 0))
-                except Exception:  # keep the daemon alive; the next round starts from chain state
-                    log.exception("watcher step failed")
-                if verifier is not None:
-                    # Re-executes the jobs other nodes commit to (a recorded one is not run
-                    # again); the divergence monitor below then compares their commitments
-                    # and, where they differ, their traces with ours.
-                    try:
-                        verifier.step()
-                    except Exception:  # like the watcher: retried next round from its state file
-                        log.exception("verifier step failed")
-                try:
-                    self.chain.monitor.step()
-                except Exception:  # a peer's trouble must not stop the watcher
-                    log.exception("divergence monitor step failed")
-                if disputes is not None:
-                    try:
-                        for action in disputes.step():
-                            self.pool.metrics.chain_transactions.labels(action=action.key.split(":")[0]).inc()
-                    except Exception:  # like the watcher: the next round reads the chain again
-                        log.exception("dispute role step failed")
+                self._chain_round(roles)
                 self._chain_stop.wait(chain.poll_interval_s)
         finally:
-            watcher.close()
-            if disputes is not None:
-                disputes.state.close()
-            if verifier is not None:
-                verifier.close()
+            if roles is not None:
+                roles.close()
 
-    def _dispute_role(self) -> DisputeRole | None:
-        """The node's player of the dispute game (node/chain/dispute_role.py), with the game
-        and referee the registry names, or None when the config turns both parts off. Made
-        in the chain thread: its SQLite connection belongs there."""
+    def _chain_round(self, roles: _ChainRoles) -> None:
+        """One round of every role; a role's failure is logged and retried next round."""
+        assert self.chain is not None
+        try:
+            for _, action in roles.watcher.step().transactions:
+                self.pool.metrics.chain_transactions.labels(action=action).inc()
+            states = Counter(record.state for record in roles.watcher.state.jobs())
+            for state in JobState:
+                self.pool.metrics.chain_jobs.labels(state=state.value).set(states.get(state, 0))
+        except Exception:  # keep the daemon alive; the next round starts from chain state
+            log.exception("watcher step failed")
+        if roles.verifier is not None:
+            # Re-executes the jobs other nodes commit to (a recorded one is not run again);
+            # the divergence monitor below then compares their commitments and, where they
+            # differ, their traces with ours.
+            try:
+                roles.verifier.step()
+            except Exception:  # like the watcher: retried next round from its state file
+                log.exception("verifier step failed")
+        try:
+            self.chain.monitor.step()
+        except Exception:  # a peer's trouble must not stop the watcher
+            log.exception("divergence monitor step failed")
+        if roles.disputes is not None:
+            try:
+                for action in roles.disputes.step():
+                    self.pool.metrics.chain_transactions.labels(action=action.key.split(":")[0]).inc()
+            except Exception:  # like the watcher: the next round reads the chain again
+                log.exception("dispute role step failed")
+
+    def _chain_roles(self) -> _ChainRoles:
+        """The chain thread's roles (reading the chain: ChainError while the RPC is away;
+        then nothing is left open)."""
         assert self.chain is not None
         chain = self.config.chain
-        if not (chain.challenge or chain.play_disputes):
-            return None
+        made = _ChainRoles(
+            ChainWatcher(
+                self.chain.market,
+                self._account,
+                self.chain.executor,
+                self.chain_database,
+                config=WatcherConfig(
+                    confirmations=chain.confirmations, poll_interval_s=chain.poll_interval_s, run_before_claim=chain.run_before_claim
+                ),
+                start_block=chain.start_block,
+                finalize_gate=self.chain.monitor.ready,
+                policy=AcceptancePolicy(min_reward_wei=chain.min_reward_wei),
+            )
+        )
+        try:
+            if chain.verify_fraction > 0:
+                made.verifier = ChainVerifier(
+                    self.chain.market,
+                    self.chain.address,
+                    self.chain.executor,
+                    self.chain_database,
+                    config=VerifierConfig(fraction=chain.verify_fraction, confirmations=chain.confirmations),
+                    start_block=chain.start_block,
+                )
+            if chain.challenge or chain.play_disputes:
+                made.disputes = self._dispute_role()
+        except BaseException:
+            made.close()
+            raise
+        return made
+
+    def _dispute_role(self) -> DisputeRole:
+        """The node's player of the dispute game (node/chain/dispute_role.py), with the game
+        and referee the registry names (read from the chain: ChainError while the RPC is
+        away). Made in the chain thread: its SQLite connection belongs there."""
+        assert self.chain is not None
+        chain = self.config.chain
         client, registry = self.chain.client, self.chain.registry
+        committee, step_referee = referees(client, registry)
+        game = DisputeGame(client, registry.game())
         state = ChainState(
             self.chain_database, chain_id=client.chain_id, contract=self.chain.market.address, account=self.chain.address, start_block=chain.start_block
         )
-        committee, step_referee = referees(client, registry)
         return DisputeRole(
             client,
             self.chain.market,
-            DisputeGame(client, registry.game()),
+            game,
             committee,
             self._account,
             ExecutorKnowledge(self.chain.executor, self.chain.market, client.chain_id, account=self.chain.address),

@@ -21,6 +21,7 @@ from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
+from harness.chaos import RpcProxy
 from harness.fixture_data import Fixture
 from node.chain import ChainClient, Deployment, GameTerms, Phase, deploy, fetch_events
 from node.chain.errors import DeploymentMismatch
@@ -43,6 +44,9 @@ WINDOW = 2
 # A job whose honest nodes must challenge within its window: one node thread sees the reveal,
 # compares and sends its challenge, on a machine whose cores other tests keep busy.
 DISPUTED_WINDOW = 10
+# An optimistic job whose verifiers are nodes started after its claim: each starts its
+# execution processes, fetches the trace, compiles and re-executes before it challenges.
+VERIFIED_WINDOW = 30
 TERMS = GameTerms(min_challenge_window_s=1)
 
 
@@ -261,7 +265,7 @@ def test_an_optimistic_job_run_by_a_faulty_node_is_refuted_by_an_honest_verifier
     faulty = devnet.accounts[2]
     try:
         faulty_server.start_in_thread()
-        submitter = ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=10)
+        submitter = ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=VERIFIED_WINDOW)
         job = Client(faulty_server.url, chain=submitter).submit(FIXTURE.module_text, FIXTURE.inputs(), redundancy=1)
         job_id = int(job.id)
         deadline = time.monotonic() + 30
@@ -527,3 +531,33 @@ def test_a_node_refuses_older_chain_files_of_another_account_with_exit_2(devnet:
     error = capsys.readouterr().err
     assert "node.data_dir" in error and "chain-state.sqlite" in error and "move the" in error
     assert (directory / "data" / "chain-state.sqlite").is_file()  # left as it was
+
+
+def test_a_node_whose_rpc_is_away_when_its_chain_loop_starts_takes_jobs_once_it_is_back(devnet: Devnet) -> None:
+    """The chain loop reads the registry's game and referees for its dispute role: a node
+    (re)started while its RPC endpoint is away used to lose that thread to the first
+    ConnectionError and never take a job. Now the role is made in the first round the
+    endpoint answers."""
+    anvil_port = int(devnet.client.w3.provider.endpoint_uri.rsplit(":", 1)[1])  # type: ignore[attr-defined]
+    proxy = RpcProxy(anvil_port)
+    config = node_config(devnet, "node0", devnet.accounts[0])
+    config = replace(config, chain=replace(config.chain, rpc_url=proxy.url))
+    server = NodeServer(config, generate_private_key(), log_level="warning")  # the endpoint answers at start
+    d = devnet.deployment
+    d.registry.register(devnet.accounts[0], bytes.fromhex(key_id(server.signing_key)), server.url, 2 * ETHER)
+    proxy.cut()
+    try:
+        server.start_in_thread()
+        time.sleep(1.5)  # the chain loop's first rounds, with the endpoint away
+        proxy.restore()
+        job = Client(server.url, chain=ChainSubmitter(d.market, devnet.submitter, reward_wei=REWARD, challenge_window_s=WINDOW)).submit(
+            FIXTURE.module_text, FIXTURE.inputs(), redundancy=1
+        )
+        deadline = time.monotonic() + 60
+        while not d.market.get_slots(int(job.id)):
+            assert time.monotonic() < deadline, "the node took no job after its endpoint came back"
+            time.sleep(0.1)
+        assert server._chain_thread is not None and server._chain_thread.is_alive()
+    finally:
+        server.stop()
+        proxy.cut()

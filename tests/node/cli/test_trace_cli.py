@@ -21,6 +21,7 @@ from attest import (
     sign_statement,
 )
 from attest.keys import generate_private_key, load_private_key, private_key_pem
+from compiler import driver
 from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
@@ -303,6 +304,24 @@ def test_without_re_execution_a_trace_is_not_called_verified(honest_trace: Path,
     assert status == 1 and "outputs" in _failed(report) and not report["verified"]
     status, report = _verify(capsys, honest_trace, keys)
     assert status == 0 and report["verified"] and report["re_executed"] and report["result"] == "verified"
+
+
+def test_verify_with_the_cache_compiles_a_program_once(honest_trace: Path, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cache DIR: the first verify compiles into DIR, the second takes the program from it
+    (no lowering at all) and verifies the same; without --cache nothing is written there."""
+    cache = tmp_path / "cache"
+    status, report = _verify(capsys, honest_trace, keys, "--cache", str(cache))
+    assert status == 0 and report["verified"], report
+    assert any(cache.glob("*.o"))
+
+    def no_compile(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(driver, "_generated", no_compile)
+    again, second = _verify(capsys, honest_trace, keys, "--cache", str(cache))
+    assert again == 0 and second["checks"] == report["checks"]
+    with pytest.raises(AssertionError, match="compiled again"):
+        _verify(capsys, honest_trace, keys)
 
 
 def test_job_binding_is_checked(honest_trace: Path, keys: Keys, capsys: pytest.CaptureFixture[str]) -> None:
