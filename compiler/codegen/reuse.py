@@ -14,7 +14,8 @@ slot, and the same in-place proposals.
 What is made is exactly what emitting again would make, kernel text dropped as a duplicate
 (kernel.py) included: the names a second emission would have used are taken from the same
 counter, so every later name, the IR and the plan are the same bytes
-(tests/codegen/test_kernel_reuse.py holds them equal on every fixture). An emission that did
+(tests/codegen/test_kernel_reuse.py holds them equal on the fixtures that repeat layers and those
+with loops and branches). An emission that did
 anything else (a constant or input buffer, a step other than a kernel or a copy, a buffer it
 was not given and did not make) is never replayed; neither is anything inside a while body,
 where what runs before the loop depends on the operands' invariance.

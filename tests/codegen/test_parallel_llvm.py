@@ -32,7 +32,7 @@ from compiler.runtime.executable import Executable
 from compiler.runtime.loader import LoadError, load_object
 from harness.fixture_data import Fixture
 
-FIXTURE = Fixture("transformer_block")
+FIXTURE = Fixture("mlp_softmax")
 SMALL_PARTS = 300  # lines of IR per part: the fixture in many parts
 
 
