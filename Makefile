@@ -43,8 +43,10 @@ system-programs:
 # Three workers on the 2-core CI machine: a third of the suite's time is end-to-end tests
 # waiting on chain windows and node processes, and the tests hold under load (contention is
 # part of what they check). Measured on a clean clone there: 14.5 min at -n 3.
+# Three test processes share two cores: LLVM worker processes would only add processes, so
+# each compiles its parts itself (VXLA_LLVM_JOBS=1); the tests of the workers set their own.
 test: setup lint $(NPM_STAMP) system-programs
-	$(BIN)/python -m pytest -n 3 --dist worksteal -q
+	VXLA_LLVM_JOBS=1 $(BIN)/python -m pytest -n 3 --dist worksteal -q
 
 # AArch64 under QEMU user mode: an arm64 Debian root with python3.11, the runtime
 # dependencies as aarch64 wheels, and .arm64/bin/vxla (the command line, emulated; QEMU_CPU

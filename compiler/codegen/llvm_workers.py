@@ -96,14 +96,15 @@ class _Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def close(self) -> None:
-        """Ends the worker (it ends when its input closes)."""
+    def close(self, wait: bool = True) -> None:
+        """Ends the worker (it ends when its input closes); `wait`: until it has."""
         try:
             if self.process.stdin is not None:
                 self.process.stdin.close()
         except OSError:
             pass  # it has ended already
-        self.process.wait()
+        if wait:
+            self.process.wait()
 
 
 class _Idle:
@@ -140,11 +141,12 @@ class _Idle:
 
 
     def close_all(self) -> None:
-        """Ends every idle worker (at this process's exit)."""
+        """Ends every idle worker (at this process's exit, which does not wait for one still
+        starting: it ends once it reads the end of its input)."""
         with self._lock:
             workers, self._workers = self._workers, []
         for worker in workers:
-            worker.close()
+            worker.close(wait=False)
 
 
 _IDLE = _Idle()
