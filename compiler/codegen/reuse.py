@@ -24,15 +24,13 @@ where what runs before the loop depends on the operands' invariance.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from compiler.codegen import plan as P
-from compiler.hlo.attributes import format_attribute
 from compiler.hlo.ir import Computation, Instruction
-from compiler.hlo.literals import format_literal
-from compiler.hlo.printer import canonical_names
-from compiler.hlo.shape import ArrayShape
+from compiler.hlo.printer import canonical_names, instruction_text
 
 if TYPE_CHECKING:
     from compiler.codegen.lower import Lowering, Ref
@@ -56,24 +54,14 @@ class Structure:
             lines = []
             for instruction in computation.execution_order():
                 root = "ROOT " if instruction is computation.root else ""
-                operands = ", ".join(names[id(op)] for op in instruction.operands)
-                lines.append(f"{root}{names[id(instruction)]} = {self.instruction(instruction, operands)}")
+                lines.append(f"{root}{names[id(instruction)]} = {self.instruction(instruction, lambda op: names[id(op)])}")
             self._computations[key] = "{" + "; ".join(lines) + "}"
         return self._computations[key]
 
-    def instruction(self, instruction: Instruction, operands: str | None = None) -> str:
-        """Its text with `operands` as given (by default its operands' shapes)."""
-        if instruction.opcode == "parameter":
-            args = str(instruction.parameter_number)
-        elif instruction.opcode == "constant":
-            assert instruction.literal is not None and isinstance(instruction.shape, ArrayShape)
-            args = format_literal(instruction.literal, instruction.shape.dtype)
-        else:
-            args = operands if operands is not None else ", ".join(str(op.shape) for op in instruction.operands)
-        text = f"{instruction.shape} {instruction.opcode}({args})"
-        for key in sorted(instruction.attrs):
-            text += f", {key}={format_attribute(instruction.attrs[key], self.computation)}"
-        return text + f" {instruction.decisions!r}"
+    def instruction(self, instruction: Instruction, operand: Callable[[Instruction], str] = lambda op: str(op.shape)) -> str:
+        """Its text with each operand named by `operand` (by default, its shape), and the
+        passes' decisions."""
+        return instruction_text(instruction, operand, self.computation) + f" {instruction.decisions!r}"
 
 
 def _ref_shape(ref: Ref) -> object:

@@ -10,6 +10,8 @@ parse(print(m)) prints the same text. `hlo_hash` is the SHA-256 of this text.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler.hlo.attributes import format_attribute
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.literals import format_literal
@@ -66,19 +68,25 @@ class CanonicalPrinter:
         return lines
 
     def instruction_body(self, instruction: Instruction, names: dict[int, str]) -> str:
-        head = f"{instruction.shape} {instruction.opcode}"
-        if instruction.opcode == "parameter":
-            args = str(instruction.parameter_number)
-        elif instruction.opcode == "constant":
-            assert instruction.literal is not None and isinstance(instruction.shape, ArrayShape)
-            args = format_literal(instruction.literal, instruction.shape.dtype)
-        else:
-            args = ", ".join(f"%{names[id(op)]}" for op in instruction.operands)
-        text = f"{head}({args})"
-        for key in sorted(instruction.attrs):
-            value = format_attribute(instruction.attrs[key], self.computation_name)
-            text += f", {key}={value}"
-        return text
+        return instruction_text(instruction, lambda op: f"%{names[id(op)]}", self.computation_name)
+
+
+def instruction_text(instruction: Instruction, operand: Callable[[Instruction], str], computation: Callable[[Computation], str]) -> str:
+    """An instruction's text after its name: shape, opcode, arguments (`operand` names each
+    operand; a parameter's number and a constant's literal otherwise) and attributes in
+    name order (`computation` names a called computation)."""
+    head = f"{instruction.shape} {instruction.opcode}"
+    if instruction.opcode == "parameter":
+        args = str(instruction.parameter_number)
+    elif instruction.opcode == "constant":
+        assert instruction.literal is not None and isinstance(instruction.shape, ArrayShape)
+        args = format_literal(instruction.literal, instruction.shape.dtype)
+    else:
+        args = ", ".join(operand(op) for op in instruction.operands)
+    text = f"{head}({args})"
+    for key in sorted(instruction.attrs):
+        text += f", {key}={format_attribute(instruction.attrs[key], computation)}"
+    return text
 
 
 def canonical_text(module: Module) -> str:
