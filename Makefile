@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO := tests/fixtures/transformer_block
 DEMO_INPUTS := $(shell ls $(DEMO)/in*.npy 2>/dev/null | sort -V)
 
-.PHONY: setup system-programs test lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance gpu-bundle test-gpu
+.PHONY: setup system-programs test test-every lint demo fixtures golden bench clean contracts arm64 test-arm64 test-jax conformance gpu-bundle test-gpu
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,8 +45,19 @@ system-programs:
 # part of what they check). Measured on a clean clone there: 14.5 min at -n 3.
 # Three test processes share two cores: LLVM worker processes would only add processes, so
 # each compiles its parts itself (VXLA_LLVM_JOBS=1); the tests of the workers set their own.
+# The project's bytecode is written before the tests, since many tests start Python processes
+# (nodes, execution processes, the command line) and an environment with
+# PYTHONDONTWRITEBYTECODE would have each of them compile every module it imports.
+# Sweeps over every fixture or target run a rotating share (harness/sampling.py);
+# `make test-every` runs every case of them.
+VXLA_TEST_EVERY ?=
+
 test: setup lint $(NPM_STAMP) system-programs
-	VXLA_LLVM_JOBS=1 $(BIN)/python -m pytest -n 3 --dist worksteal -q
+	@$(BIN)/python -m compileall -q -j 0 attest compiler core harness node >/dev/null
+	VXLA_TEST_EVERY=$(VXLA_TEST_EVERY) VXLA_LLVM_JOBS=1 $(BIN)/python -m pytest -n 3 --dist worksteal -q
+
+test-every:
+	$(MAKE) test VXLA_TEST_EVERY=1
 
 # AArch64 under QEMU user mode: an arm64 Debian root with python3.11, the runtime
 # dependencies as aarch64 wheels, and .arm64/bin/vxla (the command line, emulated; QEMU_CPU

@@ -50,9 +50,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """Says which targets this host executed and which were only compiled and checked."""
+    from harness.sampling import every
     from harness.targets import COMPILE_ONLY, HOST, RUNNABLE
 
     terminalreporter.write_line(
         f"targets executed on this host ({HOST.arch}, {HOST.cpu_model}): {', '.join(RUNNABLE) or 'none'}; "
-        f"compiled and checked without running: {', '.join(COMPILE_ONLY) or 'none'}"
+        f"compiled and checked without running: {', '.join(COMPILE_ONLY) or 'none'}; "
+        + ("every case of every sweep" if every() else "sweeps over fixtures and targets sampled (make test-every runs them all)")
     )

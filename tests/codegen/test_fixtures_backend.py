@@ -1,11 +1,14 @@
 """The LLVM backend against the reference evaluator, bit for bit, on every fixture: for
-thread counts 1, 2 and 4, on every pinned target this host runs (x86-64-v2 without FMA, v3,
-v4 where the host has AVX-512; the AArch64 targets under emulation, `make test-arm64`); and in
-a second process. Every compile is held against the committed golden manifest
-(tests/fixtures/golden_hashes.json, `make golden`). A target this host cannot run is compiled
-and checked without running for a rotating share of the fixtures (each fixture on one such
-target in every COMPILE_ONLY_SHARE): `python tools/golden_hashes.py --check` compiles every
-fixture for every target against the manifest."""
+thread counts 1, 2 and 4, on the target a node of this host compiles for by default (the widest
+it runs) and, each fixture in turn, on one of the other pinned targets this host runs
+(x86-64-v2 without FMA, v3, v4 where the host has AVX-512; every fixture on every AArch64
+target under emulation, `make test-arm64`); and in a second process. Every compile is held
+against the committed golden manifest (tests/fixtures/golden_hashes.json, `make golden`). A
+target this host cannot run is compiled and checked without running for a rotating share of
+the fixtures (each fixture on one such target in every COMPILE_ONLY_SHARE).
+`make test-every` runs every fixture on every target this host runs, and `python
+tools/golden_hashes.py --check` compiles every fixture for every target against the
+manifest."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.reference import evaluate
 from harness.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
-from harness.targets import ALL, check_without_running, runnable, session_cache
+from harness.sampling import every, one_each
+from harness.targets import ALL, DEFAULT, RUNNABLE, check_without_running, runnable, session_cache
 
 TARGETS = list(ALL)
 # Compile-only checks are cold compiles (about 2 s a fixture and target): each fixture is
@@ -85,14 +89,22 @@ def assert_identical(outputs: list[np.ndarray], expected: list[np.ndarray], labe
             )
 
 
-def _checked(name: str, target: str) -> bool:
-    share = COMPILE_ONLY_SHARE
-    return runnable(target) or FIXTURE_NAMES.index(name) % share == TARGETS.index(target) % share
+def _cases() -> list[tuple[str, str]]:
+    """Every fixture on DEFAULT, each on one other runnable target in turn, and the rotating
+    share of the compile-only targets."""
+    others = [t for t in RUNNABLE if t != DEFAULT]
+    run = {(n, DEFAULT) for n in FIXTURE_NAMES if DEFAULT in RUNNABLE} | set(one_each(FIXTURE_NAMES, others))
+    share = 1 if every() else COMPILE_ONLY_SHARE
+    checked = {(n, t) for n in FIXTURE_NAMES for t in TARGETS if not runnable(t) and FIXTURE_NAMES.index(n) % share == TARGETS.index(t) % share}
+    return [(n, t) for n in FIXTURE_NAMES for t in TARGETS if (n, t) in run | checked]
 
 
-@pytest.mark.parametrize(
-    ("name", "target"), [(n, t) for n in FIXTURE_NAMES for t in TARGETS if _checked(n, t)]
-)
+def test_every_runnable_target_runs_fixtures() -> None:
+    covered = {t for _, t in _cases()}
+    assert set(RUNNABLE) <= covered
+
+
+@pytest.mark.parametrize(("name", "target"), _cases())
 def test_backend_is_bit_identical_to_the_reference(name: str, target: str) -> None:
     fixture = Fixture(name)
     if not runnable(target):

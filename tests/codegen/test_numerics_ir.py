@@ -55,6 +55,7 @@ from core.dtypes import (
     U64,
     DType,
 )
+from harness.sampling import one_each
 from harness.targets import CPUS as ALL_TARGETS
 from harness.targets import HOST, session_cache
 from harness.targets import config as target_config
@@ -724,8 +725,12 @@ def convert_case(source: DType, target: DType) -> tuple[np.ndarray, np.ndarray]:
     return x, as_storage(expected, target)
 
 
-@pytest.mark.parametrize("target", RUN_TARGETS)
-@pytest.mark.parametrize("source", ALL_DTYPES, ids=str)
+# Every source type on the widest target this host runs (which also takes the separate
+# conversions) and, in turn, on one of the others (harness/sampling.py).
+CONVERT_CASES = [(RUN_TARGETS[-1], s) for s in ALL_DTYPES] + [(t, s) for s, t in one_each(ALL_DTYPES, RUN_TARGETS[:-1], "convert")] if RUN_TARGETS else []
+
+
+@pytest.mark.parametrize(("target", "source"), CONVERT_CASES, ids=lambda v: str(v))
 def test_convert(target: str, source: DType) -> None:
     for destination in (t for s, t in SWEPT_CONVERSIONS if s is source):
         if (source, destination) in SEPARATE_CONVERSIONS and target != RUN_TARGETS[-1]:
