@@ -80,7 +80,11 @@ class CpuObjects:
 
     def finish(self) -> bytes:
         assert self.parts is not None
-        for text in self.parts.finish():
+        remaining = self.parts.finish()
+        if self.compilation is None and len(remaining) == 1:
+            # The whole program is one part: compiled here, with no worker process to start.
+            self.compilation = Compilation(self.config, helpers=0)
+        for text in remaining:
             self._full(text)
         assert self.compilation is not None
         object_bytes = pack_objects(self.compilation.finish())

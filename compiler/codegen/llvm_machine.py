@@ -108,6 +108,11 @@ if __name__ == "__main__":
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     _initialize()
-    answers.write(READY)  # started: LLVM is loaded
-    answers.flush()
-    serve(sys.stdin.buffer, answers)
+    try:
+        answers.write(READY)  # started: LLVM is loaded
+        answers.flush()
+        serve(sys.stdin.buffer, answers)
+    except BrokenPipeError:
+        # The compiling process has gone (it exited, or compiled the parts itself): no one
+        # waits for an answer, and flushing at exit would only fail again.
+        os._exit(0)

@@ -165,11 +165,12 @@ class Compilation:
     worker has taken, in this thread too, and returns every object in order. `abandon`
     stops it (a lowering that failed): nothing more is compiled."""
 
-    def __init__(self, config: CompilerConfig) -> None:
+    def __init__(self, config: CompilerConfig, helpers: int | None = None) -> None:
+        """`helpers`: worker processes at most (by default parallelism() - 1)."""
         target.target_machine(config)  # a config without an LLVM target is refused by name
         self.config = config
         self.machine = target.machine_of(config)
-        self.helpers = parallelism() - 1
+        self.helpers = parallelism() - 1 if helpers is None else helpers
         self.texts: list[str] = []
         self.objects: dict[int, bytes] = {}
         self.failures: list[BaseException] = []

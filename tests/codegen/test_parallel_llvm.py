@@ -156,3 +156,26 @@ def test_object_sets_are_framed_and_checked() -> None:
     for damaged in (packed[:-1], packed + b"\0", OBJECT_SET_MAGIC + (1).to_bytes(4, "big") + (len(callee)).to_bytes(8, "big") + callee):
         with pytest.raises(LoadError, match="damaged machine code"):
             load_object(damaged, config)
+
+
+def test_a_program_of_one_part_starts_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small program is one part, compiled by the calling process as soon as it is lowered:
+    a worker process could not be done sooner, and would only cost a process start."""
+    started = []
+
+    class Counted(llvm_workers._Worker):
+        def __init__(self) -> None:
+            started.append(self)
+            super().__init__()
+
+    monkeypatch.setenv(llvm_workers.JOBS_ENV, "4")
+    monkeypatch.setattr(llvm_workers, "_IDLE", llvm_workers._Idle())
+    monkeypatch.setattr(llvm_workers, "_Worker", Counted)
+    program = load_program("HloModule m\nENTRY e {\n  p = f32[64] parameter(0)\n  ROOT t = f32[64] tanh(p)\n}\n")
+    code = CPU.machine_code(load_config())
+    generated(program, load_config(), None, CPU, code)
+    assert code.parts.handed == 0 and len(code.parts.finish()) == 1  # one part
+    inputs = [np.linspace(-3, 3, 64, dtype=np.float32)]
+    outputs = compile_program(program, load_config(), cache_dir=False).run(*inputs)
+    assert [a.tobytes() for a in outputs] == [a.tobytes() for a in evaluate(program.module, inputs)]
+    assert started == []
