@@ -108,9 +108,9 @@ def test_the_modules_cover_every_way_a_plan_splits_work(monkeypatch: pytest.Monk
     assert wanted_modes <= modes, f"no fusion on {sorted(wanted_modes - modes)}"
 
 
-@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 2, "perturbed build"))
+@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 3, "perturbed build"))
 def test_fixtures_give_their_bits_on_a_perturbed_build(name: str) -> None:
-    """The JAX-exported fixtures (a rotating half: harness/sampling.py), on a machine at rest: the perturbed build's runs with 2 and 3
+    """The JAX-exported fixtures (a rotating third: harness/sampling.py), on a machine at rest: the perturbed build's runs with 2 and 3
     threads (two schedule seeds each) give the reference's digests (tools/golden_hashes.py
     records them)."""
     fixture = Fixture(name)

@@ -138,9 +138,9 @@ def _on_a_fresh_grid(executable: Executable, block_size: int | None) -> Executab
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 2, "emulated grid"))
+@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 3, "emulated grid"))
 def test_fixtures_on_the_emulated_grid(name: str) -> None:
-    """The GPU build's grid on the host (a rotating half of the fixtures: harness/sampling.py), at the runner's block size and at 7 (no item lines
+    """The GPU build's grid on the host (a rotating third of the fixtures: harness/sampling.py), at the runner's block size and at 7 (no item lines
     up with a block edge), against the reference and the golden output digests."""
     fixture = Fixture(name)
     expected = reference_outputs(fixture)

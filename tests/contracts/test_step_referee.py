@@ -38,6 +38,12 @@ def job() -> StepJob:
 
 
 @pytest.fixture(scope="module")
+def wide() -> StepJob:
+    """A job whose 12 KiB tanh output is three chunks."""
+    return dot_tanh_job(48, 8, 64, seed=9)
+
+
+@pytest.fixture(scope="module")
 def env():
     return step_env()
 
@@ -117,11 +123,10 @@ def test_an_instruction_without_a_program_goes_to_the_committee(env, job: StepJo
 
 
 @pytest.mark.parametrize(("element", "liar"), [(2500, "defender"), (1100, "challenger")])
-def test_the_element_is_located_by_bisecting_the_outputs_chunks(env, element: int, liar: str) -> None:
+def test_the_element_is_located_by_bisecting_the_outputs_chunks(env, wide: StepJob, element: int, liar: str) -> None:
     """A 12 KiB output is three chunks: the parties bisect the chunk trees down to the chunk
     where they differ (the last one sits alone, promoted), the defender reveals it, and the
     challenger names the differing element from those bytes, with no off-chain help."""
-    wide = dot_tanh_job(48, 8, 64, seed=9)
     index = _leaf(wide, "tanh")
     dispute, step, gas = _dispute(env, wide, index, element, liar, StepKind.OP, 3)
     assert dispute.verdict == (Verdict.DEFENDER_WRONG if liar == "defender" else Verdict.DEFENDER_RIGHT)

@@ -110,9 +110,9 @@ def test_config_carries_the_pipeline_and_refuses_a_foreign_id(tmp_path: Path) ->
         load_config(bad)
 
 
-# A rotating half of the fixtures (harness/sampling.py): the optimized compile of every fixture
+# A rotating third of the fixtures (harness/sampling.py): the optimized compile of every fixture
 # is held against the reference on every target by tests/codegen/test_fixtures_backend.py.
-@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 2, "optimized against unoptimized"))
+@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 3, "optimized against unoptimized"))
 def test_optimized_outputs_equal_unoptimized_and_reference(name: str) -> None:
     fixture = Fixture(name)
     program = load_program(fixture.module_text)

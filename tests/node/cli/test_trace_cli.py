@@ -96,10 +96,10 @@ def honest_trace(keys: Keys, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# Round trip (on a rotating half of the fixtures: harness/sampling.py) and fault injection
+# Round trip (on a rotating third of the fixtures: harness/sampling.py) and fault injection
 
 
-@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 2, "trace round trip"))
+@pytest.mark.parametrize("name", share_of(FIXTURE_NAMES, 3, "trace round trip"))
 def test_round_trip_verifies_on_the_fixtures(name: str, keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fixture = Fixture(name)
     trace = tmp_path / "trace.json"
