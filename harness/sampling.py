@@ -29,16 +29,17 @@ def every() -> bool:
     return os.environ.get(EVERY_VARIABLE) == "1"
 
 
-def offset_of(label: str) -> int:
-    """A stable offset for `label` (a test's name): the same in every process and run."""
-    return zlib.crc32(label.encode())
+def offset_of(offset: int | str) -> int:
+    """An offset as given, or a stable one for a label (a test's name): the same in every
+    process and run."""
+    return zlib.crc32(offset.encode()) if isinstance(offset, str) else offset
 
 
 def share_of(items: Sequence[T], share: int, offset: int | str) -> list[T]:
     """Every `share`-th item of `items` from `offset` (all of them under VXLA_TEST_EVERY)."""
     if every() or share <= 1:
         return list(items)
-    start = (offset_of(offset) if isinstance(offset, str) else offset) % share
+    start = offset_of(offset) % share
     return [item for index, item in enumerate(items) if index % share == start]
 
 
@@ -49,5 +50,5 @@ def one_each(items: Sequence[T], choices: Sequence[str], offset: int | str = 0) 
         return []
     if every():
         return [(item, choice) for item in items for choice in choices]
-    start = offset_of(offset) if isinstance(offset, str) else offset
+    start = offset_of(offset)
     return [(item, choices[(index + start) % len(choices)]) for index, item in enumerate(items)]
