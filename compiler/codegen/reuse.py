@@ -15,9 +15,12 @@ What is made is exactly what emitting again would make, kernel text dropped as a
 (kernel.py) included: the names a second emission would have used are taken from the same
 counter, so every later name, the IR and the plan are the same bytes
 (tests/codegen/test_kernel_reuse.py holds them equal on the fixtures that repeat layers and those
-with loops and branches). An emission that did
-anything else (a constant or input buffer, a step other than a kernel or a copy, a buffer it
-was not given and did not make) is never replayed; neither is anything inside a while body,
+with loops and branches). A step is labelled
+with the instruction or with one inside a computation it calls (a dot's steps in an output
+fusion carry the dot's name); the replay labels it with the instruction at the same place in
+the new instruction, whose structure is the same. An emission that did anything else (a
+constant or input buffer, a step other than a kernel or a copy, a label outside the
+instruction, a buffer it was not given and did not make) is never replayed; neither is anything inside a while body,
 where what runs before the loop depends on the operands' invariance.
 """
 
@@ -97,6 +100,7 @@ class Emission:
     made: tuple[P.Buffer, ...]
     kernels: tuple[str, ...]  # the kernel names it took, in order
     steps: tuple[P.Step, ...]
+    labels: tuple[int, ...]  # each kernel step's label, as its place in `labelled_names`
     in_place: tuple[tuple[int, int], ...]
     result: Ref
 
@@ -112,14 +116,26 @@ class Emission:
             names[name] = new_name = kernels.unique(name.rsplit("_", 1)[0])
             kernels.kernel_aliases[new_name] = kernels.kernel_of(name)
             kernels.kernel_buffers[new_name] = tuple(mapping[b] for b in kernels.kernel_buffers[name])
+        labels = iter(self.labels)
+        inside = labelled_names(instruction)
         for step in self.steps:
             if isinstance(step, P.KernelStep):
-                steps.append(dataclasses.replace(step, kernel=names[step.kernel], instruction=instruction.name))
+                steps.append(dataclasses.replace(step, kernel=names[step.kernel], instruction=inside[next(labels)]))
             else:
                 assert isinstance(step, P.CopyStep)
                 steps.append(P.CopyStep(tuple(mapping[b] for b in step.sources), tuple(mapping[b] for b in step.targets)))
         lowering.in_place.extend((mapping[a], mapping[b]) for a, b in self.in_place)
         return _remap(self.result, mapping)
+
+
+def labelled_names(instruction: Instruction) -> list[str]:
+    """The names a step of `instruction`'s emission may carry, in a fixed order: its own, then
+    those of the instructions in the computations it calls, depth first."""
+    names = [instruction.name]
+    for computation in instruction.called_computations():
+        for inner in computation.execution_order():
+            names.extend(labelled_names(inner))
+    return names
 
 
 def _remap(ref: Ref, mapping: dict[int, int]) -> Ref:
@@ -155,8 +171,13 @@ def recorded(lowering: Lowering, before: Mark, instruction: Instruction, operand
     if kernels.counter - before.counter != len(taken) or not all(name.startswith("k_") for name in taken):
         return None
     new_steps = tuple(steps[before.steps :])
-    if not all(isinstance(s, P.CopyStep) or (isinstance(s, P.KernelStep) and s.instruction == instruction.name) for s in new_steps):
-        return None  # (a fusion inlined op by op labels its steps with its inner instructions)
+    if not all(isinstance(s, (P.CopyStep, P.KernelStep)) for s in new_steps):
+        return None
+    inside = labelled_names(instruction)
+    place = {name: k for k, name in enumerate(inside)}
+    labels = [s.instruction for s in new_steps if isinstance(s, P.KernelStep)]
+    if len(place) != len(inside) or not all(label in place for label in labels):
+        return None  # a name given twice, or a step of another instruction's
     known = set(_flat(tuple(operands))) | {b.id for b in made}
     used = [b for name in taken for b in kernels.kernel_buffers[name]]
     used += [b for s in new_steps if isinstance(s, P.CopyStep) for b in (*s.sources, *s.targets)]
@@ -164,4 +185,4 @@ def recorded(lowering: Lowering, before: Mark, instruction: Instruction, operand
     used += [b for pair in in_place for b in pair] + _flat(result if isinstance(result, tuple) else (result,))
     if not set(used) <= known:
         return None
-    return Emission(tuple(_flat(tuple(operands))), before.buffers, made, tuple(taken), new_steps, in_place, result)
+    return Emission(tuple(_flat(tuple(operands))), before.buffers, made, tuple(taken), new_steps, tuple(place[label] for label in labels), in_place, result)

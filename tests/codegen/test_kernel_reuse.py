@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compiler.codegen import buffer_assignment, reuse
+from compiler.codegen import plan as P
 from compiler.codegen.backend import backend_for
 from compiler.codegen.lower import lower_module
 from compiler.config import load_config
@@ -41,3 +42,27 @@ def test_replayed_emissions_make_the_same_ir_and_plan(name: str, monkeypatch: py
     assert _generated(name, replay_repeats=True) == emitted
     if name in REPEATING:
         assert replays, f"{name} repeats instructions, and none was replayed"
+
+
+
+@pytest.mark.parametrize("name", ("transformer_block", "remat_transformer_train_step"))
+def test_a_repeated_output_fusion_is_replayed_with_its_inner_labels(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dot with its epilogue (a kOutput fusion) labels its steps with the dot inside it: the
+    replay labels them with the new fusion's own dot, and makes what emitting it again makes."""
+    replayed: list[tuple[str, list[str], list[str]]] = []
+    replay = reuse.Emission.replay
+
+    def recording(self: reuse.Emission, lowering, instruction, operands, steps):  # noqa: ANN001, ANN202
+        start = len(steps)
+        result = replay(self, lowering, instruction, operands, steps)
+        if any(self.labels):
+            labels = [s.instruction for s in steps[start:] if isinstance(s, P.KernelStep)]
+            replayed.append((instruction.name, labels, reuse.labelled_names(instruction)[1:]))
+        return result
+
+    monkeypatch.setattr(reuse.Emission, "replay", recording)
+    replaying = _generated(name, replay_repeats=True)
+    assert replayed, f"{name}: no output fusion was replayed"
+    for fusion, labels, inside in replayed:
+        assert labels and set(labels) <= set(inside), f"%{fusion}: steps labelled {labels}, not by instructions inside it"
+    assert replaying == _generated(name, replay_repeats=False)
