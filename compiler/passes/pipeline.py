@@ -17,6 +17,7 @@ from compiler.passes.call_inlining import CallInlining
 from compiler.passes.common_subexpression_elimination import CommonSubexpressionElimination
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.dead_code_elimination import DeadCodeElimination
+from compiler.passes.dot_orientation import DotOrientation
 from compiler.passes.epilogue_fusion import EpilogueFusion
 from compiler.passes.input_fusion import InputFusion
 from compiler.passes.layout_assignment import LayoutAssignment
@@ -30,7 +31,7 @@ from compiler.passes.tuple_simplification import TupleSimplification
 
 def default_pipeline() -> Pipeline:
     """Simplification to a fixed point, fusion, then scheduling."""
-    simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), TransposeFolding(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
+    simplification: tuple = (LayoutAssignment(), CallInlining(), TupleSimplification(), ConstantFolding(), AlgebraicSimplifier(), ShapeCanonicalization(), DotOrientation(), TransposeFolding(), CommonSubexpressionElimination(), DeadCodeElimination())  # fmt: skip
     fusion: tuple = (LoopFusion(), EpilogueFusion(), InputFusion(), MultiOutputFusion())
     stages: list = []
     if simplification:

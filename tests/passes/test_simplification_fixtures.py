@@ -20,6 +20,7 @@ from compiler.passes.call_inlining import CallInlining
 from compiler.passes.common_subexpression_elimination import CommonSubexpressionElimination
 from compiler.passes.constant_folding import ConstantFolding
 from compiler.passes.dead_code_elimination import DeadCodeElimination
+from compiler.passes.dot_orientation import DotOrientation
 from compiler.passes.layout_assignment import LayoutAssignment
 from compiler.passes.pipeline import default_pipeline
 from compiler.passes.shape_canonicalization import ShapeCanonicalization
@@ -38,6 +39,7 @@ PASSES = [
     ConstantFolding,
     AlgebraicSimplifier,
     ShapeCanonicalization,
+    DotOrientation,
     TransposeFolding,
     CommonSubexpressionElimination,
     DeadCodeElimination,

@@ -1,0 +1,107 @@
+"""Dot orientation: a dot with a narrow rhs and a tall lhs computes the transposed product.
+
+The gemm (compiler/codegen/dot_conv.py) keeps the rhs's free dimension in vector lanes. A dot
+whose rhs has fewer free elements than one vector holds (a recurrent cell's `W @ h.T` with a
+batch of 8) fills a fraction of each vector and computes the rest for nothing, while the
+lhs's many rows would fill them all. Such a dot becomes `transpose(dot(rhs, lhs))`: the same
+chains with the operands of every product swapped. fma(a, b, c) = fma(b, a, c) exactly (the
+product is exact before the one rounding, and every NaN is the canonical one), integer
+products commute, and the contraction runs in the same order, so every bit is the same. The
+transpose usually meets another one (shape canonicalization merges them) or is cheap: the
+narrow side makes it small.
+
+Complex dots stay: their chains take the operands' parts in a pinned order, which swapping
+would change. Only where the codegen reads the swapped operands as cheaply: both
+(batch, free, contracting) in memory order, batch dimensions leading.
+"""
+
+from __future__ import annotations
+
+import math
+
+from compiler.hlo.editing import NameAllocator, insert_before, replace_instruction
+from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.shape import ArrayShape
+from compiler.passes.base import SimplePass
+
+# Free elements of the rhs below which a dot is narrow: the f32 lanes of a 512-bit vector,
+# the widest any pinned target has. (A pass decides for every target alike: the optimized
+# graph, and its graph_hash, are the same everywhere.)
+NARROW = 16
+# Free elements of the lhs from which the swapped dot fills its vectors.
+TALL = 64
+
+_SWAPPED = {
+    "lhs_batch_dims": "rhs_batch_dims",
+    "rhs_batch_dims": "lhs_batch_dims",
+    "lhs_contracting_dims": "rhs_contracting_dims",
+    "rhs_contracting_dims": "lhs_contracting_dims",
+}
+
+
+def _free_dims(operand: Instruction, batch: tuple[int, ...], contracting: tuple[int, ...]) -> list[int] | None:
+    """The operand's free dimensions, or None unless it is (batch, free, contracting) in
+    memory order with its batch dimensions leading."""
+    rank = len(operand.array_shape.dims)
+    free = [d for d in range(rank) if d not in batch + contracting]
+    if list(batch) + free + list(contracting) != list(range(rank)):
+        return None
+    return free
+
+
+def reoriented(dot: Instruction, names: NameAllocator) -> tuple[Instruction, Instruction] | None:
+    """(the swapped dot, the transpose of it that has `dot`'s value), or None where the dot
+    stays as it is."""
+    lhs, rhs = dot.operands
+    if any(i.array_shape.dtype.is_complex for i in (dot, lhs, rhs)):
+        return None
+    lb, rb = dot.attrs.get("lhs_batch_dims", ()), dot.attrs.get("rhs_batch_dims", ())
+    lc, rc = dot.attrs.get("lhs_contracting_dims", ()), dot.attrs.get("rhs_contracting_dims", ())
+    assert isinstance(lb, tuple) and isinstance(rb, tuple) and isinstance(lc, tuple) and isinstance(rc, tuple)
+    lhs_free, rhs_free = _free_dims(lhs, lb, lc), _free_dims(rhs, rb, rc)
+    if lhs_free is None or rhs_free is None:
+        return None
+    m = math.prod(lhs.array_shape.dims[d] for d in lhs_free)
+    n = math.prod(rhs.array_shape.dims[d] for d in rhs_free)
+    if not (n < NARROW and m >= TALL):
+        return None
+    result = dot.array_shape
+    batch = len(lb)
+    dims = result.dims[:batch] + tuple(rhs.array_shape.dims[d] for d in rhs_free) + tuple(lhs.array_shape.dims[d] for d in lhs_free)
+    attrs = {_SWAPPED.get(key, key): value for key, value in dot.attrs.items()}
+    swapped = Instruction(names.fresh(dot.name), "dot", ArrayShape.of(result.dtype, dims), [rhs, lhs], attrs, location=dot.location)
+    # Result dimension i is the swapped dot's permutation[i]: batch, then the lhs's free
+    # dimensions (last in the swapped dot), then the rhs's.
+    lhs_rank, rhs_rank = len(lhs_free), len(rhs_free)
+    permutation = tuple(range(batch)) + tuple(batch + rhs_rank + i for i in range(lhs_rank)) + tuple(batch + i for i in range(rhs_rank))
+    transpose = Instruction(names.fresh("transpose"), "transpose", dot.shape, [swapped], {"dimensions": permutation}, location=dot.location)
+    return swapped, transpose
+
+
+def reorient_dots(computation: Computation, names: NameAllocator) -> bool:
+    changed = False
+    for instruction in list(computation.instructions):
+        if instruction.opcode != "dot":
+            continue
+        rewrite = reoriented(instruction, names)
+        if rewrite is None:
+            continue
+        swapped, transpose = rewrite
+        replace_instruction(computation, instruction, transpose)
+        insert_before(computation, swapped, transpose)
+        changed = True
+    return changed
+
+
+class DotOrientation(SimplePass):
+    """Narrow-by-tall dots compute the transposed product."""
+
+    name = "dot-orientation"
+    version = 1
+
+    def run(self, module: Module) -> bool:
+        names = NameAllocator(module)
+        changed = False
+        for computation in module.computations:
+            changed |= reorient_dots(computation, names)
+        return changed
