@@ -413,6 +413,41 @@ def _scan():
 
 
 @fixture(
+    "gru_lm",
+    "A GRU language model: each step embeds a token and computes the gates as W @ x.T and "
+    "W @ h.T (equinox's orientation: a batch of 8 is the narrow side), scanned over 6 tokens; "
+    "then logits of the last two steps against the tied 256 x 64 embedding (states @ E.T).",
+)
+def _gru_lm():
+    r = rng(44)
+    batch, steps, hidden, vocabulary = 8, 6, 64, 256
+    args = (
+        normal(r, (vocabulary, hidden), 0.5),
+        normal(r, (3 * hidden, hidden), hidden**-0.5),
+        normal(r, (3 * hidden, hidden), hidden**-0.5),
+        normal(r, (3 * hidden,), 0.1),
+        r.integers(0, vocabulary, (steps, batch)).astype(np.int32),
+    )
+
+    def gru_lm(embedding, wx, wh, b, tokens):
+        def cell(h, token):
+            x = embedding[token]
+            gx = (wx @ x.T).T + b
+            gh = (wh @ h.T).T
+            reset = jax.nn.sigmoid(gx[:, :hidden] + gh[:, :hidden])
+            update = jax.nn.sigmoid(gx[:, hidden : 2 * hidden] + gh[:, hidden : 2 * hidden])
+            candidate = jnp.tanh(gx[:, 2 * hidden :] + reset * gh[:, 2 * hidden :])
+            h = (1.0 - update) * candidate + update * h
+            return h, h
+
+        h, hs = lax.scan(cell, jnp.zeros((batch, hidden), jnp.float32), tokens)
+        logits = hs[-2:].reshape(2 * batch, hidden) @ embedding.T
+        return h, logits
+
+    return gru_lm, args
+
+
+@fixture(
     "sort",
     "jnp.sort of f32 with NaN, -0.0, +0.0, +/-inf and duplicates; stable jnp.argsort along "
     "rows with ties (multi-operand sort with iota); int32 sort along axis 0; descending sort.",

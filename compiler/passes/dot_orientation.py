@@ -1,9 +1,18 @@
-"""Dot orientation: a dot with a narrow rhs and a tall lhs computes the transposed product.
+"""Dot orientation: a dot computes the transposed product where its operands suit the gemm
+better swapped.
 
-The gemm (compiler/codegen/dot_conv.py) keeps the rhs's free dimension in vector lanes. A dot
-whose rhs has fewer free elements than one vector holds (a recurrent cell's `W @ h.T` with a
-batch of 8) fills a fraction of each vector and computes the rest for nothing, while the
-lhs's many rows would fill them all. Such a dot becomes `transpose(dot(rhs, lhs))`: the same
+The gemm (compiler/codegen/dot_conv.py) keeps the rhs's free dimension in vector lanes and
+packs the rhs into panels, while it reads the lhs where it is. Two kinds of dot do better
+swapped:
+- a narrow one: an rhs with fewer free elements than one vector holds (a recurrent cell's
+  `W @ h.T` with a batch of 8) fills a fraction of each vector and computes the rest for
+  nothing, while the lhs's many rows would fill them all;
+- a heavy one: an rhs stored (free, contracting) that is much larger than the lhs (a language
+  model's head against its tied embedding, 8192 x 768, for 128 tokens) is copied into panels
+  on every run, 25 MB each way, where the swapped dot packs the small side and transposes a
+  result that is smaller than the rhs.
+
+Such a dot becomes `transpose(dot(rhs, lhs))`: the same
 chains with the operands of every product swapped. fma(a, b, c) = fma(b, a, c) exactly (the
 product is exact before the one rounding, and every NaN is the canonical one), integer
 products commute, and the contraction runs in the same order, so every bit is the same. The
@@ -30,6 +39,16 @@ from compiler.passes.base import SimplePass
 NARROW = 16
 # Free elements of the lhs from which the swapped dot fills its vectors.
 TALL = 64
+
+
+def better_swapped(m: int, k: int, n: int) -> bool:
+    """Whether a dot of (m x k) by (k x n), both operands stored (free, contracting), is
+    better computed swapped: narrow, or heavy (the rhs's packing, k*n elements, is more than
+    the swapped one's, k*m, plus the result's transpose, read and written). A swapped dot is
+    neither, so no dot swaps back."""
+    narrow = n < NARROW and m >= TALL
+    heavy = m >= NARROW and k * n > k * m + 2 * m * n
+    return narrow or heavy
 
 _SWAPPED = {
     "lhs_batch_dims": "rhs_batch_dims",
@@ -63,7 +82,8 @@ def reoriented(dot: Instruction, names: NameAllocator) -> tuple[Instruction, Ins
         return None
     m = math.prod(lhs.array_shape.dims[d] for d in lhs_free)
     n = math.prod(rhs.array_shape.dims[d] for d in rhs_free)
-    if not (n < NARROW and m >= TALL):
+    k = math.prod(lhs.array_shape.dims[d] for d in lc)
+    if not better_swapped(m, k, n):
         return None
     result = dot.array_shape
     batch = len(lb)
@@ -94,10 +114,10 @@ def reorient_dots(computation: Computation, names: NameAllocator) -> bool:
 
 
 class DotOrientation(SimplePass):
-    """Narrow-by-tall dots compute the transposed product."""
+    """Narrow and heavy dots compute the transposed product."""
 
     name = "dot-orientation"
-    version = 1
+    version = 2  # 2: heavy dots too
 
     def run(self, module: Module) -> bool:
         names = NameAllocator(module)

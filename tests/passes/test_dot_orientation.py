@@ -10,6 +10,7 @@ import pytest
 
 from compiler.config import load_config
 from compiler.driver import optimize
+from compiler.passes.dot_orientation import better_swapped
 from compiler.program import load_program
 from harness.targets import run_everywhere
 
@@ -34,6 +35,9 @@ CASES = {
     "batched": (_module("f32[2,70,9]", "f32[2,3,9]", "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}", "f32[2,70,3]"), True),
     "integers wrap alike": (_module("s32[64,5]", "s32[4,5]", GATES, "s32[64,4]"), True),
     "bf16 into f32 chains": (_module("bf16[80,24]", "bf16[8,24]", GATES, "bf16[80,8]"), True),
+    # A language model's head against its tied embedding: the rhs, stored (vocabulary,
+    # model), would be packed on every run.
+    "heavy rhs": (_module("f32[1,16,64]", "f32[256,64]", "lhs_contracting_dims={2}, rhs_contracting_dims={1}", "f32[1,16,256]"), True),
     # Too few lhs rows to fill a vector either way.
     "short lhs": (_module("f32[32,40]", "f32[8,40]", GATES, "f32[32,8]"), False),
     # The rhs fills vectors already.
@@ -80,3 +84,11 @@ def test_narrow_dots_swap_with_the_same_bits(name: str) -> None:
     if name == "cell gates transposed":
         assert not [i for c in optimized.computations for i in c.instructions if i.opcode == "transpose"]
     run_everywhere(text, _arrays(program, len(name)))
+
+
+def test_no_dot_swaps_back() -> None:
+    sizes = (1, 2, 7, 8, 15, 16, 17, 63, 64, 65, 128, 384, 768, 3072, 8192)
+    for m in sizes:
+        for k in (1, 8, 64, 768, 4096):
+            for n in sizes:
+                assert not (better_swapped(m, k, n) and better_swapped(n, k, m)), (m, k, n)

@@ -43,15 +43,47 @@ def _live_steps(plan: P.Plan) -> dict[int, tuple[int, int]]:
     return {b: s for b, s in spans.items() if plan.buffers[b].kind == "arena"}
 
 
+def _spans_in(steps) -> dict[int, tuple[int, int]]:
+    """The first and last step of `steps` touching each buffer (nested steps counted at
+    their loop or conditional)."""
+    spans: dict[int, tuple[int, int]] = {}
+    for index, step in enumerate(steps):
+        for buffer_id in P.touched(step):
+            spans[buffer_id] = (spans.get(buffer_id, (index, index))[0], index)
+    return spans
+
+
+def _sequence_making(steps, buffer_id: int):
+    """(the step list, the index in it) of the first kernel or copy step that touches
+    `buffer_id`, looking into loops and conditionals."""
+    for index, step in enumerate(steps):
+        if buffer_id not in P.touched(step):
+            continue
+        if isinstance(step, (P.KernelStep, P.CopyStep)):
+            return steps, index
+        nested = [step.condition, step.body] if isinstance(step, P.WhileStep) else list(getattr(step, "branches", ()))
+        for inner in nested:
+            found = _sequence_making(list(inner), buffer_id)
+            if found is not None:
+                return found
+    return None
+
+
 @pytest.mark.parametrize("name", FIXTURE_NAMES)
 def test_no_two_live_buffers_overlap(name: str) -> None:
     plan, assignment = _planned(name)
     spans = _live_steps(plan)
     in_place = {frozenset(pair) for pair in assignment.in_place}
     for output, operand in assignment.in_place:
-        # Sharing is only allowed where the operand dies in the very kernel that makes the output.
-        assert spans[operand][1] == spans[output][0], (output, operand)
-        assert isinstance(plan.steps[spans[output][0]], P.KernelStep)
+        # Sharing is only allowed where the operand dies in the very step that makes the
+        # output (a kernel, or a copy of the operand into it that the in-place update then
+        # follows), in the step list where that happens (a loop body's, where the operand is
+        # the state the body replaces).
+        steps, first = _sequence_making(plan.steps, output)
+        local = _spans_in(steps)
+        assert local[operand][1] == local[output][0] == first, (output, operand)
+        step = steps[first]
+        assert isinstance(step, P.KernelStep) or (isinstance(step, P.CopyStep) and (operand, output) in zip(step.sources, step.targets, strict=True)), step
     ids = sorted(spans)
     for position, a in enumerate(ids):
         for b in ids[position + 1 :]:
