@@ -99,8 +99,9 @@ def call_intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Valu
     return builder.call(function, args)
 
 
-def gather(builder: ir.IRBuilder, table: ir.GlobalVariable, index: ir.Value, element: ir.Type) -> ir.Value:
-    """table[index[i]] in every lane i of the vector `index` (i64 lanes, each in range), as
+def gather(builder: ir.IRBuilder, table: ir.Value, index: ir.Value, element: ir.Type) -> ir.Value:
+    """table[index[i]] in every lane i of the vector `index` (i64 lanes, each in range; `table`
+    a global or any pointer to elements), as
     one llvm.masked.gather: a gather instruction where the target has one (AVX2, AVX-512,
     SVE), scalar loads elsewhere. The addresses are built as integers, since llvmlite does
     not type a getelementptr over a vector of indices."""
