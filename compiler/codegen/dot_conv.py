@@ -21,7 +21,7 @@ from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter, vector_width
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
-from compiler.codegen.llvm_ir import I32, I64, constant, gather, storage_type, vector_of
+from compiler.codegen.llvm_ir import I32, I64, constant, gather, splat, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
@@ -461,22 +461,16 @@ def _pack_columns_gathered(kernel: Kernel, source_base, target_base, dtype: DTyp
     offsets_type = vector_of(I64, panel)
     with kernel.loop(kernel.begin, kernel.end, 1, "panel") as item:
         batch_index, panel_index = b.udiv(item, I64(panels)), b.urem(item, I64(panels))
-        columns = b.add(_broadcast_lanes(b, b.mul(panel_index, I64(panel)), panel), ir.Constant(offsets_type, list(range(panel))))
+        columns = b.add(splat(b, b.mul(panel_index, I64(panel)), panel), ir.Constant(offsets_type, list(range(panel))))
         inside = b.icmp_signed("<", columns, ir.Constant(offsets_type, [n] * panel))
         clamped = b.select(inside, columns, ir.Constant(offsets_type, [0] * panel))
-        rows = b.mul(b.add(_broadcast_lanes(b, b.mul(batch_index, I64(n)), panel), clamped), ir.Constant(offsets_type, [k] * panel))
+        rows = b.mul(b.add(splat(b, b.mul(batch_index, I64(n)), panel), clamped), ir.Constant(offsets_type, [k] * panel))
         target_panel = b.mul(item, I64(k * panel))
         with kernel.loop(I64(0), I64(k), 1, "kk") as kk:
-            values = gather(b, source_base, b.add(rows, _broadcast_lanes(b, kk, panel)), storage_type(dtype))
+            values = gather(b, source_base, b.add(rows, splat(b, kk, panel)), storage_type(dtype))
             values = nir.convert(b, values, dtype, acc_type, kernel.config)
             row = b.select(inside, values, ir.Constant(values.type, [0] * panel))
             kernel.store(row, target_base, acc_type, b.add(target_panel, b.mul(kk, I64(panel))))
-
-
-def _broadcast_lanes(b: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
-    vector_type = ir.VectorType(value.type, lanes)
-    single = b.insert_element(ir.Constant(vector_type, None), value, I32(0))
-    return b.shuffle_vector(single, ir.Constant(vector_type, None), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
 
 
 def _product(values) -> int:

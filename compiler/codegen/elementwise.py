@@ -23,6 +23,7 @@ from compiler.codegen.llvm_ir import (
     I64,
     call_intrinsic,
     constant,
+    splat,
     storage_type,
     vector_of,
     width_of,
@@ -394,10 +395,7 @@ class ElementEmitter:
         """`value` in every one of `width` lanes (unchanged if already a vector)."""
         if width == 1 or isinstance(value.type, ir.VectorType):
             return value
-        b = self.builder
-        vector_type = ir.VectorType(value.type, width)
-        single = b.insert_element(ir.Constant(vector_type, ir.Undefined), value, I64(0))
-        return b.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+        return splat(self.builder, value, width)
 
     def _splat_literal(self, instruction: Instruction, width: int) -> ir.Value:
         return constant(vector_of(storage_type(instruction.array_shape.dtype), width), literal_scalar(instruction))

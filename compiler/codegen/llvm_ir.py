@@ -99,6 +99,14 @@ def call_intrinsic(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Valu
     return builder.call(function, args)
 
 
+def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
+    """The scalar `value` in every one of `lanes` lanes: an insert into lane 0 and a
+    shuffle of that lane everywhere (what LLVM matches to a broadcast)."""
+    vector_type = ir.VectorType(value.type, lanes)
+    single = builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(ir.IntType(64), 0))
+    return builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+
 def gather(builder: ir.IRBuilder, table: ir.Value, index: ir.Value, element: ir.Type) -> ir.Value:
     """table[index[i]] in every lane i of the vector `index` (i64 lanes, each in range; `table`
     a global or any pointer to elements), as
@@ -107,11 +115,9 @@ def gather(builder: ir.IRBuilder, table: ir.Value, index: ir.Value, element: ir.
     not type a getelementptr over a vector of indices."""
     lanes = index.type.count
     i64_lanes = ir.VectorType(ir.IntType(64), lanes)
-    base = builder.ptrtoint(table, ir.IntType(64))
-    splat = builder.insert_element(ir.Constant(i64_lanes, None), base, ir.Constant(ir.IntType(32), 0))
-    splat = builder.shuffle_vector(splat, ir.Constant(i64_lanes, None), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+    base = splat(builder, builder.ptrtoint(table, ir.IntType(64)), lanes)
     size = ir.Constant(i64_lanes, [_element_bytes(element)] * lanes)
-    addresses = builder.inttoptr(builder.add(splat, builder.mul(index, size)), ir.VectorType(ir.PointerType(), lanes))
+    addresses = builder.inttoptr(builder.add(base, builder.mul(index, size)), ir.VectorType(ir.PointerType(), lanes))
     result = ir.VectorType(element, lanes)
     mask = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
     name = f"llvm.masked.gather.{intrinsic_suffix(result)}.v{lanes}p0"
