@@ -74,7 +74,8 @@ arm64: setup
 # differential tests, the ops of training steps (select-and-scatter, opt-barrier, topk) and
 # the 4-bit and complex ops but their conversions (x86 only). On SVE the fixtures (every one,
 # at three vector lengths) stand for the op families, training steps, top-k and the 4-bit
-# matmul; complex ops run emulated on NEON only. Each sample executes the target its emulated
+# matmul; complex ops run emulated on NEON only. The gemm library's every row tail and
+# last-panel width (tests/codegen/test_kernel_library.py) runs emulated on NEON and SVE. Each sample executes the target its emulated
 # CPU is (VXLA_TEST_TARGETS): `make test` compiles and checks every target natively, so the
 # emulated Python compiles no other target and skips the compile-only object checks. In the
 # samples the Python compiler runs emulated and LLVM natively (tests/arm64/native_llvm.py:
@@ -82,13 +83,13 @@ arm64: setup
 # QEMU), so the emulated time goes to the compiler and the code under test. The f64 fma case
 # runs natively only (its 860,000 exact-rational reference values take 90 s emulated); the f64
 # dots of the op families and the fixtures run the AArch64 fma emulated.
-ARM64_SAMPLE := tests/codegen/test_op_families.py tests/codegen/test_training_ops.py tests/codegen/test_int4.py tests/codegen/test_complex.py tests/codegen/test_numerics_ir.py tests/codegen/test_mathlib_ir.py tests/codegen/test_fp_environment.py
+ARM64_SAMPLE := tests/codegen/test_kernel_library.py tests/codegen/test_op_families.py tests/codegen/test_training_ops.py tests/codegen/test_int4.py tests/codegen/test_complex.py tests/codegen/test_numerics_ir.py tests/codegen/test_mathlib_ir.py tests/codegen/test_fp_environment.py
 ARM64_PYTEST := $(BIN)/python -m tests.arm64.native_llvm -- $(ARM64)/bin/python -m pytest -q -p no:cacheprovider
 
 test-arm64: arm64
 	VXLA_ARM64_TESTS=1 $(BIN)/python -m pytest -n 2 --dist worksteal -q tests/arm64
-	QEMU_CPU=max,sve=off VXLA_TEST_TARGETS=neoverse-n1 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or test_training_ops or ((test_int4 or test_complex) and not conversions) or (neoverse-n1 and (numerics_ir or bits_equal) and not self_contained and not (test_fma and f64)) or flush_to_zero"
-	QEMU_CPU=max,sve-default-vector-length=32 VXLA_TEST_TARGETS=neoverse-v1 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "(neoverse-v1 and (numerics_ir or bits_equal) and not self_contained and not (test_fma and f64)) or flush_to_zero"
+	QEMU_CPU=max,sve=off VXLA_TEST_TARGETS=neoverse-n1 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "test_op_families or test_training_ops or every_row_tail or ((test_int4 or test_complex) and not conversions) or (neoverse-n1 and (numerics_ir or bits_equal) and not self_contained and not (test_fma and f64)) or flush_to_zero"
+	QEMU_CPU=max,sve-default-vector-length=32 VXLA_TEST_TARGETS=neoverse-v1 $(ARM64_PYTEST) $(ARM64_SAMPLE) -k "(neoverse-v1 and (numerics_ir or bits_equal) and not self_contained and not (test_fma and f64)) or flush_to_zero or every_row_tail"
 
 # The way in from JAX: vxla[jax] and flax in .venv-jax (rebuilt when either list changes), a
 # flax model submitted to a devnet, StableHLO and jax.export files converted and run.

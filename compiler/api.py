@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "bind_arguments": "compiler.program",
     "compile": "compiler.driver",
     "compile_program": "compiler.driver",
+    "prepare_libraries": "compiler.driver",
     "generate": "compiler.driver",
     "optimized_plan": "compiler.driver",
     # The graph commitment a job posts (docs/disputes.md).

@@ -18,6 +18,10 @@ Beside the entries, a source index records the hlo_hash this compiler found for 
 bytes of a source it verified, so `compiler.compile` finds a cached executable without parsing
 the module again; a record holds the hlo_hash and a digest binding it to its source, checked
 the same way (a wrong hlo_hash would be recorded in every trace of that source).
+
+Under libraries/ it keeps the objects of kernel libraries (compiler/codegen/kernel_library.py)
+by content address, sealed the same way, for every program compiled with this cache: a library
+object that is not LLVM's for its IR gives a binary_hash no honest compile gives.
 """
 
 from __future__ import annotations
@@ -87,8 +91,8 @@ def _unsealed(data: bytes) -> bytes | None:
 
 class CompileCache:
     """A directory of entries: <key>.o (object bytes) and <key>.json (the sealed record of
-    the key, plan and hashes), and of the source index: <source key>.hlo (the sealed record of
-    a verified source's hlo_hash)."""
+    the key, plan and hashes), of the source index: <source key>.hlo (the sealed record of
+    a verified source's hlo_hash), and of kernel libraries: libraries/<key>.o (sealed)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -118,6 +122,25 @@ class CompileCache:
         record = {"key": key, "binary_hash": entry.binary_hash, "graph_hash": entry.graph_hash, "plan": entry.plan.to_json()}
         write_bytes_atomic(self.directory / f"{key}.o", entry.object_bytes)
         write_bytes_atomic(self.directory / f"{key}.json", _sealed(json.dumps(record).encode()))
+
+    def get_library(self, key: str) -> bytes | None:
+        """A kernel library's object stored under its content address (kernel_library.py), or
+        None when there is none or it is damaged."""
+        if not _is_digest(key):
+            return None
+        try:
+            data = (self.directory / "libraries" / f"{key}.o").read_bytes()
+        except OSError:
+            return None
+        content = _unsealed(data)
+        if content is None:
+            self.damaged += 1
+        return content
+
+    def put_library(self, key: str, object_bytes: bytes) -> None:
+        directory = self.directory / "libraries"
+        directory.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(directory / f"{key}.o", _sealed(object_bytes))
 
     def recall_hlo_hash(self, source_hash: str) -> str | None:
         """The hlo_hash this compiler found for the source with `source_hash`, if it verified

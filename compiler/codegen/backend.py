@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from compiler.codegen import grid, native_plan, nvptx, partition
+from compiler.codegen import grid, kernel_library, native_plan, nvptx, partition
 from compiler.codegen.kernel import KernelModule
 from compiler.codegen.llvm_workers import Compilation
 from compiler.codegen.objfile import pack_objects, unresolved_symbols
 from compiler.codegen.plan import Plan
+from compiler.codegen.target import machine_of
 from compiler.config import CompilerConfig
 from compiler.errors import BackendError, ConfigError
 
@@ -44,16 +45,19 @@ class Backend:
     name: str
     # Adds to the module what runs the plan's kernels (it may reserve arena space in the plan).
     emit_entry: Callable[[KernelModule, Plan], None]
-    # What makes the bytes of one compile for a config.
-    machine_code: Callable[[CompilerConfig], MachineCode]
+    # What makes the bytes of one compile for a config (and where kernel libraries are kept).
+    machine_code: Callable[[CompilerConfig, kernel_library.LibraryStore | None], MachineCode]
     # The symbols those bytes reference and nothing defines (every binary's must be none).
     unresolved_symbols: Callable[[bytes], list[str]]
 
     def emit_binary(self, kernels: KernelModule, config: CompilerConfig) -> bytes:
         """The bytes of a finished module (its entry in it)."""
-        code = self.machine_code(config)
+        code = self.machine_code(config, None)
         code.attach(kernels)
-        if kernels.on_unit is not None:  # told of the units finished before it came
+        if kernels.on_library is not None:  # told of the libraries and units used before it came
+            for library in kernels.libraries:
+                kernels.on_library(library)
+        if kernels.on_unit is not None:
             for name in kernels.units:
                 kernels.on_unit(name)
         return code.finish()
@@ -62,21 +66,39 @@ class Backend:
 class CpuObjects:
     """A CPU target's objects: every part (partition.Parts) compiled as soon as it is full,
     by LLVM worker processes while the lowering goes on (llvm_workers.Compilation); one
-    object for a program of one part, else `pack_objects` of them in order."""
+    object for a program of one part, else `pack_objects` of them in order, after the
+    objects of the kernel libraries the kernels call (kernel_library.py), in the order of
+    first use. A library this process has not compiled and `store` does not hold is compiled
+    with the parts, then kept."""
 
-    def __init__(self, config: CompilerConfig) -> None:
+    def __init__(self, config: CompilerConfig, store: kernel_library.LibraryStore | None = None) -> None:
         self.config = config
+        self.store = store
         self.compilation: Compilation | None = None
         self.parts: partition.Parts | None = None
+        self._submitted = 0
+        self._part_indices: list[int] = []  # each part's index among the submitted texts
+        self._libraries: list[tuple[kernel_library.Library, int | None]] = []  # and its index, when compiled here
 
     def attach(self, kernels: KernelModule) -> None:
         self.parts = partition.Parts(kernels, self._full)
         kernels.on_unit = self.parts.unit_finished
+        kernels.on_library = self._library
+
+    def _library(self, use: kernel_library.LibraryUse) -> None:
+        library = use.made(machine_of(self.config))
+        known = kernel_library.compiled(library, self.store) is not None
+        self._libraries.append((library, None if known else self._submit(library.ir_text)))
 
     def _full(self, text: str) -> None:
+        self._part_indices.append(self._submit(text))
+
+    def _submit(self, text: str) -> int:
         if self.compilation is None:
             self.compilation = Compilation(self.config)
         self.compilation.submit(text)
+        self._submitted += 1
+        return self._submitted - 1
 
     def finish(self) -> bytes:
         assert self.parts is not None
@@ -87,7 +109,17 @@ class CpuObjects:
         for text in remaining:
             self._full(text)
         assert self.compilation is not None
-        object_bytes = pack_objects(self.compilation.finish())
+        compiled = self.compilation.finish()
+        objects = []
+        for library, index in self._libraries:
+            if index is None:
+                found = kernel_library.compiled(library, self.store)
+                assert found is not None  # this process keeps what it found
+                objects.append(found)
+            else:
+                kernel_library.remember(library, compiled[index], self.store)
+                objects.append(compiled[index])
+        object_bytes = pack_objects(objects + [compiled[index] for index in self._part_indices])
         missing = CPU.unresolved_symbols(object_bytes)
         if missing:
             raise BackendError(f"compiled object references symbols it does not define: {', '.join(missing)}")
@@ -129,7 +161,7 @@ CPU = Backend("cpu", native_plan.emit_entry, CpuObjects, unresolved_symbols)
 NVPTX = Backend(
     "nvptx",
     lambda kernels, plan: grid.emit_grid(kernels, plan, nvptx.NvptxGrid()),
-    lambda config: WholeModule(config, _nvptx_binary),
+    lambda config, store: WholeModule(config, _nvptx_binary),
     nvptx.unresolved_symbols,
 )
 _BY_ARCH = {"x86_64": CPU, "aarch64": CPU, "nvptx64": NVPTX}

@@ -14,20 +14,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache, partial
 
 from llvmlite import ir
 
 from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter, vector_width
-from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
-from compiler.codegen.llvm_ir import I32, I64, constant, gather, splat, storage_type, vector_of
+from compiler.codegen.kernel import Kernel, KernelModule, ravel, row_major_strides, unravel
+from compiler.codegen.kernel_library import LibraryUse
+from compiler.codegen.llvm_ir import (
+    I32,
+    I64,
+    PTR,
+    VOID,
+    constant,
+    gather,
+    lanes_below,
+    masked_load,
+    masked_store,
+    splat,
+    storage_type,
+    vector_of,
+)
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.order import accumulation_type
-from core.dtypes import DType
+from core.dtypes import F32, F64, DType
 
 # Called at the end of a gemm work item: (kernel, accumulation buffer, flat begin, flat end).
 # The range holds only elements the item itself has just finished (a piece of one row when
@@ -210,11 +225,12 @@ class RhsLayout:
     """Where element [b, p, kk, w] of the rhs panels is: batch * b + panel * p + row * kk + w
     elements from the buffer's start. Packed panels are (B, ceil(N/PW), K, PW); an rhs that
     is already (B, K, N) row-major in the accumulation type with N a multiple of PW is read
-    in place, as panels with row stride N (the same values, so the same chains)."""
+    in place, as panels with row stride N (the same values, so the same chains). In the gemm
+    library the strides are the function's arguments."""
 
-    batch: int
-    panel: int
-    row: int
+    batch: int | ir.Value
+    panel: int | ir.Value
+    row: int | ir.Value
 
     @staticmethod
     def packed(k: int, n: int, panel: int) -> RhsLayout:
@@ -233,76 +249,192 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     zero columns past N (or read in place, see RhsLayout). The loops are GemmBlocking's; a
     register block keeps rows x PW chains in vector registers. C is laid out as the dot's
     result (batch, lhs free, rhs free dimensions, row-major), or as `result_dims` say (the same
-    elements in the same order). An `epilogue` (a kOutput
-    fusion) runs at the end of each work item over the elements of C the item has just
-    finished, while they are in cache: its whole rows, or with several column items each row's
-    columns of the item, one flat range per row. It never sees an element of another item,
-    which another worker may be accumulating at that moment. The chains do not change."""
+    elements in the same order). On a CPU target the kernel runs each work item through the
+    gemm library (`gemm_library`: one function for every shape, compiled once per target);
+    on a GPU, where a work item is one register block, the kernel holds the loops itself. An
+    `epilogue` (a kOutput fusion) runs at the end of each work item over the elements of C the
+    item has just finished, while they are in cache: its whole rows, or with several column
+    items each row's columns of the item, one flat range per row. It never sees an element of
+    another item, which another worker may be accumulating at that moment. The chains do not
+    change."""
     output = lowering.new_buffer(ArrayShape.of(acc_type, result_dims or instruction.array_shape.dims))
     if batch * m * n == 0:
         return output
-    blocking = GemmBlocking.of(lowering.config, acc_type, batch, m, k, n)
+    config = lowering.config
+    blocking = GemmBlocking.of(config, acc_type, batch, m, k, n)
     panel = blocking.panel
-    full_panels, last_columns = divmod(n, panel)
-    k_blocks = max(1, -(-k // blocking.depth))
-    tail_rows = m % blocking.rows
     layout = rhs_layout or RhsLayout.packed(k, n, panel)
-    vector = vector_of(storage_type(acc_type), blocking.lanes)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
-        emitter = ElementEmitter(kernel)
-        bases = (kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output))
-        slots = [[kernel.alloca(vector, name=f"acc{r}_{v}") for v in range(blocking.vectors)] for r in range(blocking.rows)]
+        if uses_gemm_library(config):
+            bases = (kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output))
+            gemm = lowering.kernels.use_library(gemm_library(config, acc_type), gemm_symbol(acc_type), GEMM_TYPE)
+        else:
+            emitter = ElementEmitter(kernel)
+            bases = (kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output))
+            slots = [[kernel.alloca(vector_of(storage_type(acc_type), blocking.lanes), name=f"acc{r}_{v}") for v in range(blocking.vectors)] for r in range(blocking.rows)]
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
-            batch_index = b.udiv(item, I64(blocking.items_per_batch))
-            in_batch = b.urem(item, I64(blocking.items_per_batch))
-            column_item = b.urem(in_batch, I64(blocking.column_items))
-            first_row = b.mul(b.udiv(in_batch, I64(blocking.column_items)), I64(blocking.item_rows))
-            rows_left = b.sub(I64(m), first_row)
-            rows_here = b.select(b.icmp_signed("<", rows_left, I64(blocking.item_rows)), rows_left, I64(blocking.item_rows))
-            full_blocks = b.udiv(rows_here, I64(blocking.rows))
-            last_item = b.icmp_signed("==", b.add(first_row, rows_here), I64(m))
-            first_panel = b.mul(column_item, I64(blocking.item_panels))
-            panels_stop = b.add(first_panel, I64(blocking.item_panels))
-            full_stop = b.select(b.icmp_signed("<", panels_stop, I64(full_panels)), panels_stop, I64(full_panels))
-            last_column_item = b.icmp_signed("==", column_item, I64(blocking.column_items - 1))
-            with kernel.loop(I64(0), I64(k_blocks), 1, "kblock") as k_block:
-                k_first = b.mul(k_block, I64(blocking.depth))
-                k_stop = b.add(k_first, I64(blocking.depth))
-                k_stop = b.select(b.icmp_signed("<", k_stop, I64(k)), k_stop, I64(k))
-                block = _ContractionBlock(batch_index, k_first, k_stop, b.icmp_signed("==", k_block, I64(0)), b.icmp_signed("==", k_block, I64(k_blocks - 1)))
-
-                def panel_pass(panel_index: ir.Value, columns: int, block: _ContractionBlock = block) -> None:
-                    with kernel.loop(I64(0), full_blocks, 1, "rowblock") as row_block:
-                        row = b.add(first_row, b.mul(row_block, I64(blocking.rows)))
-                        _register_block(kernel, emitter, slots, bases, block, row, blocking.rows, panel_index, columns, blocking, m, k, n, acc_type, layout)
-                    if tail_rows:
-                        with b.if_then(last_item):
-                            row = b.add(first_row, b.mul(full_blocks, I64(blocking.rows)))
-                            _register_block(kernel, emitter, slots, bases, block, row, tail_rows, panel_index, columns, blocking, m, k, n, acc_type, layout)
-
-                if full_panels:
-                    with kernel.loop(first_panel, full_stop, 1, "panel") as panel_index:
-                        panel_pass(panel_index, panel)
-                if last_columns:
-                    with b.if_then(last_column_item):
-                        panel_pass(I64(full_panels), last_columns)
+            span = _ItemSpan.of(b, item, blocking, m, n)
+            if uses_gemm_library(config):
+                dims = (m, k, n, blocking.depth, layout.batch, layout.panel, layout.row)
+                b.call(gemm, [*bases, span.batch_index, span.first_row, span.rows_here, span.first_panel, span.panels_stop, *(I64(d) for d in dims)])
+            else:
+                _inline_item(kernel, emitter, slots, bases, span, blocking, m, k, n, acc_type, layout)
             if epilogue is not None:
-                row_start = b.add(b.mul(batch_index, I64(m)), first_row)
+                row_start = b.add(b.mul(span.batch_index, I64(m)), span.first_row)
                 if blocking.column_items == 1:
                     start = b.mul(row_start, I64(n))
-                    epilogue(kernel, output, start, b.add(start, b.mul(rows_here, I64(n))))
+                    epilogue(kernel, output, start, b.add(start, b.mul(span.rows_here, I64(n))))
                 else:
                     # The item's columns of each of its rows: the elements it has just finished.
-                    first_column = b.mul(first_panel, I64(panel))
-                    stop_column = b.mul(panels_stop, I64(panel))
+                    first_column = b.mul(span.first_panel, I64(panel))
+                    stop_column = b.mul(span.panels_stop, I64(panel))
                     stop_column = b.select(b.icmp_signed("<", stop_column, I64(n)), stop_column, I64(n))
-                    with kernel.loop(row_start, b.add(row_start, rows_here), 1, "epirow") as row:
+                    with kernel.loop(row_start, b.add(row_start, span.rows_here), 1, "epirow") as row:
                         start = b.mul(row, I64(n))
                         epilogue(kernel, output, b.add(start, first_column), b.add(start, stop_column))
     work = blocking.item_rows * max(k, 1) * blocking.item_panels * panel
     steps.append(P.KernelStep(kernel.name, batch * blocking.items_per_batch, max(1, (1 << 20) // work), instruction.name))
     return output
+
+
+def uses_gemm_library(config) -> bool:
+    """Whether a target's gemm kernels call the gemm library (CPU targets: objects link) or
+    hold their loops (GPU targets: one cubin per program)."""
+    return not config.is_gpu
+
+
+@dataclass(frozen=True)
+class _ItemSpan:
+    """What work item `item` of a gemm covers: batch element, rows [first_row, first_row +
+    rows_here), panels [first_panel, panels_stop) (past the last panel in the last column
+    item); and what the inline loops derive from it."""
+
+    batch_index: ir.Value
+    first_row: ir.Value
+    rows_here: ir.Value
+    full_blocks: ir.Value
+    last_item: ir.Value
+    first_panel: ir.Value
+    panels_stop: ir.Value
+    full_stop: ir.Value
+    last_column_item: ir.Value
+
+    @staticmethod
+    def of(b: ir.IRBuilder, item: ir.Value, blocking: GemmBlocking, m: int, n: int) -> _ItemSpan:
+        full_panels = n // blocking.panel
+        batch_index = b.udiv(item, I64(blocking.items_per_batch))
+        in_batch = b.urem(item, I64(blocking.items_per_batch))
+        column_item = b.urem(in_batch, I64(blocking.column_items))
+        first_row = b.mul(b.udiv(in_batch, I64(blocking.column_items)), I64(blocking.item_rows))
+        rows_left = b.sub(I64(m), first_row)
+        rows_here = b.select(b.icmp_signed("<", rows_left, I64(blocking.item_rows)), rows_left, I64(blocking.item_rows))
+        full_blocks = b.udiv(rows_here, I64(blocking.rows))
+        last_item = b.icmp_signed("==", b.add(first_row, rows_here), I64(m))
+        first_panel = b.mul(column_item, I64(blocking.item_panels))
+        panels_stop = b.add(first_panel, I64(blocking.item_panels))
+        full_stop = b.select(b.icmp_signed("<", panels_stop, I64(full_panels)), panels_stop, I64(full_panels))
+        last_column_item = b.icmp_signed("==", column_item, I64(blocking.column_items - 1))
+        return _ItemSpan(batch_index, first_row, rows_here, full_blocks, last_item, first_panel, panels_stop, full_stop, last_column_item)
+
+
+def _inline_item(kernel: Kernel, emitter: ElementEmitter, slots, bases, span: _ItemSpan, blocking: GemmBlocking, m: int, k: int, n: int, acc_type: DType,
+                 layout: RhsLayout) -> None:  # fmt: skip
+    """One work item's loops with the shape in constants (a GPU target's gemm)."""
+    b = kernel.builder
+    full_panels, last_columns = divmod(n, blocking.panel)
+    k_blocks = max(1, -(-k // blocking.depth))
+    tail_rows = m % blocking.rows
+    with kernel.loop(I64(0), I64(k_blocks), 1, "kblock") as k_block:
+        k_first = b.mul(k_block, I64(blocking.depth))
+        k_stop = b.add(k_first, I64(blocking.depth))
+        k_stop = b.select(b.icmp_signed("<", k_stop, I64(k)), k_stop, I64(k))
+        block = _ContractionBlock(span.batch_index, k_first, k_stop, b.icmp_signed("==", k_block, I64(0)), b.icmp_signed("==", k_block, I64(k_blocks - 1)))
+
+        def panel_pass(panel_index: ir.Value, columns: int) -> None:
+            with kernel.loop(I64(0), span.full_blocks, 1, "rowblock") as row_block:
+                row = b.add(span.first_row, b.mul(row_block, I64(blocking.rows)))
+                _register_block(kernel, emitter, slots, bases, block, row, blocking.rows, panel_index, columns, blocking, m, k, n, acc_type, layout)
+            if tail_rows:
+                with b.if_then(span.last_item):
+                    row = b.add(span.first_row, b.mul(span.full_blocks, I64(blocking.rows)))
+                    _register_block(kernel, emitter, slots, bases, block, row, tail_rows, panel_index, columns, blocking, m, k, n, acc_type, layout)
+
+        if full_panels:
+            with kernel.loop(span.first_panel, span.full_stop, 1, "panel") as panel_index:
+                panel_pass(panel_index, blocking.panel)
+        if last_columns:
+            with b.if_then(span.last_column_item):
+                panel_pass(I64(full_panels), last_columns)
+
+
+# The gemm library's function: one work item of any shape. Arguments: the lhs, the rhs panels
+# and C; the item's batch element, first row, rows, first panel and panels stop (_ItemSpan);
+# then M, K, N, the contraction block's depth and the rhs layout's three strides (RhsLayout).
+GEMM_TYPE = ir.FunctionType(VOID, [PTR] * 3 + [I64] * 12)
+
+
+# The accumulation types whose gemm libraries `compiler.driver.prepare_libraries` makes ahead.
+COMMON_GEMM_TYPES = (F32, F64)
+
+
+def gemm_symbol(acc_type: DType) -> str:
+    return f"vxla.gemm.{acc_type.name}"
+
+
+def gemm_library(config, acc_type: DType) -> LibraryUse:
+    """The gemm library of `acc_type` for `config`'s target (`gemm_library_ir`)."""
+    return LibraryUse(f"gemm.{acc_type.name}", partial(gemm_library_ir, config, acc_type))
+
+
+@cache
+def gemm_library_ir(config, acc_type: DType) -> str:
+    """The gemm library's module: GEMM_TYPE's function, the work item of any shape in the
+    same loops as the inline gemm (so the same chains). The shape is read from the arguments;
+    the row tail (1 to rows - 1 rows) and the last panel's columns (masked loads and stores)
+    are decided when it runs."""
+    kernels = KernelModule(config)
+    rows = register_block(config)[0]
+    with kernels.library_function(gemm_symbol(acc_type), GEMM_TYPE) as kernel:
+        b = kernel.builder
+        lhs, panels, result, batch_index, first_row, rows_here, first_panel, panels_stop, m, k, n, depth, *strides = kernel.function.args
+        blocking = GemmBlocking.of(config, acc_type, 1, 1, 1, 1)  # rows, vectors and lanes: the target's
+        emitter = ElementEmitter(kernel)
+        bases = (lhs, panels, result)
+        slots = [[kernel.alloca(vector_of(storage_type(acc_type), blocking.lanes), name=f"acc{r}_{v}") for v in range(blocking.vectors)] for r in range(rows)]
+        layout = RhsLayout(*strides)
+        panel = I64(blocking.panel)
+        full_panels, last_columns = b.udiv(n, panel), b.urem(n, panel)
+        k_blocks = b.udiv(b.add(k, b.sub(depth, I64(1))), depth)
+        k_blocks = b.select(b.icmp_signed("==", k_blocks, I64(0)), I64(1), k_blocks)
+        full_blocks, tail_rows = b.udiv(rows_here, I64(rows)), b.urem(rows_here, I64(rows))
+        full_stop = b.select(b.icmp_signed("<", panels_stop, full_panels), panels_stop, full_panels)
+        used_vectors = b.udiv(b.add(last_columns, I64(blocking.lanes - 1)), I64(blocking.lanes))
+        partial_panel = b.and_(b.icmp_signed(">", panels_stop, full_panels), b.icmp_signed("!=", last_columns, I64(0)))
+        with kernel.loop(I64(0), k_blocks, 1, "kblock") as k_block:
+            k_first = b.mul(k_block, depth)
+            k_stop = b.add(k_first, depth)
+            k_stop = b.select(b.icmp_signed("<", k_stop, k), k_stop, k)
+            block = _ContractionBlock(batch_index, k_first, k_stop, b.icmp_signed("==", k_block, I64(0)), b.icmp_signed("==", k_block, b.sub(k_blocks, I64(1))))
+
+            def panel_pass(panel_index: ir.Value, columns: int | ir.Value, vectors: int, block: _ContractionBlock = block) -> None:
+                with kernel.loop(I64(0), full_blocks, 1, "rowblock") as row_block:
+                    row = b.add(first_row, b.mul(row_block, I64(rows)))
+                    _register_block(kernel, emitter, slots, bases, block, row, rows, panel_index, columns, blocking, m, k, n, acc_type, layout, vectors)
+                row = b.add(first_row, b.mul(full_blocks, I64(rows)))
+                for tail in range(1, rows):
+                    with b.if_then(b.icmp_signed("==", tail_rows, I64(tail))):
+                        _register_block(kernel, emitter, slots, bases, block, row, tail, panel_index, columns, blocking, m, k, n, acc_type, layout, vectors)
+
+            with kernel.loop(first_panel, full_stop, 1, "panel") as panel_index:
+                panel_pass(panel_index, blocking.panel, blocking.vectors)
+            # The last panel's columns run in as many vectors as they fill (a narrow dot's
+            # only panel), the last one masked.
+            with b.if_then(partial_panel):
+                for vectors in range(1, blocking.vectors + 1):
+                    with b.if_then(b.icmp_signed("==", used_vectors, I64(vectors))):
+                        panel_pass(full_panels, last_columns, vectors)
+    return kernels.ir_text()
 
 
 @dataclass(frozen=True)
@@ -318,23 +450,35 @@ class _ContractionBlock:
     last: ir.Value
 
 
-def _register_block(kernel, emitter, slots, bases, block: _ContractionBlock, first_row: ir.Value, rows: int, panel_index: ir.Value, columns: int,
-                    blocking: GemmBlocking, m: int, k: int, n: int, acc_type: DType, layout: RhsLayout) -> None:  # fmt: skip
+def _i64(value: int | ir.Value) -> ir.Value:
+    """A dimension of the inline gemm (a constant) or of the library's (an argument)."""
+    return value if isinstance(value, ir.Value) else I64(value)
+
+
+def _register_block(kernel, emitter, slots, bases, block: _ContractionBlock, first_row: ir.Value, rows: int, panel_index: ir.Value, columns: int | ir.Value,
+                    blocking: GemmBlocking, m, k, n, acc_type: DType, layout: RhsLayout, masked_vectors: int = 0) -> None:  # fmt: skip
     """rows x columns chains (columns up to the panel's width; the panel's other lanes are
     computed and never stored) through one contraction block: loaded from C (+0 in the first
-    block), advanced over the block's k, stored back (finished in the last block)."""
+    block), advanced over the block's k, stored back (finished in the last block). `columns`
+    known only when it runs (the library's last panel, in `masked_vectors` vectors) loads and
+    stores C through masks."""
     b = kernel.builder
     a_base, p_base, c_base = bases
     lanes = blocking.lanes
-    vectors = -(-columns // lanes)
+    masked = isinstance(columns, ir.Value)
+    vectors = masked_vectors if masked else -(-columns // lanes)
     zero = constant(slots[0][0].allocated_type, 0)
     first_column = b.mul(panel_index, I64(blocking.panel))
-    row_index = [b.add(b.mul(block.batch_index, I64(m)), b.add(first_row, I64(r))) for r in range(rows)]
-    a_rows = [b.mul(index, I64(k)) for index in row_index]
-    c_rows = [b.mul(index, I64(n)) for index in row_index]
+    row_index = [b.add(b.mul(block.batch_index, _i64(m)), b.add(first_row, I64(r))) for r in range(rows)]
+    a_rows = [b.mul(index, _i64(k)) for index in row_index]
+    c_rows = [b.mul(index, _i64(n)) for index in row_index]
+    masks = [lanes_below(b, b.sub(columns, I64(v * lanes)), lanes) for v in range(vectors)] if masked else []
 
     def c_offset(r: int, v: int) -> ir.Value:
         return b.add(c_rows[r], b.add(first_column, I64(v * lanes)))
+
+    def c_pointer(r: int, v: int) -> ir.Value:
+        return kernel.element_pointer(c_base, storage_type(acc_type), c_offset(r, v))
 
     with b.if_else(block.first) as (then, otherwise):
         with then:
@@ -344,6 +488,9 @@ def _register_block(kernel, emitter, slots, bases, block: _ContractionBlock, fir
         with otherwise:
             for r in range(rows):
                 for v in range(vectors):
+                    if masked:
+                        b.store(masked_load(b, c_pointer(r, v), zero.type, masks[v]), slots[r][v])
+                        continue
                     valid = min(lanes, columns - v * lanes)
                     if valid == lanes:
                         b.store(kernel.load(c_base, acc_type, c_offset(r, v), lanes), slots[r][v])
@@ -352,9 +499,9 @@ def _register_block(kernel, emitter, slots, bases, block: _ContractionBlock, fir
                     for lane in range(valid):
                         partial = b.insert_element(partial, kernel.load(c_base, acc_type, b.add(c_offset(r, v), I64(lane))), I32(lane))
                     b.store(partial, slots[r][v])
-    panel_base = b.add(b.mul(block.batch_index, I64(layout.batch)), b.mul(panel_index, I64(layout.panel)))
+    panel_base = b.add(b.mul(block.batch_index, _i64(layout.batch)), b.mul(panel_index, _i64(layout.panel)))
     with kernel.loop(block.k_first, block.k_stop, 1, "k") as kk:
-        row_base = b.add(panel_base, b.mul(kk, I64(layout.row)))
+        row_base = b.add(panel_base, b.mul(kk, _i64(layout.row)))
         b_vectors = [kernel.load(p_base, acc_type, b.add(row_base, I64(v * lanes)), lanes) for v in range(vectors)]
         for r in range(rows):
             a_value = emitter.splat(kernel.load(a_base, acc_type, b.add(a_rows[r], kk)), lanes)
@@ -364,6 +511,9 @@ def _register_block(kernel, emitter, slots, bases, block: _ContractionBlock, fir
         for v in range(vectors):
             accumulated = b.load(slots[r][v])
             accumulated = b.select(block.last, chain_result(kernel, accumulated, acc_type), accumulated)
+            if masked:
+                masked_store(b, accumulated, c_pointer(r, v), masks[v])
+                continue
             valid = min(lanes, columns - v * lanes)
             if valid == lanes:
                 kernel.store(accumulated, c_base, acc_type, c_offset(r, v))

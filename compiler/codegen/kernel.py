@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from compiler.codegen import plan as P
+from compiler.codegen.kernel_library import LibraryUse
 from compiler.codegen.llvm_ir import (
     I8,
     I32,
@@ -64,6 +65,10 @@ class KernelModule:
     kernel_buffers: dict[str, tuple[int, ...]] = field(default_factory=dict)
     # A dropped kernel's name -> the earlier kernel of the same text that its steps call.
     kernel_aliases: dict[str, str] = field(default_factory=dict)
+    # The kernel libraries the kernels call, in the order of first use; `on_library` is told
+    # of each then.
+    libraries: list[LibraryUse] = field(default_factory=list)
+    on_library: Callable[[LibraryUse], None] | None = None
     _kernel_texts: dict[str, str] = field(default_factory=dict)
     _printed: dict[str, str] = field(default_factory=dict)
     # Names taken so far (every name ends with its number: `unique`).
@@ -145,6 +150,29 @@ class KernelModule:
         if first == name:
             self.add_unit(name)
 
+    @contextmanager
+    def library_function(self, name: str, function_type: ir.FunctionType) -> Iterator[Kernel]:
+        """Defines the exported function `name` of a kernel library (kernel_library.py): a
+        body built as a kernel's is, over the arguments of `function_type`."""
+        body = ir.Function(self.module, function_type, name)
+        body.attributes.add("nounwind")
+        kernel = Kernel(self, body)
+        yield kernel
+        kernel.finish()
+        kernel.name = name
+        kernel.finished = True
+
+    def use_library(self, library: LibraryUse, symbol: str, function_type: ir.FunctionType) -> ir.Function:
+        """The declaration of `library`'s function `symbol`, which this module's kernels call;
+        the library's object (compiled once per target, kernel_library.py) joins the
+        program's objects."""
+        if library.name not in {used.name for used in self.libraries}:
+            self.libraries.append(library)
+            if self.on_library is not None:
+                self.on_library(library)
+        existing = self.module.globals.get(symbol)
+        return existing if existing is not None else ir.Function(self.module, function_type, symbol)
+
     def add_unit(self, name: str) -> None:
         """Records the finished function `name` as a unit of its own (see `units`)."""
         self.units.append(name)
@@ -196,7 +224,9 @@ class Kernel:
     def __init__(self, owner: KernelModule, function: ir.Function) -> None:
         self.owner = owner
         self.function = function
-        self.slots, self.begin, self.end = function.args
+        # A kernel's arguments; a library function (`KernelModule.library_function`) has
+        # its own and reads them from `function.args`.
+        self.slots, self.begin, self.end = function.args if function.function_type == KERNEL_TYPE else (None, None, None)
         self.prologue = function.append_basic_block("prologue")
         self._prologue_builder = ir.IRBuilder(self.prologue)
         self.entry = function.append_basic_block("entry")

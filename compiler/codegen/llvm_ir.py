@@ -125,6 +125,30 @@ def gather(builder: ir.IRBuilder, table: ir.Value, index: ir.Value, element: ir.
     return builder.call(function, [addresses, ir.Constant(ir.IntType(32), _element_bytes(element)), mask, ir.Constant(result, None)])
 
 
+def lanes_below(builder: ir.IRBuilder, count: ir.Value, lanes: int) -> ir.Value:
+    """The mask <lanes x i1> whose lane i is i < `count` (an i64, any value: none below 0,
+    all past `lanes`)."""
+    lane_type = ir.VectorType(I64, lanes)
+    return builder.icmp_signed("<", ir.Constant(lane_type, list(range(lanes))), splat(builder, count, lanes))
+
+
+def masked_load(builder: ir.IRBuilder, pointer: ir.Value, vector_type: ir.VectorType, mask: ir.Value) -> ir.Value:
+    """The lanes of `mask` loaded from consecutive elements at `pointer`, +0 in the others,
+    which are never read (llvm.masked.load: a masked move on AVX and AVX-512, scalar loads
+    elsewhere)."""
+    name = f"llvm.masked.load.{intrinsic_suffix(vector_type)}.p0"
+    function = declare_intrinsic(builder.module, name, vector_type, [PTR, I32, mask.type, vector_type])
+    return builder.call(function, [pointer, I32(1), mask, ir.Constant(vector_type, None)])
+
+
+def masked_store(builder: ir.IRBuilder, value: ir.Value, pointer: ir.Value, mask: ir.Value) -> None:
+    """Stores the lanes of `mask` of `value` to consecutive elements at `pointer`; the other
+    elements are not touched (llvm.masked.store)."""
+    name = f"llvm.masked.store.{intrinsic_suffix(value.type)}.p0"
+    function = declare_intrinsic(builder.module, name, VOID, [value.type, PTR, I32, mask.type])
+    builder.call(function, [value, pointer, I32(1), mask])
+
+
 def _element_bytes(element: ir.Type) -> int:
     return element.width // 8 if isinstance(element, ir.IntType) else {"double": 8, "float": 4}[str(element)]
 

@@ -37,6 +37,12 @@ SLP_VECTORIZATION = False
 LLVM_OPTIONS = ("-disable-lsr",)
 
 
+def pipeline_identity() -> dict[str, object]:
+    """What decides the objects LLVM makes besides the IR and the machine: LLVM's version and
+    the pipeline's settings above (a kernel library's content address includes it)."""
+    return {"llvm": ".".join(map(str, llvm.llvm_version_info)), "slp": SLP_VECTORIZATION, "options": list(LLVM_OPTIONS)}
+
+
 @lru_cache(maxsize=1)
 def _initialize() -> None:
     llvm.initialize_all_targets()

@@ -46,11 +46,11 @@ def _program() -> Program:
 
 @pytest.fixture(scope="module")
 def whole() -> Executable:
-    """The fixture's executable in one object."""
+    """The fixture's executable in one object, after the f32 gemm library's."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(partition, "PART_LINES", 10**9)
         executable = compile_program(_program(), load_config(), cache_dir=False)
-    assert len(unpack_objects(executable.object_bytes)) == 1
+    assert len(unpack_objects(executable.object_bytes)) == 2
     return executable
 
 
@@ -86,7 +86,8 @@ def test_the_bytes_do_not_depend_on_how_many_processes_compile_or_when(monkeypat
     assert alone.hashes == together.hashes
     config = load_config()
     finished, _, _ = generated(_program(), config, None, CPU)  # no machine code attached
-    assert len(partition.split(finished)) == len(unpack_objects(alone.object_bytes))
+    assert [library.name for library in finished.libraries] == ["gemm.f32"]
+    assert len(partition.split(finished)) + 1 == len(unpack_objects(alone.object_bytes))
     assert CPU.emit_binary(finished, config) == alone.object_bytes
 
 

@@ -170,7 +170,7 @@ def test_the_drawing_process_is_confined_as_an_execution_process(node: Node) -> 
 
 
 def test_a_request_whose_client_has_gone_is_dropped_before_its_turn(node: Node) -> None:
-    module = chain(300)  # a few seconds to draw: long enough for the next client to give up
+    module = chain(900)  # about 2 s to draw: long enough for the next client to give up
     digest = node.upload(module)
     first, second = entry_names(module)[2:4]
     started = node.metric("vxla_graph_processes_started_total")
