@@ -18,7 +18,7 @@ from compiler.codegen.kernel import KERNEL_TYPE
 from compiler.codegen.llvm_ir import I64, PTR
 from compiler.codegen.target import compile_ir
 from compiler.config import load_config
-from compiler.driver import compile_emulated_grid, compile_program
+from compiler.driver import compile_emulated_grid, compile_program, generate
 from compiler.errors import ExecutionError
 from compiler.program import load_program
 from compiler.reference import evaluate
@@ -355,3 +355,43 @@ def test_a_long_plan_runs_its_entry_in_pieces_with_the_bits_and_stops_of_one_pie
     for executable in (pieced, whole):
         with pytest.raises(ExecutionError, match=r"while loop %\S+ ran past the limit of 3 iterations"):
             executable.run(*arrays, threads=2, max_while_iterations=3)
+
+
+def _wide(layers: int) -> str:
+    """`layers` layers tanh(h . w_i) on 600 rows: every step is split across the workers."""
+    lines = ["HloModule wide", "ENTRY e {", "  h0 = f32[600,64] parameter(0)"]
+    for i in range(1, layers + 1):
+        lines.append(f"  w{i} = f32[64,64] parameter({i})")
+        lines.append(f"  d{i} = f32[600,64] dot(h{i - 1}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}")
+        lines.append(f"  h{i} = f32[600,64] tanh(d{i})")
+    return "\n".join([*lines, f"  ROOT r = f32[600,64] add(h{layers}, h1)", "}"]) + "\n"
+
+
+def test_consecutive_kernel_steps_run_from_a_table_with_the_bits_sites_and_stops_of_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of kernel steps split across the workers is rows of a table and one loop
+    (N.kernel_table): the same bits at any thread count, the same instructions traced (a
+    traced run calls the entry once per step, starting and ending inside the table) and the
+    same stop as when each step is code of its own."""
+    text = _wide(5)
+    rng = np.random.default_rng(8)
+    arrays = [rng.standard_normal((600, 64)).astype(np.float32)] + [rng.standard_normal((64, 64)).astype(np.float32) * 0.2 for _ in range(5)]
+    tabled = compile_program(load_program(text), load_config(), cache_dir=False)
+    assert sum(not N.runs_alone(step) for step in tabled.plan.steps) >= 2 * N.TABLE_STEPS
+    assert "vxla.steps" in generate(load_program(text), load_config())[0]
+    monkeypatch.setattr(N, "TABLE_STEPS", 10**6)
+    coded = compile_program(load_program(text), load_config(), cache_dir=False)
+    assert "vxla.steps" not in generate(load_program(text), load_config())[0]
+    assert tabled.plan.canonical_bytes() == coded.plan.canonical_bytes()
+    assert tabled.hashes["binary_hash"] != coded.hashes["binary_hash"]
+    expected = [e.tobytes() for e in evaluate(load_program(text).module, arrays)]
+    for threads in (1, 2, 3):
+        assert [o.tobytes() for o in tabled.run(*arrays, threads=threads)] == expected
+    traced, traced_coded = (executable.run_traced(*arrays, threads=2) for executable in (tabled, coded))
+    assert [o.tobytes() for o in traced.outputs] == expected
+    assert traced.instructions == traced_coded.instructions and len(traced.instructions) >= len(tabled.plan.steps) // 2
+    stops = []
+    for executable in (tabled, coded):
+        with pytest.raises(DeadlineExceeded) as stopped:
+            executable.run(*arrays, threads=2, deadline=time.monotonic() - 1)
+        stops.append(str(stopped.value))
+    assert stops[0] == stops[1] and "before" in stops[0]
