@@ -9,10 +9,11 @@ thread count, so XLA:CPU and vxla get the same cores: vxla runs with that many w
 XLA:CPU sizes its own pools to the cores it may use. A sample is as many calls as it takes
 to last --min-sample-ms; the time reported is the median per call over --repeat samples.
 Cold compile: parse to executable in a fresh process whose imports are done (JAX's CPU client
-made too), with an empty compile cache (vxla: parse, verify, passes, LLVM; XLA: HLO text to a
-loaded executable). vxla's kernel libraries (the shape-generic gemm, compiled once per target
+made too), with a compile cache that holds no program (vxla: parse, verify, passes, LLVM; XLA: HLO text to a
+loaded executable). vxla's kernel libraries (the shape-generic gemm and the math functions' exact paths, compiled once per target
 and kept in the compile cache, as XLA:CPU ships its runtime's matrix kernels precompiled) are
-made in that cache first, and timed on their own ("libs s": what the very first compile on a
+made first by another process, in a compile cache of their own that each measurement's
+cache starts as a copy of, and timed on their own ("libs s": what the very first compile on a
 machine adds, at most). First run: the cold compile and one run on the inputs, outputs back as arrays. The cache hit: `compiler.compile` of the
 same text again, from a compile cache in a temporary directory, to a loaded executable.
 Prints a table; --json writes every figure. Asserts nothing: timings never go in tests.
@@ -24,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,17 +70,26 @@ def _sample(function: Callable[[], object], repeat: int, min_sample_s: float) ->
     return {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3, "calls_per_sample": calls}
 
 
-def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, outputs_path: Path, target: str) -> dict:
+def child_libraries(target: str, cache: Path) -> dict:
+    """Makes the kernel libraries in `cache` (as a node's first compile, or `make setup`, would)."""
+    from compiler.api import prepare_libraries
+
+    started = time.perf_counter()
+    prepare_libraries(resolve_target(target), cache_dir=cache)
+    return {"libraries_s": time.perf_counter() - started}
+
+
+def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, outputs_path: Path, target: str, libraries: Path) -> dict:
     import compiler
-    from compiler.api import compile_program, load_program, prepare_libraries
+    from compiler.api import compile_program, load_program
 
     text = (model_dir / "module.hlo").read_text()
     arrays = _inputs(model_dir)
     config = resolve_target(target)
     with tempfile.TemporaryDirectory() as fresh_cache:
-        started = time.perf_counter()
-        prepare_libraries(config, cache_dir=fresh_cache)  # once per target and cache, before any program
-        libraries = time.perf_counter() - started
+        # A compile cache that holds no program, only the kernel libraries an earlier process
+        # made (child_libraries).
+        shutil.copytree(libraries, Path(fresh_cache) / "libraries")
         started = time.perf_counter()
         program = load_program(text)
         executable = compile_program(program, config, threads=threads, cache_dir=fresh_cache)
@@ -93,7 +104,7 @@ def child_vxla(model_dir: Path, threads: int, repeat: int, min_sample_s: float, 
         hit = time.perf_counter() - started
     np.savez(outputs_path, *outputs)
     timing = _sample(lambda: executable.run(*arrays), repeat, min_sample_s)
-    return {"compile_s": cold, "first_run_s": first_run, "libraries_s": libraries, "cache_hit_ms": hit * 1e3, **timing}
+    return {"compile_s": cold, "first_run_s": first_run, "cache_hit_ms": hit * 1e3, **timing}
 
 
 def child_xla(model_dir: Path, repeat: int, min_sample_s: float, outputs_path: Path) -> dict:
@@ -119,7 +130,7 @@ def _child(arguments: list[str], threads: int) -> dict:
     """Runs this script's child mode pinned to the first `threads` cores; its JSON answer."""
     cores = sorted(os.sched_getaffinity(0))[:threads]
     environment = {**os.environ, "JAX_PLATFORMS": "cpu", "OPENBLAS_NUM_THREADS": str(threads)}
-    command = [sys.executable, __file__, "--child", *arguments]
+    command = [sys.executable, __file__, *arguments] if arguments[0] == "--child" else [sys.executable, __file__, "--child", *arguments]
     done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False, preexec_fn=lambda: os.sched_setaffinity(0, cores))
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
@@ -144,6 +155,11 @@ def _difference(ours: Path, theirs: Path) -> float:
 def measure(corpus: Path, names: Sequence[str], thread_counts: Sequence[int], repeat: int, min_sample_ms: float, target: str) -> list[dict]:
     results = []
     with tempfile.TemporaryDirectory() as scratch:
+        libraries = Path(scratch) / "cache"
+        made = _child(["--child", "libraries", str(libraries), "--target", target], max(thread_counts))
+        if "error" in made:
+            raise SystemExit(f"the kernel libraries could not be made: {made['error']}")
+        print(f"kernel libraries: made in {made['libraries_s']:.2f} s", file=sys.stderr, flush=True)
         for name in names:
             model_dir = corpus / name
             meta = json.loads((model_dir / "model.json").read_text())
@@ -152,7 +168,8 @@ def measure(corpus: Path, names: Sequence[str], thread_counts: Sequence[int], re
                 ours, theirs = Path(scratch) / f"{name}-{threads}-vxla.npz", Path(scratch) / f"{name}-{threads}-xla.npz"
                 common = [str(model_dir), "--repeat", str(repeat), "--min-sample-ms", str(min_sample_ms)]
                 print(f"{name}: {threads} thread(s) ...", file=sys.stderr, flush=True)
-                vxla = _child(["vxla", *common, "--threads", str(threads), "--target", target, "--outputs", str(ours)], threads)
+                vxla = _child(["vxla", *common, "--threads", str(threads), "--target", target, "--outputs", str(ours), "--libraries", str(libraries / "libraries")], threads)
+                vxla.update(made)
                 xla = _child(["xla", *common, "--outputs", str(theirs)], threads)
                 row: dict = {"vxla": vxla, "xla": xla}
                 if "error" not in vxla and "error" not in xla:
@@ -208,13 +225,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", metavar="NAME", help="models to run (default: every one in the corpus)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
     add_target_argument(parser)
-    parser.add_argument("--child", choices=["vxla", "xla"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["vxla", "xla", "libraries"], help=argparse.SUPPRESS)
     parser.add_argument("--outputs", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--libraries", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         model_dir = args.corpus
-        if args.child == "vxla":
-            answer = child_vxla(model_dir, args.threads[0], args.repeat, args.min_sample_ms / 1e3, args.outputs, args.target)
+        if args.child == "libraries":
+            answer = child_libraries(args.target, args.corpus)
+        elif args.child == "vxla":
+            answer = child_vxla(model_dir, args.threads[0], args.repeat, args.min_sample_ms / 1e3, args.outputs, args.target, args.libraries)
         else:
             answer = child_xla(model_dir, args.repeat, args.min_sample_ms / 1e3, args.outputs)
         print(json.dumps(answer))

@@ -29,16 +29,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from attest.digests import sha256_hex, text_digest
 from compiler.codegen.plan import Plan, binary_hash
 from compiler.config import CompilerConfig
+from compiler.fingerprint import compiler_fingerprint
 from core.atomic_files import write_bytes_atomic
 
 CACHE_FORMAT = 4  # 3: records carry the SHA-256 of their bytes; 4: binary_hash covers the plan
-_SOURCE_ROOT = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -47,17 +46,6 @@ class Entry:
     plan: Plan
     graph_hash: str
     binary_hash: str
-
-
-@lru_cache(maxsize=1)
-def compiler_fingerprint() -> str:
-    """SHA-256 over the compiler's source files: any change to the code generator, passes or
-    numerics starts a fresh cache."""
-    parts = []
-    for path in sorted(_SOURCE_ROOT.rglob("*.py")):
-        parts.append(str(path.relative_to(_SOURCE_ROOT)).encode())
-        parts.append(path.read_bytes())
-    return sha256_hex(b"".join(parts))
 
 
 def cache_key(hlo_hash: str, config: CompilerConfig) -> str:

@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING
 
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
-from compiler.codegen import buffer_assignment, grid, kernel_library, llvm_workers
+from compiler.codegen import buffer_assignment, grid, kernel_library, llvm_workers, mathlib_ir
 from compiler.codegen.backend import Backend, MachineCode, WholeModule, backend_for
-from compiler.codegen.dot_conv import COMMON_GEMM_TYPES, gemm_library, uses_gemm_library
+from compiler.codegen.dot_conv import COMMON_GEMM_TYPES, gemm_library
+from compiler.codegen.elementwise import vector_width
 from compiler.codegen.kernel import KernelModule
 from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import Plan, binary_hash, finest_split
-from compiler.codegen.target import compile_ir, machine_of
+from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
 from compiler.errors import BackendError
 from compiler.hlo.commitment import GraphCommitment, commit_graph
@@ -223,20 +224,23 @@ def compile(
 
 def prepare_libraries(config: CompilerConfig | None = None, *, cache_dir: str | Path | None | bool = None) -> list[str]:
     """Compiles the kernel libraries most programs call (compiler/codegen/kernel_library.py:
-    the f32 and f64 gemm) for the config's CPU target, unless this process or the compile
-    cache has them, and keeps them there: a program's first compile then compiles only its
-    own kernels. Returns the libraries' names (none for a GPU target, whose kernels hold
-    their loops)."""
+    the f32 and f64 gemm, and the exact paths of the binary32 functions with a fast path at
+    the target's vector width and one lane) for the config's CPU target, unless this process
+    or the compile cache has them, and keeps them there: a program's first compile then
+    compiles only its own kernels. Returns the libraries' names (none for a GPU target,
+    whose kernels hold all their code)."""
     config = config or load_config()
-    if not uses_gemm_library(config):
+    if not kernel_library.links_libraries(config):
         return []
     store = compile_cache.open_cache(cache_dir)
-    libraries = [gemm_library(config, acc_type).made(machine_of(config)) for acc_type in COMMON_GEMM_TYPES]
+    uses = [gemm_library(config, acc_type) for acc_type in COMMON_GEMM_TYPES]
+    uses += mathlib_ir.exact_libraries(config, (vector_width(config), 1))
+    libraries = [use.made(config) for use in uses]
     missing = [library for library in libraries if kernel_library.compiled(library, store) is None]
     if missing:
         compilation = llvm_workers.Compilation(config)  # the libraries at once, in worker processes
         for library in missing:
-            compilation.submit(library.ir_text)
+            compilation.submit(library.ir_text())
         for library, object_bytes in zip(missing, compilation.finish(), strict=True):
             kernel_library.remember(library, object_bytes, store)
     return [library.name for library in libraries]

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # compiler/, lowest layer first; a module may import its own layer and the ones before it.
 COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("compiler.errors",),
+    ("compiler.errors", "compiler.fingerprint"),
     ("compiler.numerics",),
     ("compiler.hlo",),
     ("compiler.program",),

@@ -23,7 +23,6 @@ from compiler.codegen.kernel import KernelModule
 from compiler.codegen.llvm_workers import Compilation
 from compiler.codegen.objfile import pack_objects, unresolved_symbols
 from compiler.codegen.plan import Plan
-from compiler.codegen.target import machine_of
 from compiler.config import CompilerConfig
 from compiler.errors import BackendError, ConfigError
 
@@ -69,7 +68,8 @@ class CpuObjects:
     object for a program of one part, else `pack_objects` of them in order, after the
     objects of the kernel libraries the kernels call (kernel_library.py), in the order of
     first use. A library this process has not compiled and `store` does not hold is compiled
-    with the parts, then kept."""
+    with the parts (handed over with the first full part, or with a one-part program's only
+    part, in this process), then kept."""
 
     def __init__(self, config: CompilerConfig, store: kernel_library.LibraryStore | None = None) -> None:
         self.config = config
@@ -78,7 +78,9 @@ class CpuObjects:
         self.parts: partition.Parts | None = None
         self._submitted = 0
         self._part_indices: list[int] = []  # each part's index among the submitted texts
-        self._libraries: list[tuple[kernel_library.Library, int | None]] = []  # and its index, when compiled here
+        self._libraries: list[kernel_library.Library] = []  # in the order of first use
+        self._library_indices: dict[str, int] = {}  # by key: the libraries submitted to LLVM
+        self._unsubmitted: list[kernel_library.Library] = []
 
     def attach(self, kernels: KernelModule) -> None:
         self.parts = partition.Parts(kernels, self._full)
@@ -86,12 +88,21 @@ class CpuObjects:
         kernels.on_library = self._library
 
     def _library(self, use: kernel_library.LibraryUse) -> None:
-        library = use.made(machine_of(self.config))
-        known = kernel_library.compiled(library, self.store) is not None
-        self._libraries.append((library, None if known else self._submit(library.ir_text)))
+        library = use.made(self.config)
+        self._libraries.append(library)
+        if kernel_library.compiled(library, self.store) is None:
+            self._unsubmitted.append(library)
+            if self.compilation is not None:
+                self._submit_libraries()
+
+    def _submit_libraries(self) -> None:
+        for library in self._unsubmitted:
+            self._library_indices[library.key] = self._submit(library.ir_text())
+        self._unsubmitted = []
 
     def _full(self, text: str) -> None:
         self._part_indices.append(self._submit(text))
+        self._submit_libraries()
 
     def _submit(self, text: str) -> int:
         if self.compilation is None:
@@ -111,14 +122,13 @@ class CpuObjects:
         assert self.compilation is not None
         compiled = self.compilation.finish()
         objects = []
-        for library, index in self._libraries:
-            if index is None:
-                found = kernel_library.compiled(library, self.store)
-                assert found is not None  # this process keeps what it found
-                objects.append(found)
-            else:
+        for library in self._libraries:
+            index = self._library_indices.get(library.key)
+            if index is not None:
                 kernel_library.remember(library, compiled[index], self.store)
-                objects.append(compiled[index])
+            found = kernel_library.compiled(library, self.store)
+            assert found is not None  # compiled here, or found by _library and kept
+            objects.append(found)
         object_bytes = pack_objects(objects + [compiled[index] for index in self._part_indices])
         missing = CPU.unresolved_symbols(object_bytes)
         if missing:

@@ -22,7 +22,7 @@ from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter, vector_width
 from compiler.codegen.kernel import Kernel, KernelModule, ravel, row_major_strides, unravel
-from compiler.codegen.kernel_library import LibraryUse
+from compiler.codegen.kernel_library import LibraryUse, links_libraries
 from compiler.codegen.llvm_ir import (
     I32,
     I64,
@@ -266,7 +266,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     layout = rhs_layout or RhsLayout.packed(k, n, panel)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
-        if uses_gemm_library(config):
+        if links_libraries(config):
             bases = (kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output))
             gemm = lowering.kernels.use_library(gemm_library(config, acc_type), gemm_symbol(acc_type), GEMM_TYPE)
         else:
@@ -275,7 +275,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
             slots = [[kernel.alloca(vector_of(storage_type(acc_type), blocking.lanes), name=f"acc{r}_{v}") for v in range(blocking.vectors)] for r in range(blocking.rows)]
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
             span = _ItemSpan.of(b, item, blocking, m, n)
-            if uses_gemm_library(config):
+            if links_libraries(config):
                 dims = (m, k, n, blocking.depth, layout.batch, layout.panel, layout.row)
                 b.call(gemm, [*bases, span.batch_index, span.first_row, span.rows_here, span.first_panel, span.panels_stop, *(I64(d) for d in dims)])
             else:
@@ -296,12 +296,6 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     work = blocking.item_rows * max(k, 1) * blocking.item_panels * panel
     steps.append(P.KernelStep(kernel.name, batch * blocking.items_per_batch, max(1, (1 << 20) // work), instruction.name))
     return output
-
-
-def uses_gemm_library(config) -> bool:
-    """Whether a target's gemm kernels call the gemm library (CPU targets: objects link) or
-    hold their loops (GPU targets: one cubin per program)."""
-    return not config.is_gpu
 
 
 @dataclass(frozen=True)

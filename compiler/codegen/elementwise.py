@@ -18,6 +18,7 @@ from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.data_movement import emit_byte_copy
 from compiler.codegen.kernel import Kernel
+from compiler.codegen.kernel_library import links_libraries
 from compiler.codegen.llvm_ir import (
     I8,
     I64,
@@ -95,7 +96,9 @@ class ElementEmitter:
 
     def _math_call(self, name: str, dtype: DType, *values: ir.Value) -> ir.Value:
         width = width_of(values[0])
-        function = mathlib_ir.math_function(self.kernel.owner.module, name, dtype.name, width, self.config)
+        owner = self.kernel.owner
+        declare_exact = owner.use_library if links_libraries(self.config) else None
+        function = mathlib_ir.math_function(owner.module, name, dtype.name, width, self.config, declare_exact)
         return self.builder.call(function, list(values))
 
     # --- the ops --------------------------------------------------------------------------

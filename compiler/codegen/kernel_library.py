@@ -8,8 +8,9 @@ builds the gemm library, one per accumulation type). A program's kernels call th
 (`KernelModule.use_library`), and the library's object joins the program's objects
 (objfile.pack_objects), so binary_hash covers the bytes that run as it covers every part's.
 
-A library is found by its content address (`Library.key`): the SHA-256 of the library format,
-the machine, LLVM's pipeline and the IR text. It is compiled once per process (`compiled`,
+A library is found by its key (`LibraryUse.made`): the SHA-256 of what decides its object (the
+library format and name, the configuration and machine, LLVM's version and pipeline, the
+compiler's source), so finding it costs no IR. It is compiled once per process (`compiled`,
 `remember`) and, where the compile has a cache (compiler/cache.py), stored there for every
 later process. What the store returns is not trusted as read: its seal catches bit rot, and an
 object that is not the one LLVM makes of the IR makes a binary_hash no honest compile makes.
@@ -25,40 +26,57 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from compiler.codegen.llvm_machine import Machine, pipeline_identity
+from compiler.codegen.llvm_machine import pipeline_identity
+from compiler.codegen.target import machine_of
+from compiler.config import CompilerConfig
+from compiler.fingerprint import compiler_fingerprint
 
 LIBRARY_FORMAT = 1
 
 
 @dataclass(frozen=True)
 class Library:
-    """One library's module: its name (`gemm.f32`), IR text and content address."""
+    """One library for one target: its name (`gemm.f32`), its content address and how to
+    make its IR (only when it is compiled)."""
 
     name: str
-    ir_text: str
     key: str
+    make_ir: Callable[[], str]
 
-    @staticmethod
-    def of(name: str, ir_text: str, machine: Machine) -> Library:
-        material = {
-            "format": LIBRARY_FORMAT,
-            "machine": dataclasses.asdict(machine),
-            "pipeline": pipeline_identity(),
-            "ir": hashlib.sha256(ir_text.encode()).hexdigest(),
-        }
-        return Library(name, ir_text, hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest())
+    def ir_text(self) -> str:
+        return self.make_ir()
 
 
 @dataclass(frozen=True)
 class LibraryUse:
-    """A library a module's kernels call: its name, and how to make it. The lowering only
+    """A library a module's kernels call: its name, and how to make its IR. The lowering only
     records it (a graph's picture lowers without LLVM); the machine code makes it."""
 
     name: str
-    ir_text: Callable[[], str]
+    make_ir: Callable[[], str]
 
-    def made(self, machine: Machine) -> Library:
-        return Library.of(self.name, self.ir_text(), machine)
+    def made(self, config: CompilerConfig) -> Library:
+        """The library for `config`'s target. Its key covers everything that decides its
+        object: the library format, the name, the whole configuration, the machine LLVM is
+        told of, LLVM's version and pipeline settings, and the compiler's own source (the IR
+        is a function of those), so a process that finds the object stored never makes the
+        IR."""
+        material = {
+            "format": LIBRARY_FORMAT,
+            "name": self.name,
+            "config": config.as_dict(),
+            "machine": dataclasses.asdict(machine_of(config)),
+            "pipeline": pipeline_identity(),
+            "compiler": compiler_fingerprint(),
+        }
+        key = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+        return Library(self.name, key, self.make_ir)
+
+
+def links_libraries(config) -> bool:
+    """Whether a target's kernels call kernel libraries (CPU targets: their objects link) or
+    hold all their code (GPU targets: one cubin per program)."""
+    return not config.is_gpu
 
 
 class LibraryStore(Protocol):

@@ -29,10 +29,13 @@ arrays around it (tests, tools and benchmarks).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache, partial
 from typing import Any
 
 import llvmlite.ir as ir
 
+from compiler.codegen.kernel import KernelModule
+from compiler.codegen.kernel_library import LibraryUse
 from compiler.codegen.llvm_ir import (
     DOUBLE,
     FLOAT,
@@ -531,19 +534,19 @@ def _define_f64(module: ir.Module, name: str, width: int, fname: str) -> ir.Func
 
 
 def _define_f32(
-    module: ir.Module, name: str, width: int, fname: str, config: CompilerConfig
+    module: ir.Module, name: str, width: int, fname: str, config: CompilerConfig, declare_exact: DeclareExact | None = None
 ) -> ir.Function:
     """The binary32 function: the fast path where the function has one (fast_f32.py), with
-    the exact path on the lanes it cannot decide; otherwise the exact path alone."""
+    the exact path on the lanes it cannot decide; otherwise the exact path alone. The exact
+    path is a function of this module, or with `declare_exact` one of the exact library's
+    (`exact_library`), declared here."""
     if name not in FAST_F32:
         return _define_f32_exact(module, name, width, fname, config)
-    exact = _define_f32_exact(module, name, width, f"{fname}.exact", config)
-    # The exact path runs about once in 10**5 vectors: kept out of line, it costs no code
-    # size or compile time in every kernel that uses the function.
-    exact.attributes.discard("alwaysinline")
-    exact.attributes.add("noinline")
-    exact.attributes.add("cold")
     ty = vector_of(FLOAT, width)
+    if declare_exact is not None:
+        exact = declare_exact(exact_library(config, name, width), f"{fname}.exact", ir.FunctionType(ty, [ty]))
+    else:
+        exact = _out_of_line_exact(module, name, width, f"{fname}.exact", config)
     t_i32 = vector_of(I32, width)
     fn = _new_function(module, fname, ty, 1)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -563,6 +566,41 @@ def _define_f32(
     bits.add_incoming(fast_bits, before)
     b.ret(b.bitcast(bits, ty))
     return fn
+
+
+def _out_of_line_exact(module: ir.Module, name: str, width: int, fname: str, config: CompilerConfig) -> ir.Function:
+    """The exact path of a function with a fast path: it runs rarely (about one 8-lane vector
+    of normal inputs in 2,000, docs/numerics.md), so kept out of line it costs no code size
+    or compile time in every kernel that uses it."""
+    exact = _define_f32_exact(module, name, width, fname, config)
+    exact.attributes.discard("alwaysinline")
+    exact.attributes.add("noinline")
+    exact.attributes.add("cold")
+    return exact
+
+
+def exact_library(config: CompilerConfig, name: str, width: int) -> LibraryUse:
+    """The exact path of binary32 `name` at `width` lanes as a kernel library
+    (kernel_library.py): the same function, exported, compiled once per target and shared by
+    every program (with its binary64 evaluation, most of the function's IR)."""
+    return LibraryUse(f"math.{name}.f32.w{width}.exact", partial(_exact_library_ir, config, name, width))
+
+
+def exact_libraries(config: CompilerConfig, widths: tuple[int, ...]) -> list[LibraryUse]:
+    """The exact library of every binary32 function with a fast path, at each of `widths`."""
+    return [exact_library(config, name, width) for name in sorted(FAST_F32) for width in widths]
+
+
+@cache
+def _exact_library_ir(config: CompilerConfig, name: str, width: int) -> str:
+    kernels = KernelModule(config)
+    exact = _out_of_line_exact(kernels.module, name, width, f"{function_name(name, 'f32', width)}.exact", config)
+    exact.linkage = ""
+    return kernels.ir_text()
+
+
+# Declares a library's function in the module being built (KernelModule.use_library).
+DeclareExact = Callable[[LibraryUse, str, ir.FunctionType], ir.Function]
 
 
 def _define_f32_exact(
@@ -622,13 +660,14 @@ def _i32_splat(v: int, width: int) -> ir.Constant:
 
 
 def math_function(
-    module: ir.Module, name: str, dtype: str, width: int, config: CompilerConfig
+    module: ir.Module, name: str, dtype: str, width: int, config: CompilerConfig, declare_exact: DeclareExact | None = None
 ) -> ir.Function:
     """The internal function vxla.math.<name>.<dtype>.w<width> of `module` (defined once).
 
     It takes one argument (two: power(x, y), atan2(y, x)) of type float/double
     or <width x float/double> and returns the contract's exact result for every lane, NaN
-    canonical; it calls nothing (no libm, no other symbol). `config` is the compilation
+    canonical; it calls nothing (no libm, no other symbol) but, with `declare_exact` (a CPU
+    target's kernels), its exact path in the exact library (`exact_library`). `config` is the compilation
     target: the IR is the same for every x86-64 level today (LLVM selects the instructions,
     e.g. gathers for table lookups on x86-64-v4), and the parameter lets a target-specific
     choice be made without changing callers.
@@ -645,7 +684,7 @@ def math_function(
         return existing
     if dtype == "f64":
         return _define_f64(module, name, width, fname)
-    return _define_f32(module, name, width, fname, config)
+    return _define_f32(module, name, width, fname, config, declare_exact)
 
 
 # --------------------------------------------------------------------------- array kernels

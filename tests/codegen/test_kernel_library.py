@@ -1,10 +1,14 @@
-"""The gemm library (compiler/codegen/kernel_library.py, dot_conv.gemm_library): one function
-per accumulation type and CPU target runs every gemm shape. Its row tails and its last panel's
-vector counts are chosen when it runs, so each of them is exercised here and must give the
-reference's bits; programs share the library's object, which the compile cache keeps, and a
-damaged stored copy is compiled again, never used."""
+"""Kernel libraries (compiler/codegen/kernel_library.py). The gemm library
+(dot_conv.gemm_library): one function per accumulation type and CPU target runs every gemm
+shape. Its row tails and its last panel's vector counts are chosen when it runs, so each of
+them is exercised here and must give the reference's bits; programs share the library's
+object, which the compile cache keeps, and a damaged stored copy is compiled again, never
+used. The exact paths of the binary32 functions (mathlib_ir.exact_library) run from their
+libraries with the reference's bits on inputs the fast paths cannot decide."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -12,9 +16,9 @@ import pytest
 from compiler.codegen import kernel_library, llvm_workers
 from compiler.codegen.dot_conv import GemmBlocking, gemm_library
 from compiler.codegen.objfile import unpack_objects
-from compiler.codegen.target import machine_of
 from compiler.config import load_config
 from compiler.driver import compile_program, generate, prepare_libraries
+from compiler.numerics.mathlib.f32_exceptions import F32_EXCEPTIONS
 from compiler.program import load_program
 from core.dtypes import F32, F64
 from harness.targets import GPUS, NATIVE, config, run_everywhere
@@ -70,7 +74,7 @@ ENTRY e {{
 
 def test_programs_of_different_shapes_share_the_library_object() -> None:
     configuration = load_config()
-    library = gemm_library(configuration, F32).made(machine_of(configuration))
+    library = gemm_library(configuration, F32).made(configuration)
     first = compile_program(_program(13, 70, 40), configuration, cache_dir=False)
     second = compile_program(_program(100, 300, 7), configuration, cache_dir=False)
     assert unpack_objects(first.object_bytes)[0] == unpack_objects(second.object_bytes)[0] == kernel_library.compiled(library, None)
@@ -80,15 +84,16 @@ def test_programs_of_different_shapes_share_the_library_object() -> None:
 
 
 def test_the_key_follows_the_target_and_the_accumulation_type() -> None:
-    keys = {gemm_library(config(cpu), dtype).made(machine_of(config(cpu))).key for cpu in ("x86-64-v3", "x86-64-v4") for dtype in (F32, F64)}
+    keys = {gemm_library(config(cpu), dtype).made(config(cpu)).key for cpu in ("x86-64-v3", "x86-64-v4") for dtype in (F32, F64)}
     assert len(keys) == 4
 
 
 def test_the_compile_cache_keeps_the_library_and_refuses_a_damaged_copy(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     configuration = load_config()
-    library = gemm_library(configuration, F32).made(machine_of(configuration))
+    library = gemm_library(configuration, F32).made(configuration)
     monkeypatch.setattr(kernel_library, "_COMPILED", {})
-    assert prepare_libraries(configuration, cache_dir=tmp_path) == ["gemm.f32", "gemm.f64"]
+    prepared = prepare_libraries(configuration, cache_dir=tmp_path)
+    assert prepared[:2] == ["gemm.f32", "gemm.f64"] and "math.tanh.f32.w1.exact" in prepared
     stored = tmp_path / "libraries" / f"{library.key}.o"
     assert stored.is_file()
     honest = compile_program(_program(13, 70, 40), configuration, cache_dir=False).hashes["binary_hash"]
@@ -98,7 +103,7 @@ def test_the_compile_cache_keeps_the_library_and_refuses_a_damaged_copy(tmp_path
     compiled: list[str] = []
     monkeypatch.setattr(llvm_workers.Compilation, "submit", _recording(compiled))
     assert compile_program(_program(13, 70, 40), configuration, cache_dir=tmp_path).hashes["binary_hash"] == honest
-    assert library.ir_text not in compiled and compiled
+    assert library.ir_text() not in compiled and compiled
 
     # A damaged copy is compiled again and replaced.
     monkeypatch.setattr(kernel_library, "_COMPILED", {})
@@ -108,7 +113,7 @@ def test_the_compile_cache_keeps_the_library_and_refuses_a_damaged_copy(tmp_path
     compiled.clear()
     program = _program(13, 70, 41)  # not in the cache: compiled, with the library
     assert compile_program(program, configuration, cache_dir=tmp_path).hashes["binary_hash"]
-    assert library.ir_text in compiled
+    assert library.ir_text() in compiled
     assert stored.read_bytes() != bytes(data)
 
 
@@ -129,3 +134,26 @@ def test_a_gpu_target_keeps_the_gemm_in_its_kernels() -> None:
     for target in GPUS:
         ir_text, _, _ = generate(_program(13, 70, 40), config(target))
         assert "vxla.gemm" not in ir_text and "fma" in ir_text, target
+
+
+# HLO opcodes of binary32 functions whose exception tables hold inputs the fast path cannot
+# decide (they lie next to a rounding boundary), so the exact path, in its library, runs.
+EXACT_PATH_OPS = {"logistic": "logistic", "log": "log", "log1p": "log-plus-one", "sin": "sine", "cos": "cosine"}
+
+
+def test_the_exact_paths_run_from_their_library_with_the_reference_bits() -> None:
+    rng = np.random.default_rng(3)
+    lines, arrays, results = [], [], []
+    for number, (name, opcode) in enumerate(EXACT_PATH_OPS.items()):
+        hard = np.array([x for x, _ in F32_EXCEPTIONS[name]], dtype=np.uint32).view(np.float32)
+        values = np.concatenate([hard, rng.standard_normal(37).astype(np.float32) * 3, hard[::-1]])
+        arrays.append(values)
+        lines += [f"  x{number} = f32[{values.size}] parameter({number})", f"  y{number} = f32[{values.size}] {opcode}(x{number})"]
+        results.append(f"y{number}")
+    shapes = ", ".join(f"f32[{a.size}]" for a in arrays)
+    text = "HloModule exact\nENTRY e {\n" + "\n".join(lines) + f"\n  ROOT t = ({shapes}) tuple({', '.join(results)})\n}}\n"
+    run_everywhere(text, arrays)
+    ir_text, _, _ = generate(load_program(text), load_config())
+    for name in EXACT_PATH_OPS:
+        assert re.search(rf'declare .*@"vxla\.math\.{name}\.f32\.w\d+\.exact"', ir_text), name
+        assert not re.search(rf'define .*@"vxla\.math\.{name}\.f32\.w\d+\.exact"', ir_text), name

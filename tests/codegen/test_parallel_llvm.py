@@ -46,11 +46,13 @@ def _program() -> Program:
 
 @pytest.fixture(scope="module")
 def whole() -> Executable:
-    """The fixture's executable in one object, after the f32 gemm library's."""
+    """The fixture's executable in one object, after the objects of the kernel libraries it
+    calls (the f32 gemm, exp's exact path)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(partition, "PART_LINES", 10**9)
         executable = compile_program(_program(), load_config(), cache_dir=False)
-    assert len(unpack_objects(executable.object_bytes)) == 2
+    finished, _, _ = generated(_program(), load_config(), None, CPU)
+    assert len(unpack_objects(executable.object_bytes)) == len(finished.libraries) + 1 >= 3
     return executable
 
 
@@ -86,8 +88,8 @@ def test_the_bytes_do_not_depend_on_how_many_processes_compile_or_when(monkeypat
     assert alone.hashes == together.hashes
     config = load_config()
     finished, _, _ = generated(_program(), config, None, CPU)  # no machine code attached
-    assert [library.name for library in finished.libraries] == ["gemm.f32"]
-    assert len(partition.split(finished)) + 1 == len(unpack_objects(alone.object_bytes))
+    assert "gemm.f32" in [library.name for library in finished.libraries]
+    assert len(partition.split(finished)) + len(finished.libraries) == len(unpack_objects(alone.object_bytes))
     assert CPU.emit_binary(finished, config) == alone.object_bytes
 
 
