@@ -132,8 +132,12 @@ def _splat(emitter: ElementEmitter, value: ir.Value, width: int) -> ir.Value:
 # least 32 KiB of L1 data cache and 512 KiB of L2 per core.
 L1_PANEL_BYTES = 16 * 1024
 L2_BLOCK_BYTES = 128 * 1024
-# Work items a gemm aims for per batch element, so that threads get balanced shares.
+# Work items a gemm aims for per batch element, so that threads get balanced shares, and the
+# fewest multiply-adds (per lane of output) an item is cut down to for that: a smaller item
+# costs more in its setup (a call into the gemm library, its blocks' addresses) than its
+# share buys (a GRU step's gemm, 8 x 128 x 384, was 12 items of a few hundred cycles each).
 ITEMS_PER_BATCH = 16
+MIN_ITEM_WORK = 1 << 16
 
 
 def register_block(config) -> tuple[int, int]:
@@ -176,7 +180,8 @@ class GemmBlocking:
     Rows per item are as many as keep the item's lhs block in L2 (every panel reuses it);
     the items split the columns before the rows, since each row item reads the whole rhs
     once: a 128-row activation against a 3072x768 weight is then 2 or 3 passes over the
-    weight instead of 11."""
+    weight instead of 11. A gemm is cut into ITEMS_PER_BATCH items per batch element for
+    the threads' shares, but never into items of fewer than MIN_ITEM_WORK multiply-adds."""
 
     rows: int
     vectors: int
@@ -211,7 +216,7 @@ class GemmBlocking:
             return GemmBlocking(rows, vectors, lanes, depth, rows, row_blocks if m else 0, 1, panels)
         blocks_in_l2 = max(1, L2_BLOCK_BYTES // (depth * element_bytes) // rows)
         row_items = -(-row_blocks // blocks_in_l2)
-        wanted = max(1, -(-ITEMS_PER_BATCH // max(batch, 1)))
+        wanted = max(1, min(-(-ITEMS_PER_BATCH // max(batch, 1)), m * k * n // MIN_ITEM_WORK))
         column_items = min(panels, -(-wanted // row_items))
         row_items = min(row_blocks, max(row_items, -(-wanted // column_items)))
         blocks = -(-row_blocks // row_items)
