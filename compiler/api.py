@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "compile": "compiler.driver",
     "compile_program": "compiler.driver",
     "prepare_libraries": "compiler.driver",
+    "compile_emulated_grid": "compiler.driver",
     "generate": "compiler.driver",
     "optimized_plan": "compiler.driver",
     # The graph commitment a job posts (docs/disputes.md).
