@@ -4,7 +4,7 @@ JSON layout (every hash is 64 lower-case hex characters)::
 
     {"_type": "https://in-toto.io/Statement/v1",
      "subject": [{"name": "out0", "digest": {"sha256": <tensor digest>}}, ...],
-     "predicateType": "https://vxla.dev/attestation/execution/v1",
+     "predicateType": "https://vxla.dev/attestation/execution/v2",
      "predicate": {
        "job_id": str, "chain_id": int | null, "contract": "0x" + 40 hex | null,
        "key_id": <the signing node's key id>,
@@ -13,7 +13,8 @@ JSON layout (every hash is 64 lower-case hex characters)::
          "compiler": {"vxla_version", "numerics_contract", "pipeline_id", "passes": [str],
                       "target": {"triple", "cpu", "features"},
                       "llvmlite_version", "llvm_version", "opt_level",
-                      "nvjitlink_version" (GPU targets only)},
+                      "linker": {"name", "version"} (targets an external program
+                                                     links only, e.g. nvJitLink)},
          "graph_hash", "binary_hash",
          "inputs":  [{"name", "dtype", "shape": [int], "digest"}],
          "outputs": [{"name", "dtype", "shape": [int], "digest"}],
@@ -32,6 +33,12 @@ recorded have none and their digests are `vxla.tensor.v1`; a version this vxla d
 is refused, named. Timings are integer
 nanoseconds: floats are not allowed anywhere, because their JSON text is not canonical
 across implementations.
+
+Schema versions, by predicateType: v2 (written now) and v1, which this vxla still reads and
+verifies. They differ in one field of the compiler record: v1 named one vendor's linker,
+`"nvjitlink_version": str` (GPU targets only), where v2 has the generic `linker`. A parsed
+statement keeps its version (`Statement.predicate_type`), so its canonical bytes, and the
+signature over them, are those it was signed as.
 
 Parsing is strict: wrong types, missing or unknown fields, bad hex, inconsistent subject or
 Merkle root all raise `StatementError` naming the field path.
@@ -55,7 +62,11 @@ from attest.errors import DigestVersionError, StatementError
 from attest.merkle import digest_leaves, merkle_root
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://vxla.dev/attestation/execution/v1"
+PREDICATE_TYPE_V1 = "https://vxla.dev/attestation/execution/v1"
+PREDICATE_TYPE = "https://vxla.dev/attestation/execution/v2"
+# Schema 1's one vendor field, and the linker it named.
+_V1_LINKER_FIELD = "nvjitlink_version"
+_V1_LINKER = "nvJitLink"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _CONTRACT = re.compile(r"0x[0-9a-f]{40}")
@@ -294,6 +305,22 @@ class Target:
 
 
 @dataclass(frozen=True)
+class LinkerRecord:
+    """The program that linked the code object that runs and is hashed, and its release."""
+
+    name: str
+    version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version}
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = "linker") -> LinkerRecord:
+        obj = _obj(data, path, ("name", "version"))
+        return cls(name=_str(obj["name"], f"{path}.name"), version=_str(obj["version"], f"{path}.version"))
+
+
+@dataclass(frozen=True)
 class CompilerIdentity:
     """Everything that pins the compiled binary: versions, pipeline, target."""
 
@@ -305,8 +332,8 @@ class CompilerIdentity:
     llvmlite_version: str
     llvm_version: str
     opt_level: int
-    # GPU targets only: the nvJitLink release that linked the cubin (absent for CPU targets).
-    nvjitlink_version: str = ""
+    # Targets an external program links only (absent for the rest): that linker.
+    linker: LinkerRecord | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -319,8 +346,8 @@ class CompilerIdentity:
             "llvm_version": self.llvm_version,
             "opt_level": self.opt_level,
         }
-        if self.nvjitlink_version:
-            data["nvjitlink_version"] = self.nvjitlink_version
+        if self.linker is not None:
+            data["linker"] = self.linker.to_dict()
         return data
 
     @classmethod
@@ -335,7 +362,7 @@ class CompilerIdentity:
             "llvm_version",
             "opt_level",
         )
-        obj = _obj(data, path, names, optional=("nvjitlink_version",))
+        obj = _obj(data, path, names, optional=("linker",))
         passes = _list(obj["passes"], f"{path}.passes")
         return cls(
             vxla_version=_str(obj["vxla_version"], f"{path}.vxla_version"),
@@ -346,7 +373,7 @@ class CompilerIdentity:
             llvmlite_version=_str(obj["llvmlite_version"], f"{path}.llvmlite_version"),
             llvm_version=_str(obj["llvm_version"], f"{path}.llvm_version"),
             opt_level=_int(obj["opt_level"], f"{path}.opt_level", 0),
-            nvjitlink_version=_str(obj["nvjitlink_version"], f"{path}.nvjitlink_version") if "nvjitlink_version" in obj else "",
+            linker=LinkerRecord.from_dict(obj["linker"], f"{path}.linker") if "linker" in obj else None,
         )
 
 
@@ -706,19 +733,61 @@ class Predicate:
         )
 
 
-def _parse(data: Any) -> tuple[tuple[Subject, ...], Predicate]:
+def _compiler_path(predicate: Any) -> Mapping[str, Any] | None:
+    """The compiler record of predicate data, where it is where it should be (else None:
+    the strict parse names what is wrong)."""
+    deterministic = predicate.get("deterministic") if isinstance(predicate, Mapping) else None
+    compiler = deterministic.get("compiler") if isinstance(deterministic, Mapping) else None
+    return compiler if isinstance(compiler, Mapping) else None
+
+
+def _with_compiler(predicate: Mapping[str, Any], compiler: dict[str, Any]) -> dict[str, Any]:
+    return {**predicate, "deterministic": {**predicate["deterministic"], "compiler": compiler}}
+
+
+def _predicate_from_v1(predicate: Any) -> Any:
+    """Schema 1's predicate data in schema 2's form: its `nvjitlink_version` becomes the
+    `linker` it names; a `linker` field is unknown there."""
+    compiler = _compiler_path(predicate)
+    if compiler is None:
+        return predicate
+    if "linker" in compiler:
+        raise StatementError("predicate.deterministic.compiler.linker", f"unknown field (schema {PREDICATE_TYPE_V1} records {_V1_LINKER_FIELD})")
+    if _V1_LINKER_FIELD not in compiler:
+        return predicate
+    fields = {name: value for name, value in compiler.items() if name != _V1_LINKER_FIELD}
+    fields["linker"] = {"name": _V1_LINKER, "version": compiler[_V1_LINKER_FIELD]}
+    return _with_compiler(predicate, fields)
+
+
+def _predicate_as_v1(predicate: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2's predicate data written in schema 1 (which can name nvJitLink only)."""
+    compiler = predicate["deterministic"]["compiler"]
+    if "linker" not in compiler:
+        return predicate
+    linker = compiler["linker"]
+    if linker["name"] != _V1_LINKER:
+        raise StatementError("predicate.deterministic.compiler.linker", f"schema {PREDICATE_TYPE_V1} cannot record linker {linker['name']!r}")
+    fields = {name: value for name, value in compiler.items() if name != "linker"}
+    fields[_V1_LINKER_FIELD] = linker["version"]
+    return _with_compiler(predicate, fields)
+
+
+def _parse(data: Any) -> tuple[tuple[Subject, ...], Predicate, str]:
     obj = _obj(data, "", ("_type", "subject", "predicateType", "predicate"))
     if obj["_type"] != STATEMENT_TYPE:
         raise StatementError("_type", f"expected {STATEMENT_TYPE!r}, got {obj['_type']!r}")
-    if obj["predicateType"] != PREDICATE_TYPE:
+    predicate_type = obj["predicateType"]
+    if predicate_type not in (PREDICATE_TYPE, PREDICATE_TYPE_V1):
         raise StatementError(
-            "predicateType", f"expected {PREDICATE_TYPE!r}, got {obj['predicateType']!r}"
+            "predicateType", f"expected {PREDICATE_TYPE!r} (or {PREDICATE_TYPE_V1!r}), got {predicate_type!r}"
         )
     subjects = tuple(
         Subject.from_dict(s, f"subject[{i}]")
         for i, s in enumerate(_list(obj["subject"], "subject"))
     )
-    predicate = Predicate.from_dict(obj["predicate"])
+    predicate_data = _predicate_from_v1(obj["predicate"]) if predicate_type == PREDICATE_TYPE_V1 else obj["predicate"]
+    predicate = Predicate.from_dict(predicate_data)
     outputs = predicate.deterministic.outputs
     expected = [(t.name, t.digest) for t in outputs]
     if [(s.name, s.sha256) for s in subjects] != expected:
@@ -726,7 +795,7 @@ def _parse(data: Any) -> tuple[tuple[Subject, ...], Predicate]:
             "subject",
             "must list the outputs (predicate.deterministic.outputs) by name and digest, in order",
         )
-    return subjects, predicate
+    return subjects, predicate, predicate_type
 
 
 @dataclass(frozen=True)
@@ -739,6 +808,8 @@ class Statement:
 
     subject: tuple[Subject, ...]
     predicate: Predicate
+    # The schema it is written in (a parsed statement keeps the one it was signed in).
+    predicate_type: str = PREDICATE_TYPE
 
     def __post_init__(self) -> None:
         try:
@@ -757,12 +828,19 @@ class Statement:
 
     def to_dict(self) -> dict[str, Any]:
         """The statement as JSON-ready data."""
+        predicate = self.predicate.to_dict()
         return {
             "_type": STATEMENT_TYPE,
             "subject": [s.to_dict() for s in self.subject],
-            "predicateType": PREDICATE_TYPE,
-            "predicate": self.predicate.to_dict(),
+            "predicateType": self.predicate_type,
+            "predicate": _predicate_as_v1(predicate) if self.predicate_type == PREDICATE_TYPE_V1 else predicate,
         }
+
+    def deterministic_dict(self) -> dict[str, Any]:
+        """The predicate's deterministic part as JSON-ready data, in the statement's schema."""
+        if self.predicate_type != PREDICATE_TYPE_V1:
+            return self.predicate.deterministic.to_dict()
+        return self.to_dict()["predicate"]["deterministic"]
 
     def to_json_bytes(self) -> bytes:
         """Canonical JSON bytes of the statement: what a DSSE envelope carries as payload.
@@ -777,11 +855,12 @@ class Statement:
     @classmethod
     def from_dict(cls, data: Any) -> Statement:
         """Parse and validate a statement from JSON data (raises StatementError)."""
-        subjects, predicate = _parse(data)
+        subjects, predicate, predicate_type = _parse(data)
         # `_parse` has just checked everything `__post_init__` would check again.
         statement = object.__new__(cls)
         object.__setattr__(statement, "subject", subjects)
         object.__setattr__(statement, "predicate", predicate)
+        object.__setattr__(statement, "predicate_type", predicate_type)
         return statement
 
     @classmethod

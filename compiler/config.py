@@ -19,82 +19,17 @@ from attest.digests import text_digest
 from compiler.errors import ConfigError
 from compiler.numerics import CONTRACT_VERSION
 from compiler.passes.pipeline import pipeline_named
+from compiler.targets import (
+    ARCHITECTURES,
+    TARGET_CPUS,
+    X86_64_TRIPLE,
+    Architecture,
+    TargetCpu,
+)
 
 # The pinned configuration, package data of `compiler` (configs/compiler.toml links to it).
 PINNED_CONFIG_NAME = "pinned.toml"
 
-X86_64_TRIPLE = "x86_64-unknown-linux-gnu"
-AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
-NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
-# Architectures whose code runs on a GPU through a driver (compiler/codegen/backend.py): the
-# plan's kernels become grid kernels, and the bytes hashed are the device's code object.
-GPU_ARCHES = frozenset({"nvptx64"})
-# The PTX ISA version of the assembly LLVM writes for NVIDIA targets (7.8: the first with
-# sm_90), and the nvJitLink release that turns it into a cubin: another nvJitLink may emit
-# other machine code from the same PTX, so it is part of a GPU config's identity and a
-# different one is refused (compiler/codegen/nvptx.py), as another LLVM would be.
-PTX_ISA = "ptx78"
-NVJITLINK_VERSION = "13.5"
-
-
-@dataclass(frozen=True)
-class TargetCpu:
-    """A target the compiler may pin, a CPU or a GPU architecture: its triple, the LLVM
-    features its code may use (every one must be on a host before that code runs there) and
-    its vector register width. A GPU target also names LLVM's processor (`llvm_cpu`) and the
-    features always passed to LLVM (`llvm_features`: the PTX ISA version its assembly is
-    written in), both part of the compiler's identity through the target's name."""
-
-    name: str
-    triple: str
-    features: frozenset[str]
-    vector_bits: int
-    description: str
-    llvm_cpu: str = ""
-    llvm_features: str = ""
-
-    @property
-    def arch(self) -> str:
-        return self.triple.split("-", 1)[0]
-
-    @property
-    def is_gpu(self) -> bool:
-        return self.arch in GPU_ARCHES
-
-    @property
-    def processor(self) -> str:
-        """The CPU (processor) name LLVM is given."""
-        return self.llvm_cpu or self.name
-
-
-# The feature sets are LLVM's definitions of these CPUs (the x86-64 psABI levels; Arm's
-# Neoverse cores), in LLVM's feature names, which are also what host detection reports. The
-# AArch64 sets leave out the cores' system-control features (SSBS, DIT, SPE, RAS): they
-# change no instruction the code generator emits, and hosts (QEMU among them) need not
-# report them.
-_X86_64_V2 = frozenset({"64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "cx16", "sahf", "crc32",
-                        "popcnt", "sse3", "ssse3", "sse4.1", "sse4.2"})  # fmt: skip
-_X86_64_V3 = _X86_64_V2 | {"avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave"}
-_X86_64_V4 = _X86_64_V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
-_NEOVERSE_N1 = frozenset({"fp-armv8", "neon", "crc", "lse", "rdm", "rcpc", "dotprod", "fullfp16",
-                          "aes", "sha2", "ccpp"})  # fmt: skip
-_NEOVERSE_V1 = _NEOVERSE_N1 | {"sve", "bf16", "i8mm", "fp16fml", "jsconv", "complxnum", "flagm",
-                               "rcpc-immo", "sha3", "rand"}  # fmt: skip
-
-TARGET_CPUS: dict[str, TargetCpu] = {
-    cpu.name: cpu
-    for cpu in (
-        TargetCpu("x86-64-v2", X86_64_TRIPLE, _X86_64_V2, 128, "SSE4.2, no FMA"),
-        TargetCpu("x86-64-v3", X86_64_TRIPLE, _X86_64_V3, 256, "AVX2 and FMA"),
-        TargetCpu("x86-64-v4", X86_64_TRIPLE, _X86_64_V4, 512, "AVX-512"),
-        TargetCpu("neoverse-n1", AARCH64_TRIPLE, _NEOVERSE_N1, 128, "Armv8.2 with NEON (Graviton2, Ampere Altra)"),
-        TargetCpu("neoverse-v1", AARCH64_TRIPLE, _NEOVERSE_V1, 128, "Armv8.4 with SVE (Graviton3); SVE code gives the same bits at every vector length"),
-        # GPU features are the compute capability the device must report exactly: a cubin
-        # holds machine code for one architecture. Vector width 32: one f32 lane per thread.
-        TargetCpu("nvptx-sm90", NVPTX_TRIPLE, frozenset({"sm_90"}), 32, "NVIDIA Hopper (H100, H200), compute capability 9.0", "sm_90", f"+{PTX_ISA}"),
-        TargetCpu("nvptx-sm80", NVPTX_TRIPLE, frozenset({"sm_80"}), 32, "NVIDIA Ampere (A100), compute capability 8.0", "sm_80", f"+{PTX_ISA}"),
-    )
-}
 # A configuration's `cpu = "widest"` selects the widest pinned target this host runs
 # (compiler/host.py): x86-64-v4 with AVX-512, x86-64-v3 with AVX2, neoverse-v1 with SVE. Every
 # target computes the same bits; the machine code, and so binary_hash, is the target's
@@ -104,16 +39,6 @@ WIDEST = "widest"
 # no pinned target (another architecture): compiling and hashing work on any host; running
 # there is refused, naming what is missing.
 DEFAULT_CPU = "x86-64-v3"
-
-# Feature names a `features` string may add or remove, by architecture.
-_KNOWN_FEATURES = {
-    "x86_64": _X86_64_V4 | {"avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "avx512ifma",
-                            "avx512bitalg", "avx512vpopcntdq", "avxvnni", "gfni", "vaes", "vpclmulqdq", "adx",
-                            "aes", "pclmul", "sha", "prfchw", "fma4", "xop", "sse4a", "tbm"},
-    "aarch64": _NEOVERSE_V1 | {"sve2", "sme", "mte", "pauth", "bti", "sb", "sm4", "lse2", "ssbs", "dit"},
-    "nvptx64": frozenset(),  # a GPU target's code is fixed by its name: no feature may change it
-}  # fmt: skip
-
 
 def chosen_cpu(name: str) -> str:
     """`name`, or for `widest` the widest pinned CPU this host runs (DEFAULT_CPU where it
@@ -168,21 +93,25 @@ class CompilerConfig:
     # compiler without it); on, it is part of the config's identity, cannot be set from a
     # config file, and no trace is signed of such a build (node/tracing/statement.py).
     schedule_perturbation: bool = False
-    # GPU targets only (left out of as_dict for CPU ones): the nvJitLink release that makes
-    # the cubin, derived from the code when not given; a recorded other one is refused.
-    nvjitlink_version: str = ""
+    # Targets linked by an external program only (left out of as_dict for the others): the
+    # linker and its release (compiler/targets.py Linker), derived from the target's row when
+    # not given; a recorded other one is refused.
+    linker: str = ""
+    linker_version: str = ""
 
     def __post_init__(self) -> None:
-        if self.cpu in TARGET_CPUS and TARGET_CPUS[self.cpu].is_gpu:
-            if not self.nvjitlink_version:
-                object.__setattr__(self, "nvjitlink_version", NVJITLINK_VERSION)
-            elif self.nvjitlink_version != NVJITLINK_VERSION:
+        pinned = TARGET_CPUS[self.cpu].architecture.linker if self.cpu in TARGET_CPUS else None
+        if pinned is not None:
+            if not self.linker and not self.linker_version:
+                object.__setattr__(self, "linker", pinned.name)
+                object.__setattr__(self, "linker_version", pinned.version)
+            elif (self.linker, self.linker_version) != (pinned.name, pinned.version):
                 raise ConfigError(
-                    f"this compiler links GPU code with nvJitLink {NVJITLINK_VERSION}, not the recorded "
-                    f"{self.nvjitlink_version}: a different vxla version made it"
+                    f"this compiler links {self.cpu} code with {pinned.name} {pinned.version}, not the recorded "
+                    f"{self.linker} {self.linker_version}: a different vxla version made it"
                 )
-        elif self.nvjitlink_version:
-            raise ConfigError(f"nvjitlink_version {self.nvjitlink_version!r} is for GPU targets only, not {self.cpu}")
+        elif self.linker or self.linker_version:
+            raise ConfigError(f"linker {self.linker} {self.linker_version} recorded for {self.cpu}, whose code vxla links itself")
         expected = pipeline_named(self.pipeline).pipeline_id
         if not self.pipeline_id:
             object.__setattr__(self, "pipeline_id", expected)
@@ -198,13 +127,24 @@ class CompilerConfig:
 
     @property
     def arch(self) -> str:
-        """The triple's architecture: x86_64, aarch64 or nvptx64."""
+        """The triple's architecture, as LLVM names it (a key of compiler/targets.py
+        ARCHITECTURES)."""
         return self.triple.split("-", 1)[0]
 
     @property
-    def is_gpu(self) -> bool:
-        """Whether the code runs on a GPU (grid kernels, a driver, a device code object)."""
-        return self.arch in GPU_ARCHES
+    def architecture(self) -> Architecture:
+        """The row of the triple's architecture: the capabilities the backend and the
+        runtime read (compiler/targets.py)."""
+        try:
+            return ARCHITECTURES[self.arch]
+        except KeyError:
+            raise ConfigError(f"unknown architecture {self.arch!r} (triple {self.triple!r}); use one of {', '.join(ARCHITECTURES)}") from None
+
+    @property
+    def runs_on_host(self) -> bool:
+        """Whether the code runs in this process on the host's CPU (else on a device through
+        its driver: grid kernels and a device code object)."""
+        return self.architecture.runs_on_host
 
     @property
     def required_features(self) -> frozenset[str]:
@@ -214,31 +154,36 @@ class CompilerConfig:
         added = {name for enable, name in feature_flags(self.features) if enable}
         return self.target_cpu.features | added
 
+    def _usable_features(self) -> frozenset[str]:
+        removed = {name for enable, name in feature_flags(self.features) if not enable}
+        return self.required_features - removed
+
     @property
     def has_fma(self) -> bool:
-        """Whether `llvm.fma` is one instruction (AArch64 always has it; on x86 it needs
-        FMA3, else the backend emulates fma exactly, since LLVM would call libm's fma)."""
-        if any(name == "fma" and not enable for enable, name in feature_flags(self.features)):
-            return False
-        return self.arch in ("aarch64", "nvptx64") or "fma" in self.required_features
+        """Whether `llvm.fma` is one instruction: always where the architecture's row names no
+        FMA feature, else with that feature (without it the backend emulates fma exactly,
+        since LLVM would call libm's fma)."""
+        feature = self.architecture.fma_feature
+        return not feature or feature in self._usable_features()
 
     @property
     def vector_bits(self) -> int:
-        """The width of the vector registers the backend fills (results never depend on it)."""
-        if self.arch != "x86_64":
-            return self.target_cpu.vector_bits
-        removed = {name for enable, name in feature_flags(self.features) if not enable}
-        usable = self.required_features - removed
-        if "avx512f" in usable:
-            return 512
-        return 256 if "avx2" in usable else 128
+        """The width of the vector registers the backend fills (results never depend on it):
+        the widest of the row's wide vector features the config may use, else its narrow
+        width (the CPU's where the row gives none)."""
+        row = self.architecture
+        usable = self._usable_features() if row.wide_vectors else frozenset()
+        for feature, bits in row.wide_vectors:
+            if feature in usable:
+                return bits
+        return row.narrow_vector_bits or self.target_cpu.vector_bits
 
     @property
     def vector_registers(self) -> int:
-        """How many vector registers the code may use: 32 on AArch64 and with AVX-512, else 16
-        (register blocking sizes its tiles to them; results never depend on it). A GPU thread
-        has scalar registers only: 16 keeps a work item's accumulators few."""
-        return 32 if self.arch == "aarch64" or self.vector_bits >= 512 else 16
+        """How many vector registers the code may use (register blocking sizes its tiles to
+        them; results never depend on it): the row's count, its wide count at 512 bits."""
+        row = self.architecture
+        return row.wide_vector_registers if self.vector_bits >= 512 else row.vector_registers
 
     def with_pipeline(self, name: str) -> CompilerConfig:
         """This config with another pass pipeline (its id recomputed)."""
@@ -253,9 +198,10 @@ class CompilerConfig:
         here, chosen_cpu) or feature string; ConfigError for an unknown CPU or a bad feature
         string."""
         cpu = chosen_cpu(cpu) if cpu is not None else self.cpu
-        gpu = target_cpu(cpu).is_gpu
-        features = features if features is not None else ("" if gpu or self.is_gpu else self.features)
-        config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features, nvjitlink_version=NVJITLINK_VERSION if gpu else "")
+        row = target_cpu(cpu).architecture
+        # A feature string belongs to one architecture: another's starts without one.
+        features = features if features is not None else (self.features if row.name == self.arch else "")
+        config = replace(self, triple=target_cpu(cpu).triple, cpu=cpu, features=features, linker="", linker_version="")
         validate_target(config)
         return config
 
@@ -263,8 +209,8 @@ class CompilerConfig:
         data = asdict(self)
         if not self.schedule_perturbation:
             del data["schedule_perturbation"]  # off: the identity of a compiler without it
-        if not self.nvjitlink_version:
-            del data["nvjitlink_version"]  # a CPU target: the identity it had before GPU targets
+        if not self.linker:
+            del data["linker"], data["linker_version"]  # linked by vxla: the identity it had before linkers
         return data
 
     def digest(self) -> str:
@@ -334,5 +280,5 @@ def validate_target(config: CompilerConfig) -> None:
     if config.triple != cpu.triple:
         raise ConfigError(f"CPU {config.cpu!r} belongs to triple {cpu.triple!r}, not {config.triple!r}")
     for _, name in feature_flags(config.features):
-        if name not in _KNOWN_FEATURES[cpu.arch]:
+        if name not in cpu.architecture.known_features:
             raise ConfigError(f"unknown {cpu.arch} feature {name!r} in {config.features!r}")

@@ -8,8 +8,25 @@ from typing import TYPE_CHECKING
 
 from attest.digests import sha256_hex, text_digest
 from compiler import cache as compile_cache
-from compiler.codegen import buffer_assignment, grid, kernel_library, llvm_workers, mathlib_ir
-from compiler.codegen.backend import Backend, MachineCode, WholeModule, backend_for
+from compiler.codegen import (
+    batch_norm,
+    buffer_assignment,
+    control_flow,
+    data_movement,
+    dot_conv,
+    elementwise,
+    fft,
+    grid,
+    kernel_library,
+    linalg,
+    llvm_workers,
+    mathlib_ir,
+    random_bits,
+    reductions,
+    sort_gather_scatter,
+)
+from compiler.codegen.backend import Backend, MachineCode, WholeModule
+from compiler.codegen.backends import backend_for
 from compiler.codegen.dot_conv import COMMON_GEMM_TYPES, gemm_library
 from compiler.codegen.elementwise import vector_width
 from compiler.codegen.kernel import KernelModule
@@ -35,7 +52,11 @@ if TYPE_CHECKING:
 
 # The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
 # emit that family's opcodes (parameters are bound by the lowering itself).
-FAMILY_MODULES = family_modules("compiler.codegen")
+FAMILY_MODULES = family_modules(
+    elementwise=elementwise, data_movement=data_movement, reductions=reductions, dot_conv=dot_conv,
+    control_flow=control_flow, sort_gather_scatter=sort_gather_scatter, random_bits=random_bits,
+    batch_norm=batch_norm, linalg=linalg, fft=fft,
+)
 EMITTERS: dict[str, Emitter] = {
     opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()
 }
@@ -168,7 +189,7 @@ def compile_program(
     key = compile_cache.cache_key(program.hlo_hash, config)
     entry = cache.get(key) if cache is not None else None
     if entry is None:
-        if not config.is_gpu and _instructions(program.module) >= PRESTART_INSTRUCTIONS:
+        if backend_for(config).compiles_in_parts and _instructions(program.module) >= PRESTART_INSTRUCTIONS:
             llvm_workers.prestart()
         tell = progress or (lambda stage: None)
         tell(f"optimizing ({config.pipeline} pipeline)")
@@ -230,7 +251,7 @@ def prepare_libraries(config: CompilerConfig | None = None, *, cache_dir: str | 
     compiles only its own kernels. Returns the libraries' names (none for a GPU target,
     whose kernels hold all their code)."""
     config = config or load_config()
-    if not kernel_library.links_libraries(config):
+    if not config.architecture.links_libraries:
         return []
     store = compile_cache.open_cache(cache_dir)
     uses = [gemm_library(config, acc_type) for acc_type in COMMON_GEMM_TYPES]
@@ -262,8 +283,8 @@ def compile_emulated_grid(
     (compiler/runtime/emulated_grid.py; `block_size`: see EmulatedDevice): for tests of the
     grid logic without a GPU. It names the GPU target but runs host code, so its binary_hash
     is of the host object (and the plan), and no statement is ever made of it."""
-    if not config.is_gpu:
-        raise ValueError(f"{config.cpu} is not a GPU target")
+    if config.runs_on_host:
+        raise ValueError(f"{config.cpu} is not a GPU target: its code runs on the host already")
     kernels, plan, graph_text = _generated(program, config, None, HOST_GRID)
     host = emulated_grid.host_config()
     object_bytes = HOST_GRID.emit_binary(kernels, host)

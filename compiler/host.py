@@ -19,8 +19,9 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from compiler.config import TARGET_CPUS, CompilerConfig
+from compiler.config import CompilerConfig
 from compiler.errors import TargetNotRunnable
+from compiler.targets import TARGET_CPUS
 
 # Restricts what this host is taken to have (comma-separated LLVM feature names to treat as
 # absent), e.g. to keep a node off AVX-512. It can only remove features, never add them.

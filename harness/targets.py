@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.codegen.backend import backend_for
-from compiler.config import TARGET_CPUS, CompilerConfig, load_config
+from compiler.codegen.backends import backend_for
+from compiler.config import CompilerConfig, load_config
 from compiler.driver import compile_program
 from compiler.errors import TargetNotRunnable
 from compiler.hlo import load_module
@@ -20,6 +20,7 @@ from compiler.host import this_host
 from compiler.program import load_program
 from compiler.reference import evaluate
 from compiler.runtime.executable import Executable
+from compiler.targets import TARGET_CPUS
 
 HOST = this_host()
 # VXLA_TEST_TARGETS (comma-separated CPUs) narrows the suite to those targets: the emulated
@@ -31,8 +32,8 @@ if any(name not in TARGET_CPUS for name in _NAMED):
 ALL = _NAMED or tuple(TARGET_CPUS)
 # The CPU targets: what tests of CPU code (objects, the native entry, assembly) sweep; the GPU
 # targets' code is a cubin (tests/codegen/test_gpu_grid.py).
-CPUS = tuple(name for name in ALL if not TARGET_CPUS[name].is_gpu)
-GPUS = tuple(name for name in ALL if TARGET_CPUS[name].is_gpu)
+CPUS = tuple(name for name in ALL if TARGET_CPUS[name].architecture.runs_on_host)
+GPUS = tuple(name for name in ALL if not TARGET_CPUS[name].architecture.runs_on_host)
 # The x86-64 levels; the property tests sweep these and the AArch64 CPUs.
 X86 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "x86_64")
 AARCH64 = tuple(name for name, cpu in TARGET_CPUS.items() if cpu.arch == "aarch64")

@@ -117,7 +117,7 @@ def statement_digest(statement: Statement) -> str:
     """The statement digest: of the statement's deterministic part (program, compiler, hashes, inputs,
     outputs, op trace): equal for every honest execution of the same job, unlike the
     envelope, whose run metadata (timings) differs from run to run."""
-    return sha256_hex(canonical_json(statement.predicate.deterministic.to_dict()))
+    return sha256_hex(canonical_json(statement.deterministic_dict()))
 
 
 def seal_of(node: str, job_id: int, result_digest: bytes, op_trace_root: bytes) -> bytes:

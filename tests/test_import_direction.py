@@ -21,7 +21,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("compiler.program",),
     ("compiler.reference",),
     ("compiler.passes",),
-    ("compiler.config", "compiler.host"),
+    ("compiler.targets", "compiler.config", "compiler.host"),
     ("compiler.codegen",),
     ("compiler.runtime", "compiler.cache"),
     ("compiler.driver",),
@@ -195,3 +195,35 @@ def test_every_public_name_is_defined_where_the_api_says() -> None:
     for name in api.__all__:
         assert getattr(api, name) is not None, name
     assert set(INSTRUMENTS) <= {str(p.relative_to(ROOT)) for p in sources("tools")}
+
+
+# Where each op family's table lives: (package, table name).
+FAMILY_TABLES = (("compiler/hlo/verifier", "RULES"), ("compiler/reference", "HANDLERS"), ("compiler/codegen", "EMITTERS"))
+
+
+@pytest.mark.parametrize(("package", "table"), FAMILY_TABLES)
+def test_op_families_are_wired_one_way(package: str, table: str) -> None:
+    """Each op family's module in the verifier, the reference and the backend builds its
+    table with family_table (compiler/hlo/family_tables.py: the registry says which opcodes
+    a family holds), and the modules are imported by name in the source, so import tools see
+    every edge: no import_module in compiler/ but the public API's lazy exports."""
+    from compiler.hlo.opcodes import FAMILIES
+
+    for family in FAMILIES:
+        tree = ast.parse((ROOT / package / f"{family}.py").read_text(encoding="utf-8"))
+        built = [
+            node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign | ast.AnnAssign)
+            and any(isinstance(t, ast.Name) and t.id == table for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+        ]
+        assert len(built) == 1, f"{package}/{family}.py defines {table} {len(built)} times"
+        call = built[0]
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "family_table", (
+            f"{package}/{family}.py: {table} is not built by family_table"
+        )
+    for path in sources("compiler"):
+        if path.relative_to(ROOT).as_posix() == "compiler/api.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "import_module(" not in text and "__import__(" not in text, f"{path.relative_to(ROOT)} imports a module by a computed name"

@@ -1,7 +1,7 @@
 """Writes tests/fixtures/golden_hashes.json: every fixture's hlo_hash, the digests of the
 reference evaluator's outputs on its inputs (the bits every target must give) and, for every
 pinned target (the GPU ones' binary_hash covers their cubin), its graph_hash and binary_hash,
-with the pipeline_id, LLVM version and nvJitLink release they were made with. Compiling only (no run of machine code), so every target is recorded on any
+with the pipeline_id, LLVM version and linkers (compiler/targets.py) they were made with. Compiling only (no run of machine code), so every target is recorded on any
 host.
 
 tests/codegen/test_fixtures_backend.py holds each compile against this manifest: a change of
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from attest.digests import tensor_digest
 from compiler.api import (
-    NVJITLINK_VERSION,
+    ARCHITECTURES,
     TARGET_CPUS,
     compile_program,
     evaluate,
@@ -54,7 +54,7 @@ def manifest() -> dict:
         "pipeline_id": pinned.pipeline_id,
         "llvm_version": pinned.llvm_version,
         "llvmlite_version": pinned.llvmlite_version,
-        "nvjitlink_version": NVJITLINK_VERSION,
+        "linkers": {row.name: f"{row.linker.name} {row.linker.version}" for row in ARCHITECTURES.values() if row.linker},
         "fixtures": fixtures,
     }
 

@@ -105,7 +105,7 @@ def bundle(directory: Path, target: str) -> int:
     from harness.fixture_data import FIXTURE_NAMES, Fixture
 
     config = load_config().with_target(cpu=target)
-    if not config.is_gpu:
+    if config.runs_on_host:
         raise SystemExit(f"{target} is not a GPU target")
     (directory / "cases").mkdir(parents=True, exist_ok=True)
     work = [(name, Fixture(name).module_text, Fixture(name).inputs()) for name in FIXTURE_NAMES] + family_cases()
@@ -127,7 +127,7 @@ def bundle(directory: Path, target: str) -> int:
     manifest = {
         "target": target,
         "processor": config.target_cpu.processor,
-        "nvjitlink_version": config.nvjitlink_version,
+        "linker": f"{config.linker} {config.linker_version}",
         "cases": cases,
         "math": math_functions,
         "bench": bench,
@@ -222,7 +222,7 @@ def run(directory: Path, skip_math: bool, repeat: int, graphs: bool = True, skip
         return 2
     info = probe_device.info
     print(f"GPU          {info.name}, compute capability {info.compute_capability}, {info.sm_count} SMs, driver {info.driver_version}")
-    print(f"bundle       {target}, nvJitLink {manifest['nvjitlink_version']}, {len(manifest['cases'])} cases")
+    print(f"bundle       {target}, linked by {manifest['linker']}, {len(manifest['cases'])} cases")
     best: dict[str, float] = {}
     for case in manifest["cases"]:
         stem = directory / "cases" / case["name"]

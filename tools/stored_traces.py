@@ -1,23 +1,26 @@
-"""Writes tests/fixtures/traces/: signed traces of the mlp_softmax fixture in an older
-statement schema, which the current vxla must still verify (tests/node/cli/test_stored_traces.py):
+"""Writes tests/fixtures/traces/: signed traces of the mlp_softmax fixture in statement schema
+1 (attest/statement.py), which the current vxla must still verify
+(tests/node/cli/test_stored_traces.py):
 
 - `cpu.v1.json`: x86-64-v3, op-level;
 - `gpu.v1.json`: nvptx-sm90, its grid run on this host's CPU (the bits a GPU gives), with
   the linker recorded in schema 1's vendor field `nvjitlink_version`;
 - `node.pub`: the public key that signed them (the private key is thrown away).
 
-A trace records binary_hash, so a change of the machine code (golden hashes regenerated)
-makes these traces fail to verify until they are made again with this tool:
+The committed ones were signed by the vxla that wrote schema 1 itself. A trace records
+binary_hash, so a change of the machine code (golden hashes regenerated) makes them fail to
+verify until they are made again with this tool (in schema 1, attest's own conversion):
 
   python tools/stored_traces.py
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
-from attest import key_id, sign_statement
+from attest import PREDICATE_TYPE_V1, key_id, sign_statement
 from attest.keys import generate_private_key, public_key_pem
 from compiler.api import compile_emulated_grid, compile_program, load_config, load_program
 from harness.fixture_data import Fixture
@@ -46,6 +49,7 @@ def main() -> int:
             program, executable, inputs, run, job_id=f"stored-{name}", chain_id=None, contract=None,
             key_id=key_id(signer), threads=1, timings_ns={}, op_level=True,
         )
+        statement = dataclasses.replace(statement, predicate_type=PREDICATE_TYPE_V1)
         with tempfile.NamedTemporaryFile("w", dir=TRACES, delete=False) as out:
             out.write(sign_statement(statement, signer).to_json() + "\n")
         Path(out.name).chmod(0o644)

@@ -4,12 +4,14 @@ Everything up to the kernels is the same for every target: the passes, the lower
 op family into kernels `void kernel(ptr slots, i64 begin, i64 end)` over work items, the
 plan, the buffer assignment. A backend adds what runs the kernels and makes the bytes that
 are hashed and run:
-- CPU targets (x86-64, AArch64): the native entry that runs the plan's steps on worker
-  threads (native_plan.py), compiled to ELF objects (one per part of the module,
-  partition.py, made at once by llvm_workers.py) that reference no symbol but each other's;
-- NVIDIA GPUs (nvptx64): a grid entry per kernel (grid.py, nvptx.py), compiled to PTX that
-  must pass the contract's checks, linked to a cubin by the pinned nvJitLink.
-A new target (AMD's amdgcn) is one more Backend: its GridTarget and its code-object linker.
+- `CPU` here, for the targets whose code runs on the host: the native entry that runs the
+  plan's steps on worker threads (native_plan.py), compiled to ELF objects (one per part of
+  the module, partition.py, made at once by llvm_workers.py) that reference no symbol but
+  each other's and the kernel libraries' (kernel_library.py);
+- a device's backend, in that target's own module: a grid entry per kernel (grid.py) and
+  its code-object linker (nvptx.py: PTX that must pass the contract's checks, linked to a
+  cubin).
+backends.py names each by the target row's `backend` capability (compiler/targets.py).
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from compiler.codegen import grid, kernel_library, native_plan, nvptx, partition
+from compiler.codegen import kernel_library, native_plan, partition
 from compiler.codegen.kernel import KernelModule
 from compiler.codegen.llvm_workers import Compilation
 from compiler.codegen.objfile import pack_objects, unresolved_symbols
 from compiler.codegen.plan import Plan
 from compiler.config import CompilerConfig
-from compiler.errors import BackendError, ConfigError
+from compiler.errors import BackendError
 
 
 class MachineCode(Protocol):
@@ -48,6 +50,11 @@ class Backend:
     machine_code: Callable[[CompilerConfig, kernel_library.LibraryStore | None], MachineCode]
     # The symbols those bytes reference and nothing defines (every binary's must be none).
     unresolved_symbols: Callable[[bytes], list[str]]
+    # Whether a large module is compiled in parts by LLVM worker processes (llvm_workers.py),
+    # which a compile may start before the parts are ready.
+    compiles_in_parts: bool = False
+    # Whether its entry can take the test-only schedule perturbation (worker threads to upset).
+    schedule_perturbation: bool = False
 
     def emit_binary(self, kernels: KernelModule, config: CompilerConfig) -> bytes:
         """The bytes of a finished module (its entry in it)."""
@@ -159,26 +166,4 @@ class WholeModule:
         pass
 
 
-def _nvptx_binary(ir_text: str, config: CompilerConfig) -> bytes:
-    cubin = nvptx.cubin_of(nvptx.ptx_of(ir_text, config), config)
-    missing = NVPTX.unresolved_symbols(cubin)
-    if missing:
-        raise BackendError(f"cubin references symbols it does not define: {', '.join(missing)}")
-    return cubin
-
-
-CPU = Backend("cpu", native_plan.emit_entry, CpuObjects, unresolved_symbols)
-NVPTX = Backend(
-    "nvptx",
-    lambda kernels, plan: grid.emit_grid(kernels, plan, nvptx.NvptxGrid()),
-    lambda config, store: WholeModule(config, _nvptx_binary),
-    nvptx.unresolved_symbols,
-)
-_BY_ARCH = {"x86_64": CPU, "aarch64": CPU, "nvptx64": NVPTX}
-
-
-def backend_for(config: CompilerConfig) -> Backend:
-    """The backend of the config's architecture."""
-    if config.is_gpu and config.schedule_perturbation:
-        raise ConfigError("schedule perturbation is a test setting of the CPU targets' worker threads; a GPU target has none")
-    return _BY_ARCH[config.arch]
+CPU = Backend("cpu", native_plan.emit_entry, CpuObjects, unresolved_symbols, compiles_in_parts=True, schedule_perturbation=True)

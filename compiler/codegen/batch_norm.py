@@ -7,6 +7,7 @@ from __future__ import annotations
 from compiler.codegen import plan as P
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo.batch_norm import expansion
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.opcodes import family_opcodes
 
@@ -17,4 +18,4 @@ def _emit_batch_norm(lowering: Lowering, instruction: Instruction, operands: lis
     return result
 
 
-EMITTERS = {opcode: _emit_batch_norm for opcode in family_opcodes("batch_norm")}
+EMITTERS = family_table("batch_norm", {}, shared=dict.fromkeys(family_opcodes("batch_norm"), _emit_batch_norm))

@@ -22,7 +22,7 @@ from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.elementwise import ElementEmitter, vector_width
 from compiler.codegen.kernel import Kernel, KernelModule, ravel, row_major_strides, unravel
-from compiler.codegen.kernel_library import LibraryUse, links_libraries
+from compiler.codegen.kernel_library import LibraryUse
 from compiler.codegen.llvm_ir import (
     I32,
     I64,
@@ -39,6 +39,7 @@ from compiler.codegen.llvm_ir import (
 )
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.order import accumulation_type
@@ -209,7 +210,7 @@ class GemmBlocking:
         depth = min(depth, max(k, 1))
         panels = max(1, -(-n // (vectors * lanes)))
         row_blocks = max(1, -(-m // rows))
-        if config.is_gpu:
+        if config.architecture.gemm == "per-thread":
             # A GPU runs a work item per thread: every register block is an item, so a gemm
             # has as many threads as blocks of rows x panel outputs (each output still one
             # chain in k order).
@@ -271,7 +272,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
     layout = rhs_layout or RhsLayout.packed(k, n, panel)
     with lowering.kernels.kernel("dot") as kernel:
         b = kernel.builder
-        if links_libraries(config):
+        if config.architecture.gemm == "library":
             bases = (kernel.buffer(lhs), kernel.buffer(rhs_panels), kernel.buffer(output))
             gemm = lowering.kernels.use_library(gemm_library(config, acc_type), gemm_symbol(acc_type), GEMM_TYPE)
         else:
@@ -280,7 +281,7 @@ def emit_gemm(lowering: Lowering, instruction: Instruction, lhs: int, rhs_panels
             slots = [[kernel.alloca(vector_of(storage_type(acc_type), blocking.lanes), name=f"acc{r}_{v}") for v in range(blocking.vectors)] for r in range(blocking.rows)]
         with kernel.loop(kernel.begin, kernel.end, 1, "item") as item:
             span = _ItemSpan.of(b, item, blocking, m, n)
-            if links_libraries(config):
+            if config.architecture.gemm == "library":
                 dims = (m, k, n, blocking.depth, layout.batch, layout.panel, layout.row)
                 b.call(gemm, [*bases, span.batch_index, span.first_row, span.rows_here, span.first_panel, span.panels_stop, *(I64(d) for d in dims)])
             else:
@@ -878,4 +879,4 @@ def _conv_kernel(lowering, instruction, x, weights, out_batch, padded, channels,
     return output
 
 
-EMITTERS = {"dot": _emit_dot, "convolution": _emit_convolution}
+EMITTERS = family_table("dot_conv", globals(), prefix="_emit_")

@@ -18,7 +18,6 @@ from compiler.codegen import numerics_ir as nir
 from compiler.codegen import plan as P
 from compiler.codegen.data_movement import emit_byte_copy
 from compiler.codegen.kernel import Kernel
-from compiler.codegen.kernel_library import links_libraries
 from compiler.codegen.llvm_ir import (
     I8,
     I64,
@@ -32,6 +31,7 @@ from compiler.codegen.llvm_ir import (
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import stochastic_convert
 from compiler.hlo.errors import HloUnsupportedError
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT
 from compiler.numerics.mathlib import UNARY_OPCODES
@@ -97,7 +97,7 @@ class ElementEmitter:
     def _math_call(self, name: str, dtype: DType, *values: ir.Value) -> ir.Value:
         width = width_of(values[0])
         owner = self.kernel.owner
-        declare_exact = owner.use_library if links_libraries(self.config) else None
+        declare_exact = owner.use_library if self.config.architecture.links_libraries else None
         function = mathlib_ir.math_function(owner.module, name, dtype.name, width, self.config, declare_exact)
         return self.builder.call(function, list(values))
 
@@ -518,11 +518,8 @@ def _stochastic_convert(lowering: Lowering, instruction: Instruction, operands: 
     return result
 
 
-EMITTERS = {
-    **{opcode: emit_elementwise for opcode in sorted(COMPUTED_PER_ELEMENT) if opcode != "bitcast-convert"},
-    "bitcast-convert": _bitcast_convert,
-    "copy": _copy,
-    "map": emit_map,
-    "stochastic-convert": _stochastic_convert,
-}
+EMITTERS = family_table(
+    "elementwise", globals(),
+    shared={**dict.fromkeys(sorted(COMPUTED_PER_ELEMENT - {"bitcast-convert"}), emit_elementwise), "map": emit_map},
+)
 

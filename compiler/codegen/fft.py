@@ -19,6 +19,7 @@ from compiler.codegen import plan as P
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I64, constant, storage_type
 from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import fft as transforms
@@ -171,4 +172,4 @@ def _emit_fft(lowering: Lowering, instruction: Instruction, operands: list[Ref],
     return current
 
 
-EMITTERS = {"fft": _emit_fft}
+EMITTERS = family_table("fft", globals(), prefix="_emit_")

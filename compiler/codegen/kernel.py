@@ -8,8 +8,8 @@ equals an earlier one's is dropped and its steps call the earlier one, so LLVM o
 generates each distinct kernel once. Kernels are internal: the plan's entry (native_plan.py),
 the one exported function, calls them, and `KernelModule.export` wraps it so it always runs
 with the contract's floating-point environment (round to nearest, no flush-to-zero, no
-denormals-are-zero: MXCSR on x86, FPCR on AArch64) and restores the caller's environment
-afterwards.
+denormals-are-zero; set as the target row says, fp_environment.py) and restores the caller's
+environment afterwards.
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from llvmlite import ir
 
 from compiler.codegen import plan as P
+from compiler.codegen.fp_environment import PINS
 from compiler.codegen.kernel_library import LibraryUse
 from compiler.codegen.llvm_ir import (
     I8,
-    I32,
     I64,
     PTR,
     VOID,
     counted_loop,
-    declare_intrinsic,
     storage_type,
     vector_of,
 )
@@ -37,14 +36,6 @@ from compiler.config import CompilerConfig
 from core.dtypes import DType
 
 KERNEL_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
-
-# x86 MXCSR: every exception masked, round to nearest, FTZ and DAZ off.
-CONTRACT_MXCSR = 0x1F80
-# AArch64 FPCR: round to nearest (RMode 0), FZ and FZ16 off, no exception traps, AH and FIZ
-# off, and DN on: every NaN an arithmetic instruction makes is the default NaN, which is the
-# contract's canonical NaN (f32 0x7FC00000, f64 0x7FF8000000000000).
-CONTRACT_FPCR = 1 << 25
-
 
 @dataclass
 class KernelModule:
@@ -192,23 +183,9 @@ class KernelModule:
         wrapper = ir.Function(self.module, body.function_type, name)
         wrapper.attributes.add("nounwind")
         builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
-        if self.config.arch == "aarch64":
-            get_fpcr = declare_intrinsic(self.module, "llvm.aarch64.get.fpcr", I64, [])
-            set_fpcr = declare_intrinsic(self.module, "llvm.aarch64.set.fpcr", VOID, [I64])
-            saved = builder.call(get_fpcr, [], name="saved_fpcr")
-            builder.call(set_fpcr, [I64(CONTRACT_FPCR)])
-            result = builder.call(body, list(wrapper.args))
-            builder.call(set_fpcr, [saved])
-        else:
-            saved = builder.alloca(I32, name="saved_mxcsr")
-            wanted = builder.alloca(I32, name="contract_mxcsr")
-            stmxcsr = declare_intrinsic(self.module, "llvm.x86.sse.stmxcsr", VOID, [PTR])
-            ldmxcsr = declare_intrinsic(self.module, "llvm.x86.sse.ldmxcsr", VOID, [PTR])
-            builder.call(stmxcsr, [saved])
-            builder.store(I32(CONTRACT_MXCSR), wanted)
-            builder.call(ldmxcsr, [wanted])
-            result = builder.call(body, list(wrapper.args))
-            builder.call(ldmxcsr, [saved])
+        restore = PINS[self.config.architecture.fp_environment](self.module, builder)
+        result = builder.call(body, list(wrapper.args))
+        restore(builder)
         if isinstance(body.function_type.return_type, ir.VoidType):
             builder.ret_void()
         else:
@@ -269,10 +246,10 @@ class Kernel:
     def alignment(self, dtype: DType) -> int:
         """The alignment a load or store of `dtype` elements may assume. Every buffer starts
         aligned (plan.BUFFER_ALIGNMENT) and elements sit at multiples of their size, but CPU
-        vector loads start at any element, so CPU targets assume nothing (x86 and AArch64
-        load unaligned at full speed). A GPU thread loads scalars, and NVPTX splits a load it
-        may not assume aligned into single bytes."""
-        return dtype.storage_bits // 8 if self.config.is_gpu else 1
+        vector loads start at any element, so CPU targets assume nothing (they load unaligned
+        at full speed). A GPU thread loads scalars, and its backend may split a load it may
+        not assume aligned into single bytes: the target row says which (element_aligned_loads)."""
+        return dtype.storage_bits // 8 if self.config.architecture.element_aligned_loads else 1
 
     @contextmanager
     def loop(self, start: ir.Value, stop: ir.Value, step: int = 1, name: str = "i") -> Iterator[ir.Value]:

@@ -73,12 +73,6 @@ class LibraryUse:
         return Library(self.name, key, self.make_ir)
 
 
-def links_libraries(config) -> bool:
-    """Whether a target's kernels call kernel libraries (CPU targets: their objects link) or
-    hold all their code (GPU targets: one cubin per program)."""
-    return not config.is_gpu
-
-
 class LibraryStore(Protocol):
     """Where compiled libraries outlive the process (compiler/cache.py's CompileCache)."""
 

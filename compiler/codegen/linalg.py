@@ -13,6 +13,7 @@ from compiler.codegen.dot_conv import multiply_add  # the contract's one fma ste
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I64, call_intrinsic, constant, storage_type
 from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.narrow_linalg import NARROW, in_f32
 from compiler.numerics.linalg import TriangularSystem
@@ -118,4 +119,4 @@ def _emit_triangular_solve(lowering: Lowering, instruction: Instruction, operand
     return output
 
 
-EMITTERS = {"cholesky": _emit_cholesky, "triangular-solve": _emit_triangular_solve}
+EMITTERS = family_table("linalg", globals(), prefix="_emit_")

@@ -24,7 +24,7 @@ class Machine:
 
 
 # LLVM's O3 pipeline, less two passes that cost compile time and buy our IR nothing (measured
-# with llvmlite's set_time_passes on the bench corpus, x86-64-v4):
+# with llvmlite's set_time_passes on the bench corpus, 512-bit vectors):
 # - the SLP vectorizer: 30% of BERT's optimization time; it changes only the entry's stores of
 #   buffer pointers, since every kernel is already written in vectors;
 # - loop strength reduction, in code generation: 18% of ResNet-18's LLVM time and 28% of the

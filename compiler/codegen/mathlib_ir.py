@@ -76,8 +76,8 @@ F32_ABS_MASK = 0x7FFFFFFF
 _MAGIC = 2.0**52 + 2.0**51
 _MAGIC_BITS = 0x4338000000000000
 
-# The functions are marked alwaysinline: then a kernel has no call at all, and measured on
-# x86-64-v3 (f64, 4 lanes) inlining is as fast or faster (log 4.8 vs 5.8 ns per element,
+# The functions are marked alwaysinline: then a kernel has no call at all, and measured with
+# 256-bit vectors (f64, 4 lanes) inlining is as fast or faster (log 4.8 vs 5.8 ns per element,
 # power 13.9 vs 15.0, exp and sin equal).
 ALWAYS_INLINE = True
 
@@ -668,9 +668,9 @@ def math_function(
     or <width x float/double> and returns the contract's exact result for every lane, NaN
     canonical; it calls nothing (no libm, no other symbol) but, with `declare_exact` (a CPU
     target's kernels), its exact path in the exact library (`exact_library`). `config` is the compilation
-    target: the IR is the same for every x86-64 level today (LLVM selects the instructions,
-    e.g. gathers for table lookups on x86-64-v4), and the parameter lets a target-specific
-    choice be made without changing callers.
+    target: the IR is the same for every vector width today (LLVM selects the instructions,
+    e.g. gathers for table lookups where the target has them), and the parameter lets a
+    target-specific choice be made without changing callers.
     """
     if name not in UNARY_FUNCTIONS and name not in BINARY_FUNCTIONS:
         raise ValueError(f"unknown math function {name!r}")

@@ -20,13 +20,15 @@ import re
 
 from llvmlite import ir
 
-from compiler.codegen.grid import GRID_ENTRY_TYPE, GridTarget
+from compiler.codegen.backend import Backend, WholeModule
+from compiler.codegen.grid import GRID_ENTRY_TYPE, GridTarget, emit_grid
 from compiler.codegen.kernel import KernelModule
 from compiler.codegen.llvm_ir import I32, declare_intrinsic
 from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.target import assembly
-from compiler.config import NVJITLINK_VERSION, CompilerConfig
+from compiler.config import CompilerConfig
 from compiler.errors import BackendError, ConfigError
+from compiler.targets import NVJITLINK_VERSION
 
 
 class NvptxGrid(GridTarget):
@@ -132,3 +134,20 @@ def _nvjitlink():
             f"another release may emit other machine code (pip install 'nvidia-nvjitlink=={NVJITLINK_VERSION}.*')"
         )
     return nvjitlink
+
+
+def _binary(ir_text: str, config: CompilerConfig) -> bytes:
+    cubin = cubin_of(ptx_of(ir_text, config), config)
+    missing = unresolved_symbols(cubin)
+    if missing:
+        raise BackendError(f"cubin references symbols it does not define: {', '.join(missing)}")
+    return cubin
+
+
+# The backend of the nvptx64 row: a grid entry per kernel, the module's PTX linked to a cubin.
+BACKEND = Backend(
+    "nvptx",
+    lambda kernels, plan: emit_grid(kernels, plan, NvptxGrid()),
+    lambda config, store: WholeModule(config, _binary),
+    unresolved_symbols,
+)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from compiler.codegen.kernel import KernelModule
 
 # The lines of IR (about one instruction each) of one part before a new part starts.
-# Measured on real models on x86-64: LLVM gets through about 8,000 lines a second, so a part
+# Measured on real models for the CPU targets: LLVM gets through about 8,000 lines a second, so a part
 # of this size takes it about 0.3 s; a part costs a few milliseconds of its own, plus the
 # helpers it repeats.
 PART_LINES = 2_500

@@ -11,6 +11,7 @@ from compiler.codegen import plan as P
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I32, I64, storage_type
 from compiler.codegen.lower import Lowering, Ref
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics import random_bits as R
@@ -132,4 +133,4 @@ def _emit_rng_bit_generator(lowering: Lowering, instruction: Instruction, operan
     return outputs
 
 
-EMITTERS = {"rng-bit-generator": _emit_rng_bit_generator}
+EMITTERS = family_table("random_bits", globals(), prefix="_emit_")

@@ -18,6 +18,7 @@ from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I32, I64, storage_type, vector_of
 from compiler.codegen.lower import Lowering, Ref
 from compiler.hlo import attributes as attr
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import is_order_free as opcode_is_order_free
 from compiler.hlo.shape import ArrayShape, TupleShape
@@ -631,4 +632,4 @@ def _emit_select_and_scatter(lowering: Lowering, instruction: Instruction, opera
     return result
 
 
-EMITTERS = {"reduce": _emit_reduce, "reduce-window": _emit_reduce_window, "select-and-scatter": _emit_select_and_scatter}
+EMITTERS = family_table("reductions", globals(), prefix="_emit_")

@@ -18,6 +18,7 @@ from compiler.codegen.elementwise import ElementEmitter
 from compiler.codegen.kernel import Kernel, ravel, row_major_strides, unravel
 from compiler.codegen.llvm_ir import I1, I32, I64, storage_type
 from compiler.codegen.lower import Lowering, Ref, flatten_ref
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from core.dtypes import DType
 
@@ -298,5 +299,5 @@ def _emit_scatter(lowering: Lowering, instruction: Instruction, operands: list[R
     return outputs[0] if count == 1 else tuple(outputs)
 
 
-EMITTERS = {"sort": _emit_sort, "gather": _emit_gather, "scatter": _emit_scatter, "topk": _emit_topk}
+EMITTERS = family_table("sort_gather_scatter", globals(), prefix="_emit_")
 

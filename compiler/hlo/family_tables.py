@@ -13,25 +13,31 @@ from compiler.hlo.opcodes import OPCODES
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def function_name(opcode: str) -> str:
-    """The name a family module gives the function of `opcode`."""
-    return "_" + opcode.replace("-", "_")
+def function_name(opcode: str, prefix: str = "_") -> str:
+    """The name a family module gives the function of `opcode` (`prefix`: "_" in the
+    verifier and the reference, "_emit_" in the backend)."""
+    return prefix + opcode.replace("-", "_")
 
 
-def family_table(family: str, namespace: Mapping[str, Any], shared: Mapping[str, F] | None = None, bound_elsewhere: tuple[str, ...] = ()) -> dict[str, F]:
+def family_table(family: str, namespace: Mapping[str, Any], shared: Mapping[str, F] | None = None, bound_elsewhere: tuple[str, ...] = (), prefix: str = "_") -> dict[str, F]:
     """Each opcode of `family`, in registry order, with the function of its name in
-    `namespace` (a module's globals()); an opcode without one takes its function from
-    `shared` (several opcodes served by one function). `bound_elsewhere` are the family's
-    opcodes the module leaves to its caller. A missing function fails at import, so a
-    module cannot fall behind the registry."""
+    `namespace` (a module's globals(), or {} where `shared` serves them all); an opcode
+    without one takes its function from `shared` (several opcodes served by one function,
+    or functions made per opcode). `bound_elsewhere` are the family's opcodes the module
+    leaves to its caller. A missing function, or a `shared` entry for an opcode of another
+    family, fails at import, so a module cannot fall behind the registry."""
+    opcodes = [op.name for op in OPCODES.values() if op.family == family]
+    stray = sorted(set(shared or ()) - set(opcodes))
+    if stray:
+        raise LookupError(f"the {family} module has functions for {', '.join(stray)}, of no opcode of that family")
     table: dict[str, F] = {}
-    for opcode in (op.name for op in OPCODES.values() if op.family == family):
+    for opcode in opcodes:
         if opcode in bound_elsewhere:
             continue
-        function = namespace.get(function_name(opcode))
+        function = namespace.get(function_name(opcode, prefix))
         if function is None and shared is not None:
             function = shared.get(opcode)
         if not callable(function):
-            raise LookupError(f"the {family} module has no function for {opcode} (named {function_name(opcode)})")
+            raise LookupError(f"the {family} module has no function for {opcode} (named {function_name(opcode, prefix)})")
         table[opcode] = function
     return table

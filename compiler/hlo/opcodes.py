@@ -10,7 +10,6 @@ under the same family.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -86,6 +85,8 @@ class Opcode:
       opcodes with finer rules (conversions, dot, fft, linalg, batch norm) check them in
       their shape rules and say "any".
     float8: it takes or makes 8-bit float values (docs/numerics.md §1).
+    float8_results: with float8, whether its results may be 8-bit floats too (dot's may not:
+      the contract multiplies 8-bit floats only into a wider result).
     complex: it takes or makes complex values (docs/numerics.md, "Complex numbers").
     algebra: the laws of a binary op that passes rewrite and reorder by (Algebra).
     folded: constant folding evaluates it when its operands are constants (not: values that
@@ -93,6 +94,12 @@ class Opcode:
       random bits).
     distinct: two instances with the same operands are still two values, never merged
       (parameters are distinct inputs; random draws are kept apart).
+    contraction: a product over dimensions its `*_contracting_dimensions` and
+      `*_batch_dimensions` attributes name (dot): transposes fold into its operands
+      (transpose_folding.py), its operands may swap (dot_orientation.py), an elementwise
+      epilogue fuses into it (epilogue_fusion.py), and the backend runs it as a gemm.
+    window: its `window` attribute is required (the windowed reductions; a convolution's
+      window is optional).
     """
 
     name: str
@@ -108,6 +115,9 @@ class Opcode:
     algebra: Algebra | None = None
     folded: bool = True
     distinct: bool = False
+    float8_results: bool = True
+    contraction: bool = False
+    window: bool = False
 
 
 def _elementwise(names: str, operands: int, operand_types: str = "any", *, float8: bool = False, complex: bool = False) -> list[Opcode]:
@@ -177,9 +187,9 @@ OPCODES: dict[str, Opcode] = {
         Opcode("iota", "data_movement", index_mapping=True, operand_types="numeric", folded=False),
         *(Opcode(name, "data_movement", float8=True, complex=True) for name in ("bitcast", "dynamic-slice", "dynamic-update-slice")),
         Opcode("reduce", "reductions", complex=True),
-        Opcode("reduce-window", "reductions"),
-        Opcode("select-and-scatter", "reductions"),
-        Opcode("dot", "dot_conv", float8=True, complex=True),
+        Opcode("reduce-window", "reductions", window=True),
+        Opcode("select-and-scatter", "reductions", window=True),
+        Opcode("dot", "dot_conv", float8=True, float8_results=False, complex=True, contraction=True),
         Opcode("convolution", "dot_conv"),
         Opcode("parameter", "control_flow", aliases="fixed", traced=False, folded=False, distinct=True, float8=True, complex=True),
         Opcode("constant", "control_flow", aliases="fixed", traced=False, folded=False, float8=True, complex=True),
@@ -274,10 +284,17 @@ NEVER_MERGED = opcodes_where(distinct=True) | frozenset(UNSUPPORTED_REASONS)
 ORDER_FREE = frozenset(op.name for op in OPCODES.values() if op.algebra and op.algebra.order_free)
 
 
-def family_modules(package: str) -> dict[str, ModuleType]:
-    """The module of each op family in `package` (compiler.reference or compiler.codegen),
-    named as the family (FAMILIES), by import: the one list of families is FAMILIES."""
-    return {family: importlib.import_module(f"{package}.{family}") for family in FAMILIES}
+def family_modules(**modules: ModuleType) -> dict[str, ModuleType]:
+    """The module of each op family, given by family name by a caller that imports them
+    statically (the verifier, the reference, the backend), in FAMILIES order; each must be
+    the module named as its family, and every family must have one."""
+    if sorted(modules) != sorted(FAMILIES):
+        missing, extra = sorted(set(FAMILIES) - set(modules)), sorted(set(modules) - set(FAMILIES))
+        raise LookupError(f"op family modules: missing {missing}, not families {extra}")
+    for family, module in modules.items():
+        if module.__name__.rsplit(".", 1)[-1] != family:
+            raise LookupError(f"op family {family}: module {module.__name__} is not named as the family")
+    return {family: modules[family] for family in FAMILIES}
 
 
 def family_opcodes(family: str) -> tuple[str, ...]:
@@ -329,3 +346,6 @@ FLOAT8_OPCODES = opcodes_where(float8=True)
 # The opcodes that take or make complex values (docs/numerics.md, "Complex numbers"): the
 # arithmetic the contract defines for them, and every op that only moves values.
 COMPLEX_OPCODES = opcodes_where(complex=True)
+# Products over named dimensions (Opcode.contraction), and the opcodes whose window is required.
+CONTRACTIONS = opcodes_where(contraction=True)
+WINDOWED = opcodes_where(window=True)

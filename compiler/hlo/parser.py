@@ -16,7 +16,7 @@ from compiler.hlo import attributes as attr
 from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError, SourceLocation
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.literals import LiteralSyntaxError, parse_literal
-from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS
+from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS, WINDOWED
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
 from compiler.hlo.verifier import infer_shape
 from core.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
@@ -24,7 +24,6 @@ from core.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 _NAME = re.compile(r"%?([A-Za-z0-9_][A-Za-z0-9_.\-]*)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")
 _OPCODE = re.compile(r"[a-z][a-z0-9\-]*")
-_WINDOWED = ("reduce-window", "select-and-scatter")
 # A line that starts an instruction: `[ROOT] name = ` and a shape, a tuple shape or (shape
 # left out) an opcode's operand list; not a wrapped attribute's `key={...` or `key=value`.
 _NEXT_INSTRUCTION = re.compile(r"[ \t]*(ROOT\s+)?%?[\w.\-]+\s*=\s*([a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\()")
@@ -406,7 +405,7 @@ class Parser:
             operand_names = self.operands()
         for key, value, offset in self.attributes():
             self.set_attribute(instruction, key, value, offset)
-        if opcode in _WINDOWED and "window" not in instruction.attrs:
+        if opcode in WINDOWED and "window" not in instruction.attrs:
             instruction.attrs["window"] = attr.Window(())  # XLA's default: the empty window (rank 0)
         return _PendingInstruction(instruction, operand_names)
 

@@ -30,6 +30,7 @@ import math
 
 from compiler.hlo.editing import NameAllocator, insert_before, replace_instruction
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import CONTRACTIONS
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
 
@@ -89,7 +90,7 @@ def reoriented(dot: Instruction, names: NameAllocator) -> tuple[Instruction, Ins
     batch = len(lb)
     dims = result.dims[:batch] + tuple(rhs.array_shape.dims[d] for d in rhs_free) + tuple(lhs.array_shape.dims[d] for d in lhs_free)
     attrs = {_SWAPPED.get(key, key): value for key, value in dot.attrs.items()}
-    swapped = Instruction(names.fresh(dot.name), "dot", ArrayShape.of(result.dtype, dims), [rhs, lhs], attrs, location=dot.location)
+    swapped = Instruction(names.fresh(dot.name), dot.opcode, ArrayShape.of(result.dtype, dims), [rhs, lhs], attrs, location=dot.location)
     # Result dimension i is the swapped dot's permutation[i]: batch, then the lhs's free
     # dimensions (last in the swapped dot), then the rhs's.
     lhs_rank, rhs_rank = len(lhs_free), len(rhs_free)
@@ -101,7 +102,7 @@ def reoriented(dot: Instruction, names: NameAllocator) -> tuple[Instruction, Ins
 def reorient_dots(computation: Computation, names: NameAllocator) -> bool:
     changed = False
     for instruction in list(computation.instructions):
-        if instruction.opcode != "dot":
+        if instruction.opcode not in CONTRACTIONS:
             continue
         rewrite = reoriented(instruction, names)
         if rewrite is None:

@@ -20,6 +20,7 @@ from compiler.hlo.editing import (
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import CONTRACTIONS
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import dot_takes_epilogue, read_at_own_position
@@ -59,7 +60,7 @@ def fuse_epilogue(module: Module, computation: Computation, dot: Instruction, fu
         parameters.append(parameter)
         return parameter
 
-    inner_dot = Instruction(names.fresh(dot.name), "dot", dot.shape, [parameter_for(op) for op in dot.operands], dict(dot.attrs), location=dot.location)
+    inner_dot = Instruction(names.fresh(dot.name), dot.opcode, dot.shape, [parameter_for(op) for op in dot.operands], dict(dot.attrs), location=dot.location)
     bindings = [
         (mapping[id(parameter)], inner_dot if argument is dot else parameter_for(argument))
         for parameter, argument in zip(callee.parameters, fusion.operands, strict=True)
@@ -77,7 +78,7 @@ class EpilogueFusion(SimplePass):
     def run(self, module: Module) -> bool:
         def fuse(computation: Computation, names: NameAllocator) -> bool:
             fused_here = False
-            for dot in [i for i in computation.post_order() if i.opcode == "dot"]:
+            for dot in [i for i in computation.post_order() if i.opcode in CONTRACTIONS]:
                 epilogue = _epilogue_of(dot, computation, users(computation))
                 if epilogue is not None:
                     fuse_epilogue(module, computation, dot, epilogue, names)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compiler.hlo.ir import Computation, Instruction
-from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, INDEX_MAPPING
+from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, CONTRACTIONS, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
 from compiler.numerics.order import accumulation_type
 
@@ -27,11 +27,16 @@ def is_fusible(instruction: Instruction) -> bool:
         return False
     opcode = instruction.opcode
     if opcode == "bitcast-convert":
-        # Only between equal widths is it elementwise (otherwise it changes the shape).
-        return instruction.operands[0].array_shape.dtype.bits == instruction.array_shape.dtype.bits
+        return _same_width_bitcast(instruction)
     if opcode in COMPUTED_PER_ELEMENT or opcode in INDEX_MAPPING:
         return True
     return opcode == "constant" and instruction.array_shape.rank == 0
+
+
+def _same_width_bitcast(instruction: Instruction) -> bool:
+    """Whether a bitcast-convert keeps its element width: only then is it elementwise
+    (otherwise it changes the shape)."""
+    return _shape(instruction.operands[0]).dtype.bits == _shape(instruction).dtype.bits
 
 
 def is_duplicable(instruction: Instruction) -> bool:
@@ -129,7 +134,7 @@ def element_generated(computation: Computation, root_opcode: str | None = None, 
         if opcode in ("parameter", "constant") or opcode in INDEX_MAPPING:
             continue
         if opcode == "bitcast-convert":
-            if _shape(instruction.operands[0]).dtype.bits != _shape(instruction).dtype.bits:
+            if not _same_width_bitcast(instruction):
                 return False
             continue
         if opcode not in COMPUTED_PER_ELEMENT:
@@ -173,7 +178,7 @@ def input_kernel(fusion: Instruction) -> bool:
 
 def epilogue_dot(computation: Computation) -> Instruction | None:
     """The one dot of a kOutput fusion's computation, or None when it holds none or several."""
-    dots = [i for i in computation.post_order() if i.opcode == "dot"]
+    dots = [i for i in computation.post_order() if i.opcode in CONTRACTIONS]
     return dots[0] if len(dots) == 1 else None
 
 

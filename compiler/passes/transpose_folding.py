@@ -15,6 +15,7 @@ dimensions follow it).
 from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.opcodes import CONTRACTIONS
 from compiler.passes.base import SimplePass
 
 _DIMS = {0: ("lhs_batch_dims", "lhs_contracting_dims"), 1: ("rhs_batch_dims", "rhs_contracting_dims")}
@@ -46,7 +47,7 @@ def fold_transposes(computation: Computation) -> bool:
     lose their last user are left to dead code elimination."""
     changed = False
     for instruction in computation.instructions:
-        if instruction.opcode != "dot":
+        if instruction.opcode not in CONTRACTIONS:
             continue
         for side in (0, 1):
             operand = instruction.operands[side]

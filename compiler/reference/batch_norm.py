@@ -5,6 +5,7 @@ ops mean exactly what the rest of the contract makes of that sequence."""
 from __future__ import annotations
 
 from compiler.hlo.batch_norm import expansion
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.opcodes import family_opcodes
 from compiler.reference.evaluator import Evaluator, Value
@@ -14,4 +15,4 @@ def _batch_norm(evaluator: Evaluator, instruction: Instruction, operands: list[V
     return evaluator.evaluate_computation(expansion(instruction), operands)
 
 
-HANDLERS = {opcode: _batch_norm for opcode in family_opcodes("batch_norm")}
+HANDLERS = family_table("batch_norm", {}, shared=dict.fromkeys(family_opcodes("batch_norm"), _batch_norm))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import attributes as attr
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.numerics import complexes, floats, integers
 from compiler.numerics.convert import convert
@@ -134,4 +135,4 @@ def _convolution(evaluator: Evaluator, instruction: Instruction, operands: list[
     return np.require(np.transpose(acc, np.argsort(logical)), requirements="C")
 
 
-HANDLERS = {"dot": _dot, "convolution": _convolution}
+HANDLERS = family_table("dot_conv", globals())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import stochastic_convert
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.numerics import complexes, floats, integers, mathlib
 from compiler.numerics import convert as conversions
@@ -345,7 +346,9 @@ def _map(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) 
     return results[0].astype(instruction.array_shape.dtype.numpy)
 
 
-HANDLERS: dict[str, Handler] = {
+# Most handlers are made per opcode from a scalar function, so the table takes them all from
+# this mapping rather than from module functions named after the opcodes.
+_MADE: dict[str, Handler] = {
     "negate": _unary_handler(_negate),
     "abs": _unary_handler(_abs),
     "sign": _unary_handler(_sign),
@@ -369,4 +372,5 @@ HANDLERS: dict[str, Handler] = {
     "map": _map,
     "stochastic-convert": _stochastic_convert,
 }
+HANDLERS: dict[str, Handler] = family_table("elementwise", {}, shared=_MADE)
 

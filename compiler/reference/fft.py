@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.numerics import fft as transforms
 from compiler.reference.evaluator import Evaluator, Value
@@ -19,4 +20,4 @@ def _fft(evaluator: Evaluator, instruction: Instruction, operands: list[Value]) 
     return transforms.fft(np.asarray(operands[0]), fft_type, lengths, dtype).astype(result.numpy, copy=False)
 
 
-HANDLERS = {"fft": _fft}
+HANDLERS = family_table("fft", globals())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.hlo.narrow_linalg import NARROW, in_f32
 from compiler.numerics import floats
@@ -63,4 +64,4 @@ def _triangular_solve(evaluator: Evaluator, instruction: Instruction, operands: 
     return floats.canonicalize_nans(np.ascontiguousarray(result), dtype)
 
 
-HANDLERS = {"cholesky": _cholesky, "triangular-solve": _triangular_solve}
+HANDLERS = family_table("linalg", globals())

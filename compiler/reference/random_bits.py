@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Instruction
 from compiler.numerics import random_bits as R
 from compiler.reference.evaluator import Evaluator, Value
@@ -98,4 +99,4 @@ def _rng_bit_generator(evaluator: Evaluator, instruction: Instruction, operands:
     return np.array(new_state, dtype=U64).reshape(np.asarray(operands[0]).shape), values
 
 
-HANDLERS = {"rng-bit-generator": _rng_bit_generator}
+HANDLERS = family_table("random_bits", globals())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.hlo import attributes as attr
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.numerics.order import REDUCE_BLOCK, REDUCE_LANES
 from compiler.reference.data_movement import pad_array
@@ -165,4 +166,4 @@ def _select_and_scatter(evaluator: Evaluator, instruction: Instruction, operands
     return result
 
 
-HANDLERS = {"reduce": _reduce, "reduce-window": _reduce_window, "select-and-scatter": _select_and_scatter}
+HANDLERS = family_table("reductions", globals())

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.numerics import floats
 from compiler.reference.evaluator import Evaluator, Value
@@ -208,4 +209,4 @@ def _scatter(evaluator: Evaluator, instruction: Instruction, operands: list[Valu
     return results[0] if n == 1 else tuple(results)
 
 
-HANDLERS = {"sort": _sort, "gather": _gather, "scatter": _scatter, "topk": _topk}
+HANDLERS = family_table("sort_gather_scatter", globals())

@@ -38,7 +38,7 @@ def host_config() -> CompilerConfig:
     configs = [load_config().with_target(cpu=name) for name in runnable_cpus(this_host())]
     with_fma = [config for config in configs if config.has_fma]
     if not with_fma:
-        raise TargetNotRunnable("emulating a GPU target's grid needs a host CPU with FMA (x86-64-v3 or AArch64)")
+        raise TargetNotRunnable("emulating a GPU target's grid needs a host target with a fused multiply-add instruction, and this host runs none")
     return with_fma[0]
 
 

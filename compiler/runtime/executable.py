@@ -26,7 +26,7 @@ from compiler.config import CompilerConfig
 from compiler.errors import ArgumentError, BackendError, ExecutionError
 from compiler.hlo.shape import ArrayShape
 from compiler.program import Program, bind_argument, bind_arguments
-from compiler.runtime.cuda_device import open_device
+from compiler.runtime.devices import driver_of
 from compiler.runtime.grid_runner import Device, DeviceMemory, GridRun, allocate_memory
 from compiler.runtime.loader import LoadedObject, load_object
 from compiler.runtime.stops import deadline_error, while_limit_error
@@ -156,7 +156,7 @@ class Executable:
         loaded), loaded on first use, and only after the host is found to have every feature
         the target may use (TargetNotRunnable otherwise, before a byte of it runs). An
         executable for any target can be built and hashed anywhere."""
-        if self.config.is_gpu:
+        if not self.config.runs_on_host:
             return self.grid_device()
         with self._lock:
             if self._loaded is None:
@@ -168,7 +168,7 @@ class Executable:
         missing driver, GPU or compute capability)."""
         with self._lock:
             if self.device is None:
-                self.device = open_device(self.config, self.object_bytes)
+                self.device = driver_of(self.config).open_device(self.config, self.object_bytes)
             return self.device
 
     def entry(self) -> Callable:
@@ -211,7 +211,7 @@ class Executable:
             # The common case without a call: an ndarray of exactly the parameter's type.
             if not (type(array) is np.ndarray and array.dtype == expected[0] and array.shape == expected[1] and array.flags.c_contiguous):
                 inputs[index] = bind_argument(parameters[index], array, index)
-        if self.config.is_gpu:
+        if not self.config.runs_on_host:
             return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed).outputs
         with self._arena() as memory:
             state = self._state(inputs, self._pool(threads or self.threads), memory, max_while_iterations, deadline, schedule_seed)
@@ -248,7 +248,7 @@ class Executable:
             capture = self._check_capture(capture)
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
-        if self.config.is_gpu:
+        if not self.config.runs_on_host:
             return self._run_grid(inputs, max_while_iterations, deadline, schedule_seed, points, fault, capture, digest_version)
         records: list[tuple[str, str, str]] = []
         captured: dict[int, list[np.ndarray]] = {}
@@ -271,8 +271,8 @@ class Executable:
         """Where a run's time goes: runs the module like `run`, one top-level step at a time,
         and returns (the step's instruction, or "copy", and its seconds) in plan order. Each
         step costs a call from Python more than in `run`. The outputs are those of `run`."""
-        if self.config.is_gpu:
-            raise ArgumentError("step_times times CPU targets' steps; a GPU target's steps are timed by tools/gpu_check.py")
+        if not self.config.runs_on_host:
+            raise ArgumentError(f"step_times times the steps of code the host runs; {self.config.cpu}'s steps are timed by tools/gpu_check.py")
         self.load()
         inputs = bind_arguments(self._parameter_shapes, arrays)
         with self._arena() as memory:

@@ -360,8 +360,8 @@ def _trace_sections(envelope_bytes: bytes) -> str:
         ["pipeline", _digest(compiler.pipeline_id)], ["target", _e(f"{target.triple} cpu={target.cpu} features={target.features or '-'}")],
         ["LLVM", _e(f"{compiler.llvm_version} (llvmlite {compiler.llvmlite_version}), -O{compiler.opt_level}")],
     ]  # fmt: skip
-    if compiler.nvjitlink_version:
-        identity.append(["nvJitLink", _e(compiler.nvjitlink_version)])
+    if compiler.linker is not None:
+        identity.append(["linker", _e(f"{compiler.linker.name} {compiler.linker.version}")])
     parts += ["<h2>Compiler identity</h2>", _table([], identity)]
     hashes = [["graph_hash", _digest(execution.graph_hash)], ["binary_hash", _digest(execution.binary_hash)]]
     if execution.op_trace is not None:

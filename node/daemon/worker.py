@@ -134,7 +134,7 @@ def check_node_target(config: CompilerConfig) -> None:
     target: a CPU target this host runs. A node's jobs run in confined execution processes
     (confinement.py) that cannot reach a GPU driver, so a GPU target is refused (vxla run
     runs one on a GPU host)."""
-    if config.is_gpu:
+    if not config.runs_on_host:
         raise TargetNotRunnable(
             f"target {config.cpu}: a node does not run its jobs on a GPU yet (its confined execution processes "
             f"cannot reach the GPU driver); pin a CPU target (vxla run --target {config.cpu} runs on a GPU host)"

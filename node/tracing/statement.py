@@ -21,6 +21,7 @@ from attest import (
     Execution,
     GpuRecord,
     HostRecord,
+    LinkerRecord,
     OpTrace,
     Predicate,
     ProgramRecord,
@@ -78,7 +79,7 @@ def host_record() -> HostRecord:
 
 def _host_with_gpu(executable: Executable) -> HostRecord:
     """This machine's record, with the GPU a GPU target's run used (signed run metadata)."""
-    info = getattr(executable.device, "info", None) if executable.config.is_gpu else None
+    info = None if executable.config.runs_on_host else getattr(executable.device, "info", None)
     if info is None:
         return host_record()
     gpu = GpuRecord(name=info.name, compute_capability=info.compute_capability, sm_count=info.sm_count, driver_version=info.driver_version)
@@ -105,7 +106,7 @@ def compiler_identity(config: CompilerConfig) -> CompilerIdentity:
         llvmlite_version=config.llvmlite_version,
         llvm_version=config.llvm_version,
         opt_level=config.opt_level,
-        nvjitlink_version=config.nvjitlink_version,
+        linker=LinkerRecord(config.linker, config.linker_version) if config.linker else None,
     )
 
 

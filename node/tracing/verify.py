@@ -253,7 +253,8 @@ def recorded_config(identity: CompilerIdentity) -> CompilerConfig:
         opt_level=identity.opt_level,
         pipeline=pipeline,
         pipeline_id=identity.pipeline_id,
-        nvjitlink_version=identity.nvjitlink_version,
+        linker=identity.linker.name if identity.linker is not None else "",
+        linker_version=identity.linker.version if identity.linker is not None else "",
     )
     validate_target(config)
     return config

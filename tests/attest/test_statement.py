@@ -11,7 +11,9 @@ import pytest
 
 from attest import (
     PREDICATE_TYPE,
+    PREDICATE_TYPE_V1,
     STATEMENT_TYPE,
+    LinkerRecord,
     OpTrace,
     Statement,
     StatementError,
@@ -254,15 +256,15 @@ def test_normalize_contract() -> None:
 
 
 def test_a_gpu_run_records_the_gpu_and_the_cubin_linker() -> None:
-    """A GPU target's statement: nvjitlink_version in the compiler identity and the GPU in the
-    run's host record, both optional (a CPU target's statement has neither) and strict."""
+    """A GPU target's statement: the linker in the compiler identity and the GPU in the run's
+    host record, both optional (a CPU target's statement has neither) and strict."""
     data = statement_dict()
-    assert "nvjitlink_version" not in data["predicate"]["deterministic"]["compiler"]
-    data["predicate"]["deterministic"]["compiler"]["nvjitlink_version"] = "13.5"
+    assert "linker" not in data["predicate"]["deterministic"]["compiler"]
+    data["predicate"]["deterministic"]["compiler"]["linker"] = {"name": "nvJitLink", "version": "13.5"}
     host = {"arch": "x86_64", "cpu_model": "AMD EPYC", "features": ["avx2"], "os": "Linux", "vxla_version": "0.1.0"}
     data["predicate"]["run"]["host"] = {**host, "gpu": {"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "driver_version": "13.0"}}
     parsed = parse_statement(canonical_json(data))
-    assert parsed.predicate.deterministic.compiler.nvjitlink_version == "13.5"
+    assert parsed.predicate.deterministic.compiler.linker == LinkerRecord("nvJitLink", "13.5")
     assert parsed.predicate.run.host.gpu.sm_count == 132
     assert parsed.to_dict() == data
     data["predicate"]["run"]["host"]["gpu"]["clock"] = 1980
@@ -299,3 +301,40 @@ def test_an_unknown_tensor_digest_version_is_refused_by_name() -> None:
     predicate = make_predicate(node_key("a"))
     with pytest.raises(StatementError, match="vxla.tensor.v7"):
         Statement.build(replace(predicate, deterministic=replace(predicate.deterministic, tensor_digest_version="vxla.tensor.v7")))
+
+
+def test_schema_1_statements_still_parse_in_their_own_form() -> None:
+    """Schema 1 (predicateType .../execution/v1) named one vendor's linker,
+    `nvjitlink_version`, where schema 2 has `linker`: a v1 statement parses to the same
+    record, keeps its schema, and its canonical bytes are those it was signed as. Each
+    schema refuses the other's field, and v1 cannot record another linker."""
+    v2 = statement_dict()
+    v2["predicate"]["deterministic"]["compiler"]["linker"] = {"name": "nvJitLink", "version": "13.5"}
+    v1 = copy.deepcopy(v2)
+    v1["predicateType"] = PREDICATE_TYPE_V1
+    del v1["predicate"]["deterministic"]["compiler"]["linker"]
+    v1["predicate"]["deterministic"]["compiler"]["nvjitlink_version"] = "13.5"
+    old, new = parse_statement(canonical_json(v1)), parse_statement(canonical_json(v2))
+    assert (old.predicate_type, new.predicate_type) == (PREDICATE_TYPE_V1, PREDICATE_TYPE)
+    assert old.predicate == new.predicate
+    assert old.to_json_bytes() == canonical_json(v1) and new.to_json_bytes() == canonical_json(v2)
+    assert old.deterministic_dict() == v1["predicate"]["deterministic"]
+    cpu_v1 = statement_dict()
+    cpu_v1["predicateType"] = PREDICATE_TYPE_V1
+    assert parse_statement(canonical_json(cpu_v1)).predicate == parse_statement(canonical_json(statement_dict())).predicate
+    mixed = copy.deepcopy(v1)
+    mixed["predicate"]["deterministic"]["compiler"]["linker"] = {"name": "nvJitLink", "version": "13.5"}
+    with pytest.raises(StatementError, match=r"compiler\.linker: unknown field"):
+        parse_statement(canonical_json(mixed))
+    mixed = copy.deepcopy(v2)
+    mixed["predicate"]["deterministic"]["compiler"]["nvjitlink_version"] = "13.5"
+    with pytest.raises(StatementError, match=r"compiler\.nvjitlink_version: unknown field"):
+        parse_statement(canonical_json(mixed))
+    other = replace(new.predicate.deterministic.compiler, linker=LinkerRecord("amd-lld", "22.1"))
+    predicate = replace(new.predicate, deterministic=replace(new.predicate.deterministic, compiler=other))
+    with pytest.raises(StatementError, match="cannot record linker 'amd-lld'"):
+        Statement(new.subject, predicate, PREDICATE_TYPE_V1)
+    unknown = copy.deepcopy(v2)
+    unknown["predicateType"] = "https://vxla.dev/attestation/execution/v3"
+    with pytest.raises(StatementError, match="predicateType"):
+        parse_statement(canonical_json(unknown))

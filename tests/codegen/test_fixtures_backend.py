@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 
 from attest.digests import tensor_digest
-from compiler.config import NVJITLINK_VERSION, load_config
+from compiler.config import load_config
 from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.reference import evaluate
+from compiler.targets import ARCHITECTURES
 from harness.fixture_data import FIXTURE_NAMES, GOLDEN_HASHES_PATH, Fixture
 from harness.sampling import every, one_each
 from harness.targets import ALL, DEFAULT, RUNNABLE, check_without_running, runnable, session_cache
@@ -73,7 +74,7 @@ def test_the_golden_manifest_covers_every_fixture_and_target() -> None:
     assert all(sorted(entry["targets"]) == sorted(TARGETS) for entry in manifest["fixtures"].values())
     pinned = load_config()
     assert (manifest["llvm_version"], manifest["llvmlite_version"]) == (pinned.llvm_version, pinned.llvmlite_version)
-    assert manifest["nvjitlink_version"] == NVJITLINK_VERSION
+    assert manifest["linkers"] == {row.name: f"{row.linker.name} {row.linker.version}" for row in ARCHITECTURES.values() if row.linker}
 
 
 def assert_identical(outputs: list[np.ndarray], expected: list[np.ndarray], label: str) -> None:

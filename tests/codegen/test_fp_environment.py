@@ -14,7 +14,7 @@ from llvmlite import ir
 
 import compiler
 from compiler import driver
-from compiler.codegen.backend import backend_for
+from compiler.codegen.backends import backend_for
 from compiler.codegen.llvm_ir import DOUBLE
 from compiler.codegen.target import compile_ir
 from compiler.driver import compile_program

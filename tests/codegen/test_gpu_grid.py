@@ -22,9 +22,9 @@ import pytest
 
 from attest.digests import tensor_digest
 from compiler.codegen import grid, nvptx
-from compiler.codegen.backend import backend_for
+from compiler.codegen.backends import backend_for
 from compiler.codegen.plan import GRID_BLOCK_SIZE
-from compiler.config import NVJITLINK_VERSION, TARGET_CPUS, CompilerConfig, ConfigError, load_config
+from compiler.config import CompilerConfig, ConfigError, load_config
 from compiler.driver import compile_emulated_grid, compile_program, generate
 from compiler.errors import ExecutionError, TargetNotRunnable
 from compiler.program import load_program
@@ -34,6 +34,7 @@ from compiler.runtime.cuda_device import probe
 from compiler.runtime.executable import Executable, Fault
 from compiler.runtime.loader import load_object
 from compiler.runtime.stops import DeadlineExceeded
+from compiler.targets import NVJITLINK_VERSION, TARGET_CPUS
 from harness import gpu_cases
 from harness.fixture_data import FIXTURE_NAMES, Fixture
 from harness.sampling import share_of
@@ -42,7 +43,7 @@ from node.tracing.statement import build_statement
 from tests.codegen.test_fixtures_backend import assert_identical, golden, reference_outputs
 
 VXLA = [sys.executable, "-m", "node.cli"]
-GPU_TARGETS = [name for name, cpu in TARGET_CPUS.items() if cpu.is_gpu]
+GPU_TARGETS = [name for name, cpu in TARGET_CPUS.items() if not cpu.architecture.runs_on_host]
 
 
 def _has_gpu(target: str) -> bool:
@@ -64,15 +65,17 @@ def test_the_gpu_targets_are_pinned_with_their_toolchain() -> None:
     assert GPU_TARGETS == ["nvptx-sm90", "nvptx-sm80"]
     for name in GPU_TARGETS:
         gpu = config(name)
-        assert gpu.is_gpu and gpu.triple == "nvptx64-nvidia-cuda" and gpu.has_fma
-        assert gpu.as_dict()["nvjitlink_version"] == NVJITLINK_VERSION
+        assert not gpu.runs_on_host and gpu.triple == "nvptx64-nvidia-cuda" and gpu.has_fma
+        assert (gpu.as_dict()["linker"], gpu.as_dict()["linker_version"]) == ("nvJitLink", NVJITLINK_VERSION)
         assert gpu.digest() != config(DEFAULT).digest()
         assert backend_for(gpu).name == "nvptx"
     # A CPU target's identity is what it was before GPU targets existed.
-    assert "nvjitlink_version" not in load_config().as_dict()
+    assert "linker" not in load_config().as_dict() and "linker_version" not in load_config().as_dict()
     assert config(EMULATED).with_target(cpu=DEFAULT) == config(DEFAULT)
-    with pytest.raises(ConfigError, match=f"nvJitLink {NVJITLINK_VERSION}, not the recorded 13.4"):
-        CompilerConfig(triple="nvptx64-nvidia-cuda", cpu=EMULATED, nvjitlink_version="13.4")
+    with pytest.raises(ConfigError, match=f"nvJitLink {NVJITLINK_VERSION}, not the recorded nvJitLink 13.4"):
+        CompilerConfig(triple="nvptx64-nvidia-cuda", cpu=EMULATED, linker="nvJitLink", linker_version="13.4")
+    with pytest.raises(ConfigError, match="whose code vxla links itself"):
+        CompilerConfig(cpu=DEFAULT, linker="nvJitLink", linker_version=NVJITLINK_VERSION)
     with pytest.raises(ConfigError, match="unknown nvptx64 feature"):
         load_config().with_target(cpu=EMULATED, features="+ptx80")
     with pytest.raises(ConfigError, match="schedule perturbation"):

@@ -8,7 +8,7 @@ import pytest
 
 from compiler.codegen import buffer_assignment, reuse
 from compiler.codegen import plan as P
-from compiler.codegen.backend import backend_for
+from compiler.codegen.backends import backend_for
 from compiler.codegen.lower import lower_module
 from compiler.config import load_config
 from compiler.driver import EMITTERS, optimize

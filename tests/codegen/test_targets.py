@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from compiler.codegen.backend import backend_for
+from compiler.codegen.backends import backend_for
 from compiler.codegen.target import assembly
 from compiler.config import (
-    AARCH64_TRIPLE,
     DEFAULT_CPU,
-    TARGET_CPUS,
     WIDEST,
-    X86_64_TRIPLE,
     CompilerConfig,
     ConfigError,
     load_config,
@@ -26,6 +23,7 @@ from compiler.errors import TargetNotRunnable
 from compiler.host import HOST_MASK_ENV, Host, runnable_cpus, this_host, widest_runnable_cpu
 from compiler.program import load_program
 from compiler.runtime.loader import load_object
+from compiler.targets import AARCH64_TRIPLE, TARGET_CPUS, X86_64_TRIPLE
 from harness.fixture_data import Fixture
 from harness.targets import ALL, RUNNABLE, config
 

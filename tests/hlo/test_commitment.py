@@ -13,7 +13,7 @@ import pytest
 from attest import tensor_digest
 from attest.commitment import commitment_root, root_from_commitment_proof
 from attest.digests import sha256_hex
-from compiler.config import TARGET_CPUS, CompilerConfig, load_config
+from compiler.config import CompilerConfig, load_config
 from compiler.driver import compile_program, graph_commitment, optimize, optimized_plan
 from compiler.hlo.commitment import (
     GraphCommitment,
@@ -24,6 +24,7 @@ from compiler.hlo.commitment import (
 )
 from compiler.hlo.opcodes import NOT_TRACED
 from compiler.program import load_program
+from compiler.targets import TARGET_CPUS
 from harness.fixture_data import FIXTURE_NAMES, Fixture
 from harness.targets import DEFAULT, config, session_cache
 

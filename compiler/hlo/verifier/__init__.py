@@ -17,8 +17,10 @@ from compiler.hlo.opcodes import (
     COMPLEX_OPCODES,
     FAMILIES,
     FLOAT8_OPCODES,
+    OPCODES,
     SUPPORTED,
     UNSUPPORTED_REASONS,
+    family_modules,
 )
 from compiler.hlo.shape import Shape, flatten, tuple_depth
 from compiler.hlo.verifier import (
@@ -38,18 +40,11 @@ from compiler.hlo.verifier.checks import Fail, ShapeRule, Unsupported, window_ou
 MAX_CALL_DEPTH = 64
 
 # The module of each op family, whose RULES give the shapes of that family's opcodes.
-FAMILY_MODULES: dict[str, ModuleType] = {
-    "elementwise": elementwise,
-    "data_movement": data_movement,
-    "reductions": reductions,
-    "dot_conv": dot_conv,
-    "control_flow": control_flow,
-    "sort_gather_scatter": sort_gather_scatter,
-    "random_bits": random_bits,
-    "batch_norm": batch_norm,
-    "linalg": linalg,
-    "fft": fft,
-}
+FAMILY_MODULES: dict[str, ModuleType] = family_modules(
+    elementwise=elementwise, data_movement=data_movement, reductions=reductions, dot_conv=dot_conv,
+    control_flow=control_flow, sort_gather_scatter=sort_gather_scatter, random_bits=random_bits,
+    batch_norm=batch_norm, linalg=linalg, fft=fft,
+)
 # The shape rules by op family, in the registry's order of the families.
 RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {name: FAMILY_MODULES[name].RULES for name in FAMILIES}
 _RULES: dict[str, ShapeRule] = {opcode: rule for rules in RULES_BY_FAMILY.values() for opcode, rule in rules.items()}
@@ -79,8 +74,8 @@ def _check_float8_use(instruction: Instruction) -> None:
             instruction.location,
             instruction.name,
         )
-    if instruction.opcode == "dot" and any(dtype.is_float8 for dtype in results):
-        raise HloUnsupportedError(f"a dot with a {results[0].name} result is not in the numerics contract: give it a wider result type", instruction.location, instruction.name)  # fmt: skip
+    if not OPCODES[instruction.opcode].float8_results and any(dtype.is_float8 for dtype in results):
+        raise HloUnsupportedError(f"a {instruction.opcode} with a {results[0].name} result is not in the numerics contract: give it a wider result type", instruction.location, instruction.name)  # fmt: skip
 
 
 def _verify_instruction(instruction: Instruction) -> None:

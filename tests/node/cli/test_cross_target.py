@@ -187,10 +187,11 @@ def test_a_gpu_trace_verifies_on_a_cpu_host(capsys, tmp_path, keys) -> None:
     GPU build's grid (here its host emulation, the same bits a GPU gives: tools/gpu_check.py).
     `vxla verify` compiles the cubin, checks its hashes and re-executes on this host's CPU."""
     from attest import GpuRecord, key_id, load_private_key, sign_statement
-    from compiler.config import NVJITLINK_VERSION, load_config
+    from compiler.config import load_config
     from compiler.driver import compile_emulated_grid, compile_program
     from compiler.program import load_program
     from compiler.runtime.cuda_device import GpuInfo
+    from compiler.targets import NVJITLINK_VERSION
     from node.tracing.statement import build_statement
 
     program = load_program(MLP.module_text)
@@ -204,7 +205,7 @@ def test_a_gpu_trace_verifies_on_a_cpu_host(capsys, tmp_path, keys) -> None:
     trace.write_text(sign_statement(statement, signer).to_json())
     predicate = json.loads(Envelope.from_json(trace.read_text()).payload)["predicate"]
     assert predicate["deterministic"]["compiler"]["target"]["cpu"] == "nvptx-sm90"
-    assert predicate["deterministic"]["compiler"]["nvjitlink_version"] == NVJITLINK_VERSION
+    assert predicate["deterministic"]["compiler"]["linker"] == {"name": "nvJitLink", "version": NVJITLINK_VERSION}
     assert GpuRecord.from_dict(predicate["run"]["host"]["gpu"]) == GpuRecord("NVIDIA H200", "9.0", 132, "13.0")
     code, report = _verify(trace, keys, capsys)
     checks = _checks(report)
