@@ -54,7 +54,7 @@ VXLA_TEST_EVERY ?=
 
 test: setup lint $(NPM_STAMP) system-programs
 	@$(BIN)/python -m compileall -q -j 0 attest compiler core harness node >/dev/null
-	VXLA_TEST_EVERY=$(VXLA_TEST_EVERY) VXLA_LLVM_JOBS=1 $(BIN)/python -m pytest -n 3 --dist worksteal -q
+	VXLA_TEST_EVERY=$(VXLA_TEST_EVERY) VXLA_LLVM_JOBS=1 $(BIN)/python -m pytest -n 3 --dist worksteal -q --durations=20
 
 test-every:
 	$(MAKE) test VXLA_TEST_EVERY=1
