@@ -22,7 +22,6 @@ from attest import (
     load_private_key,
     normalize_contract,
 )
-from attest.digests import tensor_digest
 from compiler.api import (
     TARGET_CPUS,
     CompilerConfig,
@@ -47,6 +46,7 @@ from node.jax_programs import (
     is_jax_program,
 )
 from node.tensors import is_npy
+from node.tracing.statement import tensor_records
 from node.urls import node_url
 
 EXIT_OK = 0
@@ -105,15 +105,8 @@ def shape_text(array: np.ndarray) -> str:
 
 
 def output_records(outputs: Sequence[np.ndarray]) -> list[dict]:
-    return [
-        {
-            "name": f"out{index}",
-            "dtype": from_numpy(array.dtype).name,
-            "shape": list(array.shape),
-            "digest": tensor_digest(array),
-        }
-        for index, array in enumerate(outputs)
-    ]
+    """The outputs as a statement records them (name, HLO element type, shape, digest)."""
+    return [record.to_dict() for record in tensor_records(outputs, "out")]
 
 
 def preview(array: np.ndarray, count: int = 6) -> str:

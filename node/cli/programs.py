@@ -16,6 +16,7 @@ from attest import (
 )
 from compiler.api import (
     PIPELINES,
+    ArgumentError,
     CompilerConfig,
     ConfigError,
     ExecutionError,
@@ -49,7 +50,7 @@ from node.cli.common import (
 )
 from node.jax_programs import JAX_EXTRA
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
-from node.tracing.statement import TraceInputError, build_statement, default_job_id
+from node.tracing.statement import TraceInputError, build_statement, default_job_id, tensor_records
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -241,6 +242,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         inputs = [load_npy(path) for path in args.inputs]
     except TensorFileError as exc:
         raise UsageError(str(exc)) from None
+    try:
+        # Bound once, to the module's own types, before anything is compiled: the run, the
+        # job id and the statement take them as they are, and each digest is taken once.
+        inputs = program.bind(inputs)
+    except ArgumentError as exc:
+        raise UsageError(f"{args.module}: {exc}") from None
     hashes: dict[str, str | None] = {"graph_hash": None, "binary_hash": None}
     target = None  # the compilation target's CPU name (llvm backend)
     traced = None
@@ -269,13 +276,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ExecutionError as exc:
         raise UsageError(f"{args.module}: {exc}") from None
     envelope_text = None
+    statement = None
     if signing_key is not None:
+        input_records = tensor_records(inputs, "in")
         try:
             statement = build_statement(
                 program, executable, inputs, traced if traced is not None else outputs,
-                job_id=args.job_id or default_job_id(program, inputs), chain_id=args.chain_id,
+                job_id=args.job_id or default_job_id(program, input_records), chain_id=args.chain_id,
                 contract=args.contract, key_id=key_id(signing_key), threads=args.threads,
                 timings_ns={"compile": compiled - started, "execute": executed - compiled}, op_level=args.op_level,
+                input_records=input_records,
             )  # fmt: skip
         except (ValueError, TraceInputError) as exc:
             raise UsageError(f"--trace: {exc}") from None
@@ -284,7 +294,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         save_npz_atomic(args.out, outputs)
     if envelope_text is not None:
         write_text_atomic(args.trace, envelope_text)
-    records = output_records(outputs)
+    # The statement's output records where there is one: the outputs are digested once.
+    records = [r.to_dict() for r in statement.predicate.deterministic.outputs] if statement is not None else output_records(outputs)
     report = {
         "backend": args.backend,
         "target": target.name if target else None,

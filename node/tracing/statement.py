@@ -135,11 +135,11 @@ def tensor_records(
     )
 
 
-def default_job_id(program: Program, inputs: Sequence[np.ndarray]) -> str:
-    """A job id for a run outside any job: derived from the program and the input digests,
-    so two nodes running the same module on the same inputs bind their traces to the same id."""
-    records = [r.digest for r in tensor_records(checked_inputs(program, inputs), "in")]
-    text = json.dumps({"hlo_hash": program.hlo_hash, "inputs": records}, sort_keys=True)
+def default_job_id(program: Program, input_records: Sequence[TensorRecord]) -> str:
+    """A job id for a run outside any job: derived from the program and the input digests
+    (`tensor_records` of the bound inputs, of the current digest version), so two nodes
+    running the same module on the same inputs bind their traces to the same id."""
+    text = json.dumps({"hlo_hash": program.hlo_hash, "inputs": [r.digest for r in input_records]}, sort_keys=True)
     return "local-" + text_digest(text)[:16]
 
 

@@ -504,3 +504,22 @@ def test_help_texts_name_the_trace_options(capsys: pytest.CaptureFixture[str]) -
         out = " ".join(capsys.readouterr().out.split())
         for word in words:
             assert word in out, (argv, word)
+
+
+def test_run_with_a_trace_binds_and_digests_each_tensor_once(tmp_path: Path, keys: Keys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vxla run --trace`: the job id, the statement and the printed report share one digest
+    of each input and output, and the inputs are bound to the module's types once."""
+    import node.tracing.statement as statement_module
+    from compiler.program import Program
+
+    digests: list[tuple[int, ...]] = []
+    binds: list[int] = []
+    digest, bind = statement_module.tensor_digest, Program.bind
+    monkeypatch.setattr(statement_module, "tensor_digest", lambda array, *rest: digests.append(array.shape) or digest(array, *rest))
+    monkeypatch.setattr(Program, "bind", lambda self, arrays: binds.append(len(arrays)) or bind(self, arrays))
+    trace = tmp_path / "trace.json"
+    _run_trace(MLP, trace, keys)
+    statement = Statement.from_json_bytes(Envelope.from_json(trace.read_text()).payload)
+    deterministic = statement.predicate.deterministic
+    assert len(digests) == len(deterministic.inputs) + len(deterministic.outputs) and binds == [len(MLP.input_paths())]
+    assert statement.predicate.job_id.startswith("local-")

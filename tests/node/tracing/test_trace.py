@@ -27,8 +27,10 @@ from harness.fixture_data import Fixture
 from node.tracing.statement import (
     TraceInputError,
     build_statement,
+    checked_inputs,
     compiler_identity,
     default_job_id,
+    tensor_records,
 )
 from node.tracing.verify import recorded_config, verify_trace
 
@@ -95,11 +97,15 @@ def test_bf16_inputs_from_npy_files_are_recorded_as_bf16() -> None:
 def test_the_default_job_id_depends_on_program_and_inputs() -> None:
     program = load_program(MLP.module_text)
     inputs = MLP.inputs()
-    job = default_job_id(program, inputs)
-    assert job.startswith("local-") and job == default_job_id(program, [a.copy() for a in inputs])
+
+    def job_of(arrays: list[np.ndarray]) -> str:
+        return default_job_id(program, tensor_records(checked_inputs(program, arrays), "in"))
+
+    job = job_of(inputs)
+    assert job.startswith("local-") and job == job_of([a.copy() for a in inputs])
     changed = [a.copy() for a in inputs]
     changed[0].reshape(-1)[0] += 1
-    assert default_job_id(program, changed) != job
+    assert job_of(changed) != job
 
 
 def test_the_optimization_level_is_recorded_and_rebuilt() -> None:
