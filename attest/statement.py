@@ -60,6 +60,19 @@ from attest.digests import (
 )
 from attest.errors import DigestVersionError, StatementError
 from attest.merkle import digest_leaves, merkle_root
+from attest.records import (
+    Record,
+    any_string,
+    at_least,
+    codec,
+    hex64,
+    integer,
+    items,
+    kind,
+    obj,
+    record,
+    string,
+)
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE_V1 = "https://vxla.dev/attestation/execution/v1"
@@ -68,7 +81,6 @@ PREDICATE_TYPE = "https://vxla.dev/attestation/execution/v2"
 _V1_LINKER_FIELD = "nvjitlink_version"
 _V1_LINKER = "nvJitLink"
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _CONTRACT = re.compile(r"0x[0-9a-f]{40}")
 _ANY_CASE_CONTRACT = re.compile(r"0x[0-9a-fA-F]{40}")
 _DTYPES = frozenset(_TYPE_NAMES.values())
@@ -154,79 +166,6 @@ def load_json(data: bytes | str, what: str) -> Any:
         raise StatementError(what, f"not valid JSON ({error})") from error
 
 
-# ---------------------------------------------------------------------------------------------
-# Field checks (each names the full path of the field it checks)
-
-
-def _obj(value: Any, path: str, required: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise StatementError(path, f"expected an object, got {_kind(value)}")
-    unknown = sorted(set(value) - set(required) - set(optional))
-    if unknown:
-        raise StatementError(f"{path}.{unknown[0]}" if path else unknown[0], "unknown field")
-    for name in required:
-        if name not in value:
-            raise StatementError(f"{path}.{name}" if path else name, "missing")
-    return value
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _str(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise StatementError(path, f"expected a string, got {_kind(value)}")
-    if not value:
-        raise StatementError(path, "must not be empty")
-    return value
-
-
-def _hex64(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise StatementError(path, f"expected 64 lower-case hex characters, got {_kind(value)}")
-    if not _HEX64.fullmatch(value):
-        raise StatementError(path, f"expected 64 lower-case hex characters, got {value!r}")
-    return value
-
-
-def _int(value: Any, path: str, minimum: int, limit: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise StatementError(path, f"expected an integer, got {_kind(value)}")
-    if value < minimum or (limit is not None and value >= limit):
-        bound = f"at least {minimum}" if limit is None else f"in {minimum}..{limit - 1}"
-        raise StatementError(path, f"expected an integer {bound}, got {value}")
-    return value
-
-
-def _list(value: Any, path: str) -> Sequence[Any]:
-    if not isinstance(value, list | tuple):
-        raise StatementError(path, f"expected a list, got {_kind(value)}")
-    return value
-
-
-def _unique_names(items: Sequence[Any], path: str) -> None:
-    seen: set[str] = set()
-    for i, item in enumerate(items):
-        if item.name in seen:
-            raise StatementError(f"{path}[{i}].name", f"duplicate name {item.name!r}")
-        seen.add(item.name)
-
-
 def normalize_contract(address: str) -> str:
     """A contract address as stored in statements: "0x" + 40 lower-case hex characters
     (accepts any letter case, e.g. an EIP-55 checksummed address)."""
@@ -238,92 +177,64 @@ def normalize_contract(address: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# The parts of the statement
+# The parts of the statement, each declared once (attest/records.py derives their JSON)
 
 
-@dataclass(frozen=True)
-class Subject:
+def _unique_names(records: Sequence[Any], path: str) -> None:
+    seen: set[str] = set()
+    for i, entry in enumerate(records):
+        if entry.name in seen:
+            raise StatementError(f"{path}[{i}].name", f"duplicate name {entry.name!r}")
+        seen.add(entry.name)
+
+
+def _sha256_of(value: Any, path: str) -> str:
+    return hex64(obj(value, path, ("sha256",))["sha256"], f"{path}.sha256")
+
+
+@record
+class Subject(Record):
     """An in-toto subject: one output tensor by name and SHA-256 tensor digest."""
 
+    PATH = "subject"
     name: str
-    sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "digest": {"sha256": self.sha256}}
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "subject") -> Subject:
-        obj = _obj(data, path, ("name", "digest"))
-        digest = _obj(obj["digest"], f"{path}.digest", ("sha256",))
-        return cls(
-            name=_str(obj["name"], f"{path}.name"),
-            sha256=_hex64(digest["sha256"], f"{path}.digest.sha256"),
-        )
+    sha256: str = field(metadata=codec(_sha256_of, lambda digest: {"sha256": digest}, key="digest"))
 
 
-@dataclass(frozen=True)
-class ProgramRecord:
+@record
+class ProgramRecord(Record):
     """The program: hash of the source as submitted, and of its canonical HLO text."""
 
-    source_hash: str
-    hlo_hash: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"source_hash": self.source_hash, "hlo_hash": self.hlo_hash}
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "program") -> ProgramRecord:
-        obj = _obj(data, path, ("source_hash", "hlo_hash"))
-        return cls(
-            source_hash=_hex64(obj["source_hash"], f"{path}.source_hash"),
-            hlo_hash=_hex64(obj["hlo_hash"], f"{path}.hlo_hash"),
-        )
+    PATH = "program"
+    source_hash: str = field(metadata=codec(hex64))
+    hlo_hash: str = field(metadata=codec(hex64))
 
 
-@dataclass(frozen=True)
-class Target:
-    """The code generation target: LLVM triple, CPU name and feature string."""
+@record
+class Target(Record):
+    """The code generation target: LLVM triple, CPU name and feature string (which may be
+    empty: a CPU name alone can pin the features)."""
 
+    PATH = "target"
     triple: str
     cpu: str
-    features: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"triple": self.triple, "cpu": self.cpu, "features": self.features}
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "target") -> Target:
-        obj = _obj(data, path, ("triple", "cpu", "features"))
-        features = obj["features"]
-        if not isinstance(features, str):  # may be empty: a CPU name alone can pin the features
-            raise StatementError(f"{path}.features", f"expected a string, got {_kind(features)}")
-        return cls(
-            triple=_str(obj["triple"], f"{path}.triple"),
-            cpu=_str(obj["cpu"], f"{path}.cpu"),
-            features=features,
-        )
+    features: str = field(metadata=codec(any_string))
 
 
-@dataclass(frozen=True)
-class LinkerRecord:
+@record
+class LinkerRecord(Record):
     """The program that linked the code object that runs and is hashed, and its release."""
 
+    PATH = "linker"
     name: str
     version: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version}
 
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "linker") -> LinkerRecord:
-        obj = _obj(data, path, ("name", "version"))
-        return cls(name=_str(obj["name"], f"{path}.name"), version=_str(obj["version"], f"{path}.version"))
-
-
-@dataclass(frozen=True)
-class CompilerIdentity:
+@record
+class CompilerIdentity(Record):
     """Everything that pins the compiled binary: versions, pipeline, target."""
 
+    PATH = "compiler"
     vxla_version: str
     numerics_contract: str
     pipeline_id: str
@@ -333,118 +244,44 @@ class CompilerIdentity:
     llvm_version: str
     opt_level: int
     # Targets an external program links only (absent for the rest): that linker.
-    linker: LinkerRecord | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "vxla_version": self.vxla_version,
-            "numerics_contract": self.numerics_contract,
-            "pipeline_id": self.pipeline_id,
-            "passes": list(self.passes),
-            "target": self.target.to_dict(),
-            "llvmlite_version": self.llvmlite_version,
-            "llvm_version": self.llvm_version,
-            "opt_level": self.opt_level,
-        }
-        if self.linker is not None:
-            data["linker"] = self.linker.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "compiler") -> CompilerIdentity:
-        names = (
-            "vxla_version",
-            "numerics_contract",
-            "pipeline_id",
-            "passes",
-            "target",
-            "llvmlite_version",
-            "llvm_version",
-            "opt_level",
-        )
-        obj = _obj(data, path, names, optional=("linker",))
-        passes = _list(obj["passes"], f"{path}.passes")
-        return cls(
-            vxla_version=_str(obj["vxla_version"], f"{path}.vxla_version"),
-            numerics_contract=_str(obj["numerics_contract"], f"{path}.numerics_contract"),
-            pipeline_id=_str(obj["pipeline_id"], f"{path}.pipeline_id"),
-            passes=tuple(_str(p, f"{path}.passes[{i}]") for i, p in enumerate(passes)),
-            target=Target.from_dict(obj["target"], f"{path}.target"),
-            llvmlite_version=_str(obj["llvmlite_version"], f"{path}.llvmlite_version"),
-            llvm_version=_str(obj["llvm_version"], f"{path}.llvm_version"),
-            opt_level=_int(obj["opt_level"], f"{path}.opt_level", 0),
-            linker=LinkerRecord.from_dict(obj["linker"], f"{path}.linker") if "linker" in obj else None,
-        )
+    linker: LinkerRecord | None = field(default=None, metadata=codec(optional=True))
 
 
-@dataclass(frozen=True)
-class TensorRecord:
+def _dtype(value: Any, path: str) -> str:
+    dtype = string(value, path)
+    if dtype not in _DTYPES:
+        raise StatementError(path, f"unknown element type {dtype!r} (one of {', '.join(sorted(_DTYPES))})")
+    return dtype
+
+
+@record
+class TensorRecord(Record):
     """An input or output tensor: name, HLO element type, dimensions, tensor digest."""
 
+    PATH = "tensor"
     name: str
-    dtype: str
+    dtype: str = field(metadata=codec(_dtype))
     shape: tuple[int, ...]
-    digest: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "dtype": self.dtype,
-            "shape": list(self.shape),
-            "digest": self.digest,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "tensor") -> TensorRecord:
-        obj = _obj(data, path, ("name", "dtype", "shape", "digest"))
-        dtype = _str(obj["dtype"], f"{path}.dtype")
-        if dtype not in _DTYPES:
-            raise StatementError(
-                f"{path}.dtype",
-                f"unknown element type {dtype!r} (one of {', '.join(sorted(_DTYPES))})",
-            )
-        shape = _list(obj["shape"], f"{path}.shape")
-        return cls(
-            name=_str(obj["name"], f"{path}.name"),
-            dtype=dtype,
-            shape=tuple(_int(d, f"{path}.shape[{i}]", 0) for i, d in enumerate(shape)),
-            digest=_hex64(obj["digest"], f"{path}.digest"),
-        )
+    digest: str = field(metadata=codec(hex64))
 
 
-@dataclass(frozen=True)
-class InstructionRecord:
+@record
+class InstructionRecord(Record):
     """One traced instruction: position in the schedule, name, opcode, output digest."""
 
+    PATH = "instruction"
     index: int
     name: str
     opcode: str
-    digest: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "name": self.name,
-            "opcode": self.opcode,
-            "digest": self.digest,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "instruction") -> InstructionRecord:
-        obj = _obj(data, path, ("index", "name", "opcode", "digest"))
-        return cls(
-            index=_int(obj["index"], f"{path}.index", 0),
-            name=_str(obj["name"], f"{path}.name"),
-            opcode=_str(obj["opcode"], f"{path}.opcode"),
-            digest=_hex64(obj["digest"], f"{path}.digest"),
-        )
+    digest: str = field(metadata=codec(hex64))
 
 
-@dataclass(frozen=True)
-class OpTrace:
+@record
+class OpTrace(Record):
     """Op-level trace: per-instruction digests in schedule order and their Merkle root."""
 
-    merkle_root: str
+    PATH = "op_trace"
+    merkle_root: str = field(metadata=codec(hex64))
     instructions: tuple[InstructionRecord, ...]
 
     @classmethod
@@ -454,249 +291,132 @@ class OpTrace:
             InstructionRecord(index=i, name=name, opcode=opcode, digest=digest)
             for i, (name, opcode, digest) in enumerate(instructions)
         )
-        root = merkle_root(digest_leaves([record.digest for record in records]))
+        root = merkle_root(digest_leaves([entry.digest for entry in records]))
         return cls(merkle_root=root, instructions=records)
 
     @property
     def digests(self) -> list[str]:
         """The per-instruction digests in schedule order (the Merkle leaves, as hex)."""
-        return [record.digest for record in self.instructions]
+        return [entry.digest for entry in self.instructions]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "merkle_root": self.merkle_root,
-            "instructions": [r.to_dict() for r in self.instructions],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "op_trace") -> OpTrace:
-        obj = _obj(data, path, ("merkle_root", "instructions"))
-        items = _list(obj["instructions"], f"{path}.instructions")
-        if not items:
-            raise StatementError(
-                f"{path}.instructions", "must not be empty (use op_trace null for no op-level data)"
-            )
-        records = tuple(
-            InstructionRecord.from_dict(item, f"{path}.instructions[{i}]")
-            for i, item in enumerate(items)
-        )
-        for i, record in enumerate(records):
-            if record.index != i:
-                raise StatementError(
-                    f"{path}.instructions[{i}].index",
-                    f"expected {i} (schedule order), got {record.index}",
-                )
-        root = _hex64(obj["merkle_root"], f"{path}.merkle_root")
-        expected = merkle_root(digest_leaves([r.digest for r in records]))
-        if root != expected:
-            raise StatementError(
-                f"{path}.merkle_root",
-                f"does not match the instructions' digests (expected {expected})",
-            )
-        return cls(merkle_root=root, instructions=records)
+    def check(self, path: str) -> None:
+        if not self.instructions:
+            raise StatementError(f"{path}.instructions", "must not be empty (use op_trace null for no op-level data)")
+        for i, entry in enumerate(self.instructions):
+            if entry.index != i:
+                raise StatementError(f"{path}.instructions[{i}].index", f"expected {i} (schedule order), got {entry.index}")
+        expected = merkle_root(digest_leaves(self.digests))
+        if self.merkle_root != expected:
+            raise StatementError(f"{path}.merkle_root", f"does not match the instructions' digests (expected {expected})")
 
 
-@dataclass(frozen=True)
-class Execution:
+def _digest_version(value: Any, path: str) -> str:
+    version = string(value, path)
+    try:
+        known_digest_version(version)
+    except DigestVersionError as error:
+        raise StatementError(path, str(error)) from None
+    return version
+
+
+@record
+class Execution(Record):
     """The deterministic part of the predicate: what two honest nodes must agree on.
 
     `tensor_digest_version`: the version of its tensor digests, None for a trace made before
     the version was recorded (written without the field; its digests are vxla.tensor.v1).
     `digest_version` is the version either way."""
 
+    PATH = "deterministic"
     program: ProgramRecord
     compiler: CompilerIdentity
-    graph_hash: str
-    binary_hash: str
+    graph_hash: str = field(metadata=codec(hex64))
+    binary_hash: str = field(metadata=codec(hex64))
     inputs: tuple[TensorRecord, ...]
     outputs: tuple[TensorRecord, ...]
     op_trace: OpTrace | None = None
-    tensor_digest_version: str | None = TENSOR_DIGEST_VERSION
+    tensor_digest_version: str | None = field(default=TENSOR_DIGEST_VERSION, metadata=codec(_digest_version, optional=True))
 
     @property
     def digest_version(self) -> str:
         """The tensor digest version of the statement's digests."""
         return self.tensor_digest_version or TENSOR_DIGEST_V1
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "program": self.program.to_dict(),
-            "compiler": self.compiler.to_dict(),
-            "graph_hash": self.graph_hash,
-            "binary_hash": self.binary_hash,
-            "inputs": [t.to_dict() for t in self.inputs],
-            "outputs": [t.to_dict() for t in self.outputs],
-            "op_trace": None if self.op_trace is None else self.op_trace.to_dict(),
-        }
-        if self.tensor_digest_version is not None:
-            data["tensor_digest_version"] = self.tensor_digest_version
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "deterministic") -> Execution:
-        names = (
-            "program",
-            "compiler",
-            "graph_hash",
-            "binary_hash",
-            "inputs",
-            "outputs",
-            "op_trace",
-        )
-        obj = _obj(data, path, names, optional=("tensor_digest_version",))
-        version = None
-        if "tensor_digest_version" in obj:
-            version = _str(obj["tensor_digest_version"], f"{path}.tensor_digest_version")
-            try:
-                known_digest_version(version)
-            except DigestVersionError as error:
-                raise StatementError(f"{path}.tensor_digest_version", str(error)) from None
-        inputs = tuple(
-            TensorRecord.from_dict(t, f"{path}.inputs[{i}]")
-            for i, t in enumerate(_list(obj["inputs"], f"{path}.inputs"))
-        )
-        outputs = tuple(
-            TensorRecord.from_dict(t, f"{path}.outputs[{i}]")
-            for i, t in enumerate(_list(obj["outputs"], f"{path}.outputs"))
-        )
-        if not outputs:
+    def check(self, path: str) -> None:
+        if not self.outputs:
             raise StatementError(f"{path}.outputs", "must not be empty")
-        _unique_names(inputs, f"{path}.inputs")
-        _unique_names(outputs, f"{path}.outputs")
-        return cls(
-            program=ProgramRecord.from_dict(obj["program"], f"{path}.program"),
-            compiler=CompilerIdentity.from_dict(obj["compiler"], f"{path}.compiler"),
-            graph_hash=_hex64(obj["graph_hash"], f"{path}.graph_hash"),
-            binary_hash=_hex64(obj["binary_hash"], f"{path}.binary_hash"),
-            inputs=inputs,
-            outputs=outputs,
-            op_trace=None
-            if obj["op_trace"] is None
-            else OpTrace.from_dict(obj["op_trace"], f"{path}.op_trace"),
-            tensor_digest_version=version,
-        )
+        _unique_names(self.inputs, f"{path}.inputs")
+        _unique_names(self.outputs, f"{path}.outputs")
 
 
-@dataclass(frozen=True)
-class RunMetadata:
-    """Run metadata, signed but never compared: thread count, timings in nanoseconds and the
-    host that ran (absent in traces of vxla versions before it was recorded)."""
-
-    threads: int
-    timings_ns: Mapping[str, int] = field(default_factory=dict)
-    host: HostRecord | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"threads": self.threads, "timings_ns": dict(self.timings_ns)}
-        if self.host is not None:
-            out["host"] = self.host.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "run") -> RunMetadata:
-        required = ("threads", "timings_ns")
-        obj = _obj({k: v for k, v in data.items() if k != "host"} if isinstance(data, Mapping) else data, path, required)
-        timings = obj["timings_ns"]
-        if not isinstance(timings, Mapping):
-            raise StatementError(f"{path}.timings_ns", f"expected an object, got {_kind(timings)}")
-        host = data.get("host")
-        return cls(
-            threads=_int(obj["threads"], f"{path}.threads", 1),
-            timings_ns={
-                _str(k, f"{path}.timings_ns"): _int(v, f"{path}.timings_ns.{k}", 0)
-                for k, v in sorted(timings.items())
-            },
-            host=None if host is None else HostRecord.from_dict(host, f"{path}.host"),
-        )
+def _timings(value: Any, path: str) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        raise StatementError(path, f"expected an object, got {kind(value)}")
+    return {string(name, path): integer(ns, f"{path}.{name}") for name, ns in sorted(value.items())}
 
 
-@dataclass(frozen=True)
-class GpuRecord:
+@record
+class GpuRecord(Record):
     """The GPU a run of a GPU target used: its name, compute capability ("9.0"), number of
     streaming multiprocessors and the CUDA driver's version ("13.0")."""
 
+    PATH = "run.host.gpu"
     name: str
     compute_capability: str
-    sm_count: int
+    sm_count: int = field(metadata=codec(at_least(1)))
     driver_version: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "compute_capability": self.compute_capability, "sm_count": self.sm_count, "driver_version": self.driver_version}
 
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "run.host.gpu") -> GpuRecord:
-        obj = _obj(data, path, ("name", "compute_capability", "sm_count", "driver_version"))
-        return cls(
-            name=_str(obj["name"], f"{path}.name"),
-            compute_capability=_str(obj["compute_capability"], f"{path}.compute_capability"),
-            sm_count=_int(obj["sm_count"], f"{path}.sm_count", 1),
-            driver_version=_str(obj["driver_version"], f"{path}.driver_version"),
-        )
-
-
-@dataclass(frozen=True)
-class HostRecord:
+@record
+class HostRecord(Record):
     """The machine a run happened on, for the record when a result is disputed: its
     architecture, CPU model, the CPU features that decide which targets it runs, the
     operating system and the vxla version, and for a GPU target's run the GPU. The compared
     part names the target instead."""
 
+    PATH = "run.host"
     arch: str
     cpu_model: str
     features: tuple[str, ...]
     os: str
     vxla_version: str
-    gpu: GpuRecord | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "arch": self.arch,
-            "cpu_model": self.cpu_model,
-            "features": list(self.features),
-            "os": self.os,
-            "vxla_version": self.vxla_version,
-        }
-        if self.gpu is not None:
-            data["gpu"] = self.gpu.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "run.host") -> HostRecord:
-        obj = _obj(data, path, ("arch", "cpu_model", "features", "os", "vxla_version"), optional=("gpu",))
-        features = obj["features"]
-        if not isinstance(features, list):
-            raise StatementError(f"{path}.features", f"expected a list, got {_kind(features)}")
-        return cls(
-            arch=_str(obj["arch"], f"{path}.arch"),
-            cpu_model=_str(obj["cpu_model"], f"{path}.cpu_model"),
-            features=tuple(_str(f, f"{path}.features[{i}]") for i, f in enumerate(features)),
-            os=_str(obj["os"], f"{path}.os"),
-            vxla_version=_str(obj["vxla_version"], f"{path}.vxla_version"),
-            gpu=GpuRecord.from_dict(obj["gpu"], f"{path}.gpu") if "gpu" in obj else None,
-        )
+    gpu: GpuRecord | None = field(default=None, metadata=codec(optional=True))
 
 
-@dataclass(frozen=True)
-class Predicate:
+@record
+class RunMetadata(Record):
+    """Run metadata, signed but never compared: thread count, timings in nanoseconds and the
+    host that ran (absent in traces of vxla versions before it was recorded)."""
+
+    PATH = "run"
+    threads: int = field(metadata=codec(at_least(1)))
+    timings_ns: Mapping[str, int] = field(default_factory=dict, metadata=codec(_timings, dict))
+    host: HostRecord | None = field(default=None, metadata=codec(optional=True))
+
+
+def _chain_id(value: Any, path: str) -> int | None:
+    return None if value is None else integer(value, path, 0, _MAX_CHAIN_ID)
+
+
+def _contract(value: Any, path: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not _CONTRACT.fullmatch(value)):
+        shown = repr(value) if isinstance(value, str) else kind(value)
+        raise StatementError(path, f"expected null or 0x followed by 40 lower-case hex characters, got {shown}")
+    return value
+
+
+@record
+class Predicate(Record):
     """The execution predicate: the job it is for (replay protection), the signing node's key
     id, the deterministic part and the run metadata."""
 
+    PATH = "predicate"
     job_id: str
-    chain_id: int | None
-    contract: str | None
-    key_id: str
+    chain_id: int | None = field(metadata=codec(_chain_id))
+    contract: str | None = field(metadata=codec(_contract))
+    key_id: str = field(metadata=codec(hex64))
     deterministic: Execution
     run: RunMetadata
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "job_id": self.job_id,
-            "chain_id": self.chain_id,
-            "contract": self.contract,
-            "key_id": self.key_id,
-            "deterministic": self.deterministic.to_dict(),
-            "run": self.run.to_dict(),
-        }
 
     def compared_dict(self) -> dict[str, Any]:
         """What two honest nodes that ran the same job must agree on: the job binding and the
@@ -707,30 +427,6 @@ class Predicate:
             "contract": self.contract,
             "deterministic": self.deterministic.to_dict(),
         }
-
-    @classmethod
-    def from_dict(cls, data: Any, path: str = "predicate") -> Predicate:
-        obj = _obj(data, path, ("job_id", "chain_id", "contract", "key_id", "deterministic", "run"))
-        chain_id = obj["chain_id"]
-        contract = obj["contract"]
-        if contract is not None and (
-            not isinstance(contract, str) or not _CONTRACT.fullmatch(contract)
-        ):
-            shown = repr(contract) if isinstance(contract, str) else _kind(contract)
-            raise StatementError(
-                f"{path}.contract",
-                f"expected null or 0x followed by 40 lower-case hex characters, got {shown}",
-            )
-        return cls(
-            job_id=_str(obj["job_id"], f"{path}.job_id"),
-            chain_id=None
-            if chain_id is None
-            else _int(chain_id, f"{path}.chain_id", 0, _MAX_CHAIN_ID),
-            contract=contract,
-            key_id=_hex64(obj["key_id"], f"{path}.key_id"),
-            deterministic=Execution.from_dict(obj["deterministic"], f"{path}.deterministic"),
-            run=RunMetadata.from_dict(obj["run"], f"{path}.run"),
-        )
 
 
 def _compiler_path(predicate: Any) -> Mapping[str, Any] | None:
@@ -774,19 +470,19 @@ def _predicate_as_v1(predicate: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse(data: Any) -> tuple[tuple[Subject, ...], Predicate, str]:
-    obj = _obj(data, "", ("_type", "subject", "predicateType", "predicate"))
-    if obj["_type"] != STATEMENT_TYPE:
-        raise StatementError("_type", f"expected {STATEMENT_TYPE!r}, got {obj['_type']!r}")
-    predicate_type = obj["predicateType"]
+    top = obj(data, "", ("_type", "subject", "predicateType", "predicate"))
+    if top["_type"] != STATEMENT_TYPE:
+        raise StatementError("_type", f"expected {STATEMENT_TYPE!r}, got {top['_type']!r}")
+    predicate_type = top["predicateType"]
     if predicate_type not in (PREDICATE_TYPE, PREDICATE_TYPE_V1):
         raise StatementError(
             "predicateType", f"expected {PREDICATE_TYPE!r} (or {PREDICATE_TYPE_V1!r}), got {predicate_type!r}"
         )
     subjects = tuple(
         Subject.from_dict(s, f"subject[{i}]")
-        for i, s in enumerate(_list(obj["subject"], "subject"))
+        for i, s in enumerate(items(top["subject"], "subject"))
     )
-    predicate_data = _predicate_from_v1(obj["predicate"]) if predicate_type == PREDICATE_TYPE_V1 else obj["predicate"]
+    predicate_data = _predicate_from_v1(top["predicate"]) if predicate_type == PREDICATE_TYPE_V1 else top["predicate"]
     predicate = Predicate.from_dict(predicate_data)
     outputs = predicate.deterministic.outputs
     expected = [(t.name, t.digest) for t in outputs]
