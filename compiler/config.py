@@ -17,6 +17,7 @@ import llvmlite.binding as llvm
 
 from attest.digests import text_digest
 from compiler.errors import ConfigError
+from compiler.host import widest_cpu_here
 from compiler.numerics import CONTRACT_VERSION
 from compiler.passes.pipeline import pipeline_named
 from compiler.targets import (
@@ -45,9 +46,6 @@ def chosen_cpu(name: str) -> str:
     runs none): the one place a configuration's or a node's `widest` becomes a target."""
     if name != WIDEST:
         return name
-    # Imported here: compiler/host.py reads the target table of this module.
-    from compiler.host import widest_cpu_here
-
     return widest_cpu_here(DEFAULT_CPU)
 
 

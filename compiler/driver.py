@@ -52,11 +52,7 @@ if TYPE_CHECKING:
 
 # The codegen module of each op family (compiler/hlo/opcodes.py FAMILIES), whose EMITTERS
 # emit that family's opcodes (parameters are bound by the lowering itself).
-FAMILY_MODULES = family_modules(
-    elementwise=elementwise, data_movement=data_movement, reductions=reductions, dot_conv=dot_conv,
-    control_flow=control_flow, sort_gather_scatter=sort_gather_scatter, random_bits=random_bits,
-    batch_norm=batch_norm, linalg=linalg, fft=fft,
-)
+FAMILY_MODULES = family_modules(batch_norm, control_flow, data_movement, dot_conv, elementwise, fft, linalg, random_bits, reductions, sort_gather_scatter)
 EMITTERS: dict[str, Emitter] = {
     opcode: emit for module in FAMILY_MODULES.values() for opcode, emit in module.EMITTERS.items()
 }

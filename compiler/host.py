@@ -16,10 +16,10 @@ import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import llvmlite.binding as llvm
 
-from compiler.config import CompilerConfig
 from compiler.errors import TargetNotRunnable
 from compiler.targets import TARGET_CPUS
 
@@ -41,6 +41,20 @@ _HWCAP_BITS = {
 _HWCAP2_BITS = {"sve2": [1], "i8mm": [13], "bf16": [14], "rand": [16], "bti": [17], "mte": [18]}
 
 
+class CodeTarget(Protocol):
+    """What the host check reads of a configuration (compiler/config.py CompilerConfig,
+    which chooses its `widest` target here)."""
+
+    cpu: str
+    triple: str
+
+    @property
+    def arch(self) -> str: ...
+
+    @property
+    def required_features(self) -> frozenset[str]: ...
+
+
 @dataclass(frozen=True)
 class Host:
     """The executing machine: architecture (x86_64 or aarch64), LLVM feature names it has,
@@ -50,17 +64,17 @@ class Host:
     features: frozenset[str]
     cpu_model: str
 
-    def missing(self, config: CompilerConfig) -> list[str]:
+    def missing(self, config: CodeTarget) -> list[str]:
         """The features `config`'s code may use that this host lacks (all of them, sorted),
         or the architecture when it differs."""
         if config.arch != self.arch:
             return [config.arch]
         return sorted(config.required_features - self.features)
 
-    def can_run(self, config: CompilerConfig) -> bool:
+    def can_run(self, config: CodeTarget) -> bool:
         return not self.missing(config)
 
-    def check(self, config: CompilerConfig) -> None:
+    def check(self, config: CodeTarget) -> None:
         """TargetNotRunnable unless `config`'s code may run here."""
         missing = self.missing(config)
         if not missing:

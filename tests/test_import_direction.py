@@ -227,3 +227,41 @@ def test_op_families_are_wired_one_way(package: str, table: str) -> None:
             continue
         text = path.read_text(encoding="utf-8")
         assert "import_module(" not in text and "__import__(" not in text, f"{path.relative_to(ROOT)} imports a module by a computed name"
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import cycle between the project's modules (lazy and type-checking imports
+    included): each module can be read knowing only the ones it imports."""
+    names = {module_name(path): path for package in PROJECT_PACKAGES for path in sources(package)}
+
+    def resolved(module: str) -> str | None:
+        while module and module not in names:
+            module = module.rpartition(".")[0]
+        return module or None
+
+    edges = {
+        name: sorted({target for _, imported in imports(path) if (target := resolved(imported)) not in (None, name)})
+        for name, path in names.items()
+    }
+    # A package's __init__ importing its own modules is how a package shows its face, not a
+    # cycle of meaning: its modules' imports of the package name are left out.
+    state: dict[str, int] = {}
+    trail: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        trail.append(name)
+        for target in edges[name]:
+            if name.startswith(target + "."):
+                continue  # a module importing its own package (its __init__)
+            if state.get(target) == 1:
+                cycle = trail[trail.index(target):] + [target]
+                raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
+            if target not in state:
+                visit(target)
+        trail.pop()
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name)

@@ -27,7 +27,7 @@ from compiler.hlo.opcodes import NOT_TRACED
 from compiler.hlo.printer import canonical_names
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape
 
-Ref = int | tuple  # a buffer id, or a tuple of Refs
+Ref = P.Ref
 Emitter = Callable[["Lowering", Instruction, list[Ref], list[P.Step]], Ref]
 
 

@@ -25,6 +25,9 @@ BufferKind = Literal["arena", "input", "constant"]
 # and the widest vector (AVX-512) any kernel loads.
 BUFFER_ALIGNMENT = 64
 
+# A lowered value: a buffer id, or a tuple of them (nested as the value's tuple shape).
+Ref = int | tuple
+
 
 def aligned_size(nbytes: int) -> int:
     """`nbytes` rounded up to a multiple of BUFFER_ALIGNMENT (the space a buffer takes)."""

@@ -29,14 +29,30 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from compiler.codegen import plan as P
+from compiler.codegen.kernel import KernelModule
+from compiler.codegen.plan import Ref
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.printer import canonical_names, instruction_text
 
-if TYPE_CHECKING:
-    from compiler.codegen.lower import Lowering, Ref
+
+class LoweringState(Protocol):
+    """What recording and replaying an emission reads and changes of a module's lowering
+    (compiler/codegen/lower.py Lowering, which calls this module)."""
+
+    kernels: KernelModule
+    buffers: list[P.Buffer]
+    arena_bytes: int
+    in_place: list[tuple[int, int]]
+
+    def buffer(self, buffer_id: int) -> P.Buffer: ...
+
+    def new_buffer_like(self, buffer: P.Buffer) -> int: ...
+
+    @property
+    def in_loop(self) -> bool: ...
 
 # Opcodes whose lowering is not a kernel emission of their own (parameters are bound, control
 # flow lowers computations, constants carry data).
@@ -75,7 +91,7 @@ def _flat(ref: Ref) -> list[int]:
     return [b for r in ref for b in _flat(r)] if isinstance(ref, tuple) else [ref]
 
 
-def emission_key(lowering: Lowering, structure: Structure, instruction: Instruction, operands: list[Ref]) -> tuple | None:
+def emission_key(lowering: LoweringState, structure: Structure, instruction: Instruction, operands: list[Ref]) -> tuple | None:
     """What decides `instruction`'s emission with these operand buffers; None when it is
     never replayed."""
     if instruction.opcode in NEVER_REPLAYED or lowering.in_loop:
@@ -104,7 +120,7 @@ class Emission:
     in_place: tuple[tuple[int, int], ...]
     result: Ref
 
-    def replay(self, lowering: Lowering, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
+    def replay(self, lowering: LoweringState, instruction: Instruction, operands: list[Ref], steps: list[P.Step]) -> Ref:
         """The same emission for `instruction` with `operands`: its steps appended to `steps`."""
         mapping = dict(zip(self.operands, _flat(tuple(operands)), strict=True))
         for offset, buffer in enumerate(self.made):
@@ -155,12 +171,12 @@ class Mark:
     in_place: int
 
 
-def mark(lowering: Lowering, steps: list[P.Step]) -> Mark:
+def mark(lowering: LoweringState, steps: list[P.Step]) -> Mark:
     kernels = lowering.kernels
     return Mark(len(lowering.buffers), lowering.arena_bytes, kernels.counter, len(kernels.kernel_names), len(kernels.kernel_aliases), len(steps), len(lowering.in_place))
 
 
-def recorded(lowering: Lowering, before: Mark, instruction: Instruction, operands: list[Ref], steps: list[P.Step], result: Ref) -> Emission | None:
+def recorded(lowering: LoweringState, before: Mark, instruction: Instruction, operands: list[Ref], steps: list[P.Step], result: Ref) -> Emission | None:
     """The emission made since `before`, or None when it cannot be replayed."""
     kernels = lowering.kernels
     made = tuple(lowering.buffers[before.buffers :])

@@ -284,17 +284,15 @@ NEVER_MERGED = opcodes_where(distinct=True) | frozenset(UNSUPPORTED_REASONS)
 ORDER_FREE = frozenset(op.name for op in OPCODES.values() if op.algebra and op.algebra.order_free)
 
 
-def family_modules(**modules: ModuleType) -> dict[str, ModuleType]:
-    """The module of each op family, given by family name by a caller that imports them
-    statically (the verifier, the reference, the backend), in FAMILIES order; each must be
-    the module named as its family, and every family must have one."""
-    if sorted(modules) != sorted(FAMILIES):
-        missing, extra = sorted(set(FAMILIES) - set(modules)), sorted(set(modules) - set(FAMILIES))
+def family_modules(*modules: ModuleType) -> dict[str, ModuleType]:
+    """The module of each op family by family name, in FAMILIES order: `modules` are those a
+    caller imports statically (the verifier, the reference, the backend), each named as its
+    family; every family must have one."""
+    by_family = {module.__name__.rsplit(".", 1)[-1]: module for module in modules}
+    if sorted(by_family) != sorted(FAMILIES) or len(modules) != len(FAMILIES):
+        missing, extra = sorted(set(FAMILIES) - set(by_family)), sorted(set(by_family) - set(FAMILIES))
         raise LookupError(f"op family modules: missing {missing}, not families {extra}")
-    for family, module in modules.items():
-        if module.__name__.rsplit(".", 1)[-1] != family:
-            raise LookupError(f"op family {family}: module {module.__name__} is not named as the family")
-    return {family: modules[family] for family in FAMILIES}
+    return {family: by_family[family] for family in FAMILIES}
 
 
 def family_opcodes(family: str) -> tuple[str, ...]:

@@ -37,11 +37,7 @@ from compiler.reference.evaluator import (
 
 # The module of each op family (compiler/hlo/opcodes.py FAMILIES), whose HANDLERS evaluate
 # that family's opcodes.
-FAMILY_MODULES = family_modules(
-    elementwise=elementwise, data_movement=data_movement, reductions=reductions, dot_conv=dot_conv,
-    control_flow=control_flow, sort_gather_scatter=sort_gather_scatter, random_bits=random_bits,
-    batch_norm=batch_norm, linalg=linalg, fft=fft,
-)
+FAMILY_MODULES = family_modules(batch_norm, control_flow, data_movement, dot_conv, elementwise, fft, linalg, random_bits, reductions, sort_gather_scatter)
 HANDLERS: dict[str, Handler] = {opcode: handler for module in FAMILY_MODULES.values() for opcode, handler in module.HANDLERS.items()}
 
 

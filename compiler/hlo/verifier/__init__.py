@@ -40,11 +40,7 @@ from compiler.hlo.verifier.checks import Fail, ShapeRule, Unsupported, window_ou
 MAX_CALL_DEPTH = 64
 
 # The module of each op family, whose RULES give the shapes of that family's opcodes.
-FAMILY_MODULES: dict[str, ModuleType] = family_modules(
-    elementwise=elementwise, data_movement=data_movement, reductions=reductions, dot_conv=dot_conv,
-    control_flow=control_flow, sort_gather_scatter=sort_gather_scatter, random_bits=random_bits,
-    batch_norm=batch_norm, linalg=linalg, fft=fft,
-)
+FAMILY_MODULES: dict[str, ModuleType] = family_modules(batch_norm, control_flow, data_movement, dot_conv, elementwise, fft, linalg, random_bits, reductions, sort_gather_scatter)
 # The shape rules by op family, in the registry's order of the families.
 RULES_BY_FAMILY: dict[str, dict[str, ShapeRule]] = {name: FAMILY_MODULES[name].RULES for name in FAMILIES}
 _RULES: dict[str, ShapeRule] = {opcode: rule for rules in RULES_BY_FAMILY.values() for opcode, rule in rules.items()}
