@@ -55,6 +55,7 @@ from node.daemon.store import STATES, JobStore, StoredJob
 from node.errors import JobRejected
 from node.protocol import statement_digest
 from node.sqlite import StorageError
+from node.tracing.statement import compiler_identity
 
 log = logging.getLogger("vxla.node")
 R = TypeVar("R")
@@ -432,9 +433,7 @@ class WorkerPool:
         self.metrics.executions_started.inc()
         answer = self.executions.execute(self._request(module_digest, input_digests, job_id, chain_id, contract))
         statement = answer.statement
-        predicate = statement.predicate
-        if (predicate.job_id, predicate.chain_id, predicate.key_id) != (job_id, chain_id, self.key_id):
-            raise ExecutionDied("execution: the execution process answered for another job", 500)
+        self._check_claims(statement, module_digest, input_digests, job_id, chain_id)
         self.metrics.compile_cache.labels(outcome="hit" if answer.cache_hit else "miss").inc()
         self.metrics.execution_seconds.observe(answer.execute_ns / 1e9)
         envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
@@ -446,6 +445,22 @@ class WorkerPool:
         tensor_digests = [o.digest for o in statement.predicate.deterministic.outputs]
         unstored = () if store_blobs else tuple(produced)
         return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests, unstored)
+
+    def _check_claims(self, statement: Statement, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None) -> None:
+        """ExecutionDied unless the execution process's statement is of what it was asked to
+        run, as far as the daemon knows it without parsing the module: the job, the key, the
+        module's bytes (source_hash is their SHA-256, as the blob's digest), as many inputs,
+        and this node's compiler identity. A process a hostile program took over can make its
+        job fail, not make the node sign a trace of another program or compiler; the outputs
+        are checked against their digests as they arrive (sandbox.py)."""
+        predicate = statement.predicate
+        execution = predicate.deterministic
+        if (predicate.job_id, predicate.chain_id, predicate.key_id) != (job_id, chain_id, self.key_id):
+            raise ExecutionDied("execution: the execution process answered for another job", 500)
+        if execution.program.source_hash != module_digest or len(execution.inputs) != len(input_digests):
+            raise ExecutionDied("execution: the execution process answered for another module or other inputs", 500)
+        if execution.compiler != compiler_identity(self.compiler_config):
+            raise ExecutionDied("execution: the execution process answered with another compiler identity", 500)
 
     def check_bound(self, module_digest: str, input_digests: Sequence[str]) -> GraphSummary:
         """Compile (cached) and check the plan's memory in an execution process, without

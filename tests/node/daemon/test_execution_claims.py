@@ -1,0 +1,63 @@
+"""An execution process that lies about what it ran: the daemon signs nothing of a statement
+for another module, other inputs or another compiler identity than the job's, and stores
+none of its outputs. (The outputs' bytes are checked against their digests as they arrive:
+tests/node/daemon/test_execution_isolation.py and sandbox.py.)"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from attest import LinkerRecord, Statement
+from attest.digests import sha256_hex
+from attest.keys import generate_private_key
+from harness.fixture_data import Fixture
+from node.daemon.config import Limits
+from node.daemon.sandbox import ExecutionDied
+from node.daemon.store import JobStore
+from node.daemon.worker import WorkerPool
+
+MLP = Fixture("mlp_softmax")
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
+    pool = WorkerPool(JobStore(tmp_path_factory.mktemp("claims")), generate_private_key(), Limits(), workers=1)
+    yield pool
+    pool.stop()
+
+
+def _tampered(statement: Statement, change: Callable[[object], object]) -> Statement:
+    execution = change(statement.predicate.deterministic)
+    return Statement.build(dataclasses.replace(statement.predicate, deterministic=execution))
+
+
+LIES: dict[str, tuple[Callable[[object], object], str]] = {
+    "another module": (lambda e: dataclasses.replace(e, program=dataclasses.replace(e.program, source_hash="0" * 64)), "another module or other inputs"),
+    "fewer inputs": (lambda e: dataclasses.replace(e, inputs=e.inputs[1:]), "another module or other inputs"),
+    "another target": (lambda e: dataclasses.replace(e, compiler=dataclasses.replace(e.compiler, target=dataclasses.replace(e.compiler.target, cpu="x86-64-v2"))), "another compiler identity"),
+    "a linker": (lambda e: dataclasses.replace(e, compiler=dataclasses.replace(e.compiler, linker=LinkerRecord("nvJitLink", "13.5"))), "another compiler identity"),
+}
+
+
+def test_a_statement_of_what_the_job_ran_is_signed(pool: WorkerPool) -> None:
+    blobs = pool.store.blobs
+    module, inputs = blobs.put(MLP.module_text.encode()), [blobs.put(p.read_bytes()) for p in MLP.input_paths()]
+    result = pool.execute_bound(module, inputs, job_id="honest", chain_id=None, contract=None, store_blobs=False)
+    assert result.statement.predicate.deterministic.program.source_hash == module
+
+
+@pytest.mark.parametrize("lie", sorted(LIES))
+def test_a_statement_of_something_else_is_refused(pool: WorkerPool, lie: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    blobs = pool.store.blobs
+    module, inputs = blobs.put(MLP.module_text.encode()), [blobs.put(p.read_bytes()) for p in MLP.input_paths()]
+    honest = pool.executions.execute(pool._request(module, inputs, "lying", None, None))
+    change, message = LIES[lie]
+    answer = dataclasses.replace(honest, statement=_tampered(honest.statement, change))
+    monkeypatch.setattr(pool.executions, "execute", lambda request: answer)
+    with pytest.raises(ExecutionDied, match=message):
+        pool.execute_bound(module, inputs, job_id="lying", chain_id=None, contract=None)
+    # Nothing of it was stored: neither an output nor an envelope.
+    assert not any(blobs.has(sha256_hex(data)) for data in answer.outputs)
