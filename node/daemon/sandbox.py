@@ -29,8 +29,9 @@ program; after a death or a kill the next job starts a fresh one.
   answered from the reference evaluator's run of the job, never the backend's).
 - Trust: the child does not hold the signing key and answers in bytes, never pickles: the
   daemon parses the statement with the strict parser, checks every output against its
-  digest in the statement, and only then signs. A child running a hostile program can make
-  its job fail, not make the node sign something else.
+  digest in the statement and what the statement says was run (worker.py
+  `_check_claims`), and only then signs. A child running a hostile program can make its job
+  fail, not make the node sign something else.
 - Storage: a job that finds the node's disk full (its compile cache, say) is answered 507,
   which the daemon raises as a StorageError: the job waits in the queue for space (the
   worker pool), rather than failing for good over the node's trouble.
