@@ -185,7 +185,8 @@ def compile_program(
     key = compile_cache.cache_key(program.hlo_hash, config)
     entry = cache.get(key) if cache is not None else None
     if entry is None:
-        if backend_for(config).compiles_in_parts and _instructions(program.module) >= PRESTART_INSTRUCTIONS:
+        backend = backend_for(config)
+        if backend.compiles_in_parts and _instructions(program.module) >= PRESTART_INSTRUCTIONS:
             llvm_workers.prestart()
         tell = progress or (lambda stage: None)
         tell(f"optimizing ({config.pipeline} pipeline)")
@@ -193,7 +194,6 @@ def compile_program(
         def observer(count: int, name: str, module: Module) -> None:
             tell(f"optimizing: {name} ({count} pass runs so far)")
 
-        backend = backend_for(config)
         code = backend.machine_code(config, cache)
         try:
             # LLVM starts on the first kernels while the rest are lowered (partition.py).
