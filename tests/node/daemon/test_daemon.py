@@ -368,9 +368,11 @@ def test_wall_time_limit_fails_the_job(tmp_path: Path) -> None:
 def test_wall_time_limit_stops_a_long_loop_mid_run(tmp_path: Path) -> None:
     """The limit preempts a run (at a while-loop iteration), not only judges it afterwards."""
     trips = 50_000_000  # minutes of loop if it ran to the end; the limit stops it after 2 s
-    # The limit covers compiling too: fill the node's compile cache first, so the run starts
-    # well inside the limit.
-    compile_program(load_program(FORI.module_text), load_config(), cache_dir=tmp_path / "compile-cache")
+    # The limit covers compiling too: fill the node's compile cache first (with both jobs'
+    # programs and the kernel libraries they call), so each run starts well inside the limit
+    # even on a loaded machine.
+    for fixture in (FORI, MLP):
+        compile_program(load_program(fixture.module_text), load_config(), cache_dir=tmp_path / "compile-cache")
     server = start_node(tmp_path, Limits(job_wall_seconds=2.0, max_while_iterations=10**8))
     try:
         with Client(server.url) as sdk:
