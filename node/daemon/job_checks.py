@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from attest import TensorRecord
 from attest.digests import sha256_hex
 from compiler.api import (
     ArgumentError,
@@ -33,6 +34,7 @@ from compiler.api import (
 from node.daemon.config import Limits
 from node.errors import JobRejected
 from node.tensors import read_npy
+from node.tracing.statement import tensor_records
 
 T = TypeVar("T")
 
@@ -165,3 +167,41 @@ def check_inputs(parameters: Sequence[Shape], input_bytes: Sequence[bytes], limi
         return bind_arguments(parameters, arrays)
     except ArgumentError as error:
         raise JobRejected(str(error)) from None
+
+
+class InputRecords:
+    """The tensor records (element type, dimensions, digest) of the inputs the daemon has
+    checked, by each input blob's digest and the parameter it binds to: what the execution
+    process's statement must record of them. A node sees the same weights in every job of a
+    model; their tensor digest, the costly part, depends only on those bytes and that
+    parameter, so it is computed once per blob, not once per job. Bounded in entries; safe to
+    share between threads."""
+
+    def __init__(self, entries: int = 4096) -> None:
+        self.entries = entries
+        self._found: OrderedDict[tuple[str, str], tuple[str, tuple[int, ...], str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(
+        self, parameters: Sequence[Shape], input_digests: Sequence[str], input_bytes: Sequence[bytes], limits: Limits
+    ) -> tuple[TensorRecord, ...]:
+        """The records `in0`, `in1`, ... of the inputs; each one not seen before is checked
+        against its parameter (`check_inputs`: JobRejected naming the problem) and digested."""
+        keys = [(digest, str(shape)) for digest, shape in zip(input_digests, parameters, strict=False)]
+        with self._lock:
+            found = [self._found.get(key) for key in keys]
+        if len(keys) != len(input_bytes) or len(parameters) != len(input_bytes) or None in found:
+            arrays = check_inputs(parameters, input_bytes, limits)
+            found = [(r.dtype, r.shape, r.digest) for r in tensor_records(arrays, "in")]
+            with self._lock:
+                for key, record in zip(keys, found, strict=True):
+                    self._found[key] = record
+                    self._found.move_to_end(key)
+                while len(self._found) > self.entries:
+                    self._found.popitem(last=False)
+        else:
+            with self._lock:
+                for key in keys:
+                    if key in self._found:
+                        self._found.move_to_end(key)
+        return tuple(TensorRecord(f"in{i}", *record) for i, record in enumerate(found))

@@ -30,7 +30,9 @@ program; after a death or a kill the next job starts a fresh one.
 - Trust: the child does not hold the signing key and answers in bytes, never pickles: the
   daemon parses the statement with the strict parser, checks every output against its
   digest in the statement and what the statement says was run (worker.py
-  `_check_claims`), and only then signs. A child running a hostile program can make its job
+  `_check_claims`), and only then signs. The inputs' records come from the daemon
+  (`ExecutionRequest.input_records`, digested once per input blob), so the child neither
+  digests the inputs again nor has a say in them. A child running a hostile program can make its job
   fail, not make the node sign something else.
 - Storage: a job that finds the node's disk full (its compile cache, say) is answered 507,
   which the daemon raises as a StorageError: the job waits in the queue for space (the
@@ -62,7 +64,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from attest import Statement
+from attest import Statement, TensorRecord
 from compiler.api import CompilerConfig, Fault
 from core.dtypes import from_name
 from node.daemon.config import Limits
@@ -114,6 +116,9 @@ class ExecutionRequest:
     chain_id: int | None
     contract: str | None
     key_id: str
+    # The inputs' records (element type, dimensions, tensor digest) as the daemon checked
+    # them: what the statement records, and what the daemon holds it to.
+    input_records: tuple[TensorRecord, ...]
     # False: compile (cached) and check the plan's memory, without running: what a chain
     # job must pass before the node stakes a claim on it.
     run: bool = True
@@ -675,7 +680,7 @@ def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:
 def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict, list[bytes]] | None:
     from compiler.api import DeadlineExceeded, ExecutionError, TargetNotRunnable, compile_program
     from node.tensors import npy_bytes
-    from node.tracing.statement import build_statement, tensor_records
+    from node.tracing.statement import build_statement
 
     limits = request.limits
     begin = time.perf_counter_ns()
@@ -716,7 +721,7 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
         program, executable, arrays, run,
         job_id=request.job_id, chain_id=request.chain_id, contract=request.contract, key_id=request.key_id,
         threads=request.threads, timings_ns={"compile": compiled - begin, "execute": executed - compiled},
-        op_level=True, input_records=tensor_records(arrays, "in"),
+        op_level=True, input_records=request.input_records,
     )  # fmt: skip
     header = {"compile_ns": compiled - begin, "execute_ns": executed - compiled, "cache_hit": cache_hit}
     # The captured leaves: each buffer's type and shape (as the plan holds it) in the header,

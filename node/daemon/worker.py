@@ -39,7 +39,13 @@ from compiler.api import (
 )
 from compiler.api import load_config as load_compiler_config
 from node.daemon.config import Limits
-from node.daemon.job_checks import KnownModules, ModuleSummary, check_flops, check_module_size
+from node.daemon.job_checks import (
+    InputRecords,
+    KnownModules,
+    ModuleSummary,
+    check_flops,
+    check_module_size,
+)
 from node.daemon.sandbox import (
     ExecutionDied,
     ExecutionKilled,
@@ -177,6 +183,9 @@ class WorkerPool:
         # What the checker processes found of the modules checked before, shared by the API
         # and the chain executor of this node (summaries: small, so many are kept).
         self.known_modules: KnownModules[ModuleSummary] = KnownModules(entries=1024, source_bytes=1 << 40)
+        # The input tensors' records, which the daemon gives its execution processes and holds
+        # their statements to (computed once per input blob: a model's weights recur).
+        self.input_records = InputRecords()
         self.poll_seconds = poll_seconds
         self._wake = threading.Condition()
         self._stopping = threading.Event()
@@ -431,9 +440,10 @@ class WorkerPool:
         the wall limit, ExecutionDied when the process died)."""
         blobs = self.store.blobs
         self.metrics.executions_started.inc()
-        answer = self.executions.execute(self._request(module_digest, input_digests, job_id, chain_id, contract))
+        request = self._request(module_digest, input_digests, job_id, chain_id, contract)
+        answer = self.executions.execute(request)
         statement = answer.statement
-        self._check_claims(statement, module_digest, input_digests, job_id, chain_id)
+        self._check_claims(statement, module_digest, request, job_id, chain_id)
         self.metrics.compile_cache.labels(outcome="hit" if answer.cache_hit else "miss").inc()
         self.metrics.execution_seconds.observe(answer.execute_ns / 1e9)
         envelope = sign_statement(statement, self.signing_key).to_json() + "\n"
@@ -446,18 +456,19 @@ class WorkerPool:
         unstored = () if store_blobs else tuple(produced)
         return ExecutionResult(statement, envelope, envelope_digest, outputs, tensor_digests, unstored)
 
-    def _check_claims(self, statement: Statement, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None) -> None:
+    def _check_claims(self, statement: Statement, module_digest: str, request: ExecutionRequest, job_id: str, chain_id: int | None) -> None:
         """ExecutionDied unless the execution process's statement is of what it was asked to
         run, as far as the daemon knows it without parsing the module: the job, the key, the
-        module's bytes (source_hash is their SHA-256, as the blob's digest), as many inputs,
-        and this node's compiler identity. A process a hostile program took over can make its
-        job fail, not make the node sign a trace of another program or compiler; the outputs
-        are checked against their digests as they arrive (sandbox.py)."""
+        module's bytes (source_hash is their SHA-256, as the blob's digest), the inputs' records
+        (the daemon's own, `InputRecords`), and this node's compiler identity. A process a
+        hostile program took over can make its job fail, not make the node sign a trace of
+        another program, other inputs or another compiler; the outputs are checked against
+        their digests as they arrive (sandbox.py)."""
         predicate = statement.predicate
         execution = predicate.deterministic
         if (predicate.job_id, predicate.chain_id, predicate.key_id) != (job_id, chain_id, self.key_id):
             raise ExecutionDied("execution: the execution process answered for another job", 500)
-        if execution.program.source_hash != module_digest or len(execution.inputs) != len(input_digests):
+        if execution.program.source_hash != module_digest or execution.inputs != request.input_records:
             raise ExecutionDied("execution: the execution process answered for another module or other inputs", 500)
         if execution.compiler != compiler_identity(self.compiler_config):
             raise ExecutionDied("execution: the execution process answered with another compiler identity", 500)
@@ -515,10 +526,13 @@ class WorkerPool:
     def _request(
         self, module_digest: str, input_digests: Sequence[str], job_id: str, chain_id: int | None, contract: str | None
     ) -> ExecutionRequest:
+        """The request for one run of the job, with the inputs' records the statement must
+        hold (JobRejected when the module or an input no longer passes its checks)."""
         blobs = self.store.blobs
+        module, inputs = blobs.get(module_digest), [blobs.get(d) for d in input_digests]
+        records = self.input_records.of(self.check_module(module).parameter_shapes, input_digests, inputs, self.limits)
         return ExecutionRequest(
-            blobs.get(module_digest), [blobs.get(d) for d in input_digests], self.limits, self.threads, self.fault,
-            job_id, chain_id, contract, self.key_id,
+            module, inputs, self.limits, self.threads, self.fault, job_id, chain_id, contract, self.key_id, records,
         )  # fmt: skip
 
 

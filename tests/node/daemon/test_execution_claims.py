@@ -15,9 +15,12 @@ from attest.digests import sha256_hex
 from attest.keys import generate_private_key
 from harness.fixture_data import Fixture
 from node.daemon.config import Limits
+from node.daemon.job_checks import InputRecords
 from node.daemon.sandbox import ExecutionDied
 from node.daemon.store import JobStore
 from node.daemon.worker import WorkerPool
+from node.errors import JobRejected
+from node.tracing.statement import tensor_records
 
 MLP = Fixture("mlp_softmax")
 
@@ -37,6 +40,7 @@ def _tampered(statement: Statement, change: Callable[[object], object]) -> State
 LIES: dict[str, tuple[Callable[[object], object], str]] = {
     "another module": (lambda e: dataclasses.replace(e, program=dataclasses.replace(e.program, source_hash="0" * 64)), "another module or other inputs"),
     "fewer inputs": (lambda e: dataclasses.replace(e, inputs=e.inputs[1:]), "another module or other inputs"),
+    "another input": (lambda e: dataclasses.replace(e, inputs=(dataclasses.replace(e.inputs[0], digest="0" * 64), *e.inputs[1:])), "another module or other inputs"),
     "another target": (lambda e: dataclasses.replace(e, compiler=dataclasses.replace(e.compiler, target=dataclasses.replace(e.compiler.target, cpu="x86-64-v2"))), "another compiler identity"),
     "a linker": (lambda e: dataclasses.replace(e, compiler=dataclasses.replace(e.compiler, linker=LinkerRecord("nvJitLink", "13.5"))), "another compiler identity"),
 }
@@ -46,7 +50,25 @@ def test_a_statement_of_what_the_job_ran_is_signed(pool: WorkerPool) -> None:
     blobs = pool.store.blobs
     module, inputs = blobs.put(MLP.module_text.encode()), [blobs.put(p.read_bytes()) for p in MLP.input_paths()]
     result = pool.execute_bound(module, inputs, job_id="honest", chain_id=None, contract=None, store_blobs=False)
-    assert result.statement.predicate.deterministic.program.source_hash == module
+    execution = result.statement.predicate.deterministic
+    assert execution.program.source_hash == module
+    # The inputs' records are the daemon's, and they are the digests of the bound inputs.
+    assert execution.inputs == tensor_records(MLP.inputs(), "in")
+
+
+def test_input_records_are_digested_once_per_input_blob(pool: WorkerPool) -> None:
+    blobs = pool.store.blobs
+    summary = pool.check_module(MLP.module_text.encode())
+    data = [p.read_bytes() for p in MLP.input_paths()]
+    digests = [blobs.put(d) for d in data]
+    records = InputRecords()
+    first = records.of(summary.parameter_shapes, digests, data, pool.limits)
+    assert first == tensor_records(MLP.inputs(), "in")
+    # Known blobs are not decoded again: their bytes are the digest's (the blob store checks).
+    assert records.of(summary.parameter_shapes, digests, [b""] * len(data), pool.limits) == first
+    # A blob not seen before is checked against its parameter as at intake.
+    with pytest.raises(JobRejected, match="input 0"):
+        records.of(summary.parameter_shapes, ["f" * 64, *digests[1:]], [b"not npy", *data[1:]], pool.limits)
 
 
 @pytest.mark.parametrize("lie", sorted(LIES))

@@ -173,13 +173,15 @@ def test_an_allocation_past_the_address_space_cap_fails_the_job_not_the_process(
     from node.daemon.sandbox import ExecutionProcess, ExecutionRequest
     from node.errors import JobRejected
     from node.tensors import npy_bytes
+    from node.tracing.statement import tensor_records
 
     process = ExecutionProcess(load_config(), tmp_path / "cache", memory_limit=64 * 1024 * 1024)
     try:
         limits = Limits(max_flops=10**13, max_job_memory_bytes=16 * 1024**3, job_wall_seconds=60)
 
         def request(module: str, inputs: list[np.ndarray]) -> ExecutionRequest:
-            return ExecutionRequest(module.encode(), [npy_bytes(a) for a in inputs], limits, 1, None, "j", None, None, "00" * 32)
+            records = tensor_records([np.asarray(a) for a in inputs], "in")
+            return ExecutionRequest(module.encode(), [npy_bytes(a) for a in inputs], limits, 1, None, "j", None, None, "00" * 32, records)
 
         with pytest.raises(JobRejected, match=r"over limits.max_job_memory_bytes .*an allocation failed"):
             process.execute(request(PAST_THE_CAP, [np.float32(1.0)]))
