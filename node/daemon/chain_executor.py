@@ -52,7 +52,6 @@ from attest.digests import sha256_hex
 from node.chain import NodeRegistry, fetch_events
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
-from node.daemon.job_checks import check_inputs
 from node.daemon.peer_addresses import PeerAddressPolicy, PeerAddressRefused
 from node.daemon.sandbox import MAX_LEAVES, GraphSummary, LeafBuffer
 from node.daemon.store import BlobError, JobStore
@@ -516,9 +515,7 @@ class ChainExecutor:
 
     def _check(self, job: ChainJob) -> None:
         module_digest, input_digests = self._digests(job)
-        blobs = self.store.blobs
-        module = self.pool.check_module(blobs.get(module_digest))
-        check_inputs(module.parameter_shapes, [blobs.get(d) for d in input_digests], self.pool.limits)
+        # The module and inputs are checked (and the inputs digested) for the request.
         graph = self.pool.check_bound(module_digest, input_digests)
         if (graph.root, graph.trace_leaves) != (job.graph_root.hex(), job.trace_leaves):
             raise JobRejected(

@@ -83,3 +83,15 @@ def test_a_statement_of_something_else_is_refused(pool: WorkerPool, lie: str, mo
         pool.execute_bound(module, inputs, job_id="lying", chain_id=None, contract=None)
     # Nothing of it was stored: neither an output nor an envelope.
     assert not any(blobs.has(sha256_hex(data)) for data in answer.outputs)
+
+
+def test_a_job_whose_input_does_not_fit_its_parameter_is_refused_before_it_is_sent(pool: WorkerPool) -> None:
+    """What the chain executor checks before it claims a job (`check_bound`) and every run's
+    request: the inputs against the module's parameters, named, with no process asked."""
+    blobs = pool.store.blobs
+    module, inputs = blobs.put(MLP.module_text.encode()), [blobs.put(p.read_bytes()) for p in MLP.input_paths()]
+    wrong = blobs.put(b"\x93NUMPY not an array")
+    with pytest.raises(JobRejected, match="input 0"):
+        pool.check_bound(module, [wrong, *inputs[1:]])
+    with pytest.raises(JobRejected, match="module takes"):
+        pool.execute_bound(module, inputs[1:], job_id="short", chain_id=None, contract=None)
