@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiler.hlo.editing import NameAllocator
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.opcodes import COMPUTED_PER_ELEMENT, CONTRACTIONS, INDEX_MAPPING
 from compiler.hlo.shape import ArrayShape
@@ -50,6 +51,35 @@ def is_duplicable(instruction: Instruction) -> bool:
         operand = instruction.operands[0]
         return isinstance(operand.shape, ArrayShape) and operand.array_shape.rank == 0 and operand.opcode in ("constant", "parameter")
     return False
+
+
+class StandIns:
+    """A new fused computation's stand-ins for the values computed outside it, made as the
+    fused instructions are gathered: a duplicable value is copied into `body` (its operands'
+    stand-ins first); any other becomes a parameter of the body, and the value an argument
+    of the fusion instruction. Each outside value gets one stand-in."""
+
+    def __init__(self, names: NameAllocator, body: list[Instruction]) -> None:
+        self.names = names
+        self.body = body
+        self.parameters: list[Instruction] = []
+        self.arguments: list[Instruction] = []
+        self._made: dict[int, Instruction] = {}
+
+    def of(self, value: Instruction) -> Instruction:
+        made = self._made.get(id(value))
+        if made is not None:
+            return made
+        if is_duplicable(value):
+            made = Instruction(self.names.fresh(value.name), value.opcode, value.shape, [self.of(op) for op in value.operands],
+                               dict(value.attrs), value.literal, location=value.location)  # fmt: skip
+            self.body.append(made)
+        else:
+            made = Instruction(self.names.fresh("param"), "parameter", value.shape, parameter_number=len(self.parameters))
+            self.parameters.append(made)
+            self.arguments.append(value)
+        self._made[id(value)] = made
+        return made
 
 
 def read_at_own_position(computation: Computation, target: Instruction) -> bool:

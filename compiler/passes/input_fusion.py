@@ -21,7 +21,7 @@ from compiler.hlo.editing import (
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import SimplePass
-from compiler.passes.fusibility import is_duplicable, is_fusible
+from compiler.passes.fusibility import StandIns, is_fusible
 from compiler.passes.loop_fusion import fuse_in_step_computations
 
 
@@ -44,25 +44,9 @@ def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, n
             absorbed.append(operand)
     if not absorbed:
         return False
-    parameters: list[Instruction] = []
-    arguments: list[Instruction] = []
     body: list[Instruction] = []
-    stand_ins: dict[int, Instruction] = {}
-
-    def outside(value: Instruction) -> Instruction:
-        """The fused computation's stand-in for a value computed outside the fusion."""
-        if id(value) not in stand_ins:
-            if is_duplicable(value):
-                twin = Instruction(names.fresh(value.name), value.opcode, value.shape, [outside(op) for op in value.operands],
-                                   dict(value.attrs), value.literal, location=value.location)  # fmt: skip
-                body.append(twin)
-            else:
-                twin = Instruction(names.fresh("param"), "parameter", value.shape, parameter_number=len(parameters))
-                parameters.append(twin)
-                arguments.append(value)
-            stand_ins[id(value)] = twin
-        return stand_ins[id(value)]
-
+    stand_ins = StandIns(names, body)
+    outside = stand_ins.of
     inner: dict[int, Instruction] = {}
     for producer in absorbed:
         if producer.opcode == "fusion":
@@ -79,7 +63,7 @@ def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, n
     fused_reduce = Instruction(names.fresh(reduce.name), "reduce", reduce.shape, [inner.get(id(op)) or outside(op) for op in reduce.operands],
                                dict(reduce.attrs), location=reduce.location)  # fmt: skip
     body.append(fused_reduce)
-    install_fusion(module, computation, reduce, "kInput", "fused_reduction", arguments, parameters, body, fused_reduce, names)
+    install_fusion(module, computation, reduce, "kInput", "fused_reduction", stand_ins.arguments, stand_ins.parameters, body, fused_reduce, names)
     return True
 
 

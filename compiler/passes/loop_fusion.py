@@ -41,7 +41,7 @@ from compiler.hlo.editing import (
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.numerics.mathlib import UNARY_OPCODES
 from compiler.passes.base import SimplePass
-from compiler.passes.fusibility import is_duplicable, is_fusible
+from compiler.passes.fusibility import StandIns, is_fusible
 
 # The opcodes the math library computes (compiler/numerics/mathlib): a call per element.
 MATH_OPCODES = frozenset(UNARY_OPCODES) | {"power", "atan2"}
@@ -176,31 +176,13 @@ def fuse_group(module: Module, computation: Computation, group: list[Instruction
     computation; returns the fusion instruction."""
     inside = {id(i) for i in group}
     root = group[-1]
-    parameters: list[Instruction] = []
-    arguments: list[Instruction] = []
-    copies: dict[int, Instruction] = {}
     fused: list[Instruction] = []
-
-    def inner(value: Instruction) -> Instruction:
-        """The fused computation's stand-in for an outside operand."""
-        if id(value) in copies:
-            return copies[id(value)]
-        if is_duplicable(value):
-            twin = Instruction(names.fresh(value.name), value.opcode, value.shape, [inner(op) for op in value.operands],
-                               dict(value.attrs), value.literal, location=value.location)  # fmt: skip
-            fused.append(twin)
-        else:
-            twin = Instruction(names.fresh("param"), "parameter", value.shape, parameter_number=len(parameters))
-            parameters.append(twin)
-            arguments.append(value)
-        copies[id(value)] = twin
-        return twin
-
+    stand_ins = StandIns(names, fused)
     for instruction in group:
-        instruction.operands = [op if id(op) in inside else inner(op) for op in instruction.operands]
+        instruction.operands = [op if id(op) in inside else stand_ins.of(op) for op in instruction.operands]
         fused.append(instruction)
-    called = Computation(names.fresh("fused_computation"), parameters + fused, root, computation.location)
-    fusion = Instruction(names.fresh("fusion"), "fusion", root.shape, arguments, {"kind": "kLoop", "calls": called}, location=root.location)
+    called = Computation(names.fresh("fused_computation"), stand_ins.parameters + fused, root, computation.location)
+    fusion = Instruction(names.fresh("fusion"), "fusion", root.shape, stand_ins.arguments, {"kind": "kLoop", "calls": called}, location=root.location)
     position = next(n for n, i in enumerate(computation.instructions) if i is root)
     computation.instructions[position] = fusion
     computation.instructions = [i for i in computation.instructions if id(i) not in inside]
