@@ -189,6 +189,7 @@ bench: $(BENCH_CORPUS)/.exported
 	$(BENCH_VENV)/bin/python bench/gemm.py --json $(BENCH_RESULTS)/gemm.json
 	$(BENCH_VENV)/bin/python bench/models.py --target $(BENCH_TARGET) --json $(BENCH_RESULTS)/models.json $(BENCH_ARGS)
 	$(BENCH_VENV)/bin/python bench/backend_vs_numpy.py --target $(BENCH_TARGET)
+	$(BENCH_VENV)/bin/python bench/node_jobs.py $(BENCH_CORPUS)/bert
 	$(BENCH_VENV)/bin/python bench/goals.py --target $(BENCH_TARGET) --results $(BENCH_RESULTS) --json $(BENCH_RESULTS)/goals.json
 
 clean:
