@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from compiler.passes.call_inlining import CallInlining
+from harness.hlo_fragments import ADD_F32
 from tests.passes.simplification_helpers import (
     assert_bit_identical,
     canonical,
@@ -100,13 +101,7 @@ ENTRY e {
 
 
 def test_fusion_and_reduce_computations_are_not_inlined() -> None:
-    text = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-fused {
+    text = "HloModule m\n" + ADD_F32 + """fused {
   a = f32[4] parameter(0)
   ROOT n = f32[4] negate(a)
 }

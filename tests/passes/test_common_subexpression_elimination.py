@@ -4,6 +4,7 @@ bits, shapes and layouts, called computations) keeps them apart."""
 from __future__ import annotations
 
 from compiler.passes.common_subexpression_elimination import CommonSubexpressionElimination
+from harness.hlo_fragments import ADD_F32, scalar_binary
 from tests.passes.simplification_helpers import (
     assert_bit_identical,
     canonical,
@@ -12,18 +13,8 @@ from tests.passes.simplification_helpers import (
     run_pass,
 )
 
-TEXT = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-add_again {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+# add_again is add under another name: a reduce calling it merges with one calling add.
+TEXT = "HloModule m\n" + ADD_F32 + scalar_binary("add_again", "f32", "add") + """ENTRY e {
   p = f32[4] parameter(0)
   q = f32[4] parameter(1)
   e1 = f32[4] exponential(p)
@@ -108,18 +99,11 @@ def test_deterministic_under_renaming_and_reordering() -> None:
     assert canonical(one) == canonical(two)
 
 
-REDUCERS = """HloModule m
-add_a {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-add_b {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT z = f32[] add(x, y)
-}
-add_swapped {
+REDUCERS = (
+    "HloModule m\n"
+    + scalar_binary("add_a", "f32", "add")
+    + scalar_binary("add_b", "f32", "add", lhs="x", rhs="y", root="z")
+    + """add_swapped {
   x = f32[] parameter(0)
   y = f32[] parameter(1)
   ROOT z = f32[] add(y, x)
@@ -145,6 +129,7 @@ ENTRY e {
   ROOT t = (f32[], f32[], f32[], f32[], f32[]) tuple(r1, r2, r3, c1, c2)
 }
 """
+)
 
 
 def test_identical_computations_merge_so_their_callers_can() -> None:

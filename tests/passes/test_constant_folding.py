@@ -7,6 +7,7 @@ import numpy as np
 
 from compiler.passes.constant_folding import MAX_ELEMENTS, ConstantFolding
 from compiler.passes.dead_code_elimination import DeadCodeElimination
+from harness.hlo_fragments import ADD_F32
 from tests.passes.simplification_helpers import (
     assert_bit_identical,
     canonical,
@@ -15,13 +16,7 @@ from tests.passes.simplification_helpers import (
     run_pass,
 )
 
-CHAIN = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+CHAIN = "HloModule m\n" + ADD_F32 + """ENTRY e {
   p = f32[4] parameter(0)
   c = f32[4] constant({1.5, -0, inf, 3e-45})
   d = f32[4] constant({-1.5, 0, -inf, 1e38})
