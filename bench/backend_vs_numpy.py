@@ -22,19 +22,10 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.target import add_target_argument, resolve_target  # noqa: E402
-from harness.hlo_fragments import ADD_F32, scalar_binary  # noqa: E402
+from harness.hlo_fragments import ADD_F32, elementwise_chain, scalar_binary  # noqa: E402
 
-ELEMENTWISE_CHAIN = """HloModule chain
-ENTRY e {
-  x = f32[4194304]{0} parameter(0)
-  y = f32[4194304]{0} parameter(1)
-  a = f32[4194304]{0} multiply(x, y)
-  b = f32[4194304]{0} add(a, x)
-  c = f32[4194304]{0} maximum(b, y)
-  d = f32[4194304]{0} subtract(c, a)
-  ROOT r = f32[4194304]{0} multiply(d, d)
-}
-"""
+# Five elementwise ops on two 4M f32 arrays (loop fusion makes them one fusion).
+ELEMENTWISE_CHAIN = elementwise_chain("chain", 4194304)
 
 # The transcendental chain: tanh, exp, a product and the mean of 2048x2048 f32 (the
 # correctly rounded functions on their fast paths, fused with the reduction).

@@ -21,3 +21,21 @@ def scalar_binary(name: str, dtype: str, opcode: str, lhs: str = "a", rhs: str =
 # `add`: the f32 sum that most hand-written reductions apply (to_apply=add).
 ADD_F32 = scalar_binary("add", "f32", "add")
 
+
+def elementwise_chain(module_name: str, length: int) -> str:
+    """A module whose entry takes two f32[length] arrays x and y and applies five
+    elementwise ops, r = (max(x*y + x, y) - x*y)^2: multiply, add, maximum, subtract,
+    multiply, each reading the one before (what loop fusion makes one fusion of)."""
+    shape = f"f32[{length}]{{0}}"
+    return (
+        f"HloModule {module_name}\n"
+        "ENTRY e {\n"
+        f"  x = {shape} parameter(0)\n"
+        f"  y = {shape} parameter(1)\n"
+        f"  a = {shape} multiply(x, y)\n"
+        f"  b = {shape} add(a, x)\n"
+        f"  c = {shape} maximum(b, y)\n"
+        f"  d = {shape} subtract(c, a)\n"
+        f"  ROOT r = {shape} multiply(d, d)\n"
+        "}\n"
+    )
