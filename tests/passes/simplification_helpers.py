@@ -3,6 +3,8 @@ bit-exact comparison of reference outputs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ml_dtypes
 import numpy as np
 
@@ -20,6 +22,16 @@ def run_pass(pass_: Pass, text: str) -> tuple[Module, Module, bool]:
     changed = pass_.run(after)
     verify_module(after)
     return before, after, changed
+
+
+def assert_same_result(make_pass: Callable[[], Pass], text: str, variant: str) -> None:
+    """`variant` spells the program of `text` another way (renamed, reordered): a fresh pass
+    of each makes the same canonical module, so the pass's output does not depend on names
+    or on the order of independent instructions."""
+    assert variant != text
+    _, one, _ = run_pass(make_pass(), text)
+    _, two, _ = run_pass(make_pass(), variant)
+    assert canonical(one) == canonical(two)
 
 
 def opcodes(module: Module) -> list[str]:
