@@ -45,8 +45,11 @@ def bits(array: np.ndarray) -> bytes:
     return f"{array.dtype}{array.shape}".encode() + array.tobytes()
 
 
-def assert_bit_identical(before: Module, after: Module, inputs: list[np.ndarray]) -> None:
-    """The reference evaluator gives the same output bits for both modules."""
+def assert_bit_identical(before: Module, after: Module, inputs: list[np.ndarray] | None = None) -> None:
+    """The reference evaluator gives the same output bits for both modules, on `inputs` or
+    by default on inputs_for(before) (special values of every parameter's type)."""
+    if inputs is None:
+        inputs = inputs_for(before)
     expected = evaluate(before, inputs)
     got = evaluate(after, inputs)
     assert len(expected) == len(got)
