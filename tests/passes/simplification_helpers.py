@@ -8,9 +8,12 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
+from compiler.config import load_config
+from compiler.driver import optimize
 from compiler.hlo import canonical_text, load_module, verify_module
-from compiler.hlo.ir import Module
+from compiler.hlo.ir import Instruction, Module
 from compiler.passes.base import Pass
+from compiler.program import Program, load_program
 from compiler.reference import evaluate
 
 
@@ -32,6 +35,17 @@ def assert_same_result(make_pass: Callable[[], Pass], text: str, variant: str) -
     _, one, _ = run_pass(make_pass(), text)
     _, two, _ = run_pass(make_pass(), variant)
     assert canonical(one) == canonical(two)
+
+
+def optimized_by_default(text: str) -> tuple[Program, Module]:
+    """The program of `text` and the module the default configuration's pipeline makes of it."""
+    program = load_program(text)
+    return program, optimize(program, load_config())
+
+
+def instructions_of(module: Module, opcode: str) -> list[Instruction]:
+    """Every `opcode` instruction of every computation of `module`."""
+    return [i for c in module.computations for i in c.instructions if i.opcode == opcode]
 
 
 def opcodes(module: Module) -> list[str]:
