@@ -22,7 +22,7 @@ from harness.dispute_game import (
     synthetic_graph,
 )
 from node.chain import Stage, Verdict
-from node.chain.disputes import leaf_opening
+from node.chain.disputes import GraphLeaves, leaf_opening
 from tests.contracts.helpers import reverts
 
 BOND = TERMS.challenge_bond_wei
@@ -44,13 +44,20 @@ def _stakes(g: GameEnv, *accounts: str) -> list[int]:
     return [g.stake(a) for a in accounts]
 
 
+def _played_one_slot_dispute(g: GameEnv, graph: GraphLeaves, defender: Party, challenger: Party) -> tuple[int, int, list[int]]:
+    """Runs a job with `defender` in its only slot, has `challenger` dispute it and plays the
+    game to the referee: (the job, the dispute, both parties' stakes before the challenge)."""
+    job = g.run_job(graph, [defender])
+    before = _stakes(g, defender.account, challenger.account)
+    dispute = g.challenge(job, 0, challenger)
+    g.play(dispute, defender, challenger, graph)
+    return job, dispute, before
+
+
 def test_a_wrong_optimistic_result_is_refuted_by_one_honest_verifier(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=13, diverge_at=5)
     faulty, verifier = Party(g.nodes[0], wrong), Party(g.nodes[1], honest)
-    job = g.run_job(graph, [faulty])
-    before = _stakes(g, faulty.account, verifier.account)
-    dispute = g.challenge(job, 0, verifier)
-    g.play(dispute, faulty, verifier, graph)
+    job, dispute, before = _played_one_slot_dispute(g, graph, faulty, verifier)
     d = g.game.get_dispute(dispute)
     assert d.stage == Stage.REFEREE and d.position == 5  # the first divergent instruction
     assert (d.defender_leaf, d.challenger_leaf) == (wrong.digests[5], honest.digests[5])
@@ -72,10 +79,7 @@ def test_a_wrong_optimistic_result_is_refuted_by_one_honest_verifier(g: GameEnv)
 def test_a_right_result_challenged_costs_the_challenger_its_bond(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=10, diverge_at=0)
     node, liar = Party(g.nodes[0], honest), Party(g.nodes[1], wrong)
-    job = g.run_job(graph, [node])
-    before = _stakes(g, node.account, liar.account)
-    dispute = g.challenge(job, 0, liar)
-    g.play(dispute, node, liar, graph)
+    job, dispute, before = _played_one_slot_dispute(g, graph, node, liar)
     assert g.game.get_dispute(dispute).position == 0
     g.vote_all(dispute, honest.digests[0])
     g.resolve(dispute)
