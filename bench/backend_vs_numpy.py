@@ -22,28 +22,14 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench.target import add_target_argument, resolve_target  # noqa: E402
+from harness.hlo_fragments import ADD_F32, elementwise_chain, scalar_binary  # noqa: E402
 
-ELEMENTWISE_CHAIN = """HloModule chain
-ENTRY e {
-  x = f32[4194304]{0} parameter(0)
-  y = f32[4194304]{0} parameter(1)
-  a = f32[4194304]{0} multiply(x, y)
-  b = f32[4194304]{0} add(a, x)
-  c = f32[4194304]{0} maximum(b, y)
-  d = f32[4194304]{0} subtract(c, a)
-  ROOT r = f32[4194304]{0} multiply(d, d)
-}
-"""
+# Five elementwise ops on two 4M f32 arrays (loop fusion makes them one fusion).
+ELEMENTWISE_CHAIN = elementwise_chain("chain", 4194304)
 
 # The transcendental chain: tanh, exp, a product and the mean of 2048x2048 f32 (the
 # correctly rounded functions on their fast paths, fused with the reduction).
-TRANSCENDENTAL_CHAIN = """HloModule transcendental_chain
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+TRANSCENDENTAL_CHAIN = "HloModule transcendental_chain\n" + ADD_F32 + """ENTRY e {
   x = f32[2048,2048]{1,0} parameter(0)
   t = f32[2048,2048]{1,0} tanh(x)
   e = f32[2048,2048]{1,0} exponential(t)
@@ -55,26 +41,14 @@ ENTRY e {
 }
 """
 
-ROW_SUM = """HloModule rows
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+ROW_SUM = "HloModule rows\n" + ADD_F32 + """ENTRY e {
   x = f32[2048,2048]{1,0} parameter(0)
   z = f32[] constant(0)
   ROOT r = f32[2048]{0} reduce(x, z), dimensions={1}, to_apply=add
 }
 """
 
-FULL_MAX = """HloModule full
-mx {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] maximum(a, b)
-}
-ENTRY e {
+FULL_MAX = "HloModule full\n" + scalar_binary("mx", "f32", "maximum") + """ENTRY e {
   x = f32[4194304]{0} parameter(0)
   z = f32[] constant(-inf)
   ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=mx

@@ -111,19 +111,9 @@ def _measure_batch(evaluator: se.Evaluator, cases: list[se.Case]) -> list[int]:
     size = 150 if cases and cases[0][0] == Op.ROUND_F32_CR else 500  # within the call's gas
     for start in range(0, len(cases), size):
         chunk = cases[start : start + size]
-        words = [0x20, 4 * len(chunk)]
-        for op, dt, target, a, b, c in chunk:
-            words += [op | dt << 8 | target << 16, a, b, c]
-        data = _MEASURE_BATCH + b"".join(w.to_bytes(32, "big") for w in words)
-        response = evaluator.w3.provider.make_request(
-            "eth_call",
-            [
-                {"to": evaluator.address, "data": "0x" + data.hex(), "gas": hex(se.CALL_GAS)},
-                "latest",
-            ],
-        )
-        result = bytes.fromhex(response["result"][2:])
-        out += [int.from_bytes(result[64 + 32 * i : 96 + 32 * i], "big") for i in range(len(chunk))]
+        words = se.returned_words(evaluator.batch_call(_MEASURE_BATCH, chunk))
+        assert len(words) == len(chunk)
+        out += words
     return out
 
 

@@ -5,6 +5,10 @@ evaluator and on the LLVM backend for every target and thread count gives the sa
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 from hypothesis import HealthCheck, settings
 
@@ -50,3 +54,16 @@ def check_against_reference(text: str, seed: int, targets: tuple[str, ...] = RUN
                 assert (have.dtype, have.shape) == (want.dtype, want.shape), where
                 assert np.ascontiguousarray(have).tobytes() == np.ascontiguousarray(want).tobytes(), f"{where}:\n{have!r}\nreference\n{want!r}"
     return sum(len(c.instructions) for c in module.computations)
+
+
+def report_failure(error: BaseException, text: str, seed: int, save: Path | None, prefix: str) -> None:
+    """Prints a campaign's failure with the seed and the failing module on stdout and, with
+    `save`, writes the module to a new file there (`prefix`, the time and the seed in its
+    name) so that it can be run again."""
+    first_line = str(error).splitlines()[0] if str(error) else ""
+    print(f"difference or failure: {type(error).__name__}: {first_line}\nseed {seed}\n{text}")
+    if save and text:
+        save.mkdir(parents=True, exist_ok=True)
+        path = save / f"{prefix}_{int(time.time())}_seed{seed}.hlo"
+        path.write_text(text)
+        print(f"written to {path}", file=sys.stderr)

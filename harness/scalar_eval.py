@@ -95,24 +95,28 @@ class Evaluator:
         return out
 
     def _call(self, cases: Sequence[Case]) -> list[tuple[int, int]]:
-        words = [0x20, 4 * len(cases)]
-        for op, dt, target, a, b, c in cases:
-            words += [op | dt << 8 | target << 16, a, b, c]
-        data = _EVALUATE_BATCH + b"".join(w.to_bytes(32, "big") for w in words)
-        response = self.w3.provider.make_request(
-            "eth_call",
-            [{"to": self.address, "data": "0x" + data.hex(), "gas": hex(CALL_GAS)}, "latest"],
-        )
+        response = self.batch_call(_EVALUATE_BATCH, cases)
         if "result" not in response:
             if len(cases) > 1:  # out of gas, most likely: halve the batch
                 half = len(cases) // 2
                 return self._call(cases[:half]) + self._call(cases[half:])
             raise RuntimeError(f"evaluateBatch failed on {cases[0]}: {response.get('error')}")
-        result = bytes.fromhex(response["result"][2:])
-        count = int.from_bytes(result[32:64], "big")
-        assert count == len(cases)
-        words_out = (int.from_bytes(result[64 + 32 * i : 96 + 32 * i], "big") for i in range(count))
+        words_out = returned_words(response)
+        assert len(words_out) == len(cases)
         return [(r >> 248, r & ((1 << 248) - 1)) for r in words_out]
+
+    def batch_call(self, selector: bytes, cases: Sequence[Case]) -> dict:
+        """The raw eth_call response of the harness's batch function `selector` (one taking
+        a uint256[]) given `cases`, each as four words: op, element type and target packed
+        in one, then the three operands."""
+        words = [0x20, 4 * len(cases)]
+        for op, dt, target, a, b, c in cases:
+            words += [op | dt << 8 | target << 16, a, b, c]
+        data = selector + b"".join(w.to_bytes(32, "big") for w in words)
+        return self.w3.provider.make_request(
+            "eth_call",
+            [{"to": self.address, "data": "0x" + data.hex(), "gas": hex(CALL_GAS)}, "latest"],
+        )
 
     def measure(self, case: Case) -> tuple[int, int, int]:
         """(gas the evaluation used inside the call, status, bits)."""
@@ -126,6 +130,14 @@ class Evaluator:
 
 
 _EVALUATE_BATCH = function_signature_to_4byte_selector("evaluateBatch(uint256[])")
+
+
+def returned_words(response: dict) -> list[int]:
+    """The uint256[] a successful eth_call response returns (ABI-encoded: offset, length,
+    then the words)."""
+    result = bytes.fromhex(response["result"][2:])
+    count = int.from_bytes(result[32:64], "big")
+    return [int.from_bytes(result[64 + 32 * i : 96 + 32 * i], "big") for i in range(count)]
 
 
 # --- the definition ---------------------------------------------------------------------------

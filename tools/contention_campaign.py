@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from compiler.api import KernelStep, load_module, load_program, walk_steps
 from harness.contention import Contender, Tally, busy_cores, cores, thread_counts
-from harness.fuzzing import fuzz_settings
+from harness.fuzzing import fuzz_settings, report_failure
 from harness.program_generator import LARGE, inputs, programs
 from harness.targets import DEFAULT, config
 
@@ -86,12 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             campaign()
         except Exception as exc:
             text, seed = failing[-1] if failing else ("", 0)
-            print(f"difference or failure: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\nseed {seed}\n{text}")
-            if args.save and text:
-                args.save.mkdir(parents=True, exist_ok=True)
-                path = args.save / f"contention_{int(time.time())}_seed{seed}.hlo"
-                path.write_text(text)
-                print(f"written to {path}", file=sys.stderr)
+            report_failure(exc, text, seed, args.save, "contention")
             return 1
     elapsed = time.monotonic() - started
     by_threads = ", ".join(f"{count} threads: {tally.runs.get(count, 0)}" for count in threads)

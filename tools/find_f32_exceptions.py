@@ -178,18 +178,18 @@ def generate_module(
         lines.append("    ),")
     lines.append("}")
     lines.append("")
-    lines.append("AMBIGUOUS_COUNTS: dict[str, int] = {")
-    for name in mathlib.UNARY_FUNCTIONS:
-        if name in ambiguous:
-            lines.append(f'    "{name}": {ambiguous[name]},')
-    lines.append("}")
+    lines += _per_function_dict("AMBIGUOUS_COUNTS: dict[str, int]", {n: str(c) for n, c in ambiguous.items()})
     lines.append("")
-    lines.append("F32_REFERENCE_DIGESTS: dict[str, str] = {")
-    for name in mathlib.UNARY_FUNCTIONS:
-        if name in digests:
-            lines.append(f'    "{name}": "{digests[name]}",')
-    lines.append("}")
+    lines += _per_function_dict("F32_REFERENCE_DIGESTS: dict[str, str]", {n: f'"{d}"' for n, d in digests.items()})
     return "\n".join(lines) + "\n"
+
+
+def _per_function_dict(declaration: str, values: dict[str, str]) -> list[str]:
+    """The lines of the dict literal `declaration = {...}`: one `"name": value,` entry (the
+    value already written as source) per function of `values`, in the mathlib's order so
+    that the generated module does not depend on the order of the scan."""
+    entries = [f'    "{name}": {values[name]},' for name in mathlib.UNARY_FUNCTIONS if name in values]
+    return [f"{declaration} = {{", *entries, "}"]
 
 
 def write_module(state_dir: Path) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.fuzzing import check_against_reference, fuzz_settings
+from harness.fuzzing import check_against_reference, fuzz_settings, report_failure
 from harness.program_generator import programs
 
 
@@ -54,12 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         campaign()
     except Exception as exc:
         text, seed = failing[-1]
-        print(f"difference or failure: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}\nseed {seed}\n{text}")
-        if args.save:
-            args.save.mkdir(parents=True, exist_ok=True)
-            path = args.save / f"fuzz_{int(time.time())}_seed{seed}.hlo"
-            path.write_text(text)
-            print(f"written to {path}", file=sys.stderr)
+        report_failure(exc, text, seed, args.save, "fuzz")
         return 1
     elapsed = time.monotonic() - started
     print(f"{totals['modules']} modules, {totals['instructions']} instructions: every output bit agreed ({elapsed:.0f} s)")

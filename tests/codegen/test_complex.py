@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from core.dtypes import ALL_DTYPES
+from harness.hlo_fragments import scalar_binary
 from harness.targets import run_everywhere
 from tests.codegen.test_int4 import _values
 
@@ -78,18 +79,11 @@ def test_dot_reduce_and_moved_values(dtype: str) -> None:
 
     x, w, batched = random(5, 33), random(33, 7), random(3, 4, 6)
     at = rng.integers(0, 5, size=(4, 1)).astype(np.int32)
-    text = f"""HloModule m
-add {{
-  p = {dtype}[] parameter(0)
-  q = {dtype}[] parameter(1)
-  ROOT s = {dtype}[] add(p, q)
-}}
-mul {{
-  p = {dtype}[] parameter(0)
-  q = {dtype}[] parameter(1)
-  ROOT s = {dtype}[] multiply(p, q)
-}}
-cond {{
+    text = (
+        "HloModule m\n"
+        + scalar_binary("add", dtype, "add", lhs="p", rhs="q")
+        + scalar_binary("mul", dtype, "multiply", lhs="p", rhs="q")
+        + f"""cond {{
   s = (s32[], {dtype}[5,33]) parameter(0)
   i = s32[] get-tuple-element(s), index=0
   three = s32[] constant(3)
@@ -131,4 +125,5 @@ ENTRY e {{
   ROOT r = tuple(xw, yy, mixed, rows, product, moved, padded, joined, picked, looped)
 }}
 """
+    )
     run_everywhere(text, [x, w, batched, at])

@@ -12,6 +12,7 @@ from compiler.codegen.fusion import uncanonical_values
 from compiler.config import load_config
 from compiler.driver import optimized_plan
 from compiler.program import load_program
+from harness.hlo_fragments import ADD_F32, scalar_binary
 from harness.targets import DEFAULT, NATIVE, run_everywhere
 from tests.codegen.test_op_families import shape_text, values
 
@@ -89,13 +90,7 @@ def test_fusions_written_in_the_text() -> None:
     """kLoop fusions as XLA writes them: a rank-0 parameter, an array constant, a shared
     producer inside the fusion, and a kLoop fusion holding a reduce (lowered op by op)."""
     n = 5000
-    text = f"""HloModule t
-add {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-fused_ew {{
+    text = "HloModule t\n" + ADD_F32 + f"""fused_ew {{
   p0 = f32[{n}]{{0}} parameter(0)
   p1 = f32[] parameter(1)
   c = f32[4]{{0}} constant({{1, -0, 2.5, inf}})
@@ -151,13 +146,7 @@ def test_input_fusions_written_in_the_text(dtype: str) -> None:
     and a variadic argmax over a generated iota; the pinned reduction order is kept."""
     rows, long_row, cols = 3, 9000 + 5, 37
     rng = np.random.default_rng(sum(map(ord, dtype)))
-    text = f"""HloModule t
-add {{
-  a = {dtype}[] parameter(0)
-  b = {dtype}[] parameter(1)
-  ROOT s = {dtype}[] add(a, b)
-}}
-argmax {{
+    text = "HloModule t\n" + scalar_binary("add", dtype, "add") + f"""argmax {{
   a = {dtype}[] parameter(0)
   i = s32[] parameter(1)
   b = {dtype}[] parameter(2)

@@ -10,6 +10,7 @@ import pytest
 import compiler
 from compiler.errors import ArgumentError
 from core.dtypes import ALL_DTYPES, DType
+from harness.hlo_fragments import scalar_binary
 from harness.targets import DEFAULT, run_everywhere
 from tests.reference.test_int4 import BINARY, _all_pairs
 
@@ -75,13 +76,7 @@ def test_structured_ops_carry_4_bit_values(dtype: str) -> None:
     x = rng.integers(low, high, size=(33, 40)).astype(holder)
     w = rng.integers(low, high, size=(40, 24)).astype(holder)
     indices = rng.integers(0, 33, size=(7, 1)).astype(np.int32)
-    text = f"""HloModule m
-add {{
-  p = {dtype}[] parameter(0)
-  q = {dtype}[] parameter(1)
-  ROOT s = {dtype}[] add(p, q)
-}}
-less {{
+    text = "HloModule m\n" + scalar_binary("add", dtype, "add", lhs="p", rhs="q") + f"""less {{
   p = {dtype}[] parameter(0)
   q = {dtype}[] parameter(1)
   ROOT lt = pred[] compare(p, q), direction=LT

@@ -25,6 +25,7 @@ from compiler.reference import evaluate
 from compiler.runtime.loader import LoadedObject, load_object
 from compiler.runtime.stops import DeadlineExceeded
 from compiler.runtime.threads import partition
+from harness.hlo_fragments import ADD_F32
 from harness.targets import DEFAULT, run_everywhere
 
 # Each iteration swaps a and b and adds the counter to b: the copy of the body's results onto
@@ -140,13 +141,7 @@ def test_the_sites_are_every_step_once() -> None:
 
 # A step split across workers (the gemm) followed by steps worker 0 runs alone that read its
 # result: worker 0 must not start them before every worker has finished its share.
-SPLIT_THEN_ALONE = """HloModule split_then_alone
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+SPLIT_THEN_ALONE = "HloModule split_then_alone\n" + ADD_F32 + """ENTRY e {
   x = f32[600,64] parameter(0)
   w = f32[64,64] parameter(1)
   d = f32[600,64] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}

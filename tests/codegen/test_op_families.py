@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import compiler
 from compiler.hlo import load_module
 from compiler.reference import evaluate
+from harness.hlo_fragments import ADD_F32
 from harness.targets import DEFAULT
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
@@ -239,12 +240,7 @@ cmp {{
   j = s32[] parameter(3)
   ROOT c = pred[] compare(a, b), direction={direction}, type=TOTALORDER
 }}
-add {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-ENTRY e {{
+{ADD_F32}ENTRY e {{
   x = f32[3,{n}]{{1,0}} parameter(0)
   ids = {index_type}[5]{{0}} parameter(1)
   u = f32[5,3]{{1,0}} parameter(2)

@@ -14,16 +14,11 @@ from compiler.config import CompilerConfig
 from compiler.driver import compile_program, generate
 from compiler.errors import ArgumentError
 from compiler.program import load_program
+from harness.hlo_fragments import scalar_binary
 from harness.targets import DEFAULT, config
 
 # Three steps that split their work: a transpose, a reduce and an elementwise op after it.
-MODULE = """HloModule perturbed
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-ENTRY main {
+MODULE = "HloModule perturbed\n" + scalar_binary("add", "f32", "add", lhs="x", rhs="y") + """ENTRY main {
   a = f32[96,80] parameter(0)
   t = f32[80,96] transpose(a), dimensions={1,0}
   zero = f32[] constant(0)

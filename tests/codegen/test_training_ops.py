@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.hlo_fragments import ADD_F32
 from harness.targets import run_everywhere
 from tests.codegen.test_op_families import shape_text, values
 
@@ -118,13 +119,7 @@ ENTRY e {{
 def test_gather_and_scatter_with_an_empty_index_vector() -> None:
     """A scalar operand indexed by an empty index vector (XLA's GatherFromScalar test): one
     gather of the whole operand, one scatter onto it."""
-    text = """HloModule t
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+    text = "HloModule t\n" + ADD_F32 + """ENTRY e {
   x = f32[] parameter(0)
   i = s32[0]{0} parameter(1)
   u = f32[] parameter(2)

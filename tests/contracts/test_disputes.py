@@ -22,7 +22,7 @@ from harness.dispute_game import (
     synthetic_graph,
 )
 from node.chain import Stage, Verdict
-from node.chain.disputes import leaf_opening
+from node.chain.disputes import GraphLeaves, leaf_opening
 from tests.contracts.helpers import reverts
 
 BOND = TERMS.challenge_bond_wei
@@ -44,13 +44,23 @@ def _stakes(g: GameEnv, *accounts: str) -> list[int]:
     return [g.stake(a) for a in accounts]
 
 
+def _played_one_slot_dispute(
+    g: GameEnv, graph: GraphLeaves, defender: Party, challenger: Party, stop_at: Stage | None = None
+) -> tuple[int, int, list[int]]:
+    """Runs a job with `defender` in its only slot, has `challenger` dispute it and plays the
+    game to the referee (or to `stop_at`): (the job, the dispute, both parties' stakes
+    before the challenge)."""
+    job = g.run_job(graph, [defender])
+    before = _stakes(g, defender.account, challenger.account)
+    dispute = g.challenge(job, 0, challenger)
+    g.play(dispute, defender, challenger, graph, stop_at=stop_at)
+    return job, dispute, before
+
+
 def test_a_wrong_optimistic_result_is_refuted_by_one_honest_verifier(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=13, diverge_at=5)
     faulty, verifier = Party(g.nodes[0], wrong), Party(g.nodes[1], honest)
-    job = g.run_job(graph, [faulty])
-    before = _stakes(g, faulty.account, verifier.account)
-    dispute = g.challenge(job, 0, verifier)
-    g.play(dispute, faulty, verifier, graph)
+    job, dispute, before = _played_one_slot_dispute(g, graph, faulty, verifier)
     d = g.game.get_dispute(dispute)
     assert d.stage == Stage.REFEREE and d.position == 5  # the first divergent instruction
     assert (d.defender_leaf, d.challenger_leaf) == (wrong.digests[5], honest.digests[5])
@@ -72,10 +82,7 @@ def test_a_wrong_optimistic_result_is_refuted_by_one_honest_verifier(g: GameEnv)
 def test_a_right_result_challenged_costs_the_challenger_its_bond(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=10, diverge_at=0)
     node, liar = Party(g.nodes[0], honest), Party(g.nodes[1], wrong)
-    job = g.run_job(graph, [node])
-    before = _stakes(g, node.account, liar.account)
-    dispute = g.challenge(job, 0, liar)
-    g.play(dispute, node, liar, graph)
+    job, dispute, before = _played_one_slot_dispute(g, graph, node, liar)
     assert g.game.get_dispute(dispute).position == 0
     g.vote_all(dispute, honest.digests[0])
     g.resolve(dispute)
@@ -148,9 +155,7 @@ def test_a_colluding_majority_of_slots_loses_to_one_honest_slot(g: GameEnv) -> N
 def test_a_wrong_operand_claim_is_refused_and_the_lying_challenger_then_loses(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=13, diverge_at=7)
     node, liar = Party(g.nodes[0], honest), Party(g.nodes[1], wrong)
-    job = g.run_job(graph, [node])
-    dispute = g.challenge(job, 0, liar)
-    g.play(dispute, node, liar, graph, stop_at=Stage.OPEN_LEAF)
+    _, dispute, _ = _played_one_slot_dispute(g, graph, node, liar, stop_at=Stage.OPEN_LEAF)
     d = g.game.get_dispute(dispute)
     opening = leaf_opening(liar.execution, graph, 7)
     assert opening.operands
@@ -170,9 +175,7 @@ def test_a_wrong_operand_claim_is_refused_and_the_lying_challenger_then_loses(g:
 def test_an_operand_digest_not_in_the_commitment_is_refused(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=13, diverge_at=7)
     faulty, verifier = Party(g.nodes[0], wrong), Party(g.nodes[1], honest)
-    job = g.run_job(graph, [faulty])
-    dispute = g.challenge(job, 0, verifier)
-    g.play(dispute, faulty, verifier, graph, stop_at=Stage.OPEN_LEAF)
+    _, dispute, _ = _played_one_slot_dispute(g, graph, faulty, verifier, stop_at=Stage.OPEN_LEAF)
     opening = leaf_opening(honest, graph, 7)
     assert opening.operands, "the synthetic graph gives leaf 7 operands"
     lied = [digest("lie"), *opening.operands[1:]]
@@ -277,9 +280,7 @@ def test_an_honest_party_that_stops_answering_loses(g: GameEnv) -> None:
 def test_a_colluding_committee_minority_does_not_decide(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=13, diverge_at=5)
     faulty, verifier = Party(g.nodes[0], wrong), Party(g.nodes[1], honest)
-    job = g.run_job(graph, [faulty])
-    dispute = g.challenge(job, 0, verifier)
-    g.play(dispute, faulty, verifier, graph)
+    _, dispute, _ = _played_one_slot_dispute(g, graph, faulty, verifier)
     panel = g.committee.get_panel(dispute)
     stakes = _stakes(g, *panel.members)
     # The minority votes the faulty digest (it colludes with the defender).
@@ -298,9 +299,7 @@ def test_a_colluding_committee_minority_does_not_decide(g: GameEnv) -> None:
 def test_a_silent_committee_gives_no_verdict_and_slashes_no_party(g: GameEnv) -> None:
     graph, honest, wrong = _parties(g, n=5, diverge_at=2)
     faulty, verifier = Party(g.nodes[0], wrong), Party(g.nodes[1], honest)
-    job = g.run_job(graph, [faulty])
-    dispute = g.challenge(job, 0, verifier)
-    g.play(dispute, faulty, verifier, graph)
+    job, dispute, _ = _played_one_slot_dispute(g, graph, faulty, verifier)
     before = _stakes(g, faulty.account, verifier.account)
     with reverts("VotingNotOver"):
         g.committee.resolve(g.nodes[5], dispute)

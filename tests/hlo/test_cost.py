@@ -8,15 +8,9 @@ from compiler.hlo.cost import estimate_flops, instruction_flops
 from compiler.hlo.ir import Instruction
 from compiler.hlo.parser import parse_module
 from harness.fixture_data import Fixture
+from harness.hlo_fragments import ADD_F32
 
-MODULE = """HloModule m
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
+MODULE = "HloModule m\n\n" + ADD_F32 + """
 ENTRY e {
   x = f32[4,8] parameter(0)
   w = f32[8,16] parameter(1)

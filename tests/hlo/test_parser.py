@@ -16,6 +16,7 @@ from compiler.hlo.attributes import ConvDimLabels, RawAttribute, Window
 from compiler.hlo.shape import ArrayShape, TupleShape
 from compiler.reference import evaluate
 from core.dtypes import ALL_DTYPES
+from harness.hlo_fragments import ADD_F32
 
 JAX_STYLE = """\
 HloModule jit_f, entry_computation_layout={(f32[2,3]{1,0}, f32[3]{0})->f32[2,3]{1,0}}
@@ -284,14 +285,7 @@ def test_text_as_xla_writes_it_in_its_own_tests() -> None:
     shape, index comments inside literals, one value for an array (its first element; the
     rest zero, as XLA reads it), a negative unsigned literal (modulo 2^bits) and a rank-0
     reduce-window without a window: XLA's parser takes all of them."""
-    text = """HloModule m
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
+    text = "HloModule m\n\n" + ADD_F32 + """
 ENTRY e {
   p = f32[2]{0} parameter(0),
     sharding={devices=[2]0,1

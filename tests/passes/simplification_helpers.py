@@ -3,12 +3,17 @@ bit-exact comparison of reference outputs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ml_dtypes
 import numpy as np
 
+from compiler.config import load_config
+from compiler.driver import optimize
 from compiler.hlo import canonical_text, load_module, verify_module
-from compiler.hlo.ir import Module
+from compiler.hlo.ir import Instruction, Module
 from compiler.passes.base import Pass
+from compiler.program import Program, load_program
 from compiler.reference import evaluate
 
 
@@ -22,6 +27,27 @@ def run_pass(pass_: Pass, text: str) -> tuple[Module, Module, bool]:
     return before, after, changed
 
 
+def assert_same_result(make_pass: Callable[[], Pass], text: str, variant: str) -> None:
+    """`variant` spells the program of `text` another way (renamed, reordered): a fresh pass
+    of each makes the same canonical module, so the pass's output does not depend on names
+    or on the order of independent instructions."""
+    assert variant != text
+    _, one, _ = run_pass(make_pass(), text)
+    _, two, _ = run_pass(make_pass(), variant)
+    assert canonical(one) == canonical(two)
+
+
+def optimized_by_default(text: str) -> tuple[Program, Module]:
+    """The program of `text` and the module the default configuration's pipeline makes of it."""
+    program = load_program(text)
+    return program, optimize(program, load_config())
+
+
+def instructions_of(module: Module, opcode: str) -> list[Instruction]:
+    """Every `opcode` instruction of every computation of `module`."""
+    return [i for c in module.computations for i in c.instructions if i.opcode == opcode]
+
+
 def opcodes(module: Module) -> list[str]:
     """The entry's opcodes in canonical (execution) order."""
     return [i.opcode for i in module.entry.execution_order()]
@@ -33,8 +59,11 @@ def bits(array: np.ndarray) -> bytes:
     return f"{array.dtype}{array.shape}".encode() + array.tobytes()
 
 
-def assert_bit_identical(before: Module, after: Module, inputs: list[np.ndarray]) -> None:
-    """The reference evaluator gives the same output bits for both modules."""
+def assert_bit_identical(before: Module, after: Module, inputs: list[np.ndarray] | None = None) -> None:
+    """The reference evaluator gives the same output bits for both modules, on `inputs` or
+    by default on inputs_for(before) (special values of every parameter's type)."""
+    if inputs is None:
+        inputs = inputs_for(before)
     expected = evaluate(before, inputs)
     got = evaluate(after, inputs)
     assert len(expected) == len(got)

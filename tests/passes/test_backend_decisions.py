@@ -19,16 +19,11 @@ from compiler.passes.backend_decisions import decide
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import load_program
 from compiler.reference import evaluate
+from harness.hlo_fragments import ADD_F32
 
 N = 64
 
-TEXT = f"""HloModule t
-add {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-fused_ew {{
+TEXT = "HloModule t\n" + ADD_F32 + f"""fused_ew {{
   p0 = f32[{N}]{{0}} parameter(0)
   e = f32[{N}]{{0}} exponential(p0)
   ROOT n = f32[{N}]{{0}} negate(e)

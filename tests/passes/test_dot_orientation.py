@@ -8,11 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.config import load_config
-from compiler.driver import optimize
 from compiler.passes.dot_orientation import better_swapped
-from compiler.program import load_program
 from harness.targets import run_everywhere
+from tests.passes.simplification_helpers import instructions_of, optimized_by_default
 
 
 def _module(lhs: str, rhs: str, dot_attrs: str, result: str, after: str = "") -> str:
@@ -73,16 +71,15 @@ def _arrays(program, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_narrow_dots_swap_with_the_same_bits(name: str) -> None:
     text, swapped = CASES[name]
-    program = load_program(text)
-    optimized = optimize(program, load_config())
-    dots = [i for c in optimized.computations for i in c.instructions if i.opcode == "dot"]
+    program, optimized = optimized_by_default(text)
+    dots = instructions_of(optimized, "dot")
     original = next(i for i in program.module.entry.instructions if i.opcode == "dot")
     assert len(dots) == 1
     assert (dots[0].array_shape.dims != original.array_shape.dims) == swapped, dots[0]
     if swapped:
         assert [op.parameter_number for op in dots[0].operands] == [1, 0]
     if name == "cell gates transposed":
-        assert not [i for c in optimized.computations for i in c.instructions if i.opcode == "transpose"]
+        assert not instructions_of(optimized, "transpose")
     run_everywhere(text, _arrays(program, len(name)))
 
 

@@ -11,6 +11,7 @@ from compiler.hlo.printer import canonical_text
 from compiler.hlo.verifier import verify_module
 from compiler.passes.loop_fusion import LoopFusion
 from compiler.reference import evaluate
+from harness.hlo_fragments import elementwise_chain
 
 
 def fused(text: str) -> Module:
@@ -54,17 +55,7 @@ SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -3.5, 2.0], dtyp
 
 
 def test_chain_becomes_one_fusion() -> None:
-    text = """HloModule m
-ENTRY e {
-  x = f32[8]{0} parameter(0)
-  y = f32[8]{0} parameter(1)
-  a = f32[8]{0} multiply(x, y)
-  b = f32[8]{0} add(a, x)
-  c = f32[8]{0} maximum(b, y)
-  d = f32[8]{0} subtract(c, a)
-  ROOT r = f32[8]{0} multiply(d, d)
-}
-"""
+    text = elementwise_chain("m", 8)
     module = assert_same_bits(text, SPECIALS, SPECIALS[::-1].copy())
     assert entry_opcodes(module) == ["parameter", "parameter", "fusion"]
     assert fusions(module.entry) == [["multiply", "add", "maximum", "subtract", "multiply"]]

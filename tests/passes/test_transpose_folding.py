@@ -7,10 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.config import load_config
-from compiler.driver import optimize
-from compiler.program import load_program
 from harness.targets import run_everywhere
+from tests.passes.simplification_helpers import instructions_of, optimized_by_default
 
 
 def _module(lhs: str, rhs: str, transposes: str, dot_attrs: str, result: str) -> str:
@@ -46,9 +44,8 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_folding_keeps_the_bits_and_removes_only_cheap_transposes(name: str) -> None:
     text, folded = CASES[name]
-    program = load_program(text)
-    optimized = optimize(program, load_config())
-    transposes = [i for c in optimized.computations for i in c.instructions if i.opcode == "transpose"]
+    program, optimized = optimized_by_default(text)
+    transposes = instructions_of(optimized, "transpose")
     assert (not transposes) == folded, transposes
     rng = np.random.default_rng(len(name))
     arrays = [(rng.standard_normal(p.array_shape.dims) * 10.0 ** rng.integers(-3, 4, p.array_shape.dims)).astype(np.float32)

@@ -13,6 +13,7 @@ from attest.digests import tensor_digest
 from compiler.hlo import HloUnsupportedError, canonical_text, load_module
 from compiler.hlo.errors import HloVerifyError
 from compiler.reference import evaluate
+from harness.hlo_fragments import scalar_binary
 
 ARITHMETIC = """HloModule m
 ENTRY e {
@@ -86,13 +87,7 @@ def test_dot_is_two_fma_chains_in_contraction_order() -> None:
 def test_reduce_multiply_follows_the_pinned_tree() -> None:
     rng = np.random.default_rng(3)
     a = _random(rng, (50,)) * np.complex64(0.9)
-    text = """HloModule m
-mul {
-  p = c64[] parameter(0)
-  q = c64[] parameter(1)
-  ROOT r = c64[] multiply(p, q)
-}
-ENTRY e {
+    text = "HloModule m\n" + scalar_binary("mul", "c64", "multiply", lhs="p", rhs="q", root="r") + """ENTRY e {
   a = c64[50] parameter(0)
   one = c64[] constant((1, 0))
   ROOT r = c64[] reduce(a, one), dimensions={0}, to_apply=mul

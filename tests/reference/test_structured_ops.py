@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.hlo_fragments import ADD_F32
 from tests.reference.oracle import FORMATS, mpfr, run, to_format
 
 ORDER_REVEALING = """
@@ -87,13 +88,7 @@ ENTRY e {{
 
 
 def test_float_sum_matches_the_spec_bit_for_bit() -> None:
-    text = """HloModule t
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+    text = "HloModule t\n" + ADD_F32 + """ENTRY e {
   x = f32[5000]{0} parameter(0)
   z = f32[] constant(-0)
   ROOT y = f32[] reduce(x, z), dimensions={0}, to_apply=add
@@ -309,13 +304,7 @@ def test_sort_property_matches_a_stable_sort(values: list[int]) -> None:
 
 
 def test_gather_clamps_and_scatter_skips_out_of_bounds_windows() -> None:
-    text = """HloModule t
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+    text = "HloModule t\n" + ADD_F32 + """ENTRY e {
   table = f32[6,3]{1,0} parameter(0)
   ids = s32[5]{0} parameter(1)
   upd = f32[5,3]{1,0} parameter(2)
@@ -407,12 +396,7 @@ def test_select_and_scatter_selects_the_first_maximum_and_skips_padding() -> Non
     source element goes to the first greatest element of its window (ties keep the earlier
     position under GE) and adds to what is there; two windows choose (2,2). The values
     were worked out by hand and agree with XLA:CPU's."""
-    text = "HloModule t\n" + _select_ge("f32") + """add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-ENTRY e {
+    text = "HloModule t\n" + _select_ge("f32") + ADD_F32 + """ENTRY e {
   x = f32[4,5] parameter(0)
   s = f32[2,3] parameter(1)
   z = f32[] constant(0)

@@ -34,7 +34,7 @@ from compiler.config import load_config
 from compiler.driver import compile_program, graph_commitment
 from compiler.hlo.commitment import GraphCommitment
 from compiler.program import load_program
-from harness.dispute_game import WINDOW, GameEnv, Party, diverging, game_env
+from harness.dispute_game import GameEnv, Party, diverging, game_env
 from harness.fixture_data import Fixture
 from node.chain import Stage
 from node.chain.disputes import Execution, GraphLeaves, play_move
@@ -45,9 +45,9 @@ from node.daemon.chain_role import ChainRole
 from node.daemon.config import Limits
 from node.daemon.divergence import DivergenceMonitor
 from node.daemon.store import JobStore
-from node.protocol import chain_digests, inputs_manifest, result_digest_of
-from node.tensors import npy_bytes
+from node.protocol import result_digest_of
 from node.tracing.statement import build_statement
+from tests.node.helpers import post_fixture_job
 
 FIXTURE = Fixture("integer_arith")
 LIES_FROM = 5  # the first instruction the lying challenger's execution differs at
@@ -86,16 +86,7 @@ def disputed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Disputed]:
         inputs = FIXTURE.inputs()
         graph = graph_commitment(program, config, inputs)
         leaves = GraphLeaves(tuple(graph.leaves()), graph.records[-1].leaf())
-        input_digests = [store.blobs.put(npy_bytes(x)) for x in inputs]
-        module = FIXTURE.module_text.encode()
-        store.blobs.put(module)
-        store.blobs.put(inputs_manifest(input_digests))
-        program_digest, inputs_digest = chain_digests(module, input_digests)
-        now = g.now()
-        job_id = g.market.post_job(
-            g.submitter, program_digest, inputs_digest, 1, now + 1_000, now + 2_000, 10**18,
-            graph_root=bytes.fromhex(graph.root), trace_leaves=graph.trace_leaves, challenge_window=WINDOW,
-        )  # fmt: skip
+        job_id, program_digest, input_digests = post_fixture_job(g, store, FIXTURE, graph)
 
         # The node runs it, signs its trace, stores both as the daemon's executor does, and
         # claims, commits and reveals.

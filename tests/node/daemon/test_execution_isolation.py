@@ -17,6 +17,7 @@ import pytest
 
 from attest.keys import generate_private_key
 from harness.fixture_data import Fixture
+from harness.hlo_fragments import ADD_F32
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
 from node.daemon.store import DONE, FAILED
@@ -28,14 +29,7 @@ WALL_SECONDS = 5.0
 # One reduce-window step of 1.1e12 additions (a 1024x1024 window at each of 1025x1025
 # places) over 16 MB: a single kernel that runs for minutes on any CPU, from an input of 4
 # bytes.
-LONG_KERNEL = """HloModule one_long_kernel
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
+LONG_KERNEL = "HloModule one_long_kernel\n\n" + ADD_F32 + """
 ENTRY main {
   x = f32[] parameter(0)
   zero = f32[] constant(0)

@@ -32,7 +32,7 @@ from attest.keys import generate_private_key
 from compiler.config import load_config
 from compiler.driver import graph_commitment
 from compiler.program import load_program
-from harness.dispute_game import WINDOW, GameEnv, Party, diverging, game_env
+from harness.dispute_game import GameEnv, Party, diverging, game_env
 from harness.fixture_data import Fixture
 from node.chain import Stage
 from node.chain.disputes import Execution, GraphLeaves
@@ -47,9 +47,7 @@ from node.daemon.peer_addresses import PeerAddressPolicy
 from node.daemon.sandbox import LeafBuffer
 from node.daemon.store import JobStore
 from node.daemon.worker import WorkerPool
-from node.protocol import chain_digests, inputs_manifest
-from node.tensors import npy_bytes
-from tests.node.helpers import settled
+from tests.node.helpers import post_fixture_job, settled
 
 FIXTURE = Fixture("rbg_dropout")
 TUPLE_READER = 3  # a fusion reading leaf 2, an rng-bit-generator's (state, bits) tuple
@@ -97,16 +95,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         program = load_program(FIXTURE.module_text)
         commitment = graph_commitment(program, load_config(), FIXTURE.inputs())
         graph = GraphLeaves(tuple(commitment.leaves()), commitment.records[-1].leaf())
-        module = FIXTURE.module_text.encode()
-        input_digests = [store.blobs.put(npy_bytes(x)) for x in FIXTURE.inputs()]
-        store.blobs.put(module)
-        store.blobs.put(inputs_manifest(input_digests))
-        program_digest, inputs_digest = chain_digests(module, input_digests)
-        now = g.now()
-        job_id = g.market.post_job(
-            g.submitter, program_digest, inputs_digest, 1, now + 1_000, now + 2_000, 10**18,
-            graph_root=bytes.fromhex(commitment.root), trace_leaves=commitment.trace_leaves, challenge_window=WINDOW,
-        )  # fmt: skip
+        job_id, _, _ = post_fixture_job(g, store, FIXTURE, commitment)
         g.market.claim_slot(node, job_id)
         knowledge = ExecutorKnowledge(executor, g.market, g.client.chain_id, account=node)
         outcome = settled(lambda: executor.execute(knowledge.chain_job(g.market.get_job(job_id), job_id)))
