@@ -16,6 +16,10 @@ from node.chain.errors import ChainError, DeploymentMismatch
 from node.chain.events import Event, decode_receipt, fetch_events
 from node.protocol import seal_of
 
+# How far back from the head a step referee's revealed chunk is first looked for (then 16
+# times as far, and so on, down to where the caller says the case began).
+REVEAL_LOOKBACK_BLOCKS = 256
+
 
 def _bytes32(value: bytes, what: str) -> bytes:
     if len(value) != 32:
@@ -647,10 +651,17 @@ class StepReferee(_Bound):
         return case
 
     def revealed_chunk(self, case_id: int, from_block: int = 0) -> bytes | None:
-        """The chunk the defender revealed in the case (its ChunkRevealed log), if any."""
-        for event in fetch_events(self.client, self.contract, from_block, names=("ChunkRevealed",)):
-            if int(event.args["caseId"]) == case_id:
-                return bytes(event.args["bytes_"])
+        """The chunk the defender revealed in the case (its ChunkRevealed log) since
+        `from_block`, if any. Read back from the head in growing windows: the reveal is the
+        move just before the one that needs it, so the first window nearly always holds it,
+        and a party does not read the logs of the whole chain for every case it plays."""
+        stop, span = self.client.block_number(), REVEAL_LOOKBACK_BLOCKS
+        while stop >= from_block:
+            start = max(from_block, stop - span + 1)
+            for event in reversed(fetch_events(self.client, self.contract, start, stop, names=("ChunkRevealed",))):
+                if int(event.args["caseId"]) == case_id:
+                    return bytes(event.args["bytes_"])
+            stop, span = start - 1, span * 16
         return None
 
 

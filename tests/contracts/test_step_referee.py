@@ -28,7 +28,7 @@ from harness.step_referee import (
     step_env,
 )
 from node.chain import Stage, Verdict
-from node.chain.contracts import StepStage
+from node.chain.contracts import REVEAL_LOOKBACK_BLOCKS, StepStage
 from node.chain.step_play import proof_argument
 from tests.contracts.helpers import reverts
 
@@ -199,6 +199,12 @@ def test_every_move_refuses_what_does_not_prove_out(env, job: StepJob) -> None:
     assert env.game.get_dispute(dispute).verdict == Verdict.DEFENDER_WRONG
     with reverts("WrongStage"):
         referee.timeout(env.nodes[2], dispute)
+    # The revealed chunk is read back from the head: found past the first window of blocks,
+    # and not before the block a caller says the case began at.
+    head = env.w3.eth.block_number
+    env.w3.provider.ethereum_tester.mine_blocks(REVEAL_LOOKBACK_BLOCKS + 10)
+    assert referee.revealed_chunk(dispute) == defender.output.chunks[0]
+    assert referee.revealed_chunk(dispute, from_block=head + 1) is None
 
 
 def test_an_instruction_reading_a_job_input_is_decided_by_the_contract() -> None:
