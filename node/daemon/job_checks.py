@@ -191,8 +191,13 @@ class InputRecords:
         with self._lock:
             found = [self._found.get(key) for key in keys]
         if len(keys) != len(input_bytes) or len(parameters) != len(input_bytes) or None in found:
+            # Every input is checked (decoding is cheap); only those not seen before are
+            # digested: a job's new inputs beside a model's known weights.
             arrays = check_inputs(parameters, input_bytes, limits)
-            found = [(r.dtype, r.shape, r.digest) for r in tensor_records(arrays, "in")]
+            found = [
+                known or next((r.dtype, r.shape, r.digest) for r in tensor_records([array], "in"))
+                for known, array in zip(found, arrays, strict=True)
+            ]
             with self._lock:
                 for key, record in zip(keys, found, strict=True):
                     self._found[key] = record
