@@ -48,7 +48,7 @@ from compiler.hlo import attributes as attr
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import Algebra, algebra, holds_on, law_value
 from compiler.hlo.shape import ArrayShape
-from compiler.passes.base import SimplePass
+from compiler.passes.base import ComputationPass
 from compiler.passes.forwarding import Forwarding
 
 
@@ -213,17 +213,9 @@ def simplify(computation: Computation) -> bool:
     return forwarding.finish() or changed
 
 
-class AlgebraicSimplifier(SimplePass):
+class AlgebraicSimplifier(ComputationPass, name="algebraic-simplifier", version=4):
     """Bit-exact algebraic identities (see the module docstring for the list and the ones
-    left out on purpose)."""
+    left out on purpose); replaced instructions are left to dead code elimination."""
 
-    name = "algebraic-simplifier"
-    version = 4
-
-    def run(self, module: Module) -> bool:
-        """Simplifies every computation; replaced instructions are left to dead code
-        elimination."""
-        changed = False
-        for computation in module.computations:
-            changed |= simplify(computation)
-        return changed
+    def rewrite(self, computation: Computation, module: Module) -> bool:
+        return simplify(computation)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from attest.digests import text_digest
-from compiler.hlo.ir import Module
+from compiler.hlo.ir import Computation, Module
 from compiler.hlo.verifier import verify_module
 from compiler.passes.backend_decisions import decide
 
@@ -126,13 +126,34 @@ class Pipeline:
 
 
 class SimplePass:
-    """Base for passes without options."""
+    """Base for passes without options. A pass names itself and its version in its class
+    line, `class DeadCodeElimination(SimplePass, name="dead-code-elimination", version=1)`:
+    the two facts pipeline_id is made of, where a reader finds the pass."""
 
     name = "unnamed"
     version = 1
+
+    def __init_subclass__(cls, name: str = "", version: int = 0, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if name:
+            cls.name = name
+        if version:
+            cls.version = version
 
     def options(self) -> dict:
         return {}
 
     def run(self, module: Module) -> bool:  # pragma: no cover - overridden
         raise NotImplementedError
+
+
+class ComputationPass(SimplePass):
+    """A pass that rewrites each computation on its own: `rewrite` runs on every computation
+    of the module, in module order, whatever the others' outcome."""
+
+    def rewrite(self, computation: Computation, module: Module) -> bool:  # pragma: no cover - overridden
+        """Rewrites `computation` in place; returns whether anything changed."""
+        raise NotImplementedError
+
+    def run(self, module: Module) -> bool:
+        return any([self.rewrite(computation, module) for computation in module.computations])

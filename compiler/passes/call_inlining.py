@@ -62,11 +62,8 @@ def inline_calls(computation: Computation, names: NameAllocator) -> bool:
     return True
 
 
-class CallInlining(SimplePass):
+class CallInlining(SimplePass, name="call-inlining", version=2):
     """Inlines every `call`, then drops unreachable computations."""
-
-    name = "call-inlining"
-    version = 2
 
     def run(self, module: Module) -> bool:
         """Inlines all calls in every reachable computation; returns whether any was."""

@@ -138,11 +138,8 @@ def eliminate_common_subexpressions(computation: Computation, keyer: _Keyer) -> 
     return bool(merged)
 
 
-class CommonSubexpressionElimination(SimplePass):
+class CommonSubexpressionElimination(SimplePass, name="common-subexpression-elimination", version=3):
     """Merges identical pure instructions within each computation."""
-
-    name = "common-subexpression-elimination"
-    version = 3
 
     def run(self, module: Module) -> bool:
         """Merges duplicates in every computation; returns whether any were merged."""

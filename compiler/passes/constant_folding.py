@@ -83,11 +83,8 @@ def fold_constants(computation: Computation, evaluator: Evaluator) -> bool:
     return changed
 
 
-class ConstantFolding(SimplePass):
+class ConstantFolding(SimplePass, name="constant-folding", version=1):
     """Evaluates instructions of constants with the reference evaluator."""
-
-    name = "constant-folding"
-    version = 1
 
     def options(self) -> dict:
         return {"max_elements": MAX_ELEMENTS}

@@ -10,11 +10,8 @@ from compiler.hlo.ir import Module
 from compiler.passes.base import SimplePass
 
 
-class DeadCodeElimination(SimplePass):
+class DeadCodeElimination(SimplePass, name="dead-code-elimination", version=1):
     """Removes dead instructions and unreachable computations."""
-
-    name = "dead-code-elimination"
-    version = 1
 
     def run(self, module: Module) -> bool:
         """Removes what nothing needs; returns whether anything went."""

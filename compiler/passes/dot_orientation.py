@@ -114,15 +114,10 @@ def reorient_dots(computation: Computation, names: NameAllocator) -> bool:
     return changed
 
 
-class DotOrientation(SimplePass):
+# versions: 2: heavy dots too
+class DotOrientation(SimplePass, name="dot-orientation", version=2):
     """Narrow and heavy dots compute the transposed product."""
-
-    name = "dot-orientation"
-    version = 2  # 2: heavy dots too
 
     def run(self, module: Module) -> bool:
         names = NameAllocator(module)
-        changed = False
-        for computation in module.computations:
-            changed |= reorient_dots(computation, names)
-        return changed
+        return any([reorient_dots(computation, names) for computation in module.computations])

@@ -22,9 +22,8 @@ from compiler.hlo.editing import (
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import CONTRACTIONS
 from compiler.hlo.shape import ArrayShape
-from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import dot_takes_epilogue, read_at_own_position
-from compiler.passes.loop_fusion import fuse_in_step_computations
+from compiler.passes.loop_fusion import FusionPass
 
 
 def _epilogue_of(dot: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> Instruction | None:
@@ -69,20 +68,14 @@ def fuse_epilogue(module: Module, computation: Computation, dot: Instruction, fu
     return install_fusion(module, computation, fusion, "kOutput", "fused_output", arguments, parameters, [inner_dot, *body], root, names)
 
 
-class EpilogueFusion(SimplePass):
+class EpilogueFusion(FusionPass, name="epilogue-fusion", version=1):
     """Fuses a dot's elementwise epilogue into the dot (module docstring)."""
 
-    name = "epilogue-fusion"
-    version = 1
-
-    def run(self, module: Module) -> bool:
-        def fuse(computation: Computation, names: NameAllocator) -> bool:
-            fused_here = False
-            for dot in [i for i in computation.post_order() if i.opcode in CONTRACTIONS]:
-                epilogue = _epilogue_of(dot, computation, users(computation))
-                if epilogue is not None:
-                    fuse_epilogue(module, computation, dot, epilogue, names)
-                    fused_here = True
-            return fused_here
-
-        return fuse_in_step_computations(module, fuse)
+    def fuse(self, module: Module, computation: Computation, names: NameAllocator) -> bool:
+        fused_here = False
+        for dot in [i for i in computation.post_order() if i.opcode in CONTRACTIONS]:
+            epilogue = _epilogue_of(dot, computation, users(computation))
+            if epilogue is not None:
+                fuse_epilogue(module, computation, dot, epilogue, names)
+                fused_here = True
+        return fused_here

@@ -20,9 +20,8 @@ from compiler.hlo.editing import (
     users,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import StandIns, is_fusible
-from compiler.passes.loop_fusion import fuse_in_step_computations
+from compiler.passes.loop_fusion import FusionPass
 
 
 def _absorbable(producer: Instruction, reduce: Instruction, computation: Computation, user_map: dict[int, list[Instruction]]) -> bool:
@@ -67,18 +66,10 @@ def fuse_reduce(module: Module, computation: Computation, reduce: Instruction, n
     return True
 
 
-class InputFusion(SimplePass):
+class InputFusion(FusionPass, name="input-fusion", version=1):
     """Fuses the input producers of reduces into kInput fusions (module docstring)."""
 
-    name = "input-fusion"
-    version = 1
-
-    def run(self, module: Module) -> bool:
-        def fuse(computation: Computation, names: NameAllocator) -> bool:
-            fused_here = False
-            for reduce in [i for i in computation.post_order() if i.opcode == "reduce"]:
-                # Users are recomputed: an earlier fusion replaced instructions.
-                fused_here |= fuse_reduce(module, computation, reduce, names, users(computation))
-            return fused_here
-
-        return fuse_in_step_computations(module, fuse)
+    def fuse(self, module: Module, computation: Computation, names: NameAllocator) -> bool:
+        reduces = [i for i in computation.post_order() if i.opcode == "reduce"]
+        # Users are recomputed for each: an earlier fusion replaced instructions.
+        return any([fuse_reduce(module, computation, reduce, names, users(computation)) for reduce in reduces])

@@ -25,7 +25,7 @@ shape, and the backend never needs a strided bitcast kernel. The pass is idempot
 from __future__ import annotations
 
 from compiler.hlo.editing import NameAllocator
-from compiler.hlo.ir import Instruction, Module
+from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import SimplePass
 
@@ -81,35 +81,38 @@ def lower_bitcast(bitcast: Instruction, names: NameAllocator) -> list[Instructio
     return added
 
 
-class LayoutAssignment(SimplePass):
-    """Lowers bitcasts to logical ops, then gives every unpinned value the default layout."""
+def lower_bitcasts(computation: Computation, names: NameAllocator) -> bool:
+    """Rewrites every bitcast of `computation` as logical ops; returns whether there was one."""
+    if not any(i.opcode == "bitcast" for i in computation.instructions):
+        return False
+    instructions: list[Instruction] = []
+    for instruction in computation.instructions:
+        if instruction.opcode == "bitcast":
+            instructions.extend(lower_bitcast(instruction, names))
+        instructions.append(instruction)
+    computation.instructions = instructions
+    return True
 
-    name = "layout-assignment"
-    version = 1
+
+def assign_default_layouts(module: Module) -> bool:
+    """Gives every value the default layout but the entry's parameters and root (pinned by
+    the caller); returns whether any layout changed."""
+    changed = False
+    for computation in module.computations:
+        for instruction in computation.instructions:
+            pinned = computation is module.entry and (instruction.opcode == "parameter" or instruction is computation.root)
+            default = instruction.shape.with_default_layout()
+            if not pinned and default != instruction.shape:
+                instruction.shape = default
+                changed = True
+    return changed
+
+
+class LayoutAssignment(SimplePass, name="layout-assignment", version=1):
+    """Lowers bitcasts to logical ops, then gives every unpinned value the default layout."""
 
     def run(self, module: Module) -> bool:
         """Returns whether any bitcast was rewritten or any layout changed."""
         names = NameAllocator(module)
-        changed = False
-        for computation in module.computations:
-            if not any(i.opcode == "bitcast" for i in computation.instructions):
-                continue
-            instructions: list[Instruction] = []
-            for instruction in computation.instructions:
-                if instruction.opcode == "bitcast":
-                    instructions.extend(lower_bitcast(instruction, names))
-                instructions.append(instruction)
-            computation.instructions = instructions
-            changed = True
-        for computation in module.computations:
-            for instruction in computation.instructions:
-                pinned = computation is module.entry and (
-                    instruction.opcode == "parameter" or instruction is computation.root
-                )
-                if pinned:
-                    continue
-                default = instruction.shape.with_default_layout()
-                if default != instruction.shape:
-                    instruction.shape = default
-                    changed = True
-        return changed
+        lowered = any([lower_bitcasts(computation, names) for computation in module.computations])
+        return assign_default_layouts(module) or lowered

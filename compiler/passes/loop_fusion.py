@@ -28,8 +28,6 @@ while and conditional are never fused.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from compiler.hlo.editing import (
     NameAllocator,
     add_computation_before,
@@ -57,19 +55,24 @@ MAX_GROUP_DEPTH = 64
 _STEP_COMPUTATIONS = ("condition", "body", "true_computation", "false_computation", "branch_computations")
 
 
-def fuse_in_step_computations(module: Module, fuse: Callable[[Computation, NameAllocator], bool]) -> bool:
-    """Runs `fuse` (which says whether it changed the computation) on each step computation,
-    drops what that left dead, then the computations nothing calls any more: the frame of
-    every fusion pass."""
-    names = NameAllocator(module)
-    changed = False
-    for computation in step_computations(module):
-        if fuse(computation, names):
-            remove_dead(computation)
-            changed = True
-    if changed:
-        remove_unreachable_computations(module)
-    return changed
+class FusionPass(SimplePass):
+    """The frame of every fusion pass: `fuse` (which says whether it changed the computation)
+    runs on each step computation; then what it left dead goes, and the computations nothing
+    calls any more."""
+
+    def fuse(self, module: Module, computation: Computation, names: NameAllocator) -> bool:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def run(self, module: Module) -> bool:
+        names = NameAllocator(module)
+        changed = False
+        for computation in step_computations(module):
+            if self.fuse(module, computation, names):
+                remove_dead(computation)
+                changed = True
+        if changed:
+            remove_unreachable_computations(module)
+        return changed
 
 
 def step_computations(module: Module) -> list[Computation]:
@@ -191,17 +194,13 @@ def fuse_group(module: Module, computation: Computation, group: list[Instruction
     return fusion
 
 
-class LoopFusion(SimplePass):
+# versions: 2: groups hold chains of at most MAX_GROUP_DEPTH ops; 3: a minor-dimension
+# transpose stays out of a group with math calls
+class LoopFusion(FusionPass, name="loop-fusion", version=3):
     """Fuses elementwise and index-mapping chains into kLoop fusions (module docstring)."""
 
-    name = "loop-fusion"
-    version = 3  # 2: groups hold chains of at most MAX_GROUP_DEPTH ops; 3: a minor-dimension transpose stays out of a group with math calls
-
-    def run(self, module: Module) -> bool:
-        def fuse(computation: Computation, names: NameAllocator) -> bool:
-            groups = group_instructions(computation)
-            for group in groups:
-                fuse_group(module, computation, group, names)
-            return bool(groups)
-
-        return fuse_in_step_computations(module, fuse)
+    def fuse(self, module: Module, computation: Computation, names: NameAllocator) -> bool:
+        groups = group_instructions(computation)
+        for group in groups:
+            fuse_group(module, computation, group, names)
+        return bool(groups)

@@ -20,9 +20,8 @@ from compiler.hlo.editing import (
 )
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import ArrayShape, TupleShape
-from compiler.passes.base import SimplePass
 from compiler.passes.fusibility import flat_identity
-from compiler.passes.loop_fusion import fuse_in_step_computations
+from compiler.passes.loop_fusion import FusionPass
 
 
 def _callee(fusion: Instruction) -> Computation:
@@ -130,20 +129,14 @@ def _redirect(computation: Computation, old: Instruction, merged: Instruction, o
     computation.instructions.insert(position + 1, element)
 
 
-class MultiOutputFusion(SimplePass):
+class MultiOutputFusion(FusionPass, name="multi-output-fusion", version=1):
     """Merges sibling loop fusions that read a common array (module docstring)."""
 
-    name = "multi-output-fusion"
-    version = 1
-
-    def run(self, module: Module) -> bool:
-        def fuse(computation: Computation, names: NameAllocator) -> bool:
-            merged = False
-            while self._merge_one(module, computation, names):
-                merged = True
-            return merged
-
-        return fuse_in_step_computations(module, fuse)
+    def fuse(self, module: Module, computation: Computation, names: NameAllocator) -> bool:
+        merged = False
+        while self._merge_one(module, computation, names):
+            merged = True
+        return merged
 
     def _merge_one(self, module: Module, computation: Computation, names: NameAllocator) -> bool:
         """Merges the first mergeable pair in execution order; False when there is none."""

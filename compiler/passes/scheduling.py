@@ -14,7 +14,7 @@ from __future__ import annotations
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import ALIASING, OPERAND_ALIASING
 from compiler.hlo.shape import flatten
-from compiler.passes.base import SimplePass
+from compiler.passes.base import ComputationPass
 
 
 def value_bytes(instruction: Instruction) -> int:
@@ -131,21 +131,15 @@ def _benefit(instruction: Instruction, pending_reads: dict[int, int], cache: dic
     return freed - value_bytes(instruction)
 
 
-class Scheduling(SimplePass):
+class Scheduling(ComputationPass, name="scheduling", version=2):
     """Fixes the execution order of every computation (see the module docstring)."""
 
-    name = "scheduling"
-    version = 2
-
-    def run(self, module: Module) -> bool:
-        changed = False
-        for computation in module.computations:
-            ordered = schedule(computation)
-            live = {id(i) for i in ordered}
-            rest = [i for i in computation.instructions if id(i) not in live]
-            new_order = ordered + rest
-            if not computation.scheduled or any(a is not b for a, b in zip(new_order, computation.instructions, strict=True)):
-                changed = True
-            computation.instructions = new_order
-            computation.scheduled = True
+    def rewrite(self, computation: Computation, module: Module) -> bool:
+        ordered = schedule(computation)
+        live = {id(i) for i in ordered}
+        rest = [i for i in computation.instructions if id(i) not in live]
+        new_order = ordered + rest
+        changed = not computation.scheduled or any(a is not b for a, b in zip(new_order, computation.instructions, strict=True))
+        computation.instructions = new_order
+        computation.scheduled = True
         return changed

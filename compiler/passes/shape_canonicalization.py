@@ -19,7 +19,7 @@ the two shapes are equal including the layout, so no user sees a different layou
 from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
-from compiler.passes.base import SimplePass
+from compiler.passes.base import ComputationPass
 from compiler.passes.forwarding import Forwarding
 
 
@@ -81,15 +81,9 @@ def canonicalize_shapes(computation: Computation) -> bool:
     return forwarding.finish() or changed
 
 
-class ShapeCanonicalization(SimplePass):
-    """Collapses reshape, transpose and broadcast chains."""
+class ShapeCanonicalization(ComputationPass, name="shape-canonicalization", version=2):
+    """Collapses reshape, transpose and broadcast chains; dead inner ops are left to dead code
+    elimination."""
 
-    name = "shape-canonicalization"
-    version = 2
-
-    def run(self, module: Module) -> bool:
-        """Canonicalizes every computation; dead inner ops are left to dead code elimination."""
-        changed = False
-        for computation in module.computations:
-            changed |= canonicalize_shapes(computation)
-        return changed
+    def rewrite(self, computation: Computation, module: Module) -> bool:
+        return canonicalize_shapes(computation)

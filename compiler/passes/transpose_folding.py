@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import CONTRACTIONS
-from compiler.passes.base import SimplePass
+from compiler.passes.base import ComputationPass
 
 _DIMS = {0: ("lhs_batch_dims", "lhs_contracting_dims"), 1: ("rhs_batch_dims", "rhs_contracting_dims")}
 
@@ -66,14 +66,8 @@ def fold_transposes(computation: Computation) -> bool:
     return changed
 
 
-class TransposeFolding(SimplePass):
+class TransposeFolding(ComputationPass, name="transpose-folding", version=1):
     """Dots read transposed operands from the transposes' sources."""
 
-    name = "transpose-folding"
-    version = 1
-
-    def run(self, module: Module) -> bool:
-        changed = False
-        for computation in module.computations:
-            changed |= fold_transposes(computation)
-        return changed
+    def rewrite(self, computation: Computation, module: Module) -> bool:
+        return fold_transposes(computation)

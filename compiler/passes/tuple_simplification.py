@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.shape import TupleShape
-from compiler.passes.base import SimplePass
+from compiler.passes.base import ComputationPass
 from compiler.passes.forwarding import Forwarding
 
 
@@ -62,15 +62,9 @@ def simplify_tuples(computation: Computation, is_entry: bool) -> bool:
     return forwarding.finish()
 
 
-class TupleSimplification(SimplePass):
-    """Forwards tuple elements past tuple/get-tuple-element pairs."""
+class TupleSimplification(ComputationPass, name="tuple-simplification", version=2):
+    """Forwards tuple elements past tuple/get-tuple-element pairs; dead tuples are left to
+    dead code elimination."""
 
-    name = "tuple-simplification"
-    version = 2
-
-    def run(self, module: Module) -> bool:
-        """Simplifies every computation; dead tuples are left to dead code elimination."""
-        changed = False
-        for computation in module.computations:
-            changed |= simplify_tuples(computation, computation is module.entry)
-        return changed
+    def rewrite(self, computation: Computation, module: Module) -> bool:
+        return simplify_tuples(computation, computation is module.entry)

@@ -28,10 +28,8 @@ from tests.codegen.test_fixtures_backend import assert_identical, reference_outp
 from tests.hlo_variants import add_metadata, rename_instructions, reverse_independent_parameters
 
 
-class _Counting(SimplePass):
+class _Counting(SimplePass, name="counting"):
     """Changes nothing but counts its runs; reports a change the first `changes` times."""
-
-    name = "counting"
 
     def __init__(self, changes: int) -> None:
         self.changes = changes
@@ -66,10 +64,8 @@ def tiny_module():
     return load_program("HloModule m\nENTRY e { p = f32[2] parameter(0)\n ROOT n = f32[2] negate(p) }").module
 
 
-class _Breaking(SimplePass):
+class _Breaking(SimplePass, name="breaking"):
     """Gives the root a shape its operands cannot have (a pass with a bug)."""
-
-    name = "breaking"
 
     def run(self, module) -> bool:  # noqa: ANN001
         root = module.entry.root
