@@ -1,5 +1,6 @@
-"""The `vxla` command line: one module per command group (programs, traces, daemon, chain)
-and their shared parts (common).
+"""The `vxla` command line: the command tree (parser, with the argument types in arguments),
+one module of handlers per command group (programs, traces, daemon, chain, jobs) and their
+shared parts (common).
 
 Exit status: 0 success; 1 verification failed or outputs differ; 2 bad input or usage, with a
 message on stderr that names the problem (for HLO: line and column).
@@ -8,27 +9,12 @@ message on stderr that names the problem (for HLO: line and column).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from node.cli import chain, daemon, jobs, programs, traces
 from node.cli.common import EXIT_BAD_INPUT, UsageError
-from node.tracing.statement import vxla_version
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="vxla",
-        description="Verifiable, bit-reproducible execution of XLA HLO programs.",
-        epilog="Exit status: 0 success, 1 verification failed or outputs differ, 2 bad input.",
-    )
-    parser.add_argument("--version", action="version", version=f"vxla {vxla_version()}", help="print vxla's version and exit")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
-
-    for group in (programs, traces, daemon, chain, jobs):
-        group.add_commands(commands)
-    return parser
+from node.cli.parser import build_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        return args.handler(args)
+        return _handler(args.handler)(args)
     except UsageError as exc:
         print(f"vxla {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -46,3 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
 
+
+def _handler(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function "module:function" names in node.cli (build_parser's handlers)."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(f"node.cli.{module}"), function)

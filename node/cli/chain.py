@@ -9,20 +9,16 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from node.cli.common import (
     EXIT_DIFFERENT,
     EXIT_OK,
     UsageError,
-    add_program_arguments,
-    command_group,
     node_session,
-    node_url_arg,
     output_records,
-    positive_int,
     read_hlo_text,
 )
-from node.devnet_state import REFEREES
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 
@@ -97,31 +93,24 @@ def _devnet_submitter(directory: Path):  # -> node.sdk.ChainSubmitter (imported 
     return ChainSubmitter(JobMarket(client, state.job_market), state.submitter)
 
 
-def _devnet_dir(args: argparse.Namespace) -> Path:
-    return Path(args.dir) if args.dir else Path(".devnet")
+def _on_devnet(args: argparse.Namespace, action: str, **options: Any) -> Any:
+    """node.devnet's `action` (up, status, down) on the --dir devnet; what it refuses is a
+    usage error. node.devnet is imported here: the other commands do without it."""
+    from node import devnet
 
-
-def _fault_spec(text: str) -> tuple[int, str]:
-    """NODE=INSTRUCTION:BIT for --fault."""
-    node, sep, rest = text.partition("=")
-    instruction, sep2, bit = rest.partition(":")
-    if not sep or not node.isdigit() or not instruction or (sep2 and not bit.isdigit()):
-        raise argparse.ArgumentTypeError(f"expected NODE=INSTRUCTION[:BIT], got {text!r}")
-    return int(node), f"{instruction}:{int(bit or 0)}"
+    try:
+        return getattr(devnet, action)(Path(args.dir) if args.dir else Path(".devnet"), **options)
+    except devnet.DevnetError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_devnet_up(args: argparse.Namespace) -> int:
-    from node.devnet import DevnetError, up
-
     started = time.monotonic()
 
     def progress(step: str) -> None:
         print(f"[{time.monotonic() - started:4.1f} s] {step}", file=sys.stderr, flush=True)
 
-    try:
-        state = up(_devnet_dir(args), args.nodes, faults=dict(args.fault or []), progress=progress, anvil=args.anvil, referee=args.referee)
-    except DevnetError as exc:
-        raise UsageError(str(exc)) from None
+    state = _on_devnet(args, "up", nodes=args.nodes, faults=dict(args.fault or []), progress=progress, anvil=args.anvil, referee=args.referee)
     if args.json:
         print(state.to_json(), end="")
         return EXIT_OK
@@ -141,12 +130,7 @@ def cmd_devnet_up(args: argparse.Namespace) -> int:
 
 
 def cmd_devnet_status(args: argparse.Namespace) -> int:
-    from node.devnet import DevnetError, status
-
-    try:
-        report = status(_devnet_dir(args))
-    except DevnetError as exc:
-        raise UsageError(str(exc)) from None
+    report = _on_devnet(args, "status")
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
@@ -165,54 +149,6 @@ def cmd_devnet_status(args: argparse.Namespace) -> int:
 
 
 def cmd_devnet_down(args: argparse.Namespace) -> int:
-    from node.devnet import DevnetError, down
-
-    try:
-        stopped = down(_devnet_dir(args))
-    except DevnetError as exc:
-        raise UsageError(str(exc)) from None
+    stopped = _on_devnet(args, "down")
     print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     return EXIT_OK
-
-
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Adds this group's subcommands to the `vxla` parser."""
-    submit = commands.add_parser(
-        "submit",
-        help="submit a job to a node",
-        description="Upload the inputs to a node, queue MODULE.hlo on them and print the job id; "
-        "with --wait, wait for it and print the output digests (each output checked against "
-        "the signed trace's digest).",
-    )
-    add_program_arguments(submit, inputs=True)
-    submit.add_argument("--node", required=True, type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700 (or 127.0.0.1:8700)")
-    submit.add_argument("--redundancy", type=positive_int, default=1, metavar="K", help="nodes that must run the job (above 1: post it on chain, with --devnet)")
-    submit.add_argument("--devnet", metavar="DIR", help="post the job on the devnet in DIR (its market and submitter account); --wait follows it to finalization")
-    submit.add_argument(
-        "--challenge-window", type=positive_int, default=None, metavar="S",
-        help="with --devnet: seconds after the reveal phase in which the results may be challenged, before the job "
-        "settles (default: 60; at least the market's minimum)",
-    )  # fmt: skip
-    submit.add_argument("--wait", action="store_true", help="wait until the job is done and print its outputs")
-    submit.add_argument("--timeout", type=float, default=None, metavar="S", help="with --wait: give up after S seconds")
-    submit.add_argument("--out", metavar="OUT.npz", help="with --wait: write the outputs as out0, out1, ...")
-    submit.add_argument("--token", metavar="TOKEN", help="the node's bearer token, when it requires one (default: $VXLA_TOKEN)")
-    submit.add_argument("--json", action="store_true", help="print one JSON object")
-    submit.set_defaults(handler=cmd_submit)
-
-    devnet_commands = command_group(commands, "devnet", help="a local chain with N nodes", description="A local devnet: anvil, the contracts and N registered nodes, as child processes.")
-    devnet_up = devnet_commands.add_parser("up", help="start anvil, deploy, register and start N nodes", description="Start anvil on 127.0.0.1, deploy the contracts, and start N nodes (own keys, data dirs, ports, staked accounts); writes DIR/state.json.")
-    devnet_up.add_argument("--nodes", type=positive_int, default=3, metavar="N", help="number of nodes (default 3)")
-    devnet_up.add_argument("--fault", type=_fault_spec, action="append", metavar="NODE=INSTRUCTION[:BIT]", help="test/demo only: start node NODE with fault injection (flips BIT of INSTRUCTION's output)")
-    devnet_up.add_argument(
-        "--referee", choices=REFEREES, default=REFEREES[0],
-        help="who decides a dispute's instruction: the step referee, the contract evaluating one scalar operation, with the committee for what it cannot evaluate (default), or the committee alone",
-    )  # fmt: skip
-    devnet_up.add_argument("--anvil", metavar="PATH", help="the anvil executable (default: $VXLA_ANVIL, else anvil on PATH, else a checkout's contracts/node_modules copy)")
-    devnet_up.add_argument("--json", action="store_true", help="print the state as JSON")
-    devnet_status = devnet_commands.add_parser("status", help="show anvil and each node", description="Show anvil and each node: process, healthz, readyz, stake.")
-    devnet_status.add_argument("--json", action="store_true", help="print one JSON object")
-    devnet_down = devnet_commands.add_parser("down", help="stop what `devnet up` started", description="Stop exactly the processes in DIR/state.json (each checked to still be ours) and nothing else.")
-    for sub, handler in ((devnet_up, cmd_devnet_up), (devnet_status, cmd_devnet_status), (devnet_down, cmd_devnet_down)):
-        sub.add_argument("--dir", metavar="DIR", help="devnet directory (default .devnet)")
-        sub.set_defaults(handler=handler)

@@ -18,12 +18,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from attest import (
     KeyFileError,
-    StatementError,
     load_private_key,
-    normalize_contract,
 )
 from compiler.api import (
-    TARGET_CPUS,
     CompilerConfig,
     ConfigError,
     Executable,
@@ -47,7 +44,6 @@ from node.jax_programs import (
 )
 from node.tensors import is_npy
 from node.tracing.statement import tensor_records
-from node.urls import node_url
 
 EXIT_OK = 0
 
@@ -67,18 +63,23 @@ class UsageError(NodeError):
     """Bad input from the user: reported on stderr, exit status 2."""
 
 
-def read_hlo_text(path: str) -> bytes:
-    """The HLO text of a program file: HLO text as it is, StableHLO text or a jax.export
-    artifact converted through JAX (the optional extra; without it, a usage error naming
-    it). The HLO text is what is hashed and run."""
+def read_user_file(path: str) -> bytes:
+    """The bytes of a file the user named; a usage error naming it when it cannot be read."""
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_hlo_text(path: str) -> bytes:
+    """The HLO text of a program file: HLO text as it is, StableHLO text or a jax.export
+    artifact converted through JAX (the optional extra; without it, a usage error naming
+    it). The HLO text is what is hashed and run."""
+    data = read_user_file(path)
     if is_npy(data):
         raise UsageError(f"{path}: an .npy array, not a program; give the module first, then its inputs")
     if not is_jax_program(data):
@@ -195,48 +196,6 @@ def load_signing_key(args: argparse.Namespace) -> Ed25519PrivateKey:
         raise UsageError(f"--key {exc}") from None
 
 
-def chain_id_arg(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if not 0 <= value < 2**256:
-        raise argparse.ArgumentTypeError(f"expected an integer in 0..2**256-1, got {value}")
-    return value
-
-
-def contract_arg(text: str) -> str:
-    try:
-        return normalize_contract(text)
-    except StatementError:
-        raise argparse.ArgumentTypeError(f"expected 0x followed by 40 hex characters, got {text!r}") from None
-
-
-def _integer_from(text: str, least: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if value < least:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-    return value
-
-
-def node_url_arg(text: str) -> str:
-    """--node: a node's URL (`host:port` taken as http://host:port); exit 2 naming what is wrong."""
-    try:
-        return node_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def add_node_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, required: bool = True) -> None:
-    """--node URL, or --devnet DIR for the first node of a devnet (`vxla devnet up`)."""
-    which = parser.add_mutually_exclusive_group(required=required)
-    which.add_argument("--node", type=node_url_arg, metavar="URL", help="the node's URL, e.g. http://127.0.0.1:8700 (or 127.0.0.1:8700)")
-    which.add_argument("--devnet", metavar="DIR", help="the first node of the devnet in DIR (vxla devnet up)")
-
-
 @contextlib.contextmanager
 def node_session(args: argparse.Namespace, label: str | None = None, **client_options: Any) -> Iterator[Any]:
     """A client of the node args.node names (its token from --token, else $VXLA_TOKEN), closed
@@ -271,40 +230,3 @@ def chosen_node(args: argparse.Namespace) -> str:
         return DevnetState.load(Path(args.devnet)).first_node_url()
     except DevnetError as exc:
         raise UsageError(f"--devnet: {exc}") from None
-
-
-def positive_int(text: str) -> int:
-    return _integer_from(text, 1, "a positive integer")
-
-
-def non_negative_int(text: str) -> int:
-    return _integer_from(text, 0, "a whole number, 0 or more")
-
-
-def command_group(commands: argparse._SubParsersAction, name: str, *, help: str, description: str) -> argparse._SubParsersAction:
-    """Adds a command that only groups subcommands (`vxla node run`, `vxla keys init`):
-    one of them must be named, and it lands in `args.<name>_command`. Returns the group's
-    subcommands, to add them to."""
-    group = commands.add_parser(name, help=help, description=description)
-    subcommands = group.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
-    subcommands.required = True
-    return subcommands
-
-
-def add_program_arguments(parser: argparse.ArgumentParser, *, inputs: bool = False) -> None:
-    """The program positionals: the module file (read by `read_hlo_text`) and, with
-    `inputs`, its input files in parameter order."""
-    parser.add_argument("module", metavar="MODULE.hlo", help="HLO text file")
-    if inputs:
-        parser.add_argument("inputs", metavar="IN.npy", nargs="*", help="inputs, in parameter order")
-
-
-def add_target_options(parser: argparse.ArgumentParser) -> None:
-    names = "; ".join(f"{name} ({cpu.description})" for name, cpu in TARGET_CPUS.items())
-    parser.add_argument(
-        "--target",
-        metavar="TARGET",
-        help=f"pinned target: {names}. The triple follows (default: configs/compiler.toml). Any target compiles on any host; "
-        "it runs only where the host has its features (a GPU target: an NVIDIA GPU of its compute capability and the NVIDIA driver)",
-    )
-    parser.add_argument("--config", metavar="TOML", help="compiler configuration file (default: configs/compiler.toml)")

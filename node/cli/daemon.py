@@ -19,10 +19,8 @@ from compiler.api import ConfigError, TargetNotRunnable
 from node.cli.common import (
     EXIT_OK,
     UsageError,
-    command_group,
     key_dir,
     key_passphrase,
-    non_negative_int,
 )
 
 
@@ -163,64 +161,3 @@ def cmd_tokens_remove(args: argparse.Namespace) -> int:
         store.close()
     print(f"removed token {args.name!r}: requests with it are refused from now on")
     return EXIT_OK
-
-
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Adds this group's subcommands to the `vxla` parser."""
-    node_commands = command_group(commands, "node", help="run a worker node", description="Run a vxla worker node.")
-    node_run = node_commands.add_parser(
-        "run",
-        help="serve the node's HTTP API and run queued jobs",
-        description="Start the node: the job store and blobs under node.data_dir, the worker "
-        "pool, and the HTTP API on node.host:node.port. SIGINT or SIGTERM stops it cleanly "
-        "(running jobs finish, or are requeued and redone at the next start). With chain.rpc_url "
-        "set it also follows the JobMarket: it claims, executes, commits, reveals and finalizes "
-        "jobs, re-executes a share of other nodes' jobs (chain.verify_fraction) and reports where "
-        "a diverging node's trace parts from its own (GET /v1/chain/jobs/ID/divergence). Logs go "
-        "to stderr.",
-    )
-    node_run.add_argument("--config", metavar="TOML", help="node configuration (default: configs/node.toml if present, else built-in defaults); the key passphrase comes from $VXLA_KEY_PASSPHRASE")
-    node_run.set_defaults(handler=cmd_node_run)
-
-    key_commands = command_group(commands, "keys", help="manage the node's signing keys", description="Manage the node's Ed25519 signing keys.")
-    keys_init = key_commands.add_parser(
-        "init",
-        help="create a new key pair (node.key, node.pub)",
-        description="Create a new Ed25519 key pair: DIR/node.key (PKCS#8 PEM, mode 0600, encrypted "
-        "when a passphrase is given) and DIR/node.pub. Prints the key id (SHA-256 of the raw "
-        "public key). Refuses to overwrite existing key files.",
-    )
-    keys_init.add_argument("--dir", metavar="DIR", help="key directory (default: $VXLA_HOME/keys, else ~/.vxla/keys)")
-    keys_init.add_argument("--passphrase-file", metavar="FILE", help="encrypt the private key with the first line of FILE (default: $VXLA_KEY_PASSPHRASE if set)")
-    keys_init.add_argument("--json", action="store_true", help="print one JSON object")
-    keys_init.set_defaults(handler=cmd_keys_init)
-
-    token_commands = command_group(
-        commands,
-        "tokens",
-        help="manage the bearer tokens submitters need",
-        description="Manage the bearer tokens a node with [auth] required = true asks of whoever posts "
-        "jobs or uploads blobs. They live in node.data_dir/tokens.sqlite3 as SHA-256 digests; the "
-        "node need not be stopped.",
-    )
-    tokens_add = token_commands.add_parser(
-        "add",
-        help="make a token and print it (once)",
-        description="Make a token for NAME with its quotas and rate, and print it on stdout: it is "
-        "shown this once, the node keeps only its SHA-256. Past a quota the node answers 403, "
-        "past the rate 429.",
-    )
-    tokens_add.add_argument("name", metavar="NAME", help="who the token is for (letters, digits, '-', '_', '.')")
-    tokens_add.add_argument("--max-jobs", type=non_negative_int, default=0, metavar="N", help="jobs it may post in all (default 0: no limit)")
-    tokens_add.add_argument("--max-bytes", type=non_negative_int, default=0, metavar="B", help="bytes it may upload in all, blobs and module text (default 0: no limit)")
-    tokens_add.add_argument("--rate", type=non_negative_int, default=600, metavar="PER_MINUTE", help="requests a minute, in bursts of as many (default 600; 0: no limit)")
-    tokens_add.add_argument("--json", action="store_true", help="print one JSON object (the token and its record)")
-    tokens_add.set_defaults(handler=cmd_tokens_add)
-    tokens_list = token_commands.add_parser("list", help="the tokens, their quotas and use", description="List the tokens by name, with their quotas and what each has used (never the tokens).")
-    tokens_list.add_argument("--json", action="store_true", help="print one JSON array")
-    tokens_list.set_defaults(handler=cmd_tokens_list)
-    tokens_remove = token_commands.add_parser("remove", help="remove a token", description="Remove NAME's token: the node refuses it (401) from the next request on.")
-    tokens_remove.add_argument("name", metavar="NAME")
-    tokens_remove.set_defaults(handler=cmd_tokens_remove)
-    for sub in (tokens_add, tokens_list, tokens_remove):
-        sub.add_argument("--config", metavar="TOML", help="the node's configuration, for node.data_dir (default: configs/node.toml if present, else built-in defaults)")

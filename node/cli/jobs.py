@@ -15,7 +15,7 @@ import json
 import time
 from typing import Any
 
-from node.cli.common import EXIT_OK, add_node_options, chosen_node, node_session, positive_int
+from node.cli.common import EXIT_OK, chosen_node, node_session
 
 
 def _age(seconds: float) -> str:
@@ -165,34 +165,3 @@ def dispute_line(d: dict[str, Any], now: int) -> str:
         who = "defender" if d.get("winner") == d["defender"] else "challenger"
         parts.append(f"{verdict}: the {who} {d.get('winner')} won" + (" by timeout" if d.get("by_timeout") else ""))
     return "  " + ", ".join(parts)
-
-
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Adds this group's subcommands to the `vxla` parser."""
-    jobs = commands.add_parser(
-        "jobs",
-        help="list a node's jobs: state, timings, and why one failed, expired or was skipped",
-        description="List a node's jobs, newest first: its own (state, when queued, how long "
-        "it took, the error of a failed one) or, with --chain, the chain jobs it has seen (its "
-        "state of each and why: skipped, expired, refused).",
-    )
-    add_node_options(jobs)
-    jobs.add_argument("--state", metavar="STATE", help="only jobs in this state (queued, running, done, failed; with --chain: seen, claimed, executed, committed, revealed, done, skipped, expired, failed)")
-    jobs.add_argument("--limit", type=positive_int, default=20, metavar="N", help="at most N jobs (default: %(default)s)")
-    jobs.add_argument("--chain", action="store_true", help="the chain jobs the node has seen")
-    jobs.add_argument("--json", action="store_true", help="print one JSON object")
-    jobs.set_defaults(handler=cmd_jobs)
-
-    job = commands.add_parser(
-        "job",
-        help="show one job: state, timings, digests; a chain job's phases and each node's commitment",
-        description="Show one job of a node: a node's own job (32 hex digits: state, timings, "
-        "the error of a failed one, module, input and output digests) or a chain job (its "
-        "number: phase, deadlines on the chain's clock, this node's state of it and why, "
-        "each slot's node, commitment and revealed result, and each dispute: its stage, rounds, "
-        "the instruction reached, who moves next and the verdict).",
-    )
-    job.add_argument("id", metavar="ID", help="the job's id")
-    add_node_options(job)
-    job.add_argument("--json", action="store_true", help="print the node's JSON for it")
-    job.set_defaults(handler=cmd_job)

@@ -15,40 +15,31 @@ from attest import (
     sign_statement,
 )
 from compiler.api import (
-    PIPELINES,
     ArgumentError,
     CompilerConfig,
     ConfigError,
     ExecutionError,
-    Fault,
     Module,
     Program,
     canonical_text,
     evaluate,
     generate,
-    machine_threads,
     pipeline_named,
 )
 from core.atomic_files import write_bytes_atomic, write_text_atomic
 from node.cli.common import (
     EXIT_OK,
     UsageError,
-    add_program_arguments,
-    add_target_options,
-    chain_id_arg,
     compile_module,
     compiler_config,
-    contract_arg,
     load_signing_key,
     output_records,
-    positive_int,
     preview,
     read_hlo_text,
     read_program,
     require_runnable,
     shape_text,
 )
-from node.jax_programs import JAX_EXTRA
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 from node.tracing.statement import TraceInputError, build_statement, default_job_id, tensor_records
 
@@ -210,14 +201,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _fault(text: str) -> Fault:
-    """INSTRUCTION:BIT, e.g. fusion.3:17 (names may contain ':', so split at the last one)."""
-    name, sep, bit = text.rpartition(":")
-    if not sep or not name or not bit.isdigit():
-        raise argparse.ArgumentTypeError(f"expected INSTRUCTION:BIT (e.g. fusion.3:17), got {text!r}")
-    return Fault(name, int(bit))
-
-
 def _check_run_options(args: argparse.Namespace) -> None:
     """Refuse inconsistent tracing options before anything runs or is written."""
     tracing = [name for name, value in (("--op-level", args.op_level), ("--job-id", args.job_id), ("--chain-id", args.chain_id), ("--contract", args.contract)) if value not in (None, False)]
@@ -327,95 +310,3 @@ def cmd_run(args: argparse.Namespace) -> int:
         fault = f", fault injected at {args.fault.instruction} bit {args.fault.bit}" if args.fault else ""
         print(f"wrote {args.trace} ({level} trace signed by {key_id(signing_key)[:16]}{fault})")
     return EXIT_OK
-
-
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Adds this group's subcommands to the `vxla` parser."""
-    inspect = commands.add_parser(
-        "inspect",
-        help="parse and verify an HLO module; print its hashes and op counts",
-        description="Parse and verify an HLO text module (as JAX's "
-        "jax.jit(f).lower(...).as_text(dialect='hlo') or an XLA dump prints it) and print "
-        "source_hash (SHA-256 of the file), hlo_hash (SHA-256 of the canonical text) and "
-        "the instruction counts per opcode.",
-    )
-    add_program_arguments(inspect)
-    inspect.add_argument("--json", action="store_true", help="print one JSON object")
-    inspect.set_defaults(handler=cmd_inspect)
-
-    compile_ = commands.add_parser(
-        "compile",
-        help="compile an HLO module to pinned native code; print its hashes",
-        description="Compile an HLO module for the pinned target (configs/compiler.toml, or "
-        "--target) and print hlo_hash, graph_hash (the optimized graph) and binary_hash "
-        "(the exact object bytes that run, with the plan that drives them). Compiled objects "
-        "are cached by hlo_hash and the whole compiler configuration.",
-    )
-    add_program_arguments(compile_)
-    add_target_options(compile_)
-    compile_.add_argument("--pipeline", choices=sorted(PIPELINES), help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
-    compile_.add_argument("--dump-passes", metavar="DIR", help="write the module after every pass (NNN-PASS.hlo, canonical text) and the hashed optimized graph (graph.txt, whose SHA-256 is graph_hash) to DIR")
-    compile_.add_argument("--json", action="store_true", help="print one JSON object")
-    compile_.set_defaults(handler=cmd_compile, threads=0)
-
-    run = commands.add_parser(
-        "run",
-        help="run an HLO module on .npy inputs",
-        description="Run an HLO module on inputs given as .npy files in parameter order and "
-        "print each output's type, shape and digest. The llvm backend (default) runs pinned "
-        "native code; the reference backend evaluates the numerics contract directly with "
-        "numpy (slow). Both give the same bits.",
-    )
-    add_program_arguments(run, inputs=True)
-    run.add_argument("--backend", choices=["llvm", "reference"], default="llvm", help="execution backend (default: llvm)")
-    add_target_options(run)
-    run.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads (results do not depend on it; default: this machine's %(default)s cores)")
-    run.add_argument("--out", metavar="OUT.npz", help="write outputs as out0, out1, ... to an .npz file")
-    run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("--max-while-iterations", type=positive_int, metavar="N", help="stop a while loop after N iterations (bad input)")
-    traces = run.add_argument_group(
-        "signed traces",
-        "With --trace, write a DSSE envelope (in-toto Statement, Ed25519) that binds the program, "
-        "compiler identity, graph_hash, binary_hash, input and output digests and the job; "
-        "check it with vxla verify.",
-    )
-    traces.add_argument("--trace", metavar="TRACE.json", help="write a signed execution trace to TRACE.json (needs --key)")
-    traces.add_argument("--key", metavar="KEYFILE", help="the node's Ed25519 private key (PEM), e.g. ~/.vxla/keys/node.key from vxla keys init")
-    traces.add_argument("--passphrase-file", metavar="FILE", help="passphrase of an encrypted key (first line of FILE; default: $VXLA_KEY_PASSPHRASE)")
-    traces.add_argument("--op-level", action="store_true", help="also record every instruction's output digest in schedule order and their Merkle root, so a verifier can name the first diverging instruction")
-    traces.add_argument("--job-id", metavar="ID", help="job the trace is for (default: local-<hash of hlo_hash and input digests>)")
-    traces.add_argument("--chain-id", type=chain_id_arg, metavar="N", help="EVM chain id the trace is for (replay protection)")
-    traces.add_argument("--contract", type=contract_arg, metavar="0x...", help="contract address the trace is for (replay protection)")
-    traces.add_argument("--fault", type=_fault, metavar="INSTRUCTION:BIT", help="for tests and demos only: flip bit BIT of the named instruction's output (a name from an op-level trace) right after it is computed, as a faulty node would")
-    run.set_defaults(handler=cmd_run)
-
-    graph = commands.add_parser(
-        "graph",
-        help="draw the optimized graph: fusions, buffer reuse, a divergence",
-        description="Draw the graph the compiler runs, after its passes, with Graphviz: each "
-        "instruction named as op-level traces and divergence reports name it, fusions as dashed "
-        "boxes, values in the same place of the arena in the same colour (memory reused). With "
-        "--traces, two op-level traces of the module (e.g. two nodes' of one job): the first "
-        "instruction where they differ is highlighted with its path from a parameter, and the "
-        "graph is the one the first trace's compiler configuration makes.",
-    )
-    add_program_arguments(graph)
-    graph.add_argument("--svg", metavar="OUT.svg", help="write the picture as SVG (needs Graphviz's dot)")
-    graph.add_argument("--dot", metavar="OUT.dot", help="write the Graphviz DOT text")
-    graph.add_argument("--highlight", metavar="NAME", help="highlight this instruction (its canonical name, e.g. fusion.5)")
-    graph.add_argument("--traces", nargs=2, metavar="TRACE.json", help="highlight the first instruction where these two op-level traces differ")
-    add_target_options(graph)
-    graph.set_defaults(handler=cmd_graph)
-
-    convert = commands.add_parser(
-        "convert",
-        help="turn StableHLO text or a jax.export artifact into HLO text",
-        description="Convert what JAX writes besides HLO text, StableHLO text "
-        "(jax.jit(f).lower(...).as_text()) or a serialized jax.export artifact "
-        "(exported.serialize()), into the HLO text vxla hashes and runs. Needs JAX, the "
-        f"optional extra ({JAX_EXTRA}); inspect, compile, run and submit accept the same files "
-        "and convert them the same way. HLO text is copied as it is.",
-    )
-    convert.add_argument("program", metavar="PROGRAM", help="StableHLO text (.mlir) or jax.export artifact")
-    convert.add_argument("-o", "--out", metavar="OUT.hlo", help="write the HLO text here (default: standard output)")
-    convert.set_defaults(handler=cmd_convert)

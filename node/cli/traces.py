@@ -15,20 +15,17 @@ from attest import (
     load_public_key,
     parse_public_key,
 )
-from compiler.api import machine_threads
+from node.cli.arguments import CACHE_DEFAULT
 from node.cli.common import (
     EXIT_DIFFERENT,
     EXIT_NOT_RE_EXECUTED,
     EXIT_OK,
     UsageError,
-    add_node_options,
-    chain_id_arg,
     chosen_node,
-    contract_arg,
     key_dir,
     node_session,
-    positive_int,
     read_program,
+    read_user_file,
 )
 from node.tensors import TensorFileError, load_npy
 from node.tracing.statement import TraceInputError
@@ -93,7 +90,6 @@ def _result(report: VerifyReport) -> str:
     return "signatures valid, not re-executed: the program and outputs are not checked (give --module and --inputs)"
 
 
-CACHE_DEFAULT = "default"  # --cache without a directory
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -101,14 +97,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return _verify_job(args)
     if args.trace is None:
         raise UsageError("give a trace (TRACE.json), or a node's job: --node URL --job ID")
-    try:
-        envelope_text = Path(args.trace).read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{args.trace}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{args.trace}: is a directory") from None
-    except OSError as exc:
-        raise UsageError(f"{args.trace}: cannot read ({exc.strerror})") from None
+    envelope_text = read_user_file(args.trace)
     if args.inputs and not args.module:
         raise UsageError("--inputs needs --module MODULE.hlo (inputs are checked by re-executing it)")
     module_source = read_program(args.module).source if args.module else None
@@ -177,51 +166,3 @@ def _verify_job(args: argparse.Namespace) -> int:
     if not report.ok:
         return EXIT_DIFFERENT
     return EXIT_OK if report.verified else EXIT_NOT_RE_EXECUTED
-
-
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Adds this group's subcommands to the `vxla` parser."""
-    verify = commands.add_parser(
-        "verify",
-        help="check a signed trace: signatures, and by recompiling and re-executing, its hashes",
-        description="Check a signed execution trace. Always: every signature against the trusted "
-        "keys, the statement's structure and, when given, the job id, chain id and contract. "
-        "With --module: source_hash and hlo_hash, then a fresh compilation with the recorded "
-        "compiler configuration (refused if this vxla cannot reproduce it) checked against "
-        "graph_hash and binary_hash. With --inputs too: the input digests, a re-execution and "
-        "the output digests; when the trace has op-level data, the first instruction whose "
-        "digest differs is printed (with its Merkle inclusion proofs checked).",
-        epilog="Exit status: 0 verified (every check passed, the result re-executed), 1 something "
-        "differs (the failed checks are named; with --node, also bytes that are not what the trace "
-        "records), 2 bad input (unreadable or malformed trace, missing files, no trusted keys; with "
-        "--node, a node that refuses or does not answer, or an answer refused: over its size bound, "
-        "not complete by its deadline, a redirect, not the JSON or signed trace the route serves), "
-        "3 every check made passed but the result was not re-executed "
-        "(no --module, or no --inputs for a module that takes some): the trace is not verified.",
-    )
-    verify.add_argument("trace", metavar="TRACE.json", nargs="?", help="the signed trace (DSSE envelope JSON) from vxla run --trace")
-    verify.add_argument("--module", metavar="MODULE.hlo", help="the HLO module the trace claims to run; recompiled and checked")
-    verify.add_argument("--inputs", metavar="IN.npy", nargs="+", default=[], help="the inputs, in parameter order; re-executed and checked (needs --module)")
-    verify.add_argument("--trusted-key", metavar="KEY", action="append", default=[], help="a trusted public key: a PEM file (vxla keys init), or the raw key in hex as GET /v1/key gives it, in a file or as is (repeatable; default: every *.pub in $VXLA_HOME/keys or ~/.vxla/keys; with --node, the key the node serves)")
-    job = verify.add_argument_group(
-        "a node's job",
-        "With --node (or --devnet) and --job, the trace, the module and the inputs come from the node, each "
-        "checked against its digest, and the job is re-executed here: no files needed.",
-    )
-    add_node_options(job, required=False)
-    job.add_argument("--job", metavar="ID", help="the job's id on that node (a chain job's number, or the node's own job id)")
-    job.add_argument("--no-execute", action="store_true", help="with --job: check signature and hashes only, without re-executing (exit 3)")
-    verify.add_argument("--job-id", metavar="ID", help="require this job id")
-    verify.add_argument("--chain-id", type=chain_id_arg, metavar="N", help="require this chain id")
-    verify.add_argument("--contract", type=contract_arg, metavar="0x...", help="require this contract address")
-    verify.add_argument("--threads", type=positive_int, default=machine_threads(), metavar="N", help="worker threads for the re-execution (results do not depend on it; default: this machine's %(default)s cores)")
-    verify.add_argument("--execute-on", metavar="CPU", help="re-execute on this target (default: the trace's target when this host runs it, else the configuration's target, by default the widest this host runs); the trace's own target is always compiled and its hashes checked")
-    verify.add_argument(
-        "--cache", nargs="?", const=CACHE_DEFAULT, metavar="DIR",
-        help="use this machine's compile cache (its default directory, or DIR): a program this vxla "
-        "compiled there before is not compiled again, so verifying it costs about one run. Off by "
-        "default, so that nothing another process wrote (a node's cache) enters a verdict; an entry's "
-        "binary_hash is recomputed from its object and plan either way",
-    )  # fmt: skip
-    verify.add_argument("--json", action="store_true", help="print one JSON object: ok, verified, re_executed, result, checks [{name, ok, message}], not_checked, first_divergence")
-    verify.set_defaults(handler=cmd_verify)
