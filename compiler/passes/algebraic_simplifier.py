@@ -49,7 +49,7 @@ from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.opcodes import Algebra, algebra, holds_on, law_value
 from compiler.hlo.shape import ArrayShape
 from compiler.passes.base import ComputationPass
-from compiler.passes.forwarding import Forwarding
+from compiler.passes.forwarding import rewrite_in_post_order
 
 
 def uniform_constant(instruction: Instruction) -> np.ndarray | None:
@@ -195,22 +195,20 @@ def swap_negated_select(instruction: Instruction) -> bool:
     return True
 
 
+def _simplify_one(instruction: Instruction) -> Instruction | bool:
+    """The in-place rewrite while it applies, then the identity that replaces the instruction
+    (rewrite_in_post_order's protocol)."""
+    if swap_negated_select(instruction):
+        return True
+    replacement = simplified(instruction)
+    if replacement is not None and replacement is not instruction and replacement.shape == instruction.shape:
+        return replacement
+    return False
+
+
 def simplify(computation: Computation) -> bool:
     """Applies the rewrites in post order; returns whether any applied."""
-    changed = False
-    forwarding = Forwarding(computation)
-    for instruction in computation.post_order():
-        forwarding.visit(instruction)
-        while swap_negated_select(instruction):
-            changed = True
-        replacement = simplified(instruction)
-        if (
-            replacement is not None
-            and replacement is not instruction
-            and replacement.shape == instruction.shape
-        ):
-            forwarding.replace(instruction, replacement)
-    return forwarding.finish() or changed
+    return rewrite_in_post_order(computation, _simplify_one)
 
 
 class AlgebraicSimplifier(ComputationPass, name="algebraic-simplifier", version=4):

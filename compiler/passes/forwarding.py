@@ -7,6 +7,8 @@ decisions. `finish` rewrites the root."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler.hlo.ir import Computation, Instruction
 
 
@@ -42,3 +44,18 @@ class Forwarding:
             self.visit(instruction)
         self.computation.root = self.resolve(self.computation.root)
         return True
+
+
+def rewrite_in_post_order(computation: Computation, rewrite: Callable[[Instruction], Instruction | bool]) -> bool:
+    """One post-order sweep: `rewrite(instruction)` changes the instruction in place and says
+    True (it is then asked again), names the instruction that replaces it (an Instruction:
+    every later use follows), or says False (nothing to do). Returns whether anything changed."""
+    changed = False
+    forwarding = Forwarding(computation)
+    for instruction in computation.post_order():
+        forwarding.visit(instruction)
+        while (outcome := rewrite(instruction)) is True:
+            changed = True
+        if isinstance(outcome, Instruction):
+            forwarding.replace(instruction, outcome)
+    return forwarding.finish() or changed

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.passes.base import ComputationPass
-from compiler.passes.forwarding import Forwarding
+from compiler.passes.forwarding import rewrite_in_post_order
 
 
 def _dims(instruction: Instruction) -> tuple[int, ...]:
@@ -29,56 +29,38 @@ def _dims(instruction: Instruction) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
-def canonicalize(instruction: Instruction) -> Instruction | None | bool:
+def _composed(opcode: str, outer: tuple[int, ...], inner: tuple[int, ...]) -> tuple[int, ...]:
+    """The dimensions of one transpose or broadcast that does what `outer` applied to the
+    result of `inner` does."""
+    if opcode == "transpose":
+        return tuple(inner[p] for p in outer)
+    return tuple(outer[d] for d in inner)
+
+
+def canonicalize(instruction: Instruction) -> Instruction | bool:
     """Rewrites `instruction` in place (returns True), names the value to replace it with
-    (returns that instruction), or returns None when nothing applies."""
+    (returns that instruction), or returns False when nothing applies (rewrite_in_post_order's
+    protocol). A reshape, transpose or broadcast of the same op becomes one op; one that
+    changes nothing is its operand."""
     opcode = instruction.opcode
     if opcode not in ("reshape", "transpose", "broadcast"):
-        return None
+        return False
     operand = instruction.operands[0]
-    if opcode == "reshape":
-        if operand.opcode == "reshape":
-            instruction.operands = [operand.operands[0]]
-            return True
-        if operand.shape == instruction.shape:
-            return operand
-        return None
-    if opcode == "transpose":
-        perm = _dims(instruction)
-        if operand.opcode == "transpose":
-            inner = _dims(operand)
-            instruction.operands = [operand.operands[0]]
-            instruction.attrs = {**instruction.attrs, "dimensions": tuple(inner[p] for p in perm)}
-            return True
-        if perm == tuple(range(len(perm))) and operand.shape == instruction.shape:
-            return operand
-        return None
     dims = _dims(instruction)
-    if operand.opcode == "broadcast":
-        inner = _dims(operand)
+    if operand.opcode == opcode:
         instruction.operands = [operand.operands[0]]
-        instruction.attrs = {**instruction.attrs, "dimensions": tuple(dims[d] for d in inner)}
+        if opcode != "reshape":
+            instruction.attrs = {**instruction.attrs, "dimensions": _composed(opcode, dims, _dims(operand))}
         return True
-    if dims == tuple(range(len(dims))) and operand.shape == instruction.shape:
+    identity = opcode == "reshape" or dims == tuple(range(len(dims)))
+    if identity and operand.shape == instruction.shape:
         return operand
-    return None
+    return False
 
 
 def canonicalize_shapes(computation: Computation) -> bool:
     """Applies the rules in post order until none applies to the instruction."""
-    changed = False
-    forwarding = Forwarding(computation)
-    for instruction in computation.post_order():
-        forwarding.visit(instruction)
-        while True:
-            outcome = canonicalize(instruction)
-            if outcome is None:
-                break
-            changed = True
-            if isinstance(outcome, Instruction):
-                forwarding.replace(instruction, outcome)
-                break
-    return forwarding.finish() or changed
+    return rewrite_in_post_order(computation, canonicalize)
 
 
 class ShapeCanonicalization(ComputationPass, name="shape-canonicalization", version=2):
