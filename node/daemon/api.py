@@ -16,7 +16,6 @@ import base64
 import binascii
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
@@ -30,6 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from attest import Statement, key_id
 from attest.digests import sha256_hex
 from attest.keys import public_key_pem, raw_public_key
+from core.lru import Lru
 from node.chain import DisputeGame, fetch_events
 from node.chain.disputes import DisputeSummary, summarize
 from node.chain.errors import ContractRevert
@@ -338,7 +338,7 @@ class ChainDisputes:
         self._lock = threading.Lock()
         self._next_block: int | None = None  # the first block not yet indexed
         self._indexed: dict[int, list[int]] = {}  # job id -> dispute ids, from blocks below _next_block
-        self._names: OrderedDict[tuple[str, int], tuple[tuple[str, str], ...]] = OrderedDict()
+        self._names: Lru[tuple[str, int], tuple[tuple[str, str], ...]] = Lru(self.TRACES_KEPT)
 
     def of_job(self, job_id: int) -> tuple[list[dict[str, Any]], int]:
         """The job's disputes, oldest first, each `DisputeSummary.to_dict()` with
@@ -404,9 +404,9 @@ class ChainDisputes:
         """(name, opcode) of each op-trace leaf of this node's signed trace of the job."""
         key = (self.role.market.address, job_id)
         with self._lock:
-            if key in self._names:
-                self._names.move_to_end(key)
-                return self._names[key]
+            kept = self._names.get(key)
+        if kept is not None:
+            return kept
         record = self.role.executor.record(*key)
         if record is None or not self.store.blobs.has(record.envelope_digest):
             return None  # asked again next time: the node may execute the job later
@@ -417,9 +417,7 @@ class ChainDisputes:
             return None
         leaves = () if op_trace is None else tuple((leaf.name, leaf.opcode) for leaf in op_trace.instructions)
         with self._lock:
-            self._names[key] = leaves
-            while len(self._names) > self.TRACES_KEPT:
-                self._names.popitem(last=False)
+            self._names.put(key, leaves)
         return leaves
 
 

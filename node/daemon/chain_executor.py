@@ -49,6 +49,7 @@ import httpx
 
 from attest import EMPTY_ROOT, Statement
 from attest.digests import sha256_hex
+from core.lru import Lru
 from node.chain import NodeRegistry, fetch_events
 from node.chain.state import ChainState
 from node.chain.watcher import ChainJob, ExecutionOutcome, JobPending
@@ -252,7 +253,7 @@ class LeafValues:
         self._cond = threading.Condition()
         self._values: OrderedDict[tuple[str, int], ServedLeaf | JobRejected] = OrderedDict()  # (envelope, index)
         self._bytes = 0
-        self._traces: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # envelope digest -> op-trace digests
+        self._traces: Lru[str, tuple[str, ...]] = Lru(LEAF_TRACES_KEPT)  # envelope digest -> op-trace digests
         self._running: set[str] = set()  # envelopes whose job runs again now
         self._wanted: dict[str, set[int]] = {}  # leaves to capture with the next run of a job
 
@@ -267,17 +268,15 @@ class LeafValues:
         is no longer stored)."""
         key = record.envelope_digest
         with self._cond:
-            if key in self._traces:
-                self._traces.move_to_end(key)
-                return self._traces[key]
+            kept = self._traces.get(key)
+        if kept is not None:
+            return kept
         blobs = self.executor.store.blobs
         if not blobs.has(key):
             raise JobRejected(f"chain job {record.job_id}: this node's signed trace of it is no longer stored", 404)
         digests = trace_digests_of(blobs.get(key))
         with self._cond:
-            self._traces[key] = digests
-            while len(self._traces) > LEAF_TRACES_KEPT:
-                self._traces.popitem(last=False)
+            self._traces.put(key, digests)
         return digests
 
     def get(self, record: ExecutedChainJob, index: int, also: Iterable[int] = ()) -> ServedLeaf:

@@ -36,7 +36,6 @@ import shutil
 import signal
 import subprocess
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -45,6 +44,7 @@ from typing import Any
 import anyio
 from prometheus_client import CollectorRegistry, Counter
 
+from core.lru import Lru
 from node.daemon.config import Limits
 from node.daemon.confinement import (
     Confinement,
@@ -120,15 +120,6 @@ class Drawn:
     confinement: dict | None = None
 
 
-def _kept(cache: OrderedDict, key: Any, value: Any, most: int, size: Callable[[Any], int] | None = None, most_bytes: int = 0) -> None:  # noqa: ANN401 - any cache
-    """Keeps `value` as the newest of `cache`, forgetting the oldest past `most` entries (and
-    past `most_bytes` in all, as `size` counts an entry, the newest always kept)."""
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > most or (size is not None and len(cache) > 1 and sum(map(size, cache.values())) > most_bytes):
-        cache.popitem(last=False)
-
-
 @dataclass
 class _Pending:
     """A drawing waiting for its turn or under way, and the clients waiting for it."""
@@ -155,10 +146,10 @@ class Drawings:
         self._limits = limits
         self._dot = dot or shutil.which("dot")
         self._user = execution_user()
-        self._drawn: OrderedDict[Key, Outcome] = OrderedDict()
-        self._failed: OrderedDict[Key, Outcome] = OrderedDict()
-        self._module_failed: OrderedDict[str, Outcome] = OrderedDict()
-        self._names: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._drawn: Lru[Key, Outcome] = Lru(GRAPHS_KEPT, GRAPHS_KEPT_BYTES, size=lambda outcome: len(outcome.svg))
+        self._failed: Lru[Key, Outcome] = Lru(FAILURES_KEPT)
+        self._module_failed: Lru[str, Outcome] = Lru(FAILURES_KEPT)
+        self._names: Lru[str, frozenset[str]] = Lru(NAMES_KEPT)
         self._pending: dict[Key, _Pending] = {}
         self._turns = anyio.Semaphore(limits.graph_drawings)
         self._threads = anyio.CapacityLimiter(limits.graph_drawings)
@@ -200,10 +191,9 @@ class Drawings:
     def _known(self, key: Key) -> Outcome | None:
         """A kept outcome for `key`, or a refusal that needs no drawing."""
         digest, highlight = key
-        for cache, entry in ((self._drawn, key), (self._module_failed, digest), (self._failed, key)):
-            if entry in cache:
-                cache.move_to_end(entry)
-                return cache[entry]
+        for kept in (self._drawn.get(key), self._module_failed.get(digest), self._failed.get(key)):
+            if kept is not None:
+                return kept
         if highlight is not None and len(highlight) > MAX_HIGHLIGHT:
             return Outcome(422, detail=f"highlight: over {MAX_HIGHLIGHT} characters: no instruction has such a name")
         names = self._names.get(digest)
@@ -253,18 +243,18 @@ class Drawings:
     def _keep(self, key: Key, drawn: Drawn) -> None:
         digest, _ = key
         if drawn.names is not None:
-            _kept(self._names, digest, frozenset(drawn.names), NAMES_KEPT)
+            self._names.put(digest, frozenset(drawn.names))
         if drawn.confinement is not None:
             if self.confinement is None:
                 what = Confinement.from_dict(drawn.confinement).describe("drawing processes", "the Python installation and Graphviz")
                 log.info("%s", what)
             self.confinement = drawn.confinement
         if drawn.outcome.ok:
-            _kept(self._drawn, key, drawn.outcome, GRAPHS_KEPT, lambda outcome: len(outcome.svg), GRAPHS_KEPT_BYTES)
+            self._drawn.put(key, drawn.outcome)
         elif drawn.whole_module:
-            _kept(self._module_failed, digest, drawn.outcome, FAILURES_KEPT)
+            self._module_failed.put(digest, drawn.outcome)
         else:
-            _kept(self._failed, key, drawn.outcome, FAILURES_KEPT)
+            self._failed.put(key, drawn.outcome)
 
 
 # --- the drawing process, seen from the daemon ---------------------------------------------

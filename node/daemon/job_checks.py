@@ -11,7 +11,6 @@ the job.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -31,6 +30,7 @@ from compiler.api import (
     load_program,
     parse_shape,
 )
+from core.lru import Lru
 from node.daemon.config import Limits
 from node.errors import JobRejected
 from node.tensors import read_npy
@@ -120,27 +120,18 @@ class KnownModules(Generic[T]):
     threads."""
 
     def __init__(self, entries: int = 32, source_bytes: int = 8 << 20) -> None:
-        self.entries = entries
-        self.source_bytes = source_bytes
-        self._found: OrderedDict[str, tuple[T, int]] = OrderedDict()
+        self._found: Lru[str, tuple[T, int]] = Lru(entries, source_bytes, size=lambda found: found[1])
         self._lock = threading.Lock()
 
     def recall(self, module_bytes: bytes) -> T | None:
         key = sha256_hex(module_bytes)
         with self._lock:
             found = self._found.get(key)
-            if found is None:
-                return None
-            self._found.move_to_end(key)
-            return found[0]
+        return None if found is None else found[0]
 
     def remember(self, module_bytes: bytes, found: T) -> None:
-        if len(module_bytes) > self.source_bytes:
-            return
         with self._lock:
-            self._found[sha256_hex(module_bytes)] = (found, len(module_bytes))
-            while len(self._found) > self.entries or sum(size for _, size in self._found.values()) > self.source_bytes:
-                self._found.popitem(last=False)
+            self._found.put(sha256_hex(module_bytes), (found, len(module_bytes)))
 
 
 def prepare_job(
@@ -178,8 +169,7 @@ class InputRecords:
     share between threads."""
 
     def __init__(self, entries: int = 4096) -> None:
-        self.entries = entries
-        self._found: OrderedDict[tuple[str, str], tuple[str, tuple[int, ...], str]] = OrderedDict()
+        self._found: Lru[tuple[str, str], tuple[str, tuple[int, ...], str]] = Lru(entries)
         self._lock = threading.Lock()
 
     def of(
@@ -200,13 +190,5 @@ class InputRecords:
             ]
             with self._lock:
                 for key, record in zip(keys, found, strict=True):
-                    self._found[key] = record
-                    self._found.move_to_end(key)
-                while len(self._found) > self.entries:
-                    self._found.popitem(last=False)
-        else:
-            with self._lock:
-                for key in keys:
-                    if key in self._found:
-                        self._found.move_to_end(key)
+                    self._found.put(key, record)
         return tuple(TensorRecord(f"in{i}", *record) for i, record in enumerate(found))

@@ -55,7 +55,6 @@ import signal
 import sys
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
@@ -67,6 +66,7 @@ import numpy as np
 from attest import Statement, TensorRecord
 from compiler.api import CompilerConfig, Fault
 from core.dtypes import from_name
+from core.lru import Lru
 from node.daemon.config import Limits
 from node.daemon.confinement import (
     Confinement,
@@ -592,11 +592,11 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
         connection.send_bytes(json.dumps({"ready": False, "error": f"cannot confine the execution process: {error}"}).encode())
         return
     cache_dir = cache.path if isinstance(cache, OpenDirectory) else cache
-    executables: OrderedDict[str, object] = OrderedDict()
-    graphs: OrderedDict[tuple, object] = OrderedDict()  # graph commitments by program and inputs
-    optimized: OrderedDict[str, object] = OrderedDict()  # optimized modules by hlo_hash (disputes)
+    executables: Lru[str, object] = Lru(_EXECUTABLES_KEPT)
+    graphs: Lru[tuple, object] = Lru(_EXECUTABLES_KEPT)  # graph commitments by program and inputs
+    optimized: Lru[str, object] = Lru(_EXECUTABLES_KEPT)  # optimized modules by hlo_hash (disputes)
     known = KnownModules()
-    sides: OrderedDict[tuple, object] = OrderedDict()  # disputed instructions' holdings (StepsRequest)
+    sides: Lru[tuple, object] = Lru(_EXECUTABLES_KEPT)  # disputed instructions' holdings (StepsRequest)
     connection.send_bytes(json.dumps({"ready": True, "confinement": confinement.to_dict()}).encode())
     while True:
         try:
@@ -689,10 +689,7 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
     cache_hit = executable is not None
     if executable is None:
         executable = compile_program(program, compiler_config, threads=request.threads, cache_dir=cache_dir)
-        executables[program.hlo_hash] = executable
-        while len(executables) > _EXECUTABLES_KEPT:
-            executables.popitem(last=False)
-    executables.move_to_end(program.hlo_hash)
+        executables.put(program.hlo_hash, executable)
     needed = executable.plan.arena_bytes + sum(a.nbytes for a in arrays) + _output_bytes(executable)
     if needed > limits.max_job_memory_bytes:
         raise JobRejected(f"execution: needs {needed} bytes of memory, over limits.max_job_memory_bytes ({limits.max_job_memory_bytes})", 413)
@@ -736,7 +733,7 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
     return statement.to_json_bytes(), [npy_bytes(a) for a in run.outputs], header, captured
 
 
-def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs: OrderedDict, optimized: OrderedDict[str, object], known: KnownModules) -> dict:
+def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs: Lru, optimized: Lru[str, object], known: KnownModules) -> dict:
     """The answer to a leaf evaluation: the digest to vote, or why the child refuses."""
     from compiler.api import VxlaError, evaluate_leaf, leaf_digest, optimize, result_leaf_digest
 
@@ -753,9 +750,8 @@ def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs
             raise JobRejected(f"leaf: over {MAX_LEAVES} operand values", 413)
         module = optimized.get(program.hlo_hash)
         if module is None:
-            module = optimized[program.hlo_hash] = optimize(program, compiler_config)
-            while len(optimized) > _EXECUTABLES_KEPT:
-                optimized.popitem(last=False)
+            module = optimize(program, compiler_config)
+            optimized.put(program.hlo_hash, module)
         values = {}
         for j, buffers in request.values.items():
             try:
@@ -776,7 +772,7 @@ def _evaluate_leaf(request: LeafRequest, compiler_config: CompilerConfig, graphs
         return _internal_error(error)
 
 
-def _steps(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: OrderedDict) -> tuple[dict, list[bytes]]:
+def _steps(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: Lru) -> tuple[dict, list[bytes]]:
     """The answer to a StepsRequest: (header, frames), or a refusal with no frames."""
     try:
         side = _disputed_instruction(request, compiler_config, graphs, optimized, known, sides)
@@ -825,7 +821,7 @@ def _instruction_answer(side) -> tuple[dict, list[bytes]]:  # noqa: ANN001 - an 
     return header, frames
 
 
-def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: OrderedDict):
+def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig, graphs, optimized, known: KnownModules, sides: Lru):
     """The holding of the disputed instruction from the reference's run of the job (kept for
     the next requests of the same dispute)."""
     from compiler.api import optimize
@@ -841,30 +837,28 @@ def _disputed_instruction(request: StepsRequest, compiler_config: CompilerConfig
     key = (program.hlo_hash, tuple(request.inputs), index)
     side = sides.get(key)
     if side is not None:
-        sides.move_to_end(key)
         return side
     module = optimized.get(program.hlo_hash)
     if module is None:
-        module = optimized[program.hlo_hash] = optimize(program, compiler_config)
+        module = optimize(program, compiler_config)
+        optimized.put(program.hlo_hash, module)
     record = _graph_commitment(program, arrays, compiler_config, graphs).records[index]
     try:
         side = reference_side(module, record, arrays, index, request.limits.max_while_iterations)
     except ValueError as error:
         raise JobRejected(f"steps: {error}", 422) from None
-    sides[key] = side
-    while len(sides) > _EXECUTABLES_KEPT:
-        sides.popitem(last=False)
+    sides.put(key, side)
     return side
 
 
-def _graph_summary(program, arrays, compiler_config: CompilerConfig, graphs: OrderedDict) -> GraphSummary:  # noqa: ANN001
+def _graph_summary(program, arrays, compiler_config: CompilerConfig, graphs: Lru) -> GraphSummary:  # noqa: ANN001
     """The graph commitment of `program` on the job's inputs `arrays` under the node's
     pipeline (kept per program and inputs, as the executables are)."""
     commitment = _graph_commitment(program, arrays, compiler_config, graphs)
     return GraphSummary(commitment.root, commitment.trace_leaves, tuple(record.leaf() for record in commitment.records))
 
 
-def _graph_commitment(program, arrays, compiler_config: CompilerConfig, graphs: OrderedDict):  # noqa: ANN001, ANN202
+def _graph_commitment(program, arrays, compiler_config: CompilerConfig, graphs: Lru):  # noqa: ANN001, ANN202
     """compiler.api.graph_commitment of the job: it depends on the inputs, whose digests the
     element programs of the instructions reading them hold."""
     import hashlib
@@ -874,10 +868,8 @@ def _graph_commitment(program, arrays, compiler_config: CompilerConfig, graphs: 
     key = (program.hlo_hash, tuple((a.dtype.str, a.shape, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()) for a in arrays))
     commitment = graphs.get(key)
     if commitment is None:
-        commitment = graphs[key] = graph_commitment(program, compiler_config, arrays)
-        while len(graphs) > _EXECUTABLES_KEPT:
-            graphs.popitem(last=False)
-    graphs.move_to_end(key)
+        commitment = graph_commitment(program, compiler_config, arrays)
+        graphs.put(key, commitment)
     return commitment
 
 
