@@ -185,7 +185,7 @@ def test_a_value_that_is_not_the_trace_s_is_refused(env: Env) -> None:
         env.executor.leaves = LeafValues(env.executor)
         digests = list(env.honest.digests)
         digests[4] = bytes(32)
-        env.executor.leaves._traces[record.envelope_digest] = tuple(d.hex() for d in digests)
+        env.executor.leaves._traces.put(record.envelope_digest, tuple(d.hex() for d in digests))
         answer = env.api.get(f"/v1/chain/jobs/{env.job_id}/leaves/4")
         assert answer.status_code == 500 and "its signed trace holds" in answer.json()["detail"]
     finally:
