@@ -17,8 +17,10 @@ from node.chain.events import Event, decode_receipt, fetch_events
 from node.protocol import seal_of
 
 # How far back from the head a step referee's revealed chunk is first looked for (then 16
-# times as far, and so on, down to where the caller says the case began).
-REVEAL_LOOKBACK_BLOCKS = 256
+# times as far, and so on, down to where the caller says the case began). The reveal is the
+# move before the one that reads it, a few blocks back: a node's RPC answers a small range as
+# fast as a large one, and a chain that reads every block of the range (py-evm) far faster.
+REVEAL_LOOKBACK_BLOCKS = 16
 
 
 def _bytes32(value: bytes, what: str) -> bytes:
