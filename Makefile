@@ -183,13 +183,14 @@ $(BENCH_CORPUS)/.exported: $(BENCH_STAMP) bench/corpus.py
 	JAX_PLATFORMS=cpu $(BENCH_VENV)/bin/python bench/corpus.py $(BENCH_CORPUS)
 	@touch $@
 
-bench: $(BENCH_CORPUS)/.exported
+bench: setup $(BENCH_CORPUS)/.exported
 	@mkdir -p $(BENCH_RESULTS)
 	$(BENCH_VENV)/bin/python bench/real_models.py $(BENCH_CORPUS) --target $(BENCH_TARGET) --json $(BENCH_RESULTS)/real_models.json
 	$(BENCH_VENV)/bin/python bench/gemm.py --json $(BENCH_RESULTS)/gemm.json
 	$(BENCH_VENV)/bin/python bench/models.py --target $(BENCH_TARGET) --json $(BENCH_RESULTS)/models.json $(BENCH_ARGS)
 	$(BENCH_VENV)/bin/python bench/backend_vs_numpy.py --target $(BENCH_TARGET)
 	$(BENCH_VENV)/bin/python bench/node_jobs.py $(BENCH_CORPUS)/bert
+	$(BIN)/python bench/startup.py
 	$(BENCH_VENV)/bin/python bench/goals.py --target $(BENCH_TARGET) --results $(BENCH_RESULTS) --json $(BENCH_RESULTS)/goals.json
 
 clean:

@@ -12,6 +12,7 @@ the path to it from a parameter is drawn bold red.
 
 from __future__ import annotations
 
+import shutil
 from collections import deque
 from dataclasses import dataclass
 
@@ -38,6 +39,16 @@ HIGHLIGHT = "#cc0000"
 class GraphvizMissing(NodeError):
     """Graphviz's `dot` program is not installed: an SVG cannot be drawn (DOT text can)."""
 
+    def __init__(self) -> None:
+        super().__init__("drawing the graph needs Graphviz's dot program (Debian: apt-get install graphviz)")
+
+
+def require_graphviz() -> None:
+    """GraphvizMissing unless `dot` is on PATH (where the graphviz package looks): checked
+    before the work a picture needs, not after it."""
+    if shutil.which("dot") is None:
+        raise GraphvizMissing()
+
 
 class UnknownInstruction(NodeError, ValueError):
     """No entry instruction has the name asked to be highlighted; `names` are the names it
@@ -62,7 +73,7 @@ class GraphPicture:
         try:
             return graphviz.Source(self.dot).pipe(format="svg")
         except graphviz.ExecutableNotFound:
-            raise GraphvizMissing("drawing the graph needs Graphviz's dot program (Debian: apt-get install graphviz)") from None
+            raise GraphvizMissing() from None
 
 
 def graph_picture(program: Program, config: CompilerConfig | None = None, highlight: str | None = None) -> GraphPicture:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from node.errors import NodeError
+
+if TYPE_CHECKING:  # numpy is imported where JAX is: `vxla --help` reads JAX_EXTRA
+    import numpy as np
 
 JAX_EXTRA = "pip install 'vxla[jax]'"
 
@@ -63,6 +64,8 @@ class ExportedFunction:
 def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFunction:
     """Lowers `function(*arguments)` (any pytrees of arrays and scalars) to HLO text; one
     parameter per leaf, in jax.tree_util's flattening order, unused ones kept."""
+    import numpy as np
+
     jax = _jax()
     leaves, in_tree = jax.tree_util.tree_flatten(arguments)
 

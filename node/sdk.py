@@ -140,11 +140,16 @@ DEFAULT_LIMITS = AnswerLimits()
 
 
 def _module_bytes(module: str | Path | bytes) -> bytes:
-    """Module text, or the file it names (a Path, or a one-line str naming an existing file)."""
+    """Module text, or the file it names: a Path, or a one-line str that is not HLO text
+    (which begins with `HloModule`). A file that is not there is FileNotFoundError naming it,
+    never text for the node to refuse as HLO."""
     if isinstance(module, bytes):
         return module
-    if isinstance(module, Path) or ("\n" not in module and Path(module).is_file()):
-        return Path(module).read_bytes()
+    if isinstance(module, Path) or ("\n" not in module and not module.lstrip().startswith("HloModule")):
+        try:
+            return Path(module).read_bytes()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{module}: no such module file (give HLO text, a Path, or the file's name)") from None
     return module.encode("utf-8")
 
 
@@ -166,7 +171,7 @@ def _as_array(tensor: TensorLike) -> np.ndarray:
     return np.load(Path(tensor), allow_pickle=False)
 
 
-@dataclass
+@dataclass(repr=False)
 class Job:
     """A job on a node, as last seen (`info` is the node's JSON for it)."""
 
@@ -175,6 +180,11 @@ class Job:
     info: dict[str, Any] = field(default_factory=dict)
     on_chain: bool = False  # a JobMarket job (id = the chain job id), settled by quorum
     function: ExportedFunction | None = None  # the JAX function the job runs, if one
+
+    def __repr__(self) -> str:
+        # One line: the module, the inputs and the node's whole record stay out of it.
+        kind = "chain job" if self.on_chain else "job"
+        return f"<Job {kind} {self.id} on {self.client.url}: {self.stage}>"
 
     @property
     def _path(self) -> str:

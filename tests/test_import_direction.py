@@ -32,7 +32,7 @@ COMPILER_LAYERS: tuple[tuple[str, ...], ...] = (
 # node/, lowest layer first. The SDK sits beside the daemon and may not import it: a client
 # needs the protocol, traces and the chain bindings, never the daemon's internals.
 NODE_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("node.errors", "node.sqlite"),
+    ("node.errors", "node.sqlite", "node.version"),
     ("node.protocol", "node.tensors", "node.jax_programs", "node.devnet_state", "node.urls", "node.graphs", "node.transfers", "node.step_protocol"),
     ("node.step_holding",),
     ("node.tracing",),

@@ -13,14 +13,16 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from node.cli.common import EXIT_BAD_INPUT, UsageError
 from node.cli.parser import build_parser
+from node.cli.usage import EXIT_BAD_INPUT, UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # reported by the subcommand, with its usage, not the top level's
+            args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:
         return int(exc.code or 0)
     try:

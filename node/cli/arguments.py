@@ -20,9 +20,11 @@ CACHE_DEFAULT = "default"
 
 def add_command(commands: Commands, name: str, handler: str, *, help: str, description: str, epilog: str | None = None, **defaults: object) -> argparse.ArgumentParser:
     """Adds the subcommand `name`, run by `handler`: "module:function" in node.cli, imported
-    only when the command runs, so that building the parser imports no command's module."""
+    only when the command runs, so that building the parser imports no command's module. The
+    subcommand's parser is `args.command_parser`, to report what it does not know with its
+    own usage line."""
     parser = commands.add_parser(name, help=help, description=description, epilog=epilog)
-    parser.set_defaults(handler=handler, **defaults)
+    parser.set_defaults(handler=handler, command_parser=parser, **defaults)
     return parser
 
 

@@ -12,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from node.cli.common import (
-    EXIT_DIFFERENT,
-    EXIT_OK,
-    UsageError,
     node_session,
     output_records,
     read_hlo_text,
 )
+from node.cli.usage import EXIT_DIFFERENT, EXIT_OK, UsageError
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
 

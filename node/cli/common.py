@@ -31,10 +31,11 @@ from compiler.api import (
     compile_program,
     load_config,
     load_program,
+    pipeline_named,
     validate_target,
 )
 from core.dtypes import from_numpy
-from node.errors import NodeError
+from node.cli.usage import UsageError
 from node.jax_programs import (
     JAX_EXTRA,
     JaxNotInstalled,
@@ -44,23 +45,6 @@ from node.jax_programs import (
 )
 from node.tensors import is_npy
 from node.tracing.statement import tensor_records
-
-EXIT_OK = 0
-
-
-EXIT_DIFFERENT = 1
-
-
-EXIT_BAD_INPUT = 2
-
-
-# vxla verify: every check it could make passed, but it did not re-execute (no module or no
-# inputs given), so the trace's result is not verified.
-EXIT_NOT_RE_EXECUTED = 3
-
-
-class UsageError(NodeError):
-    """Bad input from the user: reported on stderr, exit status 2."""
 
 
 def read_user_file(path: str) -> bytes:
@@ -124,6 +108,7 @@ def compiler_config(args: argparse.Namespace) -> CompilerConfig:
             config = config.with_target(cpu=args.target)
             validate_target(config)
         if getattr(args, "pipeline", None):
+            pipeline_named(args.pipeline)  # an unknown name: ConfigError naming the known ones
             config = config.with_pipeline(args.pipeline)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None

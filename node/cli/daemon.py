@@ -17,11 +17,10 @@ from attest import (
 )
 from compiler.api import ConfigError, TargetNotRunnable
 from node.cli.common import (
-    EXIT_OK,
-    UsageError,
     key_dir,
     key_passphrase,
 )
+from node.cli.usage import EXIT_OK, UsageError
 
 
 def cmd_keys_init(args: argparse.Namespace) -> int:

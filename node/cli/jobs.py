@@ -15,7 +15,11 @@ import json
 import time
 from typing import Any
 
-from node.cli.common import EXIT_OK, chosen_node, node_session
+from node.cli.common import (
+    chosen_node,
+    node_session,
+)
+from node.cli.usage import EXIT_OK
 
 
 def _age(seconds: float) -> str:
@@ -30,13 +34,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     args.node = chosen_node(args)
     with node_session(args) as client:
         jobs = client.jobs(args.state, args.limit, chain=args.chain)
-    if args.json:
-        print(json.dumps({"node": args.node, "jobs": jobs}, indent=2))
-        return EXIT_OK
-    if not jobs:
-        which = f" {args.state}" if args.state else ""
-        print(f"{args.node}: no{which} {'chain ' if args.chain else ''}jobs")
-        return EXIT_OK
+        if args.json:
+            print(json.dumps({"node": args.node, "jobs": jobs}, indent=2))
+            return EXIT_OK
+        if not jobs:
+            which = f" {args.state}" if args.state else ""
+            elsewhere = "" if args.chain else _chain_jobs_hint(client, args.state)
+            print(f"{args.node}: no{which} {'chain ' if args.chain else ''}jobs{elsewhere}")
+            return EXIT_OK
     # One line per job, ids never cut (an id is what `vxla job` takes); the reason, when the
     # node has one, on the next line whole.
     now = time.time()
@@ -51,6 +56,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if why:
             print(f"    why: {why}")
     return EXIT_OK
+
+
+def _chain_jobs_hint(client: Any, state: str | None) -> str:  # noqa: ANN401 - a node.sdk.Client
+    """Where a node with none of its own jobs has some: the chain jobs it has seen (none when
+    it follows no chain: the node answers 404)."""
+    from node.sdk import RequestRefused
+
+    try:
+        seen = client.jobs(state, 1, chain=True)
+    except RequestRefused:
+        return ""
+    return " of its own; it has seen chain jobs: vxla jobs --chain lists them" if seen else ""
 
 
 def cmd_job(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from compiler.api import PIPELINES, machine_threads
+from compiler.api import machine_threads
 from node.cli.arguments import (
     CACHE_DEFAULT,
     Commands,
@@ -26,7 +26,7 @@ from node.cli.arguments import (
 )
 from node.devnet_state import REFEREES
 from node.jax_programs import JAX_EXTRA
-from node.tracing.statement import vxla_version
+from node.version import vxla_version
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def _programs_commands(commands: Commands) -> None:
     compile_ = add_command(commands, "compile", "programs:cmd_compile", threads=0, help="compile an HLO module to pinned native code; print its hashes", description="Compile an HLO module for the pinned target (configs/compiler.toml, or --target) and print hlo_hash, graph_hash (the optimized graph) and binary_hash (the exact object bytes that run, with the plan that drives them). Compiled objects are cached by hlo_hash and the whole compiler configuration.")
     add_program_arguments(compile_)
     add_target_options(compile_)
-    compile_.add_argument("--pipeline", choices=sorted(PIPELINES), help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
+    compile_.add_argument("--pipeline", metavar="NAME", help="pass pipeline: default optimizes, none lowers the module as written (default: configs/compiler.toml)")
     compile_.add_argument("--dump-passes", metavar="DIR", help="write the module after every pass (NNN-PASS.hlo, canonical text) and the hashed optimized graph (graph.txt, whose SHA-256 is graph_hash) to DIR")
     add_json_flag(compile_, "print one JSON object")
 

@@ -28,8 +28,6 @@ from compiler.api import (
 )
 from core.atomic_files import write_bytes_atomic, write_text_atomic
 from node.cli.common import (
-    EXIT_OK,
-    UsageError,
     compile_module,
     compiler_config,
     load_signing_key,
@@ -40,6 +38,7 @@ from node.cli.common import (
     require_runnable,
     shape_text,
 )
+from node.cli.usage import EXIT_OK, UsageError
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 from node.tracing.statement import TraceInputError, build_statement, default_job_id, tensor_records
 
@@ -79,10 +78,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from node.graphs import GraphvizMissing, graph_picture
+    from node.graphs import GraphvizMissing, graph_picture, require_graphviz
 
     if not (args.svg or args.dot):
         raise UsageError("say where to write the picture: --svg OUT.svg and/or --dot OUT.dot")
+    if args.svg:
+        try:
+            require_graphviz()  # before compiling: a large model takes a while
+        except GraphvizMissing as exc:
+            raise UsageError(f"--svg: {exc} (--dot writes the DOT text without it)") from None
     program = read_program(args.module)
     highlight, config = args.highlight, None
     if args.traces:

@@ -17,19 +17,16 @@ from attest import (
 )
 from node.cli.arguments import CACHE_DEFAULT
 from node.cli.common import (
-    EXIT_DIFFERENT,
-    EXIT_NOT_RE_EXECUTED,
-    EXIT_OK,
-    UsageError,
     chosen_node,
     key_dir,
     node_session,
     read_program,
     read_user_file,
 )
-from node.tensors import TensorFileError, load_npy
+from node.cli.usage import EXIT_DIFFERENT, EXIT_NOT_RE_EXECUTED, EXIT_OK, UsageError
+from node.tensors import TensorFileError, is_npy, load_npy
 from node.tracing.statement import TraceInputError
-from node.tracing.verify import VerifyReport, verify_trace
+from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 
 
 def _given_keys(args: argparse.Namespace) -> list[Ed25519PublicKey]:
@@ -98,6 +95,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.trace is None:
         raise UsageError("give a trace (TRACE.json), or a node's job: --node URL --job ID")
     envelope_text = read_user_file(args.trace)
+    if is_npy(envelope_text):
+        raise UsageError(f"{args.trace}: an .npy array, not a signed trace (TRACE.json, from vxla run --trace)")
+    try:
+        parse_envelope(envelope_text)  # its form first: an .npy or a module is named as such, not as "no trusted keys"
+    except TraceInputError as exc:
+        raise UsageError(f"{args.trace}: {exc}") from None
     if args.inputs and not args.module:
         raise UsageError("--inputs needs --module MODULE.hlo (inputs are checked by re-executing it)")
     module_source = read_program(args.module).source if args.module else None
@@ -113,7 +116,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             execute_on=args.execute_on, cache_dir=_cache_setting(args),
         )  # fmt: skip
     except TraceInputError as exc:
-        raise UsageError(f"{args.trace}: {exc}" if str(exc).startswith("not a signed trace") else str(exc)) from None
+        raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps({"trace": args.trace, **report.to_dict(), "result": _result(report)}, indent=2))
     else:

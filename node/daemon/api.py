@@ -438,7 +438,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
 
     def _chain_job_id(job_id: str) -> tuple[ChainRole, int]:
         if chain is None:
-            raise _problem(404, "this node follows no chain (chain.rpc_url is empty)")
+            raise _problem(404, f"no chain job {job_id}: this node follows no chain (chain.rpc_url is empty); its own jobs have 32-hex-digit ids (GET /v1/jobs lists them)")
         if not job_id.isdigit():
             raise _problem(400, f"chain job id {job_id!r} is not a number")
         return chain, int(job_id)

@@ -582,7 +582,8 @@ def serve(connection: Connection, compiler_config: CompilerConfig, cache: OpenDi
     # What a party to a step referee's case asks for (StepsRequest): element steps by the reference.
     import node.step_holding  # noqa: F401
     from compiler.api import compile_program, evaluate_leaf, graph_commitment, leaf_digest, optimize  # noqa: F401
-    from node.tracing.statement import host_record, vxla_version
+    from node.tracing.statement import host_record
+    from node.version import vxla_version
 
     host_record()
     vxla_version()

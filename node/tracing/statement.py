@@ -11,7 +11,6 @@ import functools
 import json
 import platform
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 
 import numpy as np
 
@@ -44,22 +43,12 @@ from compiler.api import (
 )
 from core.dtypes import from_numpy
 from node.errors import NodeError
+from node.version import vxla_version
 
 
 class TraceInputError(NodeError, ValueError):
     """Input that cannot be checked at all (not a trace, not a module, wrong inputs): a
     usage problem, not a verification failure. The message names the problem."""
-
-
-@functools.cache
-def vxla_version() -> str:
-    """The installed vxla version (what a trace records as compiler.vxla_version)."""
-    # Cached: importlib.metadata parses the package's METADATA file on every call (about a
-    # millisecond, more than a small model's whole run).
-    try:
-        return metadata.version("vxla")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 @functools.cache

@@ -421,6 +421,9 @@ def test_a_job_no_node_can_run_is_refused_before_any_claim_and_slashes_nobody(de
     assert main(["job", str(job_id), "--node", servers[0].url]) == 0
     shown = capsys.readouterr().out
     assert "phase        open" in shown and "this node    skipped: refused: execution: needs" in shown
+    # Its own job list is empty; `vxla jobs` says where its jobs are instead of "no jobs".
+    assert main(["jobs", "--node", servers[0].url]) == 0
+    assert "no jobs of its own; it has seen chain jobs: vxla jobs --chain lists them" in capsys.readouterr().out
     # The submitter waiting on it hears, once the commit deadline is past on the chain's
     # clock (moved without a block, as an idle devnet's is), that it expired: no endless "open".
     devnet.client.w3.provider.make_request("evm_increaseTime", [61])

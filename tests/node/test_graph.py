@@ -74,3 +74,19 @@ def test_vxla_graph_refuses_what_it_cannot_draw(tmp_path: Path, capsys: pytest.C
     assert main(["graph", MODULE, "--highlight", "fusion.999", "--dot", str(tmp_path / "g.dot")]) == 2
     assert "no instruction 'fusion.999' in the optimized graph; its instructions are named as in its canonical text: parameter.0" in capsys.readouterr().err
     assert not (tmp_path / "g.dot").exists()
+
+
+def test_a_missing_graphviz_is_said_before_the_module_is_compiled(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without `dot` on PATH, `vxla graph --svg` says so at once, before any compile (a large
+    model's takes a while); --dot still works."""
+    import node.graphs
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there: no dot
+    compiled: list[str] = []
+    monkeypatch.setattr(node.graphs, "graph_picture", lambda *args: compiled.append("compiled"))
+    assert main(["graph", MODULE, "--svg", str(tmp_path / "g.svg")]) == 2
+    assert "--svg: drawing the graph needs Graphviz's dot program" in capsys.readouterr().err
+    assert compiled == [] and not (tmp_path / "g.svg").exists()
+    monkeypatch.undo()
+    assert main(["graph", MODULE, "--dot", str(tmp_path / "g.dot")]) == 0
+    assert (tmp_path / "g.dot").read_text().startswith("digraph")

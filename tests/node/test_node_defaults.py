@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from node.cli import daemon as daemon_cli
-from node.cli.common import UsageError
+from node.cli.usage import UsageError
 from node.daemon.config import DEFAULTS_NAME, defaults_text, load_defaults, parse_config
 
 REPO = Path(__file__).resolve().parents[2]

@@ -143,6 +143,24 @@ def test_failed_job_and_refusals() -> None:
     assert raised.value.status == 404 and "unknown" in raised.value.detail
 
 
+def test_a_module_file_that_is_not_there_is_named_and_nothing_is_sent(tmp_path: Path) -> None:
+    node = FakeNode()
+    client = client_for(node)
+    with pytest.raises(FileNotFoundError, match="nope.hlo: no such module file"):
+        client.submit("nope.hlo", [])
+    with pytest.raises(FileNotFoundError, match="no such module file"):
+        client.submit(str(tmp_path / "gone" / "m.hlo"), [])
+    assert node.requests == []
+
+
+def test_a_job_prints_in_one_short_line() -> None:
+    """repr(job) names the job, the node and its state: not the module, the inputs or the
+    node's record (a JAX function's job holds all three)."""
+    job = client_for(FakeNode()).submit(MLP.module_text, MLP.inputs()).wait(timeout=5)
+    shown = repr(job)
+    assert shown == "<Job job j1 on http://node.invalid: done>"
+
+
 def test_an_unreachable_node_is_the_sdks_own_error() -> None:
     """No answer from a node is NodeUnreachable (a NodeError) naming the URL, not httpx's."""
     from node.errors import NodeError

@@ -81,6 +81,11 @@ def _pickled(tmp_path):
         (lambda d, m, ins: ["run", m, *ins, "--backend", "magic"], "invalid choice"),
         (lambda d, m, ins: ["run", m, *ins, "--max-while-iterations", "0"], "positive integer"),
         (lambda d, m, ins: ["frobnicate"], "invalid choice"),
+        (lambda d, m, ins: ["jobs", "--node", "127.0.0.1:9", "--frobnicate"], "usage: vxla jobs"),
+        (lambda d, m, ins: ["jobs", "--node", "127.0.0.1:9", "--frobnicate"], "vxla jobs: error: unrecognized arguments: --frobnicate"),
+        (lambda d, m, ins: ["verify", ins[0]], "an .npy array, not a signed trace (TRACE.json, from vxla run --trace)"),
+        (lambda d, m, ins: ["verify", m], "not a signed trace: envelope: not valid JSON"),
+        (lambda d, m, ins: ["compile", m, "--pipeline", "magic"], "unknown pass pipeline 'magic'; known: default, none"),
         (lambda d, m, ins: ["submit", "--node", "127.0.0.1:9", m, *ins, "--challenge-window", "5"], "--challenge-window: only a job posted on chain"),
         (lambda d, m, ins: ["submit", "--node", "127.0.0.1:9", m, *ins, "--challenge-window", "0"], "positive integer"),
     ],
@@ -122,7 +127,7 @@ def test_console_script_help_and_exit_status() -> None:
 
 
 def test_version_and_an_array_given_as_the_module(tmp_path, capsys) -> None:
-    from node.tracing.statement import vxla_version
+    from node.version import vxla_version
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"vxla {vxla_version()}"

@@ -166,6 +166,10 @@ def test_the_job_list_pages_filters_and_refuses_bad_queries(client: Client, node
     assert f"job          {done.id}" in shown and "state        done" in shown and "took" in shown
     assert main(["job", "0" * 32, "--node", node.url]) == 2
     assert "unknown" in capsys.readouterr().err
+    # A number names a chain job, which a node without a chain does not have: said so, with
+    # what its own jobs' ids look like.
+    assert main(["job", "5", "--node", node.url]) == 2
+    assert "no chain job 5: this node follows no chain (chain.rpc_url is empty); its own jobs have 32-hex-digit ids" in capsys.readouterr().err
 
 
 def _post(node: NodeServer, body: dict[str, Any]) -> httpx.Response:
