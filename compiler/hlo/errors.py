@@ -9,10 +9,12 @@ from compiler.errors import CompilerError
 
 @dataclass(frozen=True)
 class SourceLocation:
-    """A 1-based line and column in the HLO text."""
+    """A 1-based line and column in the HLO text and, where the HLO's metadata says, the
+    user's source the instruction came from (`user`: JAX's op_name and file:line)."""
 
     line: int
     column: int
+    user: str | None = None
 
     def __str__(self) -> str:
         return f"line {self.line}, column {self.column}"
@@ -39,7 +41,8 @@ class HloError(CompilerError, ValueError):
         if self.location is not None:
             parts.append(str(self.location))
         if self.instruction is not None:
-            parts.append(f"instruction %{self.instruction}")
+            from_user = f" ({self.location.user})" if self.location is not None and self.location.user else ""
+            parts.append(f"instruction %{self.instruction}{from_user}")
         prefix = ": ".join(parts)
         return f"{prefix}: {self.message}" if prefix else self.message
 

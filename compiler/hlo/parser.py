@@ -18,6 +18,7 @@ from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.literals import LiteralSyntaxError, parse_literal
 from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS, WINDOWED
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
+from compiler.hlo.source_info import SECTIONS, SourceFrames, attribute_sources
 from compiler.hlo.verifier import infer_shape
 from core.dtypes import BY_NAME, UNSUPPORTED_TYPE_NAMES
 
@@ -48,7 +49,6 @@ _VALUE_PRESERVING_MARKS = frozenset({"T", "S", "E", "SC", "#", "*", "M", "L"})
 # Of those, the ones that move elements away from the minor-to-major order.
 _REARRANGING_MARKS = frozenset({"T", "SC"})
 
-_DEBUG_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 # Deeper nesting than these is rejected rather than risking the interpreter's recursion limit
 # (the parser recurses once a level): tuple shapes, and instructions written in place of an
@@ -83,6 +83,7 @@ class Parser:
         # the instructions whose shapes had them.
         self._rearranged_here = False
         self._rearranged: list[Instruction] = []
+        self.frames = SourceFrames()  # the module's debug tables (debug_sections)
 
     # --- positions and errors -------------------------------------------------------------
     def location(self, offset: int | None = None) -> SourceLocation:
@@ -531,7 +532,7 @@ class Parser:
         for key, value, offset in self.attributes(multiline=True):
             if key == "entry_computation_layout":
                 entry_layout = self._entry_layout(value, offset)
-        self.skip_debug_sections()
+        self.debug_sections()
         computations: list[Computation] = []
         pending_by_computation: list[list[_PendingInstruction]] = []
         entry: Computation | None = None
@@ -553,6 +554,7 @@ class Parser:
         for computation, pending in zip(computations, pending_by_computation, strict=True):
             self._resolve_operands(computation, pending)
             self._resolve_computations(computation, by_name)
+        attribute_sources(entry, self.frames)
         for computation in computations:
             _infer_omitted_shapes(computation)
         self._refuse_rearranged_bitcasts(computations)
@@ -572,13 +574,16 @@ class Parser:
                         instruction.name,
                     )
 
-    def skip_debug_sections(self) -> None:
-        """Skips the FileNames/FunctionNames/FileLocations/StackFrames tables of XLA dumps:
-        source positions for metadata, which never affect what a module computes."""
-        while any(self.accept_keyword(k) for k in _DEBUG_SECTIONS):
+    def debug_sections(self) -> None:
+        """Reads the FileNames/FunctionNames/FileLocations/StackFrames tables of JAX's and
+        XLA's dumps into self.frames: source positions the metadata points at, for messages
+        (compiler/hlo/source_info.py); they never affect what a module computes."""
+        while section := next((k for k in SECTIONS if self.accept_keyword(k)), None):
             while self.peek().isdigit():
                 end = self.text.find("\n", self.pos)
-                self.pos = len(self.text) if end < 0 else end
+                end = len(self.text) if end < 0 else end
+                self.frames.add(section, self.text[self.pos : end])
+                self.pos = end
 
     def _entry_layout(self, value: str, offset: int) -> tuple[tuple[Shape, ...], Shape]:
         inner = value.strip()

@@ -146,3 +146,20 @@ def test_int4_weights_go_in_and_come_back_as_jax_types_them(devnet: Path) -> Non
     np.testing.assert_allclose(y, np.asarray(expected_y), rtol=1e-5, atol=1e-5)
     assert doubled.dtype == jnp.int4
     assert doubled.astype(np.int8).tolist() == np.asarray(expected_doubled).astype(np.int8).tolist()  # wrapped at 4 bits
+
+
+def test_an_unsupported_op_names_the_users_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """JAX's HLO with its debug info (op_name, and stack frames into the file tables): a
+    refusal names the user's op and file:line, not only the generated instruction."""
+
+    def solve(a: jax.Array) -> jax.Array:
+        return jnp.linalg.inv(a)
+
+    a = np.eye(3, dtype=np.float32) * 2
+    text = jax.jit(solve).lower(a).as_text(dialect="hlo", debug_info=True)
+    (tmp_path / "inv.hlo").write_text(text)
+    assert main(["inspect", str(tmp_path / "inv.hlo")]) == 2
+    error = capsys.readouterr().err
+    line = solve.__code__.co_firstlineno + 1  # the `return jnp.linalg.inv(a)` line
+    assert "is not supported" in error and f"test_submit_from_jax.py:{line} (" in error, error
+    assert "jit(solve)/" in error, error

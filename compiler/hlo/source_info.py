@@ -1,0 +1,98 @@
+"""Where an instruction came from in the user's program, as the HLO's metadata says, for
+messages only: none of it changes what a module computes, and none of it is hashed.
+
+JAX writes each instruction's `op_name` (the traced function and the op, `jit(f)/tanh`) and
+its source position: inline (`source_file="model.py" source_line=12`) or, in newer exports,
+as a `stack_frame_id` into the FileNames, FunctionNames, FileLocations and StackFrames tables
+that follow the HloModule line."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from compiler.hlo.ir import Computation
+
+SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+_ENTRY = re.compile(r"\s*(\d+)\s+(.*?)\s*$")
+_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
+
+
+def _fields(text: str) -> dict[str, str]:
+    """`key=value` pairs of a metadata or table entry (`{...}`), values unquoted."""
+    return {m.group(1): m.group(3) if m.group(3) is not None else m.group(2) for m in re.finditer(r'(\w+)=(?:"((?:[^"\\]|\\.)*)"|([^\s}]+))', text)}
+
+
+@dataclass
+class SourceFrames:
+    """The debug tables of one module: names of files and functions, source positions, and
+    stack frames (each a position and its caller's frame)."""
+
+    files: dict[int, str] = field(default_factory=dict)
+    functions: dict[int, str] = field(default_factory=dict)
+    positions: dict[int, dict[str, str]] = field(default_factory=dict)
+    frames: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def add(self, section: str, line: str) -> None:
+        """One entry line of `section` (one of SECTIONS); a line of another form is passed over."""
+        entry = _ENTRY.match(line)
+        if entry is None:
+            return
+        key, value = int(entry.group(1)), entry.group(2)
+        quoted = _QUOTED.match(value)
+        if section == "FileNames" and quoted:
+            self.files[key] = quoted.group(1)
+        elif section == "FunctionNames" and quoted:
+            self.functions[key] = quoted.group(1)
+        elif section == "FileLocations":
+            self.positions[key] = _fields(value)
+        elif section == "StackFrames":
+            self.frames[key] = _fields(value)
+
+    def position(self, frame_id: int) -> str | None:
+        """`file:line (function)` of the frame, or None where the tables do not say."""
+        frame = self.frames.get(frame_id, {})
+        position = self.positions.get(_integer(frame.get("file_location_id")), {})
+        file, line = self.files.get(_integer(position.get("file_name_id"))), position.get("line")
+        if file is None or line is None:
+            return None
+        function = self.functions.get(_integer(position.get("function_name_id")))
+        return f"{file}:{line}" + (f" ({function})" if function else "")
+
+
+def _integer(text: str | None) -> int:
+    return int(text) if text is not None and text.isdigit() else -1
+
+
+def attribute_sources(entry: Computation, frames: SourceFrames) -> None:
+    """Gives each instruction reachable from `entry` the user's source on its location
+    (`SourceLocation.user`, "op_name at file:line"). JAX writes the user's frame only on the
+    outermost instruction of a call (`jit(f)/jit(inv)` at model.py:4); the instructions of
+    the called computation carry op names relative to it (`triangular_solve`). So a called
+    computation's instructions are named under their caller's op name and, where they have
+    none of their own, at their caller's position. A computation called from several places
+    is named from the first, in the entry's order."""
+    seen: set[int] = set()
+    pending: list[tuple[Computation, str | None, str | None]] = [(entry, None, None)]
+    while pending:
+        computation, prefix, where = pending.pop(0)
+        if id(computation) in seen:
+            continue
+        seen.add(id(computation))
+        for instruction in computation.instructions:
+            fields = _fields(instruction.ignored_attrs.get("metadata", ""))
+            op_name = "/".join(part for part in (prefix, fields.get("op_name")) if part) or None
+            own = _position(fields, frames)
+            here = own or where
+            user = f"{op_name} at {here}" if op_name and here else op_name or here
+            if user is not None and instruction.location is not None:
+                instruction.location = replace(instruction.location, user=user)
+            pending.extend((callee, op_name, here) for callee in instruction.called_computations())
+
+
+def _position(fields: dict[str, str], frames: SourceFrames) -> str | None:
+    """The metadata's own source position: inline, or its stack frame's."""
+    if fields.get("source_file") and fields.get("source_line"):
+        return f"{fields['source_file']}:{fields['source_line']}"
+    return frames.position(_integer(fields.get("stack_frame_id")))

@@ -1,0 +1,72 @@
+"""Errors about an instruction name the user's source where the HLO's metadata carries it:
+JAX's op_name and file:line, inline or through the debug tables after the HloModule line.
+None of it is hashed."""
+
+from __future__ import annotations
+
+import pytest
+
+from compiler.hlo.errors import HloError
+from compiler.program import load_program
+
+TABLES = """FileNames
+1 "<string>"
+2 "model.py"
+
+FunctionNames
+1 "<module>"
+2 "block"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=5 end_line=5 column=4 end_column=37}
+2 {file_name_id=2 function_name_id=2 line=41 end_line=41 column=26 end_column=31}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+"""
+
+
+def _module(tables: str, metadata: str, root_shape: str = "f32[2,2]") -> str:
+    return (
+        "HloModule jit_block, entry_computation_layout={(f32[2,2]{1,0})->f32[2,2]{1,0}}\n\n"
+        f"{tables}\n"
+        "ENTRY main.1 {\n"
+        '  x.1 = f32[2,2]{1,0} parameter(0), metadata={op_name="x"}\n'
+        f"  ROOT tanh.1 = {root_shape}{{1,0}} tanh(x.1){metadata}\n"
+        "}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tables", "metadata", "named"),
+    [
+        (TABLES, ', metadata={op_name="jit(block)/tanh" stack_frame_id=2}', "(jit(block)/tanh at model.py:41 (block))"),
+        ("", ', metadata={op_name="jit(block)/tanh" source_file="model.py" source_line=12}', "(jit(block)/tanh at model.py:12)"),
+        ("", ', metadata={op_name="jit(block)/tanh"}', "(jit(block)/tanh)"),
+        (TABLES, ', metadata={stack_frame_id=9}', None),  # a frame the tables do not have
+        ("", "", None),
+    ],
+)
+def test_a_shape_error_names_the_users_source(tables: str, metadata: str, named: str | None) -> None:
+    with pytest.raises(HloError) as raised:
+        load_program(_module(tables, metadata, root_shape="f32[2,3]"))
+    message = str(raised.value)
+    assert "instruction %tanh.1" in message and "does not match the shape f32[2,2]" in message
+    if named is None:
+        assert "instruction %tanh.1: declared shape" in message
+    else:
+        assert f"instruction %tanh.1 {named}: declared shape" in message
+
+
+def test_an_unsupported_opcode_names_it_too() -> None:
+    text = _module(TABLES, "").replace("tanh(x.1)", 'custom-call(x.1), custom_call_target="lapack_sgetrf", metadata={op_name="jit(block)/lu" stack_frame_id=2}')
+    with pytest.raises(HloError, match=r"instruction %tanh\.1 \(jit\(block\)/lu at model\.py:41 \(block\)\): opcode custom-call is not supported"):
+        load_program(text)
+
+
+def test_the_source_is_never_hashed() -> None:
+    with_info = load_program(_module(TABLES, ', metadata={op_name="jit(block)/tanh" stack_frame_id=2}'))
+    without = load_program(_module("", ""))
+    assert with_info.hlo_hash == without.hlo_hash
+    assert with_info.source_hash != without.source_hash
