@@ -379,6 +379,8 @@ class Job:
         timeout: float | None = 600.0,
         dispute: bool = False,
         cache_dir: bool | str | None = False,
+        chain_id: int | None = None,
+        contract: str | None = None,
     ) -> VerifyReport:
         """Verifies the job here, trusting nothing the node computed (waiting up to `timeout`
         seconds for it to finish): the trace's signature, then the job's own module and
@@ -391,6 +393,11 @@ class Job:
         also re-executed. `cache_dir`: this machine's compile cache to use (True: the default
         directory; False, the default: none), so a program compiled here before costs about
         one run to verify.
+
+        A chain job's trace is also held to its binding (this job's number, `contract`,
+        else the market the node names, and `chain_id`, else the client's chain's), and its
+        result to the chain's: the result the chain finalized, and each revealed slot's
+        (checks "chain result" and "slots", the slot that differs named).
 
         `dispute` (a chain job, with this client's chain submitter): verify as soon as the
         node's trace is served, before the job settles, and when the re-execution differs,
@@ -417,16 +424,50 @@ class Job:
             version = statement.predicate.deterministic.digest_version
             inputs = [self._recorded_blob(d, r, version) for d, r in zip(digests, recorded, strict=True)]
         keys = trusted_keys if trusted_keys is not None else self.client.verification_keys()
+        if self.on_chain:
+            contract = contract or self.info.get("contract")
+            chain = self.client.chain
+            chain_id = chain_id if chain_id is not None else None if chain is None else chain.market.client.chain_id
         report = verify_trace(
-            trace, keys, module_source=module, inputs=inputs, job_id=None if self.on_chain else self.id,
-            threads=threads, execute_on=execute_on, cache_dir=cache_dir,
+            trace, keys, module_source=module, inputs=inputs, job_id=self.id,
+            chain_id=chain_id, contract=contract, threads=threads, execute_on=execute_on, cache_dir=cache_dir,
         )  # fmt: skip
+        if self.on_chain and report.ok:
+            self._check_against_the_chain(report, statement)
         if disputing and report.reexecution is not None and not report.ok:
             summaries = self.dispute(
                 execution_of(report.reexecution), graph_leaves_of(module, inputs=inputs), timeout=timeout, module=module, inputs=inputs
             )
             report.disputes = [s.to_dict() for s in summaries]
         return report
+
+    def _check_against_the_chain(self, report: VerifyReport, statement: Statement) -> None:
+        """The chain's word on this job, as the node reports the chain (or as the client's
+        chain submitter reads it): whether the trace's result (the re-execution's, when it
+        ran) is the one the chain finalized, and which revealed slots committed another."""
+        checked = report.reexecution or statement
+        result = result_digest_of([o.digest for o in checked.predicate.deterministic.outputs]).hex()
+        whose = "the re-executed result" if report.reexecution is not None else "the trace's result"
+        phase, chain_result = self.info.get("phase"), self.info.get("result_digest")
+        if phase != "finalized":
+            report.not_checked.append(f"chain result (job {self.id} is {phase}: the chain has finalized nothing yet)")
+        elif not self.info.get("accepted"):
+            report.not_checked.append(f"chain result (job {self.id} finalized with no accepted result: no majority)")
+        else:
+            same = chain_result == result
+            said = "is the one the chain finalized" if same else f"is not the one the chain finalized ({str(chain_result)[:16]}...)"
+            report.add("chain result", same, f"{whose} {result[:16]}... {said} for job {self.id}")
+        slots = [s for s in self.info.get("slots") or [] if isinstance(s, dict) and s.get("revealed")]
+        if not slots:
+            report.not_checked.append(f"slots (no slot of job {self.id} has revealed a result)")
+            return
+        differ = [f"slot {i} ({s.get('node')})" for i, s in enumerate(slots) if s.get("result_digest") != result and not s.get("refuted")]
+        refuted = [f"slot {i} ({s.get('node')})" for i, s in enumerate(slots) if s.get("refuted")]
+        note = f"; refuted by a dispute: {', '.join(refuted)}" if refuted else ""
+        if differ:
+            report.add("slots", False, f"{', '.join(differ)} revealed another result than {whose} {result[:16]}...{note}")
+        else:
+            report.add("slots", True, f"every revealed slot that stands ({len(slots) - len(refuted)} of {len(slots)}) revealed {whose} {result[:16]}...{note}")
 
     def _wait_for_trace(self, timeout: float | None) -> None:
         """Until the node serves the chain job's trace (once it executed the job and the

@@ -9,6 +9,11 @@ import pytest
 # Tests import helpers as `tests.<module>`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# The node package first, whatever test module is collected first: importing it undoes the
+# recursion limit py_ecc raises (node/__init__.py), which it can only do when it comes before
+# web3 (a test module that imports web3 first would leave deep JSON parseable in its worker).
+import node  # noqa: E402, F401
+
 # The AArch64 emulation tests need the emulated Python of `make arm64`; `make test-arm64`
 # prepares it and runs them (CI runs both make test and make test-arm64).
 collect_ignore = [] if os.environ.get("VXLA_ARM64_TESTS") == "1" else ["arm64"]

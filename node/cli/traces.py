@@ -131,6 +131,19 @@ def _cache_setting(args: argparse.Namespace) -> bool | str:
     return False if args.cache is None else True if args.cache == CACHE_DEFAULT else args.cache
 
 
+def _devnet_chain(args: argparse.Namespace) -> tuple[int | None, str | None]:
+    """The chain id and market a chain job's trace must bind: --chain-id and --contract, else
+    the devnet's (its state file, not the node's word); None where neither says."""
+    chain_id, contract = args.chain_id, args.contract
+    if args.devnet and (chain_id is None or contract is None):
+        from node.devnet_state import DevnetState
+
+        state = DevnetState.load(Path(args.devnet))  # chosen_node read it already
+        chain_id = state.chain_id if chain_id is None else chain_id
+        contract = state.job_market if contract is None else contract
+    return chain_id, contract
+
+
 def _verify_job(args: argparse.Namespace) -> int:
     """vxla verify --node URL --job ID: the job's trace, module and inputs fetched from the
     node (each checked against its digest) and verified here as a trace file would be. Bytes
@@ -145,6 +158,7 @@ def _verify_job(args: argparse.Namespace) -> int:
     if args.trace or args.module or args.inputs:
         raise UsageError("--node/--job fetch the trace, module and inputs: give no TRACE.json, --module or --inputs")
     trusted = _given_keys(args) or None  # None: the key the node serves
+    chain_id, contract = _devnet_chain(args)
     label = f"{args.node} job {args.job}"
     with node_session(args, label) as client:
         try:
@@ -154,6 +168,7 @@ def _verify_job(args: argparse.Namespace) -> int:
             report = job.verify(
                 execute=not args.no_execute, trusted_keys=trusted, threads=args.threads,
                 execute_on=args.execute_on, timeout=0, cache_dir=_cache_setting(args),
+                chain_id=chain_id, contract=contract,
             )  # fmt: skip
         except (JobFailed, TraceInputError) as exc:
             raise UsageError(f"{label}: {exc}") from None

@@ -153,9 +153,18 @@ def test_honest_job_finalizes_with_three_identical_results_and_splits_the_reward
     outputs = job.outputs()
     assert [tensor_digest(o) for o in outputs] == [tensor_digest(o) for o in FIXTURE.xla_outputs()]
     # Anyone with a node's URL and the chain job's number verifies it, re-executed here.
+    # It says what it checked: the binding to this job on this market and chain, the result
+    # the chain finalized, and every slot's revealed result.
     with Client(servers[1].url) as stranger:
-        report = stranger.job(job.id).verify()
+        report = stranger.job(job.id).verify(chain_id=devnet.client.chain_id)
     assert report.ok and report.verified, [c.message for c in report.failed]
+    checks = {c.name: c.message for c in report.checks}
+    assert f"job_id {job.id}, chain_id {devnet.client.chain_id}, contract " in checks["job binding"]
+    assert checks["chain result"] == f"the re-executed result {expected.hex()[:16]}... is the one the chain finalized for job {job.id}"
+    assert checks["slots"].startswith(f"every revealed slot that stands (3 of 3) revealed the re-executed result {expected.hex()[:16]}")
+    with Client(servers[1].url) as stranger:  # a market the trace is not for: the binding fails
+        other = stranger.job(job.id).verify(execute=False, contract="0x" + "11" * 20)
+    assert not other.ok and other.failed[0].name == "job binding"
     # The reward is split among the three (paid as credits, withdrawn by the watchers).
     rewarded = _events(devnet, "Rewarded", int(job.id))
     assert len(rewarded) == 3 and sum(int(e.args["amount"]) for e in rewarded) == REWARD
