@@ -133,9 +133,12 @@ def _cache_setting(args: argparse.Namespace) -> bool | str:
 
 def _devnet_chain(args: argparse.Namespace) -> tuple[int | None, str | None]:
     """The chain id and market a chain job's trace must bind: --chain-id and --contract, else
-    the devnet's (its state file, not the node's word); None where neither says."""
+    the devnet's (its state file, not the node's word); None where neither says (a node's
+    own job binds neither unless told)."""
+    from node.sdk import is_chain_job_id
+
     chain_id, contract = args.chain_id, args.contract
-    if args.devnet and (chain_id is None or contract is None):
+    if args.devnet and is_chain_job_id(args.job) and (chain_id is None or contract is None):
         from node.devnet_state import DevnetState
 
         state = DevnetState.load(Path(args.devnet))  # chosen_node read it already
