@@ -79,6 +79,13 @@ def test_devnet_up_runs_a_job_status_shows_nodes_and_down_stops_only_its_process
         assert [o["digest"] for o in submitted["outputs"]] == [tensor_digest(o) for o in fixture.xla_outputs()]
         assert main(["devnet", "status", "--dir", str(directory)]) == 0
         assert ", 2 job(s) posted" in capsys.readouterr().out
+        # `vxla verify --devnet --job N` checks the chain's side too: the binding to this job on
+        # the devnet's market and chain (from its state file), the finalized result, each slot.
+        assert main(["verify", "--devnet", str(directory), "--job", job.id, "--json"]) == 0
+        verified = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+        assert f"job_id {job.id}, chain_id {state.chain_id}, contract " in verified["job binding"]["message"]
+        assert verified["chain result"]["ok"] and "is the one the chain finalized" in verified["chain result"]["message"]
+        assert verified["slots"]["ok"] and "(3 of 3)" in verified["slots"]["message"]
 
         # Usage errors exit 2: a second `up` on a running devnet.
         assert main(["devnet", "up", "--nodes", "1", "--dir", str(directory)]) == 2
