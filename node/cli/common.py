@@ -35,6 +35,7 @@ from compiler.api import (
     validate_target,
 )
 from core.dtypes import from_numpy
+from node.cli.profiles import Profile
 from node.cli.usage import UsageError
 from node.jax_programs import (
     JAX_EXTRA,
@@ -124,9 +125,12 @@ def require_runnable(config: CompilerConfig) -> None:
         raise UsageError(str(exc)) from None
 
 
-def compile_module(args: argparse.Namespace, program: Program, config: CompilerConfig | None = None) -> Executable:
+def compile_module(args: argparse.Namespace, program: Program, config: CompilerConfig | None = None, profile: Profile | None = None) -> Executable:
+    """The program compiled (progress on a terminal; each stage on `profile`'s timeline)."""
     config = config or compiler_config(args)
     with compile_progress(args.module) as progress:
+        if profile is not None:
+            progress = profile.listener(progress)
         try:
             return compile_program(program, config, threads=getattr(args, "threads", 0), progress=progress)
         except HloError as exc:

@@ -64,6 +64,7 @@ def _programs_commands(commands: Commands) -> None:
     run.add_argument("--out", metavar="OUT.npz", help="write outputs as out0, out1, ... to an .npz file")
     add_json_flag(run, "print one JSON object")
     run.add_argument("--max-while-iterations", type=positive_int, metavar="N", help="stop a while loop after N iterations (bad input)")
+    run.add_argument("--profile", metavar="OUT.json", help="write the run's timeline in the Chrome trace format (Perfetto, chrome://tracing): the compile's stages, the run, and each step of the plan timed on its own, with its op and the user's source")
     traces = run.add_argument_group(
         "signed traces",
         "With --trace, write a DSSE envelope (in-toto Statement, Ed25519) that binds the program, "

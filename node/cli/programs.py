@@ -38,6 +38,7 @@ from node.cli.common import (
     require_runnable,
     shape_text,
 )
+from node.cli.profiles import Profile
 from node.cli.usage import EXIT_OK, UsageError
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 from node.tracing.statement import TraceInputError, build_statement, default_job_id, tensor_records
@@ -205,6 +206,36 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_profile(args: argparse.Namespace, profile: Profile, program: Program, executable, inputs, times_ns: tuple[int, int, int]) -> None:  # noqa: ANN001
+    """--profile: the compile's stages (heard as they ran), the run, then each step of the
+    plan timed on its own in a second run, named with its op and the user's source."""
+    from compiler.api import optimized_plan
+
+    started, compiled, executed = (t / 1e9 for t in times_ns)
+    profile.stage(None)
+    if not any(event["tid"] == 1 for event in profile.events):
+        profile.span("compile", "cached (compiled before: read from the compile cache)", started, compiled)
+    profile.span("run", "run", compiled, executed, threads=str(args.threads))
+    module, _ = optimized_plan(program, executable.config)
+    by_name = {i.name: i for c in module.computations for i in c.instructions}
+
+    def about(name: str) -> dict[str, str]:
+        instruction = by_name.get(name)
+        if instruction is None:
+            return {"op": name}
+        facts = {"op": instruction.opcode}
+        if instruction.opcode == "fusion":
+            kind = instruction.attrs.get("kind", "")
+            facts["op"] = f"fusion ({kind or 'fused'}, root {instruction.called_computations()[0].root.opcode})"
+        if instruction.location is not None and instruction.location.user:
+            facts["source"] = instruction.location.user
+        return facts
+
+    steps_began = time.perf_counter()
+    profile.steps(steps_began, executable.step_times(*inputs, threads=args.threads), about)
+    profile.write(args.profile)
+
+
 def _check_run_options(args: argparse.Namespace) -> None:
     """Refuse inconsistent tracing options before anything runs or is written."""
     tracing = [name for name, value in (("--op-level", args.op_level), ("--job-id", args.job_id), ("--chain-id", args.chain_id), ("--contract", args.contract)) if value not in (None, False)]
@@ -214,9 +245,11 @@ def _check_run_options(args: argparse.Namespace) -> None:
         raise UsageError("--trace needs --key KEYFILE (the node's private key; see vxla keys init)")
     if args.backend == "reference" and (args.trace is not None or args.fault is not None):
         raise UsageError("--trace and --fault need the llvm backend (the reference evaluator has no binary to attest)")
+    if args.backend == "reference" and args.profile is not None:
+        raise UsageError("--profile needs the llvm backend (it times the compiled plan's steps)")
     if args.job_id is not None and not args.job_id:
         raise UsageError("--job-id must not be empty")
-    for name, path in (("--trace", args.trace), ("--out", args.out)):
+    for name, path in (("--trace", args.trace), ("--out", args.out), ("--profile", args.profile)):
         if path is not None and Path(path).is_dir():
             raise UsageError(f"{name} {path}: is a directory")
 
@@ -246,7 +279,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = compiler_config(args)
             require_runnable(config)
             target = config.target_cpu
-            executable = compile_module(args, program, config)
+            profile = Profile(began=started / 1e9) if args.profile else None
+            executable = compile_module(args, program, config, profile)
             compiled = time.perf_counter_ns()
             hashes = dict(executable.hashes)
             if args.op_level or args.fault is not None:
@@ -260,6 +294,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 outputs = executable.run(*inputs, threads=args.threads, max_while_iterations=args.max_while_iterations)
             executed = time.perf_counter_ns()
+            if profile is not None:
+                _write_profile(args, profile, program, executable, inputs, (started, compiled, executed))
     except ExecutionError as exc:
         raise UsageError(f"{args.module}: {exc}") from None
     envelope_text = None

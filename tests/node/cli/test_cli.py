@@ -186,3 +186,52 @@ def test_submitting_a_function_without_the_jax_extra_names_the_extra() -> None:
 
     with Client("http://127.0.0.1:9") as client, pytest.raises(JaxNotInstalled, match=r"pip install 'vxla\[jax\]'"):
         client.submit(lambda x: x, np.ones(2, np.float32))
+
+
+PROFILED = """HloModule jit_block, entry_computation_layout={(f32[4,4]{1,0})->f32[4,4]{1,0}}
+
+FileNames
+1 "model.py"
+
+FunctionNames
+1 "block"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=4 end_column=9}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+
+ENTRY main.1 {
+  x.1 = f32[4,4]{1,0} parameter(0), metadata={op_name="x"}
+  dot.1 = f32[4,4]{1,0} dot(x.1, x.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(block)/dot_general" stack_frame_id=1}
+  ROOT tanh.1 = f32[4,4]{1,0} tanh(dot.1), metadata={op_name="jit(block)/tanh" stack_frame_id=1}
+}
+"""
+
+
+def test_a_profile_opens_as_a_chrome_trace_with_the_compile_the_run_and_each_step(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("VXLA_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "block.hlo").write_text(PROFILED)
+    np.save(tmp_path / "x.npy", np.arange(16, dtype=np.float32).reshape(4, 4) / 16)
+    run = ["run", str(tmp_path / "block.hlo"), str(tmp_path / "x.npy"), "--profile"]
+    assert main([*run, str(tmp_path / "cold.json")]) == 0
+    events = json.loads((tmp_path / "cold.json").read_text())["traceEvents"]
+    tracks = {e["args"]["name"]: e["tid"] for e in events if e["name"] == "thread_name"}
+    spans = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans)
+    compile_spans = [e["name"] for e in spans if e["tid"] == tracks["compile"]]
+    assert "pass loop-fusion" in compile_spans and "pass scheduling" in compile_spans and "lowering" in compile_spans
+    assert any(name.startswith("generating machine code for ") for name in compile_spans)
+    assert [e["name"] for e in spans if e["tid"] == tracks["run"]] == ["run"]
+    steps = [e for e in spans if e["tid"] == tracks["steps"]]
+    assert steps and all("op" in e["args"] for e in steps)
+    # Each step is named as traces name instructions, with the user's source where the HLO has it.
+    assert any(e["args"].get("source", "").endswith("at model.py:7 (block)") for e in steps), steps
+    # Compiled before: the compile track says it came from the cache.
+    assert main([*run, str(tmp_path / "warm.json")]) == 0
+    warm = json.loads((tmp_path / "warm.json").read_text())["traceEvents"]
+    assert [e["name"] for e in warm if e["ph"] == "X" and e["tid"] == tracks["compile"]] == ["cached (compiled before: read from the compile cache)"]
+    capsys.readouterr()
+    assert main([*run, str(tmp_path / "ref.json"), "--backend", "reference"]) == 2
+    assert "--profile needs the llvm backend" in capsys.readouterr().err and not (tmp_path / "ref.json").exists()
