@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "compile_emulated_grid": "compiler.driver",
     "generate": "compiler.driver",
     "optimized_plan": "compiler.driver",
+    "user_source": "compiler.driver",
     # The graph commitment a job posts (docs/disputes.md).
     "graph_commitment": "compiler.driver",
     "GraphCommitment": "compiler.hlo.commitment",

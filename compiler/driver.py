@@ -144,6 +144,15 @@ def optimized_plan(program: Program, config: CompilerConfig) -> tuple[Module, Pl
     return optimized, plan
 
 
+def user_source(program: Program, config: CompilerConfig, instruction: str) -> str | None:
+    """The user's source of the optimized module's `instruction` (a name a compiled run's
+    error gives: ExecutionError.instruction), as the HLO's metadata says; None where it says
+    nothing. Optimizes again: for an error's message, not for a run's path."""
+    optimized, _ = optimized_plan(program, config)
+    found = next((i for c in optimized.computations for i in c.instructions if i.name == instruction), None)
+    return None if found is None or found.location is None else found.location.user
+
+
 def _lowered(
     program: Program,
     config: CompilerConfig,

@@ -24,7 +24,13 @@ class BackendError(CompilerError, RuntimeError):
 
 class ExecutionError(CompilerError):
     """A run that cannot produce outputs: arguments that do not match the parameters, a while
-    loop past its trip-count limit, a deadline passed, code this host cannot execute."""
+    loop past its trip-count limit, a deadline passed, code this host cannot execute.
+    `instruction`: the optimized module's instruction a compiled run stopped at, where there
+    is one (compiler.driver.user_source names the user's source of it)."""
+
+    def __init__(self, message: str, instruction: str | None = None) -> None:
+        super().__init__(message)
+        self.instruction = instruction
 
 
 class TargetNotRunnable(ExecutionError):

@@ -20,6 +20,11 @@ class SourceLocation:
         return f"line {self.line}, column {self.column}"
 
 
+def from_user(location: SourceLocation | None) -> str:
+    """` (the user's source)` after an instruction's name, where its location has one."""
+    return f" ({location.user})" if location is not None and location.user else ""
+
+
 class HloError(CompilerError, ValueError):
     """A problem with an HLO module that the user must fix: bad text, bad shapes, an op that
     the numerics contract does not cover. Always carries a message that names the problem and,
@@ -41,8 +46,7 @@ class HloError(CompilerError, ValueError):
         if self.location is not None:
             parts.append(str(self.location))
         if self.instruction is not None:
-            from_user = f" ({self.location.user})" if self.location is not None and self.location.user else ""
-            parts.append(f"instruction %{self.instruction}{from_user}")
+            parts.append(f"instruction %{self.instruction}{from_user(self.location)}")
         prefix = ": ".join(parts)
         return f"{prefix}: {self.message}" if prefix else self.message
 

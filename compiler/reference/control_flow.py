@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.errors import ExecutionError
+from compiler.hlo.errors import from_user
 from compiler.hlo.family_tables import family_table
 from compiler.hlo.ir import Computation, Instruction
 from compiler.hlo.scan import ScanForm, results_of, stacked
@@ -51,7 +52,7 @@ def _while(evaluator: Evaluator, instruction: Instruction, operands: list[Value]
     iterations = 0
     while bool(np.asarray(evaluator.evaluate_computation(condition, [state]))):
         if evaluator.max_while_iterations is not None and iterations >= evaluator.max_while_iterations:
-            raise ExecutionError(f"while loop %{instruction.name} ran past the limit of {evaluator.max_while_iterations} iterations")
+            raise ExecutionError(f"while loop %{instruction.name}{from_user(instruction.location)} ran past the limit of {evaluator.max_while_iterations} iterations")
         state = evaluator.evaluate_computation(body, [state])
         iterations += 1
     return state

@@ -14,7 +14,7 @@ class DeadlineExceeded(ExecutionError):
 
 
 def while_limit_error(loop: P.WhileStep, limit: int) -> ExecutionError:
-    return ExecutionError(f"while loop %{loop.instruction} ran past the limit of {limit} iterations")
+    return ExecutionError(f"while loop %{loop.instruction} ran past the limit of {limit} iterations", loop.instruction)
 
 
 def deadline_error(site: P.Step, loop: P.WhileStep | None, iteration: int) -> DeadlineExceeded:
@@ -23,4 +23,4 @@ def deadline_error(site: P.Step, loop: P.WhileStep | None, iteration: int) -> De
     message = f"run stopped past its deadline, before {where}"
     if loop is not None:
         message += f", in iteration {iteration} of while loop %{loop.instruction}"
-    return DeadlineExceeded(message)
+    return DeadlineExceeded(message, loop.instruction if loop is not None else getattr(site, "instruction", None))

@@ -206,6 +206,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _user_source_of(error: ExecutionError, program: Program, args: argparse.Namespace) -> str:
+    """` (the user's source: ...)` of the instruction a compiled run stopped at, where the
+    HLO's metadata names one (the reference evaluator's messages name it themselves)."""
+    from compiler.api import user_source
+
+    if error.instruction is None or args.backend == "reference":
+        return ""
+    source = user_source(program, compiler_config(args), error.instruction)
+    return f" (%{error.instruction} is {source})" if source else ""
+
+
 def _write_profile(args: argparse.Namespace, profile: Profile, program: Program, executable, inputs, times_ns: tuple[int, int, int]) -> None:  # noqa: ANN001
     """--profile: the compile's stages (heard as they ran), the run, then each step of the
     plan timed on its own in a second run, named with its op and the user's source."""
@@ -297,7 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if profile is not None:
                 _write_profile(args, profile, program, executable, inputs, (started, compiled, executed))
     except ExecutionError as exc:
-        raise UsageError(f"{args.module}: {exc}") from None
+        raise UsageError(f"{args.module}: {exc}{_user_source_of(exc, program, args)}") from None
     envelope_text = None
     statement = None
     if signing_key is not None:

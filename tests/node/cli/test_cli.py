@@ -235,3 +235,46 @@ def test_a_profile_opens_as_a_chrome_trace_with_the_compile_the_run_and_each_ste
     capsys.readouterr()
     assert main([*run, str(tmp_path / "ref.json"), "--backend", "reference"]) == 2
     assert "--profile needs the llvm backend" in capsys.readouterr().err and not (tmp_path / "ref.json").exists()
+
+
+COUNTING = """HloModule jit_count, entry_computation_layout={(s32[])->s32[]}
+
+FileNames
+1 "model.py"
+
+FunctionNames
+1 "count"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=12 end_line=12 column=4 end_column=9}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+
+cond.1 {
+  p.1 = s32[] parameter(0)
+  c.1 = s32[] constant(100)
+  ROOT lt.1 = pred[] compare(p.1, c.1), direction=LT
+}
+
+body.2 {
+  p.2 = s32[] parameter(0)
+  one.2 = s32[] constant(1)
+  ROOT add.2 = s32[] add(p.2, one.2)
+}
+
+ENTRY main.3 {
+  x.3 = s32[] parameter(0)
+  ROOT while.3 = s32[] while(x.3), condition=cond.1, body=body.2, metadata={op_name="jit(count)/while" stack_frame_id=1}
+}
+"""
+
+
+@pytest.mark.parametrize("backend", ["llvm", "reference"])
+def test_a_loop_past_its_limit_names_the_users_source(tmp_path, capsys, backend: str) -> None:
+    (tmp_path / "count.hlo").write_text(COUNTING)
+    np.save(tmp_path / "zero.npy", np.int32(0))
+    argv = ["run", str(tmp_path / "count.hlo"), str(tmp_path / "zero.npy"), "--max-while-iterations", "5", "--backend", backend]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert "ran past the limit of 5 iterations" in error and "jit(count)/while at model.py:12 (count))" in error, error
