@@ -39,3 +39,14 @@ def elementwise_chain(module_name: str, length: int) -> str:
         f"  ROOT r = {shape} multiply(d, d)\n"
         "}\n"
     )
+
+
+def debug_tables(file: str, function: str, line: int) -> str:
+    """The debug tables JAX writes after the HloModule line (`as_text(debug_info=True)`), with
+    one stack frame: frame 1 is `file:line` in `function`. Metadata names it as
+    `stack_frame_id=1`."""
+    return (
+        f'FileNames\n1 "{file}"\n\nFunctionNames\n1 "{function}"\n\n'
+        f"FileLocations\n1 {{file_name_id=1 function_name_id=1 line={line} end_line={line} column=4 end_column=9}}\n\n"
+        "StackFrames\n1 {file_location_id=1 parent_frame_id=1}\n"
+    )

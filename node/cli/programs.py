@@ -35,6 +35,7 @@ from node.cli.common import (
     preview,
     read_hlo_text,
     read_program,
+    read_user_file,
     require_runnable,
     shape_text,
 )
@@ -125,9 +126,7 @@ def _first_divergence(paths: list[str]) -> tuple[str | None, CompilerConfig, str
     statements = []
     for path in paths:
         try:
-            statements.append(Statement.from_json_bytes(parse_envelope(Path(path).read_bytes()).payload))
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+            statements.append(Statement.from_json_bytes(parse_envelope(read_user_file(path)).payload))
         except (TraceInputError, ValueError) as exc:
             raise UsageError(f"{path}: {exc}") from None
     try:

@@ -13,6 +13,7 @@ from attest.digests import tensor_digest
 from compiler.hlo import load_module
 from compiler.reference import evaluate
 from harness.fixture_data import Fixture
+from harness.hlo_fragments import debug_tables
 from node.cli import main
 
 MLP = Fixture("mlp_softmax")
@@ -190,18 +191,7 @@ def test_submitting_a_function_without_the_jax_extra_names_the_extra() -> None:
 
 PROFILED = """HloModule jit_block, entry_computation_layout={(f32[4,4]{1,0})->f32[4,4]{1,0}}
 
-FileNames
-1 "model.py"
-
-FunctionNames
-1 "block"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=4 end_column=9}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-
+""" + debug_tables("model.py", "block", 7) + """
 ENTRY main.1 {
   x.1 = f32[4,4]{1,0} parameter(0), metadata={op_name="x"}
   dot.1 = f32[4,4]{1,0} dot(x.1, x.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(block)/dot_general" stack_frame_id=1}
@@ -239,18 +229,7 @@ def test_a_profile_opens_as_a_chrome_trace_with_the_compile_the_run_and_each_ste
 
 COUNTING = """HloModule jit_count, entry_computation_layout={(s32[])->s32[]}
 
-FileNames
-1 "model.py"
-
-FunctionNames
-1 "count"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=12 end_line=12 column=4 end_column=9}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-
+""" + debug_tables("model.py", "count", 12) + """
 cond.1 {
   p.1 = s32[] parameter(0)
   c.1 = s32[] constant(100)
