@@ -101,6 +101,8 @@ _EXPORTS: dict[str, str] = {
     "estimate_flops": "compiler.hlo.cost",
     # What the contract covers (compiler/hlo/opcodes.py).
     "SUPPORTED_OPCODES": "compiler.hlo.opcodes",
+    "OPCODES": "compiler.hlo.opcodes",
+    "FAMILIES": "compiler.hlo.opcodes",
     "ORDER_FREE": "compiler.hlo.opcodes",
     "identity_value": "compiler.hlo.opcodes",
     # The exceptions (all derive from core.errors.VxlaError).

@@ -2,16 +2,19 @@
 
 Graphviz (DOT, the format XLA's own dumps use) draws the graph the compiler runs, after its
 passes: each entry instruction is a box named as in the optimized graph's canonical text
-(the names op-level traces and divergence reports use), with its opcode and shape. A fusion
-is a dashed cluster holding the operations it fuses. Values in the execution's arena are
-filled with the colour of their place in it, so values that reuse the same memory share a
-colour (the label says where: `@offset`, and `(output)` for a result); inputs and constants
-are not filled. A highlighted instruction (the first divergence of two traces) is red, and
-the path to it from a parameter is drawn bold red.
+(the names op-level traces and divergence reports use), with its opcode, shape and where
+its value lives (`@offset` in the arena, `(output)` for a result). Boxes are filled by op
+family, as XLA's dumps colour by op kind, so that the matrix products and the repeated
+layers around them stand out; inputs and constants are not filled. A fusion is a dashed
+box holding the operations it fuses. Where the HLO's metadata names the user's source
+(JAX's op_name and file:line), it is each box's tooltip. A highlighted instruction (the
+first divergence of two traces) is red, and the path to it from a parameter is drawn bold
+red.
 """
 
 from __future__ import annotations
 
+import html
 import shutil
 from collections import deque
 from dataclasses import dataclass
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 import graphviz
 
 from compiler.api import (
+    FAMILIES,
+    OPCODES,
     CompilerConfig,
     Computation,
     Instruction,
@@ -31,9 +36,22 @@ from compiler.api import (
 )
 from node.errors import NodeError
 
-# Fill colours of arena places (light, so labels stay readable), by place order.
-PALETTE = ("#cfe2f3", "#d9ead3", "#fff2cc", "#f4cccc", "#d9d2e9", "#fce5cd", "#d0e0e3", "#ead1dc", "#e6e6e6", "#c9daf8")
+# Fill colours by op family (compiler/hlo/opcodes.py), light so labels stay readable; inputs
+# and constants are not filled. The node's pages draw their legend from this table.
+FAMILY_COLOURS = {
+    "dot_conv": "#f4b6b6", "elementwise": "#cfe2f3", "reductions": "#d9ead3", "data_movement": "#ececec",
+    "control_flow": "#d9d2e9", "sort_gather_scatter": "#fce5cd", "random_bits": "#fff2cc",
+    "batch_norm": "#d0e0e3", "linalg": "#ead1dc", "fft": "#c9daf8",
+}  # fmt: skip
+assert set(FAMILY_COLOURS) == set(FAMILIES), "a colour for every op family"
+UNFILLED = ("parameter", "constant")
 HIGHLIGHT = "#cc0000"
+
+
+def family_of(opcode: str) -> str | None:
+    """The op family whose colour fills `opcode`'s box; None for an input or a constant."""
+    known = OPCODES.get(opcode)
+    return None if known is None or opcode in UNFILLED else known.family
 
 
 class GraphvizMissing(NodeError):
@@ -92,8 +110,6 @@ class _Drawing:
         self.entry = module.entry
         self.names = canonical_names(self.entry)
         self.by_name = {self.names[id(i)]: i for i in self.entry.instructions}
-        arena_places = sorted({b.offset for b in plan.buffers if b.kind == "arena"})
-        self.colour_of_place = {offset: PALETTE[n % len(PALETTE)] for n, offset in enumerate(arena_places)}
         self.buffers_of = {point.name: point.buffers for point in plan.trace_points}
         self.outputs = set(plan.outputs)
 
@@ -106,10 +122,8 @@ class _Drawing:
                 raise UnknownInstruction(message, tuple(self.by_name))
             path = self._path_to(self.by_name[highlight])
         on_path = set(path)
-        legend = ("fill: the value's place in the arena (one colour, one place: memory reused); "
-                  "dashed box: a fusion; red: the highlighted instruction and its path from a parameter")
         graph = graphviz.Digraph(self.module.name, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "fontsize": "10",
-                                                               "label": f"{self.module.name}: {legend}", "labelloc": "b"},
+                                                               "label": self._legend(), "labelloc": "b"},
                                  node_attr={"shape": "box", "fontname": "Helvetica", "fontsize": "9", "style": "rounded"},
                                  edge_attr={"arrowsize": "0.6"})  # fmt: skip
         for instruction in self.entry.execution_order():
@@ -118,7 +132,7 @@ class _Drawing:
             if fused is not None:
                 self._cluster(graph, instruction, fused, highlighted=name == highlight)
             else:
-                graph.node(name, self._label(instruction, name), **self._look(name, highlighted=name == highlight))
+                graph.node(name, self._label(instruction, name), **self._look(instruction, highlighted=name == highlight))
             for number, operand in enumerate(instruction.operands):
                 source = self._node_of(operand)
                 target = name if fused is None else self._parameter_node(name, fused, number)
@@ -146,16 +160,15 @@ class _Drawing:
     def _cluster(self, graph: graphviz.Digraph, instruction: Instruction, fused: Computation, highlighted: bool) -> None:
         name = self.names[id(instruction)]
         inner = canonical_names(fused)
-        look = self._look(name, highlighted)
         kind = instruction.attrs.get("kind", "")
         with graph.subgraph(name=f"cluster_{name}") as cluster:
             cluster.attr(label=f"{name} {kind}".strip() + f"\n{self._place(name)}".rstrip(), style="dashed,rounded",
-                         color=HIGHLIGHT if highlighted else "#555555", penwidth="2.2" if highlighted else "1", fontsize="9")  # fmt: skip
+                         color=HIGHLIGHT if highlighted else "#555555", penwidth="2.2" if highlighted else "1", fontsize="9",
+                         **({"tooltip": self._source(instruction)} if self._source(instruction) else {}))  # fmt: skip
             for op in fused.execution_order():
                 node = f"{name}/{inner[id(op)]}"
                 label = f"param {op.parameter_number}" if op.opcode == "parameter" else f"{op.opcode}\n{op.shape}"
-                attrs = look if op is fused.root else {"style": "rounded"}
-                cluster.node(node, label, **attrs)
+                cluster.node(node, label, **self._look(op, highlighted and op is fused.root))
                 for operand in op.operands:
                     cluster.edge(f"{name}/{inner[id(operand)]}", node)
 
@@ -173,14 +186,30 @@ class _Drawing:
                 places[-1] += " (output)"
         return " ".join(places)
 
-    def _look(self, name: str, highlighted: bool) -> dict[str, str]:
-        look = {"style": "rounded"}
-        arena = [self.plan.buffers[b] for b in self.buffers_of.get(name, ()) if self.plan.buffers[b].kind == "arena"]
-        if arena:
-            look = {"style": "rounded,filled", "fillcolor": self.colour_of_place[arena[0].offset]}
+    def _look(self, instruction: Instruction, highlighted: bool) -> dict[str, str]:
+        family = family_of(instruction.opcode)
+        look = {"style": "rounded"} if family is None else {"style": "rounded,filled", "fillcolor": FAMILY_COLOURS[family]}
+        source = self._source(instruction)
+        if source:
+            look["tooltip"] = source
         if highlighted:
             look |= {"color": HIGHLIGHT, "penwidth": "2.5", "fontcolor": HIGHLIGHT}
         return look
+
+    @staticmethod
+    def _source(instruction: Instruction) -> str:
+        """The user's source of `instruction` as the HLO's metadata says (empty without)."""
+        location = instruction.location
+        return location.user if location is not None and location.user else ""
+
+    def _legend(self) -> str:
+        """The graph's caption: its name and a swatch per op family it holds (an HTML-like
+        label, which Graphviz draws as a table)."""
+        held = {family_of(i.opcode) for c in self.module.computations for i in c.instructions} - {None}
+        swatches = "".join(f'<td bgcolor="{FAMILY_COLOURS[f]}">{f.replace("_", " ")}</td>' for f in FAMILIES if f in held)
+        words = "dashed box: a fusion; red: the highlighted instruction and its path from a parameter"
+        name = html.escape(self.module.name)
+        return f'<<table border="0" cellspacing="4"><tr><td>{name}</td>{swatches}</tr><tr><td colspan="{len(held) + 1}">{words}</td></tr></table>>'
 
     def _path_to(self, target: Instruction) -> list[str]:
         """Canonical names from a parameter to `target` along operands: the shortest such

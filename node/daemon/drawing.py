@@ -200,8 +200,16 @@ class Drawings:
         if highlight is not None and names is not None and highlight not in names:
             some = ", ".join(sorted(names)[:12])
             return Outcome(422, detail=f"cannot draw the graph: no instruction {highlight!r} in the optimized graph; its instructions are named as in its canonical text: {some}, ...")
+        missing = self.cannot_draw()
+        if missing is not None:
+            return Outcome(503, detail=missing)
+        return None
+
+    def cannot_draw(self) -> str | None:
+        """Why this node draws no graph at all (None when it can): the pages say it in place
+        of a picture."""
         if self._dot is None:
-            return Outcome(503, detail="this node cannot draw graphs: Graphviz's dot program is not installed (Debian: apt-get install graphviz)")
+            return "this node cannot draw graphs: Graphviz's dot program is not installed (Debian: apt-get install graphviz)"
         return None
 
     def _busy(self) -> Outcome:

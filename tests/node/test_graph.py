@@ -16,14 +16,14 @@ from compiler.hlo.printer import canonical_names
 from compiler.program import load_program
 from harness.fixture_data import Fixture
 from node.cli import main
-from node.graphs import graph_picture
+from node.graphs import FAMILY_COLOURS, family_of, graph_picture
 
 MLP = Fixture("mlp_softmax")
 MODULE = str(MLP.directory / "module.hlo")
 INPUTS = [str(p) for p in MLP.input_paths()]
 
 
-def test_the_picture_names_every_instruction_outlines_fusions_and_colours_reused_memory() -> None:
+def test_the_picture_names_every_instruction_outlines_fusions_and_colours_by_op_family() -> None:
     program = load_program(MLP.module_text)
     module, plan = optimized_plan(program, load_config())
     picture = graph_picture(program)
@@ -31,9 +31,20 @@ def test_the_picture_names_every_instruction_outlines_fusions_and_colours_reused
     fusions = [names[id(i)] for i in module.entry.instructions if i.opcode == "fusion"]
     assert fusions and all(f'subgraph "cluster_{name}" {{' in picture.dot for name in fusions)
     for instruction in module.entry.instructions:
-        if instruction.opcode != "fusion":
-            assert re.search(rf'^\s*"?{re.escape(names[id(instruction)])}"? \[label=', picture.dot, re.M), names[id(instruction)]
-    # Values given the same place in the arena share a fill colour, and the labels say where.
+        if instruction.opcode == "fusion":
+            continue
+        node = re.search(rf'^\s*"?{re.escape(names[id(instruction)])}"? \[(.*?)\]$', picture.dot, re.M | re.S)
+        assert node, names[id(instruction)]
+        # Filled by the op family's colour (XLA's dumps colour by op kind); inputs unfilled.
+        family = family_of(instruction.opcode)
+        if family is None:
+            assert "fillcolor" not in node.group(1), node.group(0)
+        else:
+            assert f'fillcolor="{FAMILY_COLOURS[family]}"' in node.group(1), node.group(0)
+    dots = [i for c in module.computations for i in c.instructions if i.opcode == "dot"]
+    assert dots and all(family_of(i.opcode) == "dot_conv" for i in dots)
+    assert picture.dot.count(FAMILY_COLOURS["dot_conv"]) >= len(dots) + 1  # each dot, and the legend's swatch
+    # The labels say where each value lives: values given the same arena place share it.
     places: dict[int, set[str]] = {}
     for point in plan.trace_points:
         for buffer_id in point.buffers:
@@ -43,6 +54,21 @@ def test_the_picture_names_every_instruction_outlines_fusions_and_colours_reused
     assert reused, "the fixture reuses memory"
     assert picture.dot.count(f"@{reused[0]}") >= len(places[reused[0]])
     assert picture.path == ()
+
+
+def test_each_box_s_tooltip_is_the_user_s_source_where_the_hlo_says() -> None:
+    text = MLP.module_text
+    program = load_program(text)
+    module, _ = optimized_plan(program, load_config())
+    sourced = [i for i in module.entry.instructions if i.opcode != "fusion" and i.location is not None and i.location.user]
+    if not sourced:  # the fixture carries no metadata: give its first dot some, as JAX writes it
+        text = re.sub(r"(= f32\[[^\]]*\]\{[^}]*\} dot\([^)]*\)[^\n]*?)(\n)", r'\1, metadata={op_name="jit(mlp)/dense/dot_general" source_file="mlp.py" source_line=7}\2', text, count=1)
+        program = load_program(text)
+        module, _ = optimized_plan(program, load_config())
+    picture = graph_picture(program)
+    users = [i.location.user for c in module.computations for i in c.instructions if i.location is not None and i.location.user]
+    assert users, "the module carries the user's source"
+    assert any(f'tooltip="{user}"' in picture.dot for user in users), users
 
 
 def test_vxla_graph_highlights_the_first_divergence_of_two_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

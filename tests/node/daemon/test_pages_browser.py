@@ -14,13 +14,17 @@ docs/web.md).
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+from playwright.sync_api import expect
 
 from attest.keys import generate_private_key
 from harness.fixture_data import Fixture
@@ -142,6 +146,118 @@ def test_the_job_list_a_jobs_trace_and_the_api_page(browser, node: NodeServer) -
     visit.close()
 
 
+def test_a_job_page_links_its_bytes_previews_and_serves_its_outputs_and_says_times_as_people_do(browser, node: NodeServer) -> None:  # noqa: ANN001
+    client = Client(node.url)
+    job = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    outputs = job.outputs()
+    visit = Visit(browser, node.url)
+    page = visit.go(f"/jobs/{job.id}")
+    # Times as people say them, the exact UTC time on hover; a finished job does not reload.
+    queued = page.locator("tr", has=page.locator("th", has_text="queued")).locator("time")
+    assert re.fullmatch(r"(just now|[0-9.]+ (s|min) ago)", queued.inner_text()), queued.inner_text()
+    assert queued.get_attribute("title").endswith(" UTC")
+    assert "took " in page.locator("tr", has=page.locator("th", has_text="finished")).inner_text()
+    assert page.locator("meta[http-equiv=refresh]").count() == 0
+    # Every digest of bytes links to them: the module, the inputs, the trace.
+    info = job.info
+    module_link = page.locator(f"a[href='/v1/blobs/{info['module_digest']}']")
+    assert page.request.get(visit.base + module_link.get_attribute("href")).body() == MLP.module_text.encode()
+    for number, digest in enumerate(info["input_digests"]):
+        data = page.request.get(f"{visit.base}/v1/blobs/{digest}").body()
+        assert page.locator(f"a[href='/v1/blobs/{digest}']").count() == 1
+        np.testing.assert_array_equal(np.load(io.BytesIO(data)), MLP.inputs()[number])
+    trace = page.request.get(visit.base + page.locator("a", has_text="the signed trace").get_attribute("href"))
+    assert trace.ok and trace.body() == job.trace().encode()
+    # Each output: its first values, read from the stored bytes, and a download of them.
+    rows = page.locator("h2:text-is('Outputs') + table tr")
+    for number, array in enumerate(outputs):
+        row = rows.nth(number + 1)
+        first = [f"{float(v):.6g}" for v in array.reshape(-1)[:8]]
+        assert row.locator("pre.preview").inner_text().startswith("[" + ", ".join(first)), (row.inner_text(), first)
+        with page.expect_download() as download:
+            row.locator("a", has_text="download .npy").click()
+        saved = download.value
+        assert saved.suggested_filename == f"{job.id}-out{number}.npy"
+        np.testing.assert_array_equal(np.load(saved.path()), array)
+    visit.shot("job-outputs")
+    # Unknown things are pages that say so, not the API's JSON.
+    for path, words in ((f"/jobs/{'0' * 32}", "No job"), ("/market", "No market"), ("/chain/jobs/7", "No chain job 7")):
+        response = page.goto(visit.base + path)
+        assert response is not None and response.status == 404 and response.headers["content-type"].startswith("text/html")
+        assert page.locator("h1").inner_text().startswith(words)
+    visit.close()
+
+
+def test_a_running_job_s_page_updates_itself_until_it_is_done(browser, tmp_path: Path) -> None:  # noqa: ANN001
+    server = NodeServer(NodeConfig(port=0, data_dir=tmp_path / "node"), generate_private_key(), log_level="warning")
+    start_workers = server.pool.start
+    server.pool.start = lambda: None  # the job stays queued until the workers start below
+    server.start_in_thread()
+    try:
+        job = Client(server.url).submit(MLP.module_text, MLP.inputs())
+        visit = Visit(browser, server.url)
+        page = visit.go(f"/jobs/{job.id}")
+        assert page.locator("tr", has_text="state").locator(".state").inner_text() == "queued"
+        assert page.locator("meta[http-equiv=refresh]").count() == 1
+        assert "reloads until it is done" in page.locator("body").inner_text()
+        start_workers()
+        # No navigation by the test: the page reloads itself and shows the job done, and its trace.
+        expect(page.locator("tr", has_text="state").locator(".state")).to_have_text("done", timeout=90_000)
+        expect(page.locator("h2", has_text="Outputs")).to_have_count(1)
+        assert page.locator("meta[http-equiv=refresh]").count() == 0
+        visit.close()
+    finally:
+        server.stop()
+
+
+BIG = Fixture("remat_transformer_train_step")  # 853 instructions, as JAX emits a training step
+
+
+def test_the_graph_viewer_pans_zooms_and_finds_instructions_of_a_large_graph(browser, node: NodeServer) -> None:  # noqa: ANN001
+    digest = Client(node.url).put_blob(BIG.module_text.encode())
+    visit = Visit(browser, node.url)
+    page = visit.go(f"/graphs/{digest}")
+    viewer = page.locator("#viewer[data-ready=yes]")  # the script ran: the page's policy allows it
+    expect(viewer).to_have_count(1, timeout=60_000)
+    svg = viewer.locator("svg")
+    whole = svg.get_attribute("viewBox")
+    # Coloured by op family: the legend names the families, and the matrix products share a fill.
+    legend = page.locator("#viewer svg > g.graph > text").all_text_contents()
+    assert "dot conv" in legend and "elementwise" in legend, legend
+    dot_fills = set(page.locator("#viewer g.node:has(text:text-is('dot')) path").evaluate_all("ps => ps.map(p => p.getAttribute('fill'))"))
+    assert len(dot_fills) == 1, dot_fills
+    # Zoom with the wheel and the buttons, pan by dragging: the view changes, fit restores it.
+    box = svg.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -400)
+    zoomed = svg.get_attribute("viewBox")
+    assert _width(zoomed) < _width(whole)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 120, box["y"] + box["height"] / 2 + 80)
+    page.mouse.up()
+    panned = svg.get_attribute("viewBox")
+    assert _width(panned) == _width(zoomed) and panned.split()[:2] != zoomed.split()[:2]
+    page.click("#zoom-fit")
+    assert svg.get_attribute("viewBox") == whole
+    visit.shot("graph-viewer-large")
+    # Search: every instruction whose name, opcode or shape matches is outlined; Enter goes to each.
+    page.fill("#find", "dot")
+    found = page.locator("#viewer g.found")
+    assert found.count() >= 10, found.count()
+    assert page.locator("#found").inner_text().startswith(f"{found.count()} found")
+    page.press("#find", "Enter")
+    assert page.locator("#found").inner_text().startswith(f"1 of {found.count()}: ")
+    assert _width(svg.get_attribute("viewBox")) < _width(whole)
+    visit.shot("graph-viewer-search")
+    page.fill("#find", "no-such-instruction")
+    assert page.locator("#viewer g.found").count() == 0 and page.locator("#found").inner_text() == "0 found"
+    visit.close()
+
+
+def _width(view_box: str) -> float:
+    return float(view_box.split()[2])
+
+
 def test_a_divergent_chain_job_highlights_its_first_differing_instruction(browser, devnet, nodes_factory) -> None:  # noqa: ANN001, F811
     fault = _visible_fault()
     servers = nodes_factory({2: fault})
@@ -170,5 +286,24 @@ def test_a_divergent_chain_job_highlights_its_first_differing_instruction(browse
     # The dispute game's side: the challenge deadline, and each slot's op-trace root and refutation.
     assert "challenges until" in section and "0 dispute(s) open" in section
     assert page.locator("th", has_text="op-trace root").count() == 1 and page.locator("th", has_text="refuted").count() == 1
+    # Deadlines as people say them, and links to this node's own run of the job.
+    assert page.locator("tr", has=page.locator("th", has_text="challenges until")).locator("time").count() == 1
+    run = page.locator("tr", has=page.locator("th", has_text="this node's run"))
+    record = honest.chain.executor.record(devnet.deployment.market.address, int(job.id))
+    assert record is not None and run.locator(f"a[href='/v1/blobs/{record.module_digest}']").count() == 1
+    assert page.request.get(honest.url + f"/v1/chain/jobs/{job.id}/trace").ok
     visit.shot("chain-job-divergence")
+    # The market: every registered node with its stake and its slot in this job.
+    page = visit.go("/market")
+    nodes = page.locator("h2:text-is('Nodes') + table tr")
+    registry = devnet.deployment.registry
+    assert nodes.count() == 1 + registry.node_count() >= 1 + len(servers)
+    for server in servers:
+        assert server.chain is not None
+        row = nodes.filter(has=page.locator("code", has_text=server.chain.address))
+        stake = registry.get_node(server.chain.address).stake
+        assert f"{stake / 10**18:.4g} ETH" in row.inner_text() and "1 claimed" in row.inner_text(), row.inner_text()
+    assert "this node" in nodes.filter(has=page.locator("code", has_text=honest.chain.address)).inner_text()
+    assert page.locator(f"a[href='/chain/jobs/{job.id}']").count() == 1
+    visit.shot("market")
     visit.close()
