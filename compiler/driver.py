@@ -32,7 +32,7 @@ from compiler.codegen.elementwise import vector_width
 from compiler.codegen.kernel import KernelModule
 from compiler.codegen.lower import Emitter, Lowering, lower_module
 from compiler.codegen.objfile import undefined_symbols
-from compiler.codegen.plan import Plan, binary_hash, finest_split
+from compiler.codegen.plan import KernelStep, Plan, binary_hash, finest_split
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
 from compiler.errors import BackendError
@@ -207,7 +207,8 @@ def compile_program(
         try:
             # LLVM starts on the first kernels while the rest are lowered (partition.py).
             _, plan, graph_text = _generated(program, config, observer if progress else None, backend, code)
-            tell(f"generating machine code for {config.cpu}")
+            kernels = len({step.kernel for step in plan.steps if isinstance(step, KernelStep)})
+            tell(f"generating machine code for {config.cpu}: {kernels} kernels, {len(plan.steps)} steps")
             object_bytes = code.finish()
         except BaseException:
             code.abandon()

@@ -141,6 +141,15 @@ def compile_module(args: argparse.Namespace, program: Program, config: CompilerC
 def compile_progress(what: str) -> Iterator[Callable[[str], None] | None]:
     """A compilation's stages as a spinner on stderr when it is a terminal (rich), silent
     otherwise (scripts and pipes get only the results)."""
+    with spinner(f"compiling {what}") as say:
+        yield None if say is None else (lambda stage: say(f"compiling {what}: {stage}"))
+
+
+@contextlib.contextmanager
+def spinner(first: str) -> Iterator[Callable[[str], None] | None]:
+    """Long work said as it goes: a spinner on stderr with what is being done and the seconds
+    so far, when stderr is a terminal (rich's status); None otherwise (scripts and pipes get
+    only the results)."""
     if not sys.stderr.isatty():
         yield None
         return
@@ -148,12 +157,12 @@ def compile_progress(what: str) -> Iterator[Callable[[str], None] | None]:
 
     console = Console(stderr=True)
     started = time.monotonic()
-    with console.status(f"compiling {what}") as status:
+    with console.status(first) as status:
 
-        def show(stage: str) -> None:
-            status.update(f"compiling {what}: {stage} ({time.monotonic() - started:.0f} s)")
+        def say(doing: str) -> None:
+            status.update(f"{doing} ({time.monotonic() - started:.0f} s)")
 
-        yield show
+        yield say
 
 
 def key_dir() -> Path:

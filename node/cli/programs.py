@@ -38,6 +38,7 @@ from node.cli.common import (
     read_user_file,
     require_runnable,
     shape_text,
+    spinner,
 )
 from node.cli.profiles import Profile
 from node.cli.usage import EXIT_OK, UsageError
@@ -97,18 +98,24 @@ def cmd_graph(args: argparse.Namespace) -> int:
         highlight, config, summary = _first_divergence(args.traces)
         print(summary, file=sys.stderr)
     config = config or compiler_config(args)
-    try:
-        picture = graph_picture(program, config, highlight)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    svg = b""
+    with spinner(f"optimizing {args.module}") as say:  # (rich's spinner takes stdout while it spins)
+        try:
+            picture = graph_picture(program, config, highlight)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.svg:
+            if say is not None:
+                say(f"laying out {len(picture.names)} instructions with Graphviz")
+            try:
+                svg = picture.svg()
+            except GraphvizMissing as exc:
+                raise UsageError(str(exc)) from None
     if args.dot:
         write_text_atomic(args.dot, picture.dot)
         print(f"wrote {args.dot}")
     if args.svg:
-        try:
-            write_bytes_atomic(args.svg, picture.svg())
-        except GraphvizMissing as exc:
-            raise UsageError(str(exc)) from None
+        write_bytes_atomic(args.svg, svg)
         print(f"wrote {args.svg}")
     if picture.path:
         print(f"path         {' -> '.join(picture.path)}")
