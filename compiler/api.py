@@ -102,6 +102,7 @@ _EXPORTS: dict[str, str] = {
     # What the contract covers (compiler/hlo/opcodes.py).
     "SUPPORTED_OPCODES": "compiler.hlo.opcodes",
     "OPCODES": "compiler.hlo.opcodes",
+    "SOURCE_TABLES": "compiler.hlo.source_info",
     "FAMILIES": "compiler.hlo.opcodes",
     "ORDER_FREE": "compiler.hlo.opcodes",
     "identity_value": "compiler.hlo.opcodes",
@@ -123,6 +124,7 @@ _EXPORTS: dict[str, str] = {
 # A public name spelled otherwise where it is defined.
 _DEFINED_AS = {
     "SUPPORTED_OPCODES": "SUPPORTED",
+    "SOURCE_TABLES": "SECTIONS",
     "walk_steps": "walk",
     "ScalarOp": "Op",
     "SCALAR_TYPE_CODES": "TYPE_CODES",

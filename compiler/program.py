@@ -62,6 +62,13 @@ class Program:
         return [p.shape for p in self.module.entry.parameters]
 
     @property
+    def parameter_names(self) -> list[str]:
+        """Each parameter as the user knows it: JAX's op_name for it where the HLO's metadata
+        has one (the argument's pytree path, `params['w']`), else its name in the module (for
+        messages and listings; nothing hashed)."""
+        return [p.location.user if p.location is not None and p.location.user else p.name for p in self.module.entry.parameters]
+
+    @property
     def result_shape(self) -> Shape:
         return self.module.entry.root.shape
 

@@ -12,6 +12,7 @@ JAX is never needed to run or verify a program: nodes see only HLO text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,25 +62,56 @@ class ExportedFunction:
         return jax.tree_util.tree_unflatten(self.output_tree, typed)
 
 
-def export_function(function: Callable[..., Any], *arguments: Any) -> ExportedFunction:
+def export_function(function: Callable[..., Any], *arguments: Any, debug_info: bool = False) -> ExportedFunction:
     """Lowers `function(*arguments)` (any pytrees of arrays and scalars) to HLO text; one
-    parameter per leaf, in jax.tree_util's flattening order, unused ones kept."""
+    parameter per leaf, in jax.tree_util's flattening order, unused ones kept, each named
+    after its pytree path (`params['w']` becomes `params__w__`), so a node's listings and
+    pages name the inputs as the user's code does. `debug_info`: also keep JAX's metadata
+    (each instruction's op_name and the file and line of the user's code that made it), so
+    that errors and pictures point at that code; off by default, since it shows the node the
+    submitter's file paths and function names."""
     import numpy as np
 
     jax = _jax()
     leaves, in_tree = jax.tree_util.tree_flatten(arguments)
-
-    def flat(*flat_leaves: Any) -> Any:
-        return function(*jax.tree_util.tree_unflatten(in_tree, list(flat_leaves)))
-
-    # The arrays as JAX types them (float64 becomes float32 unless x64 is on).
+    # The arrays as JAX types them (float64 becomes float32 unless x64 is on), in the
+    # arguments' own structure: JAX names each parameter by its path in it.
     arrays = [np.asarray(jax.numpy.asarray(leaf)) for leaf in leaves]
+    structured = jax.tree_util.tree_unflatten(in_tree, arrays)
     # Lowered for the CPU whatever devices this process has (the user's JAX settings are
     # left alone): CPU lowering is what nodes and XLA:CPU reproduce.
-    lowered = jax.jit(flat, keep_unused=True).trace(*arrays).lower(lowering_platforms=("cpu",))
-    output_shapes, output_tree = jax.tree_util.tree_flatten(jax.eval_shape(flat, *arrays))
+    lowered = jax.jit(function, keep_unused=True).trace(*structured).lower(lowering_platforms=("cpu",))
+    output_shapes, output_tree = jax.tree_util.tree_flatten(jax.eval_shape(function, *structured))
     dtypes = [np.dtype(shape.dtype) for shape in output_shapes]
-    return ExportedFunction(lowered.as_text(dialect="hlo"), arrays, output_tree, dtypes)
+    text = lowered.as_text(dialect="hlo", debug_info=True)
+    return ExportedFunction(text if debug_info else without_debug_info(text), arrays, output_tree, dtypes)
+
+
+_METADATA = re.compile(r', metadata=\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}')
+_OP_NAME = re.compile(r'op_name="(?:[^"\\]|\\.)*"')
+_TABLE_ENTRY = re.compile(r'^\s*\d+\s+["{]')
+
+
+def without_debug_info(text: str) -> str:
+    """HLO text with JAX's debug info left out but the parameters' names: the debug tables
+    after the HloModule line (files, functions, positions, stack frames) and every
+    instruction's metadata go, except a parameter's op_name, which is the argument's pytree
+    path (`params['w']`) and says nothing of the submitter's files. Nothing hashed changes."""
+    from compiler.api import SOURCE_TABLES
+
+    kept = []
+    preamble = True
+    for line in text.splitlines():
+        if preamble and (line.strip() in SOURCE_TABLES or _TABLE_ENTRY.match(line)):
+            continue
+        if line.rstrip().endswith("{") and not line.startswith("HloModule"):
+            preamble = False
+        if " parameter(" in line:
+            line = _METADATA.sub(lambda m: f", metadata={{{' '.join(_OP_NAME.findall(m.group(1)))}}}" if _OP_NAME.search(m.group(1)) else "", line)
+        else:
+            line = _METADATA.sub("", line)
+        kept.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)) + "\n"
 
 
 def is_jax_program(data: bytes) -> bool:

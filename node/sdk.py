@@ -311,6 +311,18 @@ class Job:
         except (KeyError, TypeError, ValueError):
             raise AnswerRefused(f"{self.client.url}{self._path}: not a chain job's state (it needs integer {', '.join(names)})") from None
 
+    def inputs(self) -> list[dict[str, Any]]:
+        """The job's inputs as the node describes them (a job of this node's own, not a chain
+        job): each one's `name` in the trace (`in0`, ...), the `parameter` it binds as the
+        user knows it (a JAX pytree path, `params['w']`, where the module's metadata says;
+        else its name in the module), its `type` (`f32[3,4]`) and the `digest` of its bytes."""
+        if self.on_chain:
+            raise AnswerRefused(f"job {self.id}: a chain job's inputs are described by its program on chain, not by a node")
+        answer = self.client._json("GET", f"{self._path}/inputs").get("inputs")
+        if not isinstance(answer, list) or not all(isinstance(item, dict) for item in answer):
+            raise AnswerRefused(f"{self.client.url}{self._path}/inputs: not a list of inputs")
+        return answer
+
     def trace(self) -> str:
         """The signed DSSE envelope (JSON text) of the done job, at most the client's
         `limits.trace_bytes` long."""
@@ -780,11 +792,14 @@ class Client:
         *arguments: Any,
         redundancy: int = 1,
         challenge_window: int | None = None,
+        debug_info: bool = False,
     ) -> Job:
         """Runs `program` on a node: HLO text (or its file) with one sequence of inputs
         (arrays or .npy paths, in parameter order), `submit("m.hlo", [x, w])`; or a JAX
         function with its arguments, `submit(f, params, x)` (the jax extra), exported to
-        HLO text here. Small inputs (INLINE_INPUT_BYTES in all) go in the job request with
+        HLO text here, each input named by its pytree path; `debug_info=True` keeps JAX's
+        metadata in it (op names, and the files and lines of your code), so that the node's
+        errors and pictures point at your code, at the cost of showing the node those paths. Small inputs (INLINE_INPUT_BYTES in all) go in the job request with
         the module, so the job is one request and a refused one leaves nothing on the node;
         larger ones are uploaded as blobs first. With a chain configured, the job is posted
         on chain for `redundancy` nodes instead, with its graph commitment (computed here)
@@ -795,11 +810,13 @@ class Client:
             raise ValueError("challenge_window: only a job posted on chain has one (configure a ChainSubmitter)")
         function = None
         if callable(program):
-            function = export_function(program, *arguments)
+            function = export_function(program, *arguments, debug_info=debug_info)
             module, inputs = function.hlo_text.encode("utf-8"), list(function.arguments)
         else:
             if len(arguments) > 1:
                 raise TypeError("submit(module, inputs): give the inputs as one sequence")
+            if debug_info:
+                raise TypeError("debug_info: only for a JAX function, which is exported here (HLO text is sent as it is)")
             module, inputs = _module_bytes(program), list(arguments[0]) if arguments else []
         job = self._submit(module, inputs, redundancy, challenge_window)
         job.function = function

@@ -16,12 +16,14 @@ from compiler.hlo.ir import Computation
 SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 _ENTRY = re.compile(r"\s*(\d+)\s+(.*?)\s*$")
+_ESCAPED = re.compile(r"\\(.)")
 _QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"$')
 
 
 def _fields(text: str) -> dict[str, str]:
-    """`key=value` pairs of a metadata or table entry (`{...}`), values unquoted."""
-    return {m.group(1): m.group(3) if m.group(3) is not None else m.group(2) for m in re.finditer(r'(\w+)=(?:"((?:[^"\\]|\\.)*)"|([^\s}]+))', text)}
+    """`key=value` pairs of a metadata or table entry (`{...}`), values unquoted and
+    unescaped (JAX writes `op_name="params[\\'w\\']"`)."""
+    return {m.group(1): m.group(3) if m.group(3) is not None else _ESCAPED.sub(r"\1", m.group(2)) for m in re.finditer(r'(\w+)=(?:"((?:[^"\\]|\\.)*)"|([^\s}]+))', text)}
 
 
 @dataclass

@@ -76,7 +76,9 @@ def cmd_job(args: argparse.Namespace) -> int:
 
     with node_session(args) as client:
         job = client.job(args.id)
-    info: dict[str, Any] = job.info
+        info: dict[str, Any] = job.info
+        if not is_chain_job_id(args.id):
+            info = {**info, "inputs": _described_inputs(job)}
     if args.json:
         print(json.dumps({"node": args.node, "job": info}, indent=2))
         return EXIT_OK
@@ -85,6 +87,17 @@ def cmd_job(args: argparse.Namespace) -> int:
     else:
         _print_job(info)
     return EXIT_OK
+
+
+def _described_inputs(job: Any) -> list[dict[str, Any]] | None:  # noqa: ANN401 - a node.sdk.Job
+    """The job's inputs with the parameter each binds and its type (None when the node cannot
+    say now: the listing then shows their digests alone)."""
+    from node.errors import NodeError
+
+    try:
+        return job.inputs()
+    except NodeError:
+        return None
 
 
 def _print_job(info: dict[str, Any]) -> None:
@@ -96,8 +109,11 @@ def _print_job(info: dict[str, Any]) -> None:
     if info["state"] in ("done", "failed"):
         print(f"took         {_age(info['updated_at'] - info['created_at'])}")
     print(f"module       {info['module_digest']}")
-    for number, digest in enumerate(info.get("input_digests", [])):
-        print(f"in{number:<10} {digest}")
+    described = info.get("inputs") or [{"name": f"in{n}", "digest": d} for n, d in enumerate(info.get("input_digests", []))]
+    width = max((len(item.get("parameter") or "") for item in described), default=0)
+    for item in described:
+        what = f"{item.get('parameter') or '':<{width}}  {item.get('type') or '':<14} " if width or item.get("type") else ""
+        print(f"{item['name']:<12} {what}{item['digest']}")
     for number, digest in enumerate(info.get("output_digests", [])):
         print(f"out{number:<9} {digest}")
     if info.get("statement_digest"):

@@ -43,7 +43,7 @@ from node.daemon.drawing import Drawings
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import ModuleSummary, check_inputs
 from node.daemon.pages import SecurityHeaders, pages_routes
-from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
+from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore, StoredJob
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, JobRequest, is_digest
@@ -119,6 +119,19 @@ def _checked_module(pool: WorkerPool | None, module_bytes: bytes) -> ModuleSumma
     return pool.check_module(module_bytes)
 
 
+def job_inputs(store: JobStore, pool: WorkerPool | None, job: StoredJob) -> list[dict[str, Any]]:
+    """Each input of `job` as a user reads it: its name in the job's trace (`in0`, ...), the
+    parameter it binds as the user knows it (JAX's pytree path, `params['w']`, where the
+    module's metadata says; else the parameter's name in the module), its type and the digest
+    of its bytes. JobRejected when the module cannot be checked now."""
+    summary = _checked_module(pool, store.blobs.get(job.module_digest))
+    names = summary.parameter_names or tuple("" for _ in summary.parameter_shapes)
+    return [
+        {"name": f"in{number}", "parameter": name or None, "type": shape.str_without_layout(), "digest": digest}
+        for number, (shape, name, digest) in enumerate(zip(summary.parameter_shapes, names, job.input_digests, strict=False))
+    ]
+
+
 def create_app(
     store: JobStore,
     limits: Limits,
@@ -160,7 +173,8 @@ def create_app(
     disputes = None if chain is None else ChainDisputes(chain, store)
     app.include_router(chain_routes(store, chain, disputes))
     app.include_router(node_routes(store, signer, metrics, pool, chain, drawings))
-    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi, drawings, gate, None if disputes is None else disputes.of_job))
+    app.include_router(pages_routes(store, chain, key_id(signer), app.openapi, drawings, gate, None if disputes is None else disputes.of_job,
+                                    inputs=lambda job: job_inputs(store, pool, job)))  # fmt: skip
     return app
 
 
@@ -296,6 +310,19 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
         if job is None:
             raise _problem(404, f"job {job_id}: unknown")
         return job.to_dict()
+
+    @router.get("/v1/jobs/{job_id}/inputs")
+    def get_inputs(job_id: str) -> dict[str, Any]:
+        """The job's inputs: each one's name in the trace, the parameter it binds as the user
+        knows it (a JAX pytree path where the module's metadata says), its type and the
+        digest of its bytes."""
+        job = store.get(job_id)
+        if job is None:
+            raise _problem(404, f"job {job_id}: unknown")
+        try:
+            return {"inputs": job_inputs(store, pool, job)}
+        except JobRejected as error:
+            raise _problem(error.status, str(error)) from None
 
     @router.get("/v1/jobs/{job_id}/trace", response_class=Response)
     def get_trace(job_id: str) -> Response:

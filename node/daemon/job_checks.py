@@ -97,18 +97,21 @@ class ModuleSummary:
     hlo_hash: str
     parameter_shapes: tuple[Shape, ...]
     flops: int
+    parameter_names: tuple[str, ...] = ()  # as the user knows them (Program.parameter_names)
 
     @staticmethod
     def of(program: Program, flops: int) -> ModuleSummary:
-        return ModuleSummary(program.source_hash, program.hlo_hash, tuple(program.parameter_shapes), flops)
+        return ModuleSummary(program.source_hash, program.hlo_hash, tuple(program.parameter_shapes), flops, tuple(program.parameter_names))
 
     def to_json(self) -> dict:
-        return {"source_hash": self.source_hash, "hlo_hash": self.hlo_hash, "parameters": [str(s) for s in self.parameter_shapes], "flops": self.flops}
+        return {"source_hash": self.source_hash, "hlo_hash": self.hlo_hash, "parameters": [str(s) for s in self.parameter_shapes],
+                "parameter_names": list(self.parameter_names), "flops": self.flops}  # fmt: skip
 
     @staticmethod
     def from_json(data: dict) -> ModuleSummary:
         shapes = tuple(parse_shape(text) for text in data["parameters"])
-        return ModuleSummary(str(data["source_hash"]), str(data["hlo_hash"]), shapes, int(data["flops"]))
+        names = tuple(str(name) for name in data.get("parameter_names", ()))
+        return ModuleSummary(str(data["source_hash"]), str(data["hlo_hash"]), shapes, int(data["flops"]), names)
 
 
 class KnownModules(Generic[T]):

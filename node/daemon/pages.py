@@ -139,11 +139,13 @@ def pages_routes(
     drawings: Drawings,
     gate: Gate,
     disputes: Callable[[int], tuple[list[dict[str, Any]], int]] | None = None,
+    inputs: Callable[[StoredJob], list[dict[str, Any]]] | None = None,
 ) -> APIRouter:
     """The pages and the graphs; `drawings` draws the graphs, `gate` says whether a request
     may have one drawn (with `[auth] required`, only with a token); `disputes` lists a chain
     job's disputes as the API answers them (node.daemon.api.ChainDisputes.of_job; None: the
-    page shows none)."""
+    page shows none); `inputs` describes a job's inputs as `GET /v1/jobs/{id}/inputs` does
+    (node.daemon.api.job_inputs; None: by the trace's names only)."""
     router = APIRouter(include_in_schema=False)
 
     @router.get("/", response_class=HTMLResponse)
@@ -181,7 +183,7 @@ def pages_routes(
             rows.append(["trace", f"<a href='/v1/jobs/{e(job.id)}/trace'>the signed trace</a>" + note("a DSSE envelope; <code>vxla verify</code> checks it")])
         body = [table([], rows)]
         if job.envelope_digest is not None:
-            body.append(_trace_sections(store, job))
+            body.append(_trace_sections(store, job, _parameters(inputs, job)))
             body.append("<h2>Optimized graph</h2>" + _graph_figure(job.module_digest, drawings, gate, request))
         return _page(f"Job {job.id}", "".join(body), reload_s=RELOAD_S if changing else None)
 
@@ -453,7 +455,17 @@ def _deadline(at: int, now: int, closed: bool) -> str:
     return when(at, now, "closed " if closed or at <= now else "")
 
 
-def _trace_sections(store: JobStore, job: StoredJob) -> str:
+def _parameters(inputs: Callable[[StoredJob], list[dict[str, Any]]] | None, job: StoredJob) -> list[str]:
+    """The parameter each input of `job` binds as the user knows it (empty where unknown)."""
+    if inputs is None:
+        return []
+    try:
+        return [described["parameter"] or "" for described in inputs(job)]
+    except Exception:  # noqa: BLE001 - the names are a help: a page shows the rest without them
+        return []
+
+
+def _trace_sections(store: JobStore, job: StoredJob, parameters: list[str]) -> str:
     assert job.envelope_digest is not None
     envelope = parse_envelope(store.blobs.get(job.envelope_digest))
     statement = Statement.from_json_bytes(envelope.payload)
@@ -478,9 +490,10 @@ def _trace_sections(store: JobStore, job: StoredJob) -> str:
     if execution.op_trace is not None:
         hashes.append(["op-level root", digest(execution.op_trace.merkle_root) + note(f"({len(execution.op_trace.instructions)} instructions)")])
     parts += ["<h2>Hashes</h2>", table([], hashes)]
-    inputs = [[e(r.name), e(f"{r.dtype}{list(r.shape)}"), digest(r.digest), _file_link(f"/v1/blobs/{d}", "bytes (.npy)")]
-              for r, d in zip(execution.inputs, job.input_digests, strict=False)]  # fmt: skip
-    parts += ["<h2>Inputs</h2>", table(["name", "type", "tensor digest", ""], inputs) if inputs else "<p>None.</p>"]
+    named = parameters + [""] * (len(execution.inputs) - len(parameters))
+    inputs = [[e(r.name), e(name), e(f"{r.dtype}{list(r.shape)}"), digest(r.digest), _file_link(f"/v1/blobs/{d}", "bytes (.npy)")]
+              for r, name, d in zip(execution.inputs, named, job.input_digests, strict=False)]  # fmt: skip
+    parts += ["<h2>Inputs</h2>", table(["name", "parameter", "type", "tensor digest", ""], inputs) if inputs else "<p>None.</p>"]
     outputs = []
     for number, (record, stored) in enumerate(zip(execution.outputs, job.output_digests, strict=False)):
         download = _file_link(f"/jobs/{e(job.id)}/outputs/{number}.npy", "download .npy")

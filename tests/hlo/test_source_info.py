@@ -70,3 +70,19 @@ def test_the_source_is_never_hashed() -> None:
     without = load_program(_module("", ""))
     assert with_info.hlo_hash == without.hlo_hash
     assert with_info.source_hash != without.source_hash
+
+
+def test_parameters_are_named_by_their_pytree_path_where_jax_says_else_by_their_name() -> None:
+    text = (
+        "HloModule jit_f, entry_computation_layout={(f32[4]{0}, f32[3,4]{1,0}, f32[2,3]{1,0})->f32[2,4]{1,0}}\n\n"
+        "ENTRY main.1 {\n"
+        "  params__b__.1 = f32[4]{0} parameter(0), metadata={op_name=\"params[\\'b\\']\"}\n"
+        "  params__w__.1 = f32[3,4]{1,0} parameter(1), metadata={op_name=\"params[\\'w\\']\"}\n"
+        "  x.1 = f32[2,3]{1,0} parameter(2)\n"
+        "  dot.1 = f32[2,4]{1,0} dot(x.1, params__w__.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  broadcast.1 = f32[2,4]{1,0} broadcast(params__b__.1), dimensions={1}\n"
+        "  ROOT add.1 = f32[2,4]{1,0} add(dot.1, broadcast.1)\n"
+        "}\n"
+    )
+    program = load_program(text)
+    assert program.parameter_names == ["params['b']", "params['w']", "x.1"]

@@ -163,3 +163,27 @@ def test_an_unsupported_op_names_the_users_source(tmp_path: Path, capsys: pytest
     line = solve.__code__.co_firstlineno + 1  # the `return jnp.linalg.inv(a)` line
     assert "is not supported" in error and f"test_submit_from_jax.py:{line} (" in error, error
     assert "jit(solve)/" in error, error
+
+
+def test_inputs_are_named_by_their_pytree_paths_and_debug_info_is_opt_in(devnet: Path) -> None:
+    """The node names each input as the user's code does; the user's files and lines reach
+    the node only when asked for (debug_info=True), and never change what is hashed."""
+    from node.devnet import DevnetState
+
+    def layer(params: dict, x: jax.Array) -> jax.Array:
+        return jnp.tanh(x @ params["w"] + params["b"])
+
+    params = {"w": np.ones((3, 4), np.float32), "b": np.zeros(4, np.float32)}
+    x = np.ones((2, 3), np.float32)
+    client = node.sdk.connect(DevnetState.load(devnet).nodes[0].url)
+    private = client.submit(layer, params, x)
+    described = private.inputs()
+    assert [(item["name"], item["parameter"], item["type"]) for item in described] == [
+        ("in0", "params['b']", "f32[4]"), ("in1", "params['w']", "f32[3,4]"), ("in2", "x", "f32[2,3]"),
+    ]  # fmt: skip
+    text = private.function.hlo_text
+    assert "source_file" not in text and "stack_frame_id" not in text and "FileNames" not in text and "test_submit_from_jax" not in text
+    debugged = client.submit(layer, params, x, debug_info=True)
+    assert "test_submit_from_jax.py" in debugged.function.hlo_text and "jit(layer)/" in debugged.function.hlo_text
+    assert debugged.wait(timeout=120).verify().statement.predicate.deterministic.program.hlo_hash == private.wait(timeout=120).verify().statement.predicate.deterministic.program.hlo_hash
+    np.testing.assert_array_equal(debugged.outputs(), private.outputs())

@@ -101,6 +101,42 @@ def test_submit_without_wait_prints_the_job(node_process: tuple[str, subprocess.
     assert httpx.get(f"{url}/v1/jobs/{job_id.group(1)}").status_code == 200
 
 
+# A JAX function of a pytree, as JAX lowers it: each parameter's op_name is the argument's path.
+PYTREE_MODULE = (
+    "HloModule jit_f, entry_computation_layout={(f32[4]{0}, f32[3,4]{1,0}, f32[2,3]{1,0})->f32[2,4]{1,0}}\n\n"
+    "ENTRY main.1 {\n"
+    "  params__b__.1 = f32[4]{0} parameter(0), metadata={op_name=\"params[\\'b\\']\"}\n"
+    "  params__w__.1 = f32[3,4]{1,0} parameter(1), metadata={op_name=\"params[\\'w\\']\"}\n"
+    "  x.1 = f32[2,3]{1,0} parameter(2), metadata={op_name=\"x\"}\n"
+    "  dot.1 = f32[2,4]{1,0} dot(x.1, params__w__.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  broadcast.1 = f32[2,4]{1,0} broadcast(params__b__.1), dimensions={1}\n"
+    "  ROOT add.1 = f32[2,4]{1,0} add(dot.1, broadcast.1)\n"
+    "}\n"
+)
+
+
+def test_vxla_job_names_each_input_by_its_pytree_path_with_its_type(node_process: tuple[str, subprocess.Popen], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    url, _ = node_process
+    module = tmp_path / "f.hlo"
+    module.write_text(PYTREE_MODULE)
+    arrays = [np.zeros(4, np.float32), np.ones((3, 4), np.float32), np.ones((2, 3), np.float32)]
+    paths = []
+    for number, array in enumerate(arrays):
+        paths.append(tmp_path / f"in{number}.npy")
+        np.save(paths[-1], array)
+    assert main(["submit", "--node", url, str(module), *map(str, paths)]) == 0
+    found = re.search(r"job\s+(\S+)", capsys.readouterr().out)
+    assert found is not None
+    assert main(["job", found.group(1), "--node", url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name, parameter, shape in (("in0", "params['b']", "f32[4]"), ("in1", "params['w']", "f32[3,4]"), ("in2", "x", "f32[2,3]")):
+        [line] = [line for line in lines if line.startswith(name + " ")]
+        assert re.fullmatch(rf"{name}\s+{re.escape(parameter)}\s+{re.escape(shape)}\s+[0-9a-f]{{64}}", line), line
+    assert main(["job", found.group(1), "--node", url, "--json"]) == 0
+    described = json.loads(capsys.readouterr().out)["job"]["inputs"]
+    assert [item["parameter"] for item in described] == ["params['b']", "params['w']", "x"]
+
+
 def test_submit_bad_input_exit_2(node_process: tuple[str, subprocess.Popen], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     url, _ = node_process
     bad = tmp_path / "bad.hlo"
