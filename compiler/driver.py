@@ -35,7 +35,7 @@ from compiler.codegen.objfile import undefined_symbols
 from compiler.codegen.plan import KernelStep, Plan, binary_hash, finest_split
 from compiler.codegen.target import compile_ir
 from compiler.config import CompilerConfig, load_config
-from compiler.errors import BackendError
+from compiler.errors import BackendError, ExecutionError
 from compiler.hlo.commitment import GraphCommitment, commit_graph
 from compiler.hlo.ir import Module
 from compiler.hlo.opcodes import family_modules
@@ -151,6 +151,16 @@ def user_source(program: Program, config: CompilerConfig, instruction: str) -> s
     optimized, _ = optimized_plan(program, config)
     found = next((i for c in optimized.computations for i in c.instructions if i.name == instruction), None)
     return None if found is None or found.location is None else found.location.user
+
+
+def where_it_stopped(error: ExecutionError, program: Program, config: CompilerConfig) -> str:
+    """` (%instruction is the user's source)` for a compiled run stopped at an instruction
+    (`error.instruction`: a loop's limit, a deadline), where the HLO's metadata names that
+    source; empty otherwise. What vxla run and a node's failed job add to the error."""
+    if error.instruction is None:
+        return ""
+    source = user_source(program, config, error.instruction)
+    return f" (%{error.instruction} is {source})" if source else ""
 
 
 def _lowered(

@@ -215,12 +215,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def _user_source_of(error: ExecutionError, program: Program, args: argparse.Namespace) -> str:
     """` (the user's source: ...)` of the instruction a compiled run stopped at, where the
     HLO's metadata names one (the reference evaluator's messages name it themselves)."""
-    from compiler.api import user_source
+    from compiler.api import where_it_stopped
 
-    if error.instruction is None or args.backend == "reference":
-        return ""
-    source = user_source(program, compiler_config(args), error.instruction)
-    return f" (%{error.instruction} is {source})" if source else ""
+    return "" if args.backend == "reference" else where_it_stopped(error, program, compiler_config(args))
 
 
 def _write_profile(args: argparse.Namespace, profile: Profile, program: Program, executable, inputs, times_ns: tuple[int, int, int]) -> None:  # noqa: ANN001

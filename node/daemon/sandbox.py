@@ -679,7 +679,13 @@ def _check_module(request: ModuleCheckRequest, known: KnownModules) -> dict:
 
 
 def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerConfig, cache_dir: str, executables) -> tuple[bytes, list[bytes], dict, list[bytes]] | None:
-    from compiler.api import DeadlineExceeded, ExecutionError, TargetNotRunnable, compile_program
+    from compiler.api import (
+        DeadlineExceeded,
+        ExecutionError,
+        TargetNotRunnable,
+        compile_program,
+        where_it_stopped,
+    )
     from node.tensors import npy_bytes
     from node.tracing.statement import build_statement
 
@@ -708,12 +714,13 @@ def _run(request: ExecutionRequest, program, arrays, compiler_config: CompilerCo
     except TargetNotRunnable as error:
         raise JobRejected(f"execution: {error}") from None
     except DeadlineExceeded as error:
-        raise JobRejected(f"execution: over limits.job_wall_seconds ({limits.job_wall_seconds}): {error}") from None
+        where = where_it_stopped(error, program, compiler_config)
+        raise JobRejected(f"execution: over limits.job_wall_seconds ({limits.job_wall_seconds}): {error}{where}") from None
     except ExecutionError as error:
         # Name the setting when the loop limit stopped the job, so the submitter knows this
-        # node refuses it (not that the module is wrong).
+        # node refuses it (not that the module is wrong), and the user's code it stopped in.
         hint = f" (limits.max_while_iterations = {limits.max_while_iterations})" if "past the limit" in str(error) else ""
-        raise JobRejected(f"execution: {error}{hint}") from None
+        raise JobRejected(f"execution: {error}{where_it_stopped(error, program, compiler_config)}{hint}") from None
     executed = time.perf_counter_ns()
     statement = build_statement(
         program, executable, arrays, run,

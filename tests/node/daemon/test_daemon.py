@@ -138,6 +138,18 @@ def test_tampered_trace_does_not_verify(client: Client) -> None:
     assert not report.ok and report.failed[0].name == "signatures"
 
 
+def test_a_job_stopped_in_a_loop_names_the_users_source(client: Client) -> None:
+    """A node's failed job says where in the user's code it stopped, as `vxla run` does,
+    where the HLO's metadata says (JAX's op_name and file:line), and the setting that stopped it."""
+    from tests.node.cli.test_cli import COUNTING
+
+    with pytest.raises(JobFailed) as failed:
+        client.submit(COUNTING, [np.int32(0)]).wait(timeout=60)
+    error = str(failed.value)
+    assert "ran past the limit of 2 iterations" in error and "(%while" in error, error
+    assert "is jit(count)/while at model.py:12 (count))" in error and "limits.max_while_iterations = 2" in error, error
+
+
 def test_the_job_list_pages_filters_and_refuses_bad_queries(client: Client, node: NodeServer, capsys: pytest.CaptureFixture[str]) -> None:
     """GET /v1/jobs: newest first, filtered by state, paged with `next`; `vxla jobs` and `vxla
     job` show state, timings and a failed job's error; bad queries are a 400 naming why."""
