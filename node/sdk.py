@@ -72,7 +72,7 @@ from node.protocol import (
     is_digest,
     result_digest_of,
 )
-from node.tensors import npy_bytes, npy_size_bound, read_npy, recorded_array
+from node.tensors import NPY_HEADER_BYTES, npy_bytes, npy_size_bound, read_npy, recorded_array
 from node.tracing.statement import TraceInputError
 from node.tracing.verify import VerifyReport, parse_envelope, verify_trace
 from node.transfers import AnswerRefused, deadline_transport, fetch
@@ -106,6 +106,19 @@ class IntegrityError(NodeError):
     """Bytes from the node that are not what they were asked for: a blob that does not hash
     to its digest, an input or output whose digest, element type or shape is not the one the
     trace records, a trace whose signature does not verify."""
+
+
+@dataclass(frozen=True)
+class Download:
+    """Where a download of a job's outputs stands (what `Job.outputs(progress=)` hears):
+    output `number` of `count` (named `name`; `number == count` once all are in), and the
+    bytes of the outputs' elements received so far of `total`."""
+
+    name: str
+    number: int
+    count: int
+    received: int
+    total: int
 
 
 class JobTimeout(NodeError, TimeoutError):
@@ -354,7 +367,7 @@ class Job:
             raise AnswerRefused(f"{self.client.url}{self._path}: {what} is not a list of SHA-256 digests")
         return values
 
-    def _recorded_blob(self, digest: str, record: TensorRecord, version: str) -> np.ndarray:
+    def _recorded_blob(self, digest: str, record: TensorRecord, version: str, on_bytes: Callable[[int], None] | None = None) -> np.ndarray:
         """The blob `digest` as the tensor `record` describes, downloaded within the .npy
         size its element type and shape imply and checked against it: digest (of `version`,
         the trace's tensor digest version), element type and shape."""
@@ -366,19 +379,20 @@ class Job:
                 f"{bound} bytes as .npy, over this client's limit of {limit} (AnswerLimits.tensor_bytes)"
             )
         try:
-            return recorded_array(self.client.get_blob(digest, max_bytes=bound), record, version)
+            return recorded_array(self.client.get_blob(digest, max_bytes=bound, on_bytes=on_bytes), record, version)
         except ValueError as exc:
             raise IntegrityError(f"job {self.id}: {exc}") from None
 
-    def outputs(self, timeout: float | None = 600.0) -> Any:
+    def outputs(self, timeout: float | None = 600.0, progress: Callable[[Download], None] | None = None) -> Any:
         """The output arrays (waiting up to `timeout` seconds for the job to finish), from a
         trace whose signature verifies (Client.verification_keys), each checked twice: its
         bytes against the blob digest, and the array against the tensor digest the trace
         records (so bfloat16 comes back typed). `verify()` re-executes too. A list in the module's
-        result order, or for a JAX function, the function's own output structure."""
+        result order, or for a JAX function, the function's own output structure. `progress`
+        hears the download as it goes (a `Download`: which output, bytes so far of how many)."""
         if self.state != "done":
             self.wait(timeout=timeout)
-        arrays = self._checked_outputs()
+        arrays = self._checked_outputs(progress)
         return self.function.unflatten(arrays) if self.function is not None else arrays
 
     def verify(
@@ -545,7 +559,7 @@ class Job:
             finally:
                 state.close()
 
-    def _checked_outputs(self) -> list[np.ndarray]:
+    def _checked_outputs(self, progress: Callable[[Download], None] | None = None) -> list[np.ndarray]:
         envelope = self.trace()
         statement = self._statement(envelope)
         try:
@@ -560,7 +574,19 @@ class Job:
         if len(digests) != len(records):
             raise IntegrityError(f"job {self.id}: {len(digests)} output blobs, the trace records {len(records)}")
         version = statement.predicate.deterministic.digest_version
-        return [self._recorded_blob(digest, record, version) for digest, record in zip(digests, records, strict=True)]
+        if progress is None:
+            return [self._recorded_blob(digest, record, version) for digest, record in zip(digests, records, strict=True)]
+        total = sum(npy_size_bound(record) - NPY_HEADER_BYTES for record in records)  # the elements' bytes
+        arrays, before = [], 0
+        for number, (digest, record) in enumerate(zip(digests, records, strict=True)):
+
+            def heard(size: int, number: int = number, record: TensorRecord = record, before: int = before) -> None:
+                progress(Download(record.name, number, len(records), min(before + size, total), total))
+
+            arrays.append(self._recorded_blob(digest, record, version, heard))
+            before += npy_size_bound(record) - NPY_HEADER_BYTES
+        progress(Download("", len(records), len(records), total, total))
+        return arrays
 
 
 # Seconds after the reveal phase in which a job's results may be challenged, unless the
@@ -743,14 +769,16 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, *, max_bytes: int, what: str, max_seconds: float | None = None, **kwargs: Any) -> bytes:
+    def _request(
+        self, method: str, path: str, *, max_bytes: int, what: str, max_seconds: float | None = None, on_bytes: Callable[[int], None] | None = None, **kwargs: Any
+    ) -> bytes:
         """The body of the node's 2xx answer, at most `max_bytes` (`what` it should be names
         it in errors), all of it within `max_seconds` (default: the limits' transfer_seconds).
         RequestRefused for a 4xx or 5xx, AnswerRefused for an answer past its bounds or a
         redirect (never followed), NodeUnreachable for no answer."""
         seconds = self.limits.transfer_seconds if max_seconds is None else max_seconds
         try:
-            answer = fetch(self._http, method, path, max_bytes=max_bytes, max_seconds=seconds, what=what, **kwargs)
+            answer = fetch(self._http, method, path, max_bytes=max_bytes, max_seconds=seconds, what=what, on_bytes=on_bytes, **kwargs)
         except httpx.HTTPError as exc:  # the SDK's own error, with the URL, not httpx's
             raise NodeUnreachable(f"cannot reach the node at {self.url} ({type(exc).__name__}: {exc})") from exc
         if answer.status >= 400:
@@ -777,11 +805,12 @@ class Client:
         self._request("PUT", f"/v1/blobs/{digest}", content=data, max_bytes=self.limits.json_bytes, what="answer")
         return digest
 
-    def get_blob(self, digest: str, max_bytes: int | None = None) -> bytes:
+    def get_blob(self, digest: str, max_bytes: int | None = None, on_bytes: Callable[[int], None] | None = None) -> bytes:
         """The bytes stored under `digest`, checked against it: at most `max_bytes` (default:
-        the client's `limits.tensor_bytes`), AnswerRefused past that."""
+        the client's `limits.tensor_bytes`), AnswerRefused past that; `on_bytes` hears how
+        many have arrived, as they do."""
         bound = self.limits.tensor_bytes if max_bytes is None else max_bytes
-        data = self._request("GET", f"/v1/blobs/{digest}", max_bytes=bound, what="blob")
+        data = self._request("GET", f"/v1/blobs/{digest}", max_bytes=bound, what="blob", on_bytes=on_bytes)
         if sha256_hex(data) != digest:
             raise IntegrityError(f"blob {digest}: the node sent bytes with another digest")
         return data

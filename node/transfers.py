@@ -61,13 +61,15 @@ def fetch(
     max_seconds: float,
     what: str = "answer",
     on_answer: Callable[[httpx.Response], None] | None = None,
+    on_bytes: Callable[[int], None] | None = None,
     **request: Any,
 ) -> Answer:
     """The answer to `method url`, read within bounds: a success's body at most `max_bytes`
     (None: no bound), any other's at most ERROR_ANSWER_BYTES, all of it within `max_seconds`;
     AnswerRefused (naming `what` the body should be) past either, or for a compressed body.
     A redirect is returned as it is, not followed. `on_answer` sees the response before its
-    body is read (to refuse it by raising). httpx.HTTPError for no answer."""
+    body is read (to refuse it by raising); `on_bytes` hears the bytes of a success's body
+    read so far, as they arrive (a download's progress). httpx.HTTPError for no answer."""
     give_up = time.monotonic() + max_seconds
     transfer = _Transfer(str(http.base_url.join(url)), what, max_seconds, give_up)
     headers = {"Accept-Encoding": "identity", **request.pop("headers", {})}
@@ -77,7 +79,8 @@ def fetch(
             if on_answer is not None:
                 on_answer(response)
             bound = max_bytes if response.is_success else ERROR_ANSWER_BYTES
-            return Answer(response.status_code, response.headers, transfer.read(response, bound))
+            heard = on_bytes if response.is_success else None
+            return Answer(response.status_code, response.headers, transfer.read(response, bound, heard))
     except httpx.TimeoutException:
         if time.monotonic() >= give_up:  # the deadline cut a read short, not the peer's silence
             raise transfer.too_slow() from None
@@ -93,7 +96,7 @@ class _Transfer:
     max_seconds: float
     give_up: float
 
-    def read(self, response: httpx.Response, max_bytes: int | None) -> bytes:
+    def read(self, response: httpx.Response, max_bytes: int | None, on_bytes: Callable[[int], None] | None = None) -> bytes:
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding != "identity":
             raise AnswerRefused(f"{self.url}: {self.what} sent {encoding}-encoded, which was not asked for")
@@ -108,6 +111,8 @@ class _Transfer:
             if time.monotonic() > self.give_up:
                 raise self.too_slow()
             chunks.append(chunk)
+            if on_bytes is not None:
+                on_bytes(size)
         return b"".join(chunks)
 
     def too_large(self, max_bytes: int) -> AnswerRefused:

@@ -11,11 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from node.cli.common import (
-    node_session,
-    output_records,
-    read_hlo_text,
-)
+from node.cli.common import download_bar, node_session, output_records, read_hlo_text
 from node.cli.usage import EXIT_DIFFERENT, EXIT_OK, UsageError
 from node.tensors import TensorFileError, load_npy, save_npz_atomic
 
@@ -44,7 +40,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
                 job.wait(timeout=args.timeout, progress=progress)
                 report["job"] = job.info
-                outputs = job.outputs()
+                with download_bar("downloading the outputs") as bar:
+                    outputs = job.outputs(progress=None if args.json else bar)
                 report["outputs"] = output_records(outputs)
                 if args.out:
                     save_npz_atomic(args.out, outputs)

@@ -165,6 +165,34 @@ def spinner(first: str) -> Iterator[Callable[[str], None] | None]:
         yield say
 
 
+@contextlib.contextmanager
+def download_bar(what: str) -> Iterator[Callable[[Any], None] | None]:
+    """A download's bar on stderr when it is a terminal (rich's progress: bytes, speed, time
+    left), fed with `node.sdk.Download`s; None otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(what, total=None)
+
+        def heard(download: Any) -> None:  # noqa: ANN401 - a node.sdk.Download
+            doing = f"{what}: {download.name} ({download.number + 1} of {download.count})" if download.number < download.count else f"{what}: done"
+            bar.update(task, description=doing, completed=download.received, total=download.total)
+
+        yield heard
+
+
 def key_dir() -> Path:
     """The default key directory: $VXLA_HOME/keys, else ~/.vxla/keys."""
     home = os.environ.get("VXLA_HOME")

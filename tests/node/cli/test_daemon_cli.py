@@ -137,6 +137,17 @@ def test_vxla_job_names_each_input_by_its_pytree_path_with_its_type(node_process
     assert [item["parameter"] for item in described] == ["params['b']", "params['w']", "x"]
 
 
+def test_submit_wait_shows_the_download_of_the_outputs_on_a_terminal(node_process: tuple[str, subprocess.Popen], tmp_path: Path) -> None:
+    from tests.node.cli.test_progress import _run_on_a_terminal
+
+    url, _ = node_process
+    out = tmp_path / "out.npz"
+    arguments = ["submit", "--node", url, "--wait", str(MLP.directory / "module.hlo"), *map(str, MLP.input_paths()), "--out", str(out)]
+    status, stdout, shown = _run_on_a_terminal(arguments, {**os.environ, "COLUMNS": "200", "TERM": "xterm"})
+    assert status == 0 and f"wrote {out}" in stdout, shown
+    assert "downloading the outputs: done" in shown and re.search(r"\d+(\.\d+)?/\d+(\.\d+)? (bytes|kB)", shown), shown
+
+
 def test_submit_bad_input_exit_2(node_process: tuple[str, subprocess.Popen], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     url, _ = node_process
     bad = tmp_path / "bad.hlo"

@@ -28,7 +28,7 @@ from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
 from node.daemon.store import DONE, FAILED, QUEUED, JobStore
 from node.protocol import INLINE_INPUT_BYTES, statement_digest
-from node.sdk import Client, JobFailed, RequestRefused
+from node.sdk import Client, Download, JobFailed, RequestRefused
 from node.tensors import npy_bytes
 from node.tracing.verify import parse_envelope, verify_trace
 
@@ -136,6 +136,17 @@ def test_tampered_trace_does_not_verify(client: Client) -> None:
     other = generate_private_key()
     report = client.verify(job.trace(), MLP.module_text, MLP.inputs(), trusted_keys=[other.public_key()])
     assert not report.ok and report.failed[0].name == "signatures"
+
+
+def test_a_download_of_outputs_tells_its_progress(client: Client) -> None:
+    job = client.submit(MLP.module_text, MLP.inputs()).wait(timeout=60)
+    heard: list[Download] = []
+    outputs = job.outputs(progress=heard.append)
+    total = sum(o.nbytes for o in outputs)
+    assert heard and heard[-1] == Download("", len(outputs), len(outputs), total, total)
+    assert [d.received for d in heard] == sorted(d.received for d in heard) and all(d.total == total for d in heard)
+    assert [d.name for d in heard[:-1]] == sorted(d.name for d in heard[:-1]) and {d.name for d in heard[:-1]} == {f"out{n}" for n in range(len(outputs))}
+    np.testing.assert_array_equal(outputs[0], job.outputs()[0])
 
 
 def test_a_job_stopped_in_a_loop_names_the_users_source(client: Client) -> None:
