@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "optimized_plan": "compiler.driver",
     "user_source": "compiler.driver",
     "where_it_stopped": "compiler.driver",
+    "CompileStage": "compiler.driver",
     # The graph commitment a job posts (docs/disputes.md).
     "graph_commitment": "compiler.driver",
     "GraphCommitment": "compiler.hlo.commitment",

@@ -188,6 +188,20 @@ def _instructions(module: Module) -> int:
     return sum(len(computation.instructions) for computation in module.computations)
 
 
+class CompileStage(str):
+    """A compilation's stage in words, as `compile_program`'s `progress` hears it, with what
+    a listener may act on without reading the words: `phase` ("optimizing" or "codegen") and,
+    when the stage says a pass has just run, that pass's name (`ran`)."""
+
+    phase: str
+    ran: str | None
+
+    def __new__(cls, words: str, phase: str, ran: str | None = None) -> CompileStage:
+        stage = super().__new__(cls, words)
+        stage.phase, stage.ran = phase, ran
+        return stage
+
+
 def compile_program(
     program: Program,
     config: CompilerConfig | None = None,
@@ -208,17 +222,17 @@ def compile_program(
         if backend.compiles_in_parts and _instructions(program.module) >= PRESTART_INSTRUCTIONS:
             llvm_workers.prestart()
         tell = progress or (lambda stage: None)
-        tell(f"optimizing ({config.pipeline} pipeline)")
+        tell(CompileStage(f"optimizing ({config.pipeline} pipeline)", "optimizing"))
 
         def observer(count: int, name: str, module: Module) -> None:
-            tell(f"optimizing: {name} ({count} pass runs so far)")
+            tell(CompileStage(f"optimizing: {name} ({count} pass runs so far)", "optimizing", ran=name))
 
         code = backend.machine_code(config, cache)
         try:
             # LLVM starts on the first kernels while the rest are lowered (partition.py).
             _, plan, graph_text = _generated(program, config, observer if progress else None, backend, code)
             kernels = len({step.kernel for step in plan.steps if isinstance(step, KernelStep)})
-            tell(f"generating machine code for {config.cpu}: {kernels} kernels, {len(plan.steps)} steps")
+            tell(CompileStage(f"generating machine code for {config.cpu}: {kernels} kernels, {len(plan.steps)} steps", "codegen"))
             object_bytes = code.finish()
         except BaseException:
             code.abandon()

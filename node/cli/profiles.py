@@ -22,7 +22,6 @@ from typing import Any
 from core.atomic_files import write_text_atomic
 
 TRACKS = ("compile", "run", "steps")
-PASS_RAN = "optimizing: "  # how compiler/driver.py says a pass has run
 
 
 @dataclass
@@ -47,19 +46,19 @@ class Profile:
         self._stage = None if name is None else (name, time.perf_counter())
 
     def listener(self, also: Callable[[str], None] | None) -> Callable[[str], None]:
-        """A compile progress listener that records each stage, and tells `also` too. The
-        compiler says a stage as it starts, but a pass once it has run ("optimizing: NAME
-        (N pass runs so far)", compiler/driver.py): that names the span ending there. What
-        follows the last pass, up to "generating machine code", is the lowering (LLVM starts
-        on the first kernels meanwhile)."""
+        """A compile progress listener that records each stage (compiler.api.CompileStage),
+        and tells `also` too. The compiler says a stage as it starts, but a pass once it has
+        run (`ran`): that names the span ending there. What follows the last pass, up to the
+        code generation, is the lowering (LLVM starts on the first kernels meanwhile)."""
 
         def hear(stage: str) -> None:
-            if stage.startswith(PASS_RAN):
-                self._close(f"pass {stage[len(PASS_RAN):].split(' (')[0]}")
+            ran = getattr(stage, "ran", None)
+            if ran is not None:
+                self._close(f"pass {ran}")
                 self._stage = ("", time.perf_counter())
             else:
                 if self._stage is not None and not self._stage[0]:
-                    self._close("lowering" if stage.startswith("generating") else "optimizing")
+                    self._close("lowering" if getattr(stage, "phase", "") == "codegen" else "optimizing")
                 self.stage(stage)
             if also is not None:
                 also(stage)
