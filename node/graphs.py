@@ -85,6 +85,9 @@ class GraphPicture:
     dot: str
     path: tuple[str, ...]
     names: tuple[str, ...] = ()
+    # Boxes drawn when grouped at each depth of the user's scopes (groups[d - 1] at depth d),
+    # up to the deepest scope: empty when the HLO's metadata names no scope.
+    groups: tuple[int, ...] = ()
 
     def svg(self) -> bytes:
         """The picture as SVG, drawn by Graphviz's `dot`."""
@@ -94,13 +97,30 @@ class GraphPicture:
             raise GraphvizMissing() from None
 
 
-def graph_picture(program: Program, config: CompilerConfig | None = None, highlight: str | None = None) -> GraphPicture:
+def graph_picture(program: Program, config: CompilerConfig | None = None, highlight: str | None = None, depth: int | None = None) -> GraphPicture:
     """The optimized graph of `program` for `config` (the node's default without one), with
     the entry instruction named `highlight` (canonical name, e.g. `fusion.7`) and the path
     to it from a parameter marked; UnknownInstruction (a NodeError and a ValueError) when no entry
-    instruction has that name."""
+    instruction has that name. `depth`: the instructions of each scope of the user's code
+    that deep (JAX's op_name up to its `depth`th part: `jit(f)/Model/block_0` at 3) drawn as
+    one box, so that a model's repeated layers read as a row of boxes."""
     module, plan = optimized_plan(program, config or load_config())
-    return _Drawing(module, plan).draw(highlight)
+    return _Drawing(module, plan).draw(highlight, depth)
+
+
+def scope_of(instruction: Instruction) -> tuple[str, ...]:
+    """The scopes of the user's code `instruction` was made in, outermost first: its op_name
+    without the op itself (`jit(f)/Model/block_0/Dense_0/dot_general` is in
+    `jit(f)`, `Model`, `block_0`, `Dense_0`); none for an input or without metadata."""
+    location = instruction.location
+    if location is None or not location.op_name or instruction.opcode == "parameter":
+        return ()
+    return tuple(location.op_name.split("/")[:-1])
+
+
+def _group_node(group: str) -> str:
+    """The node of a scope's box (escaped: a `:` would be read as a port)."""
+    return graphviz.escape(f"scope {group}")
 
 
 class _Drawing:
@@ -113,7 +133,7 @@ class _Drawing:
         self.buffers_of = {point.name: point.buffers for point in plan.trace_points}
         self.outputs = set(plan.outputs)
 
-    def draw(self, highlight: str | None) -> GraphPicture:
+    def draw(self, highlight: str | None, depth: int | None = None) -> GraphPicture:
         path: list[str] = []
         if highlight is not None:
             if highlight not in self.by_name:
@@ -126,19 +146,62 @@ class _Drawing:
                                                                "label": self._legend(), "labelloc": "b"},
                                  node_attr={"shape": "box", "fontname": "Helvetica", "fontsize": "9", "style": "rounded"},
                                  edge_attr={"arrowsize": "0.6"})  # fmt: skip
+        group_of = self._groups(depth)
+        drawn_groups: set[str] = set()
+        drawn_edges: set[tuple[str, str]] = set()
         for instruction in self.entry.execution_order():
             name = self.names[id(instruction)]
             fused = self._fused(instruction)
-            if fused is not None:
+            group = group_of.get(name)
+            if group is not None:
+                if group not in drawn_groups:
+                    drawn_groups.add(group)
+                    members = [n for n, g in group_of.items() if g == group]
+                    self._group_box(graph, group, members, highlighted=highlight in members)
+            elif fused is not None:
                 self._cluster(graph, instruction, fused, highlighted=name == highlight)
             else:
                 graph.node(name, self._label(instruction, name), **self._look(instruction, highlighted=name == highlight))
             for number, operand in enumerate(instruction.operands):
-                source = self._node_of(operand)
-                target = name if fused is None else self._parameter_node(name, fused, number)
-                bold = self.names[id(operand)] in on_path and name in on_path
+                operand_name = self.names[id(operand)]
+                source = _group_node(group_of[operand_name]) if operand_name in group_of else self._node_of(operand)
+                target = _group_node(group) if group is not None else name if fused is None else self._parameter_node(name, fused, number)
+                if source == target or (group is not None and (source, target) in drawn_edges):
+                    continue  # inside one box, or drawn once between boxes
+                drawn_edges.add((source, target))
+                bold = operand_name in on_path and name in on_path
                 graph.edge(source, target, **({"color": HIGHLIGHT, "penwidth": "2.2"} if bold else {}))
-        return GraphPicture(graph.source, tuple(path), tuple(self.by_name))
+        return GraphPicture(graph.source, tuple(path), tuple(self.by_name), self._group_counts())
+
+    def _groups(self, depth: int | None) -> dict[str, str]:
+        """The scope each entry instruction is drawn in at `depth` (those in none: absent)."""
+        if depth is None:
+            return {}
+        scopes = {self.names[id(i)]: scope_of(i) for i in self.entry.instructions}
+        return {name: "/".join(scope[:depth]) for name, scope in scopes.items() if len(scope) >= depth}
+
+    def _group_counts(self) -> tuple[int, ...]:
+        """Boxes drawn at each depth from 1 to the deepest scope."""
+        deepest = max((len(scope_of(i)) for i in self.entry.instructions), default=0)
+        counts = []
+        for depth in range(1, deepest + 1):
+            groups = self._groups(depth)
+            counts.append(len(set(groups.values())) + len(self.entry.instructions) - len(groups))
+        return tuple(counts)
+
+    def _group_box(self, graph: graphviz.Digraph, group: str, members: list[str], highlighted: bool) -> None:
+        """One box for the instructions of a scope, with how many and which kinds."""
+        ops = [op for m in members for op in self._ops(self.by_name[m])]
+        families = [f for f in FAMILIES if f in {family_of(op.opcode) for op in ops}]
+        look = {"shape": "box3d", "style": "filled", "fillcolor": "#f6f6f6", "tooltip": f"{group}: {', '.join(members)}"}
+        if highlighted:
+            look |= {"color": HIGHLIGHT, "penwidth": "2.5", "fontcolor": HIGHLIGHT}
+        graph.node(_group_node(group), f"{group}\n{len(members)} instructions\n{', '.join(f.replace('_', ' ') for f in families)}", **look)
+
+    def _ops(self, instruction: Instruction) -> list[Instruction]:
+        """The operations `instruction` computes: a fusion's fused ones, else itself."""
+        fused = self._fused(instruction)
+        return [instruction] if fused is None else [op for op in fused.instructions if op.opcode != "parameter"]
 
     def _fused(self, instruction: Instruction) -> Computation | None:
         called = instruction.attrs.get("calls")

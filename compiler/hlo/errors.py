@@ -10,11 +10,17 @@ from compiler.errors import CompilerError
 @dataclass(frozen=True)
 class SourceLocation:
     """A 1-based line and column in the HLO text and, where the HLO's metadata says, the
-    user's source the instruction came from (`user`: JAX's op_name and file:line)."""
+    user's source the instruction came from (`user`: JAX's op_name and file:line, said
+    together; `op_name` and `position` apart). `relative`: the op_name is relative to a call
+    of the computation that holds the instruction, called from several places, so that
+    inlining a call puts the call's own op_name in front (compiler/hlo/source_info.py)."""
 
     line: int
     column: int
     user: str | None = None
+    op_name: str | None = None
+    position: str | None = None
+    relative: bool = False
 
     def __str__(self) -> str:
         return f"line {self.line}, column {self.column}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from compiler.hlo.errors import SourceLocation
 from compiler.hlo.ir import Computation
 
 SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
@@ -73,24 +74,53 @@ def attribute_sources(entry: Computation, frames: SourceFrames) -> None:
     outermost instruction of a call (`jit(f)/jit(inv)` at model.py:4); the instructions of
     the called computation carry op names relative to it (`triangular_solve`). So a called
     computation's instructions are named under their caller's op name and, where they have
-    none of their own, at their caller's position. A computation called from several places
-    is named from the first, in the entry's order."""
-    seen: set[int] = set()
-    pending: list[tuple[Computation, str | None, str | None]] = [(entry, None, None)]
-    while pending:
-        computation, prefix, where = pending.pop(0)
-        if id(computation) in seen:
-            continue
-        seen.add(id(computation))
+    none of their own, at their caller's position. A computation called from places with
+    different op names (JAX's `jit(relu)` in every layer) keeps its relative names, marked
+    `relative`: inlining a call names its copy under that call (`under_call`)."""
+    sites: dict[int, list[tuple[str | None, str | None, bool]]] = {}
+    for computation in _callers_first(entry):
+        called_from = sites.get(id(computation), [(None, None, False)])
+        prefix, where, relative = called_from[0] if len(set(called_from)) == 1 else (None, None, True)
         for instruction in computation.instructions:
             fields = _fields(instruction.ignored_attrs.get("metadata", ""))
             op_name = "/".join(part for part in (prefix, fields.get("op_name")) if part) or None
-            own = _position(fields, frames)
-            here = own or where
-            user = f"{op_name} at {here}" if op_name and here else op_name or here
-            if user is not None and instruction.location is not None:
-                instruction.location = replace(instruction.location, user=user)
-            pending.extend((callee, op_name, here) for callee in instruction.called_computations())
+            here = _position(fields, frames) or where
+            if instruction.location is not None:
+                instruction.location = replace(instruction.location, user=_said(op_name, here), op_name=op_name, position=here, relative=relative)
+            for callee in instruction.called_computations():
+                sites.setdefault(id(callee), []).append((op_name, here, relative))
+
+
+def under_call(location: SourceLocation | None, call: SourceLocation | None) -> SourceLocation | None:
+    """The location of an instruction copied out of a called computation into the place of
+    `call` (call inlining): a relative op name goes under the call's, with the call's
+    position where it has none of its own."""
+    if location is None or not location.relative or call is None:
+        return location
+    op_name = "/".join(part for part in (call.op_name, location.op_name) if part) or None
+    here = location.position or call.position
+    return replace(location, user=_said(op_name, here), op_name=op_name, position=here, relative=call.relative)
+
+
+def _said(op_name: str | None, position: str | None) -> str | None:
+    return f"{op_name} at {position}" if op_name and position else op_name or position
+
+
+def _callers_first(entry: Computation) -> list[Computation]:
+    """The computations reachable from `entry`, each after every computation that calls it."""
+    order: list[Computation] = []
+    seen: set[int] = set()
+
+    def visit(computation: Computation) -> None:  # depth first; HLO nests calls shallowly
+        seen.add(id(computation))
+        for instruction in computation.instructions:
+            for callee in instruction.called_computations():
+                if id(callee) not in seen:
+                    visit(callee)
+        order.append(computation)
+
+    visit(entry)
+    return order[::-1]
 
 
 def _position(fields: dict[str, str], frames: SourceFrames) -> str | None:

@@ -16,6 +16,7 @@ from compiler.hlo.editing import (
     remove_unreachable_computations,
 )
 from compiler.hlo.ir import Computation, Instruction, Module
+from compiler.hlo.source_info import under_call
 from compiler.passes.base import SimplePass
 
 
@@ -47,7 +48,10 @@ def inline_calls(computation: Computation, names: NameAllocator) -> bool:
             assert parameter.parameter_number is not None
             copied = mapping[id(parameter)]
             forward[id(copied)] = (copied, instruction.operands[parameter.parameter_number])
-        instructions.extend(i for i in copy.instructions if i.opcode != "parameter")
+        for copied in copy.instructions:
+            if copied.opcode != "parameter":
+                copied.location = under_call(copied.location, instruction.location)
+                instructions.append(copied)
         forward[id(instruction)] = (instruction, copy.root)
 
     def resolve(value: Instruction) -> Instruction:

@@ -86,6 +86,7 @@ def _programs_commands(commands: Commands) -> None:
     graph.add_argument("--dot", metavar="OUT.dot", help="write the Graphviz DOT text")
     graph.add_argument("--highlight", metavar="NAME", help="highlight this instruction (its canonical name, e.g. fusion.5)")
     graph.add_argument("--traces", nargs=2, metavar="TRACE.json", help="highlight the first instruction where these two op-level traces differ")
+    graph.add_argument("--group-depth", type=positive_int, metavar="N", help="draw the instructions of each scope of your code N deep as one box (JAX's op names: jit(f)/Model/block_0 at 3), so that repeated layers read as a row of boxes; needs the HLO's metadata (the SDK's debug_info=True)")
     add_target_options(graph)
 
     convert = add_command(commands, "convert", "programs:cmd_convert", help="turn StableHLO text or a jax.export artifact into HLO text", description="Convert what JAX writes besides HLO text, StableHLO text (jax.jit(f).lower(...).as_text()) or a serialized jax.export artifact (exported.serialize()), into the HLO text vxla hashes and runs. Needs JAX, the " f"optional extra ({JAX_EXTRA}); inspect, compile, run and submit accept the same files and convert them the same way. HLO text is copied as it is.")

@@ -101,7 +101,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     svg = b""
     with spinner(f"optimizing {args.module}") as say:  # (rich's spinner takes stdout while it spins)
         try:
-            picture = graph_picture(program, config, highlight)
+            picture = graph_picture(program, config, highlight, args.group_depth)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if args.svg:
@@ -119,6 +119,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print(f"wrote {args.svg}")
     if picture.path:
         print(f"path         {' -> '.join(picture.path)}")
+    if args.group_depth and not picture.groups:
+        print("not grouped: the module's metadata names no scopes of your code (the SDK keeps them with debug_info=True)", file=sys.stderr)
     return EXIT_OK
 
 

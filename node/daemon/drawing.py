@@ -75,7 +75,8 @@ RETRY_AFTER_S = 5  # what a busy answer tells the client to wait
 HEADER_MAX_BYTES = 16 << 20
 SVG_MAX_BYTES = 64 << 20
 
-Key = tuple[str, str | None]  # (module digest, highlighted instruction)
+Key = tuple[str, str | None, int | None]  # (module digest, highlighted instruction, scope depth)
+MAX_DEPTH = 32  # the deepest scope a graph may be grouped at (JAX's op names nest a few levels)
 Gone = Callable[[], Awaitable[bool]]  # whether a waiting request's client has gone
 
 
@@ -89,6 +90,7 @@ class Outcome:
     path: tuple[str, ...] = ()
     detail: str = ""
     retry_after_s: int | None = None
+    groups: tuple[int, ...] = ()  # boxes at each scope depth (node.graphs.GraphPicture.groups)
 
     @property
     def ok(self) -> bool:
@@ -106,6 +108,7 @@ class DrawingRequest:
     memory_bytes: int
     dot: str
     user: tuple[int, int] | None
+    depth: int | None = None
 
 
 @dataclass(frozen=True)
@@ -159,10 +162,11 @@ class Drawings:
         )
         self.processes = Counter("vxla_graph_processes_started", "Drawing processes started", registry=registry)
 
-    async def answer(self, digest: str, highlight: str | None, gone: Gone) -> Outcome:
-        """The graph of the module stored under `digest` with `highlight` marked: a kept
-        outcome, else a drawing (waiting for a turn while `gone()` is false), else busy."""
-        key = (digest, highlight or None)
+    async def answer(self, digest: str, highlight: str | None, gone: Gone, depth: int | None = None) -> Outcome:
+        """The graph of the module stored under `digest` with `highlight` marked (and the
+        user's scopes `depth` deep grouped, node.graphs.graph_picture): a kept outcome, else
+        a drawing (waiting for a turn while `gone()` is false), else busy."""
+        key = (digest, highlight or None, depth)
         known = self._known(key)
         if known is not None:
             self.requests.labels(answer="kept").inc()
@@ -190,7 +194,9 @@ class Drawings:
 
     def _known(self, key: Key) -> Outcome | None:
         """A kept outcome for `key`, or a refusal that needs no drawing."""
-        digest, highlight = key
+        digest, highlight, depth = key
+        if depth is not None and not 1 <= depth <= MAX_DEPTH:
+            return Outcome(422, detail=f"depth {depth}: from 1 to {MAX_DEPTH}")
         for kept in (self._drawn.get(key), self._module_failed.get(digest), self._failed.get(key)):
             if kept is not None:
                 return kept
@@ -234,7 +240,7 @@ class Drawings:
         finally:
             del self._pending[key]
 
-    def _draw_now(self, digest: str, highlight: str | None) -> Drawn:
+    def _draw_now(self, digest: str, highlight: str | None, depth: int | None) -> Drawn:
         """Draws in a child process (in a thread of this class's own). A module the store
         cannot give (BlobError: damaged, say) raises: the node's trouble, not kept."""
         module = self._store.blobs.get(digest)
@@ -245,11 +251,11 @@ class Drawings:
             return Drawn(Outcome(413, detail=detail))
         assert self._dot is not None
         self.processes.inc()
-        request = DrawingRequest(module, highlight, limits.graph_wall_seconds, limits.graph_memory_bytes, self._dot, self._user)
+        request = DrawingRequest(module, highlight, limits.graph_wall_seconds, limits.graph_memory_bytes, self._dot, self._user, depth)
         return draw_in_a_process(request)
 
     def _keep(self, key: Key, drawn: Drawn) -> None:
-        digest, _ = key
+        digest = key[0]
         if drawn.names is not None:
             self._names.put(digest, frozenset(drawn.names))
         if drawn.confinement is not None:
@@ -294,7 +300,7 @@ def _answer(receiver: Connection, process: multiprocessing.process.BaseProcess, 
         if not receiver.poll(max(0.0, deadline - time.monotonic())):
             return Drawn(too_long)
         svg = receiver.recv_bytes(SVG_MAX_BYTES)
-        outcome = Outcome(200, svg=svg, path=tuple(str(step) for step in header["path"]))
+        outcome = Outcome(200, svg=svg, path=tuple(str(step) for step in header["path"]), groups=tuple(int(n) for n in header.get("groups", ())))
         return Drawn(outcome, False, _names(header), header.get("confinement"))
     except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
         return Drawn(Outcome(422, detail=f"cannot draw the graph: the drawing process {_how_it_ended(process, request, error)}"))
@@ -375,7 +381,7 @@ def _drawing(request: DrawingRequest, config: Any) -> tuple[dict, bytes]:  # noq
     too_much = f"cannot draw the graph: it needs more memory than limits.graph_memory_bytes ({request.memory_bytes}) allows"
     try:
         program = load_program(request.module.decode("utf-8"))
-        picture = graph_picture(program, config, request.highlight)
+        picture = graph_picture(program, config, request.highlight, request.depth)
     except UnknownInstruction as error:
         return failed(422, f"cannot draw the graph: {error}", False, error.names)
     except MemoryError:
@@ -398,4 +404,4 @@ def _drawing(request: DrawingRequest, config: Any) -> tuple[dict, bytes]:  # noq
         if done.returncode < 0:
             reason = f"killed by {signal.Signals(-done.returncode).name} (over its CPU time or memory?)"
         return failed(422, f"cannot draw the graph: Graphviz's dot failed: {reason}")
-    return {"ok": True, "path": list(picture.path), "names": list(picture.names)}, done.stdout
+    return {"ok": True, "path": list(picture.path), "names": list(picture.names), "groups": list(picture.groups)}, done.stdout

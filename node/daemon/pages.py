@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio.from_thread
 import numpy as np
@@ -196,25 +197,25 @@ def pages_routes(
         return Response(store.blobs.get(job.output_digests[number]), media_type="application/octet-stream", headers={"Content-Disposition": disposition})
 
     @router.get("/graphs/{module_digest}.svg")
-    async def graph(module_digest: str, request: Request, highlight: str | None = None) -> Response:
+    async def graph(module_digest: str, request: Request, highlight: str | None = None, depth: int | None = None) -> Response:
         # Async, and drawn by `drawings` in threads of its own: the event loop and the
         # threads of the other routes are never held by a drawing.
         if not is_digest(module_digest):
             raise HTTPException(404, f"module {module_digest}: not stored on this node")
-        outcome = await drawings.answer(module_digest, highlight, request.is_disconnected)
+        outcome = await drawings.answer(module_digest, highlight, request.is_disconnected, depth)
         if not outcome.ok:
             retry = {"Retry-After": str(outcome.retry_after_s)} if outcome.retry_after_s else None
             raise HTTPException(outcome.status, outcome.detail, headers=retry)
         return Response(outcome.svg, media_type="image/svg+xml")
 
     @router.get("/graphs/{module_digest}", response_class=HTMLResponse)
-    async def graph_viewer(module_digest: str, request: Request, highlight: str | None = None) -> HTMLResponse:
+    async def graph_viewer(module_digest: str, request: Request, highlight: str | None = None, depth: int | None = None) -> HTMLResponse:
         if not is_digest(module_digest):
             return _not_found(f"No module {module_digest} on this node", "A graph is named by its module's SHA-256 (a job page links to it).")
         title = f"Graph of {module_digest[:12]}…"
         if not _may_draw(gate, request):
             return _page(title, f"<p class=note>{_token_needed(module_digest)}</p>")
-        outcome = await drawings.answer(module_digest, highlight, request.is_disconnected)
+        outcome = await drawings.answer(module_digest, highlight, request.is_disconnected, depth)
         if not outcome.ok:
             page = _page(title, f"<p>{e(outcome.detail)}</p>" + f"<p class=note>The module: {blob(module_digest)}</p>")
             page.status_code = outcome.status
@@ -223,7 +224,9 @@ def pages_routes(
         if outcome.path:
             steps = [f"<mark>{e(step)}</mark>" if step == highlight else e(step) for step in outcome.path]
             path = f"<p>Path from a parameter: {' &rarr; '.join(steps)}</p>"
-        body = f"<p class=note>The module: {blob(module_digest)}; the picture alone: <a href='/graphs/{e(module_digest)}.svg'>SVG</a></p>{path}"
+        alone = f"/graphs/{e(module_digest)}.svg" + (f"?depth={depth}" if depth else "")
+        body = f"<p class=note>The module: {blob(module_digest)}; the picture alone: <a href='{alone}'>SVG</a></p>{path}"
+        body += _grouping(module_digest, highlight, depth, outcome.groups)
         page = _page(title, body + viewer_body(_inline_svg(outcome.svg), highlight))
         page.headers["content-security-policy"] = viewer_policy(CONTENT_SECURITY_POLICY)
         return page
@@ -339,6 +342,27 @@ def _token_needed(module_digest: str) -> str:
     return (f"This node draws graphs only for requests with a token: fetch <a href='{url}'>{url}</a> with "
             "<code>Authorization: Bearer TOKEN</code>, or draw it yourself with <code>vxla graph</code> from the "
             f"module (<code>GET /v1/blobs/{e(module_digest)}</code>).")  # fmt: skip
+
+
+def _grouping(module_digest: str, highlight: str | None, depth: int | None, groups: tuple[int, ...]) -> str:
+    """The viewer's choice of grouping: each depth of the user's scopes at which the graph
+    has fewer boxes than at the one before (a model's layers as a row of boxes), or why none."""
+    if not groups:
+        return ("<p class=note>Not grouped by layer: the module's metadata names no scopes of your code "
+                "(the SDK keeps them with <code>submit(..., debug_info=True)</code>).</p>")  # fmt: skip
+    def link(level: int | None) -> str:
+        query = urlencode({k: v for k, v in (("highlight", highlight), ("depth", level)) if v is not None})
+        return e(f"/graphs/{module_digest}" + (f"?{query}" if query else ""))
+
+    choices = ["<strong>none</strong>" if depth is None else f"<a href='{link(None)}'>none</a>"]
+    previous = None
+    for level, boxes in enumerate(groups, start=1):
+        if boxes == previous:
+            continue
+        previous = boxes
+        words = f"depth {level} ({boxes} boxes)"
+        choices.append(f"<strong>{words}</strong>" if level == depth else f"<a href='{link(level)}'>{words}</a>")
+    return f"<p id=grouping>Group by the scopes of your code: {' · '.join(choices)}</p>"
 
 
 def _graph_figure(module_digest: str, drawings: Drawings, gate: Gate, request: Request) -> str:

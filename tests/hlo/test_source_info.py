@@ -86,3 +86,36 @@ def test_parameters_are_named_by_their_pytree_path_where_jax_says_else_by_their_
     )
     program = load_program(text)
     assert program.parameter_names == ["params['b']", "params['w']", "x.1"]
+
+
+SHARED_CALLEE = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+relu.1 {
+  x.2 = f32[4]{0} parameter(0)
+  zero.3 = f32[] constant(0)
+  zeros.4 = f32[4]{0} broadcast(zero.3), dimensions={}
+  ROOT max.5 = f32[4]{0} maximum(x.2, zeros.4), metadata={op_name="max"}
+}
+
+ENTRY main.6 {
+  x.7 = f32[4]{0} parameter(0), metadata={op_name="x"}
+  first.8 = f32[4]{0} call(x.7), to_apply=relu.1, metadata={op_name="jit(f)/block_0/jit(relu)" source_file="model.py" source_line=3}
+  scaled.9 = f32[4]{0} multiply(first.8, first.8), metadata={op_name="jit(f)/block_1/mul" source_file="model.py" source_line=4}
+  ROOT second.10 = f32[4]{0} call(scaled.9), to_apply=relu.1, metadata={op_name="jit(f)/block_1/jit(relu)" source_file="model.py" source_line=5}
+}
+"""
+
+
+def test_a_computation_called_from_two_layers_is_named_under_each_call_once_inlined() -> None:
+    """JAX's `jit(relu)` in every layer is one computation: each inlined copy is named under
+    its own call (block_0's or block_1's op name, at its line), not all under the first."""
+    from compiler.config import load_config
+    from compiler.driver import optimized_plan
+
+    program = load_program(SHARED_CALLEE)
+    module, _ = optimized_plan(program, load_config())
+    users = sorted(i.location.user for c in module.computations for i in c.instructions if i.location is not None and i.location.user and "relu" in i.location.user and "max" in i.location.user)
+    assert "jit(f)/block_0/jit(relu)/max at model.py:3" in users and "jit(f)/block_1/jit(relu)/max at model.py:5" in users, users
+    # Before inlining the callee's own instructions say only what they are, relative to a call.
+    [callee] = [c for c in program.module.computations if c.name == "relu.1"]
+    assert callee.root.location is not None and callee.root.location.relative and callee.root.location.user == "max"

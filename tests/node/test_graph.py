@@ -15,8 +15,9 @@ from compiler.driver import optimized_plan
 from compiler.hlo.printer import canonical_names
 from compiler.program import load_program
 from harness.fixture_data import Fixture
+from harness.hlo_fragments import layered_module
 from node.cli import main
-from node.graphs import FAMILY_COLOURS, family_of, graph_picture
+from node.graphs import FAMILY_COLOURS, family_of, graph_picture, scope_of
 
 MLP = Fixture("mlp_softmax")
 MODULE = str(MLP.directory / "module.hlo")
@@ -116,3 +117,29 @@ def test_a_missing_graphviz_is_said_before_the_module_is_compiled(tmp_path: Path
     monkeypatch.undo()
     assert main(["graph", MODULE, "--dot", str(tmp_path / "g.dot")]) == 0
     assert (tmp_path / "g.dot").read_text().startswith("digraph")
+
+
+def test_a_model_s_layers_group_into_one_box_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    program = load_program(layered_module(3))
+    module, _ = optimized_plan(program, load_config())
+    whole = graph_picture(program)
+    # Boxes at each depth of the scopes: 4 parameters beside jit(apply), then the blocks.
+    assert whole.groups == (5, 5, 8)
+    picture = graph_picture(program, depth=3)
+    boxes = re.findall(r'^\s*"scope (jit\(apply\)/Model/block_\d)" \[label="([^"]*)"', picture.dot, re.M)
+    assert [name for name, _ in boxes] == [f"jit(apply)/Model/block_{n}" for n in range(3)], picture.dot
+    assert all("instructions" in label and "dot conv" in label for _, label in boxes), boxes
+    for n in range(2):  # each block feeds the next, once
+        assert picture.dot.count(f'"scope jit(apply)/Model/block_{n}" -> "scope jit(apply)/Model/block_{n + 1}"') == 1
+    names = canonical_names(module.entry)
+    members = [names[id(i)] for i in module.entry.instructions if scope_of(i)[:3] == ("jit(apply)", "Model", "block_1")]
+    assert members
+    # A highlighted instruction inside a box makes the box red.
+    marked = graph_picture(program, depth=3, highlight=members[0])
+    assert re.search(r'"scope jit\(apply\)/Model/block_1" \[[^\]]*color="#cc0000"', marked.dot, re.S), marked.dot
+    # vxla graph --group-depth; a module without scopes says it cannot group.
+    (tmp_path / "layers.hlo").write_text(layered_module(3))
+    assert main(["graph", str(tmp_path / "layers.hlo"), "--group-depth", "3", "--dot", str(tmp_path / "g.dot")]) == 0
+    assert (tmp_path / "g.dot").read_text().count('[label="jit(apply)/Model/block_') == 3
+    assert main(["graph", MODULE, "--group-depth", "2", "--dot", str(tmp_path / "m.dot")]) == 0
+    assert "not grouped: the module's metadata names no scopes" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from playwright.sync_api import expect
 
 from attest.keys import generate_private_key
 from harness.fixture_data import Fixture
+from harness.hlo_fragments import layered_module
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
 from node.sdk import Client, JobFailed
@@ -251,6 +252,29 @@ def test_the_graph_viewer_pans_zooms_and_finds_instructions_of_a_large_graph(bro
     visit.shot("graph-viewer-search")
     page.fill("#find", "no-such-instruction")
     assert page.locator("#viewer g.found").count() == 0 and page.locator("#found").inner_text() == "0 found"
+    visit.close()
+
+
+def test_the_viewer_draws_a_model_s_layers_as_one_box_each(browser, node: NodeServer) -> None:  # noqa: ANN001
+    digest = Client(node.url).put_blob(layered_module(6).encode())
+    visit = Visit(browser, node.url)
+    page = visit.go(f"/graphs/{digest}")
+    expect(page.locator("#viewer[data-ready=yes]")).to_have_count(1, timeout=60_000)
+    grouping = page.locator("#grouping")
+    assert grouping.locator("strong").inner_text() == "none"
+    ungrouped = page.locator("#viewer g.node").count()
+    grouping.locator("a", has_text="depth 3").click()
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("#viewer[data-ready=yes]")).to_have_count(1, timeout=60_000)
+    assert page.locator("#grouping strong").inner_text().startswith("depth 3")
+    boxes = page.locator("#viewer g.node title").all_text_contents()
+    assert [b for b in boxes if b.startswith("scope ")] == [f"scope jit(apply)/Model/block_{n}" for n in range(6)], boxes
+    assert page.locator("#viewer g.node").count() < ungrouped
+    # Search finds a layer's box by its scope (and its weights, by their pytree path).
+    page.fill("#find", "block_4")
+    found = page.locator("#viewer g.found > title").all_text_contents()
+    assert "scope jit(apply)/Model/block_4" in found and len(found) == 2, found
+    visit.shot("graph-viewer-layers")
     visit.close()
 
 
