@@ -10,7 +10,8 @@ links to what it names.
   optimized graph;
 - `/jobs/{id}/outputs/{n}.npy`: output `n` as a file to download;
 - `/graphs/{module digest}`: the graph viewer (node/daemon/graph_viewer.py: pan, zoom,
-  search), `/graphs/{module digest}.svg` the picture alone; both take `?highlight=NAME`;
+  search, grouping by the user's layers), `/graphs/{module digest}.svg` the picture alone;
+  both take `?highlight=NAME` and `?depth=N` (node.graphs.graph_picture);
 - `/chain/jobs/{id}`: a chain job's phases and each node's commitment and reveal, its
   disputes (challenger and defender, stage, bisection rounds, the instruction reached, who
   moves next and by when, the verdict and winner), and the divergence view: for each node whose result differs, the first differing instruction,
