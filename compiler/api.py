@@ -86,6 +86,7 @@ _EXPORTS: dict[str, str] = {
     "check_runnable": "compiler.runtime.devices",
     "widest_runnable_cpu": "compiler.host",
     "machine_threads": "compiler.runtime.threads",
+    "work_ranges": "compiler.runtime.threads",
     "evaluate": "compiler.reference",
     "flatten_value": "compiler.reference.evaluator",
     # The program model (read-only use: pictures, costs, traces' instruction names).
@@ -127,6 +128,7 @@ _EXPORTS: dict[str, str] = {
 _DEFINED_AS = {
     "SUPPORTED_OPCODES": "SUPPORTED",
     "SOURCE_TABLES": "SECTIONS",
+    "work_ranges": "partition",
     "walk_steps": "walk",
     "ScalarOp": "Op",
     "SCALAR_TYPE_CODES": "TYPE_CODES",

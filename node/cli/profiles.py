@@ -7,8 +7,9 @@ Three tracks of one process:
 - `run`: the run itself, whole;
 - `steps`: each top-level step of the plan (a kernel, a copy, a loop) timed on its own in a
   second run, back to back, named as traces name instructions, with the op it computes and,
-  where the HLO carries it, the user's source. Each step costs a call from Python more than
-  in the whole run, and the threads a step uses are not shown apart.
+  where the HLO carries it, the user's source, and for a kernel how many of the run's threads
+  its work items are split among. Each step costs a call from Python more than in the whole
+  run, and the threads' own spans are not shown apart.
 """
 
 from __future__ import annotations

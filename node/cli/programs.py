@@ -225,7 +225,7 @@ def _user_source_of(error: ExecutionError, program: Program, args: argparse.Name
 def _write_profile(args: argparse.Namespace, profile: Profile, program: Program, executable, inputs, times_ns: tuple[int, int, int]) -> None:  # noqa: ANN001
     """--profile: the compile's stages (heard as they ran), the run, then each step of the
     plan timed on its own in a second run, named with its op and the user's source."""
-    from compiler.api import optimized_plan
+    from compiler.api import KernelStep, optimized_plan, work_ranges
 
     started, compiled, executed = (t / 1e9 for t in times_ns)
     profile.stage(None)
@@ -234,12 +234,17 @@ def _write_profile(args: argparse.Namespace, profile: Profile, program: Program,
     profile.span("run", "run", compiled, executed, threads=str(args.threads))
     module, _ = optimized_plan(program, executable.config)
     by_name = {i.name: i for c in module.computations for i in c.instructions}
+    kernels = {step.instruction: step for step in executable.plan.steps if isinstance(step, KernelStep)}
 
     def about(name: str) -> dict[str, str]:
         instruction = by_name.get(name)
         if instruction is None:
             return {"op": name}
         facts = {"op": instruction.opcode}
+        kernel = kernels.get(name)
+        if kernel is not None:  # how the run splits its work items among the threads (compiler/runtime/threads.py)
+            facts["threads"] = f"{len(work_ranges(kernel.extent, args.threads, kernel.grain))} of {args.threads}"
+            facts["work items"] = str(kernel.extent)
         if instruction.opcode == "fusion":
             kind = instruction.attrs.get("kind", "")
             facts["op"] = f"fusion ({kind or 'fused'}, root {instruction.called_computations()[0].root.opcode})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -218,6 +219,9 @@ def test_a_profile_opens_as_a_chrome_trace_with_the_compile_the_run_and_each_ste
     assert steps and all("op" in e["args"] for e in steps)
     # Each step is named as traces name instructions, with the user's source where the HLO has it.
     assert any(e["args"].get("source", "").endswith("at model.py:7 (block)") for e in steps), steps
+    # A kernel's step says how many threads its work items were split among.
+    kernels = [e for e in steps if "threads" in e["args"]]
+    assert kernels and all(re.fullmatch(r"\d+ of \d+", e["args"]["threads"]) and int(e["args"]["work items"]) >= 1 for e in kernels), kernels
     # Compiled before: the compile track says it came from the cache.
     assert main([*run, str(tmp_path / "warm.json")]) == 0
     warm = json.loads((tmp_path / "warm.json").read_text())["traceEvents"]
