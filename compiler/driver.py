@@ -39,7 +39,7 @@ from compiler.errors import BackendError, ExecutionError
 from compiler.hlo.commitment import GraphCommitment, commit_graph
 from compiler.hlo.ir import Module
 from compiler.hlo.opcodes import family_modules
-from compiler.hlo.printer import canonical_copy, canonical_text
+from compiler.hlo.printer import canonical_copy, canonical_names, canonical_text
 from compiler.passes.base import PassObserver
 from compiler.passes.pipeline import pipeline_named
 from compiler.program import Program, load_program
@@ -145,12 +145,17 @@ def optimized_plan(program: Program, config: CompilerConfig) -> tuple[Module, Pl
 
 
 def user_source(program: Program, config: CompilerConfig, instruction: str) -> str | None:
-    """The user's source of the optimized module's `instruction` (a name a compiled run's
-    error gives: ExecutionError.instruction), as the HLO's metadata says; None where it says
-    nothing. Optimizes again: for an error's message, not for a run's path."""
+    """The user's source of the optimized module's `instruction` (its canonical name, as
+    op-level traces, divergence reports and a compiled run's error name it), as the HLO's
+    metadata says; None where it says nothing. Optimizes again: for a message, not for a
+    run's path."""
     optimized, _ = optimized_plan(program, config)
-    found = next((i for c in optimized.computations for i in c.instructions if i.name == instruction), None)
-    return None if found is None or found.location is None else found.location.user
+    for computation in sorted(optimized.computations, key=lambda c: c is not optimized.entry):  # the entry's names first
+        names = canonical_names(computation)
+        found = next((i for i in computation.instructions if names[id(i)] == instruction), None)
+        if found is not None:
+            return found.location.user if found.location is not None else None
+    return None
 
 
 def where_it_stopped(error: ExecutionError, program: Program, config: CompilerConfig) -> str:

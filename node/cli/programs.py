@@ -96,6 +96,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
         if args.highlight:
             raise UsageError("--highlight or --traces, not both: the traces name the instruction")
         highlight, config, summary = _first_divergence(args.traces)
+        if highlight is not None:
+            from compiler.api import user_source
+
+            source = user_source(program, config, highlight)
+            summary += f" ({source})" if source else ""
         print(summary, file=sys.stderr)
     config = config or compiler_config(args)
     svg = b""

@@ -9,7 +9,7 @@ recorded); a version this vxla does not know fails the statement check, named.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,7 @@ from compiler.api import (
     pipeline_named,
     runnable_cpus,
     this_host,
+    user_source,
     validate_target,
 )
 from node.tracing.statement import (
@@ -83,11 +84,13 @@ class FirstDivergence:
     recorded_digest: str | None
     reexecuted_digest: str | None
     proofs_ok: bool
+    source: str | None = None  # the user's source of the instruction, where the HLO says
 
     def line(self) -> str:
-        """E.g. "instruction 12 fusion.7 (fusion): <digest> != <digest>"."""
+        """E.g. "instruction 12 fusion.7 (fusion; jit(f)/dot_general at model.py:7): <digest> != <digest>"."""
+        about = self.opcode + (f"; {self.source}" if self.source else "")
         return (
-            f"instruction {self.index} {self.name} ({self.opcode}): "
+            f"instruction {self.index} {self.name} ({about}): "
             f"{self.recorded_digest or 'absent'} != {self.reexecuted_digest or 'absent'}"
         )
 
@@ -98,6 +101,7 @@ class FirstDivergence:
             "opcode": self.opcode,
             "recorded_digest": self.recorded_digest,
             "reexecuted_digest": self.reexecuted_digest,
+            "source": self.source,
             "proofs_ok": self.proofs_ok,
         }
 
@@ -466,8 +470,9 @@ def _reexecute(
         report.add("outputs", True, f"{len(ours)} output digest(s) match")
     if op_level:
         _check_op_trace(
-            report, recorded.op_trace, mine.predicate.deterministic.op_trace, divergence
-        )
+            report, recorded.op_trace, mine.predicate.deterministic.op_trace, divergence,
+            lambda name: user_source(program, executable.config, name),
+        )  # fmt: skip
     # Anything else the comparison found (compiler identity fields other than the version,
     # already checked above, would land here if the two ever disagreed). Executed on another
     # target, the machine code, its buffer plan and the target naturally differ; the
@@ -487,7 +492,8 @@ def _reexecute(
 
 
 def _check_op_trace(
-    report: VerifyReport, theirs: OpTrace | None, ours: OpTrace | None, divergence: Divergence
+    report: VerifyReport, theirs: OpTrace | None, ours: OpTrace | None, divergence: Divergence,
+    source_of: Callable[[str], str | None] = lambda name: None,
 ) -> None:
     if theirs is None or ours is None:
         report.add(
@@ -519,6 +525,7 @@ def _check_op_trace(
     report.first_divergence = FirstDivergence(
         index=first.index, name=first.name, opcode=first.opcode,
         recorded_digest=first.left_digest, reexecuted_digest=first.right_digest, proofs_ok=proofs_ok,
+        source=source_of(first.name),
     )  # fmt: skip
     proof_text = (
         "inclusion proofs verified against both roots"

@@ -27,6 +27,7 @@ from compiler.driver import compile_program
 from compiler.program import load_program
 from compiler.runtime.executable import Fault
 from harness.fixture_data import FIXTURE_NAMES, Fixture
+from harness.hlo_fragments import layered_module
 from harness.sampling import share_of
 from harness.targets import session_cache
 from node.cli import main
@@ -523,3 +524,36 @@ def test_run_with_a_trace_binds_and_digests_each_tensor_once(tmp_path: Path, key
     deterministic = statement.predicate.deterministic
     assert len(digests) == len(deterministic.inputs) + len(deterministic.outputs) and binds == [len(MLP.input_paths())]
     assert statement.predicate.job_id.startswith("local-")
+
+
+def test_the_first_divergence_names_the_users_source(keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the HLO's metadata says (JAX's op names), the first differing instruction is
+    named with the user's code it came from, in the report and its line."""
+    module = tmp_path / "layers.hlo"
+    module.write_text(layered_module(3))
+    inputs = [np.random.default_rng(n).standard_normal((4, 8) if n == 0 else (8, 8)).astype(np.float32) for n in range(4)]
+    paths = []
+    for number, array in enumerate(inputs):
+        paths.append(str(tmp_path / f"in{number}.npy"))
+        np.save(paths[-1], array)
+    executable = compile_program(load_program(module.read_text()), load_config(), cache_dir=session_cache())
+    honest = executable.run_traced(*inputs)
+    target, bit = next(
+        (name, bit) for name, _, digest in honest.instructions if name.startswith("fusion") for bit in (3, 30, 61)
+        if executable.run_traced(*inputs, fault=Fault(name, bit)).instructions != honest.instructions
+    )  # fmt: skip
+    trace = tmp_path / "faulty.json"
+    assert main(["run", str(module), *paths, "--trace", str(trace), "--key", str(keys.private), "--json", "--op-level", "--fault", f"{target}:{bit}"]) == 0
+    capsys.readouterr()
+    status = main(["verify", str(trace), "--json", "--trusted-key", str(keys.public), "--module", str(module), "--inputs", *paths])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 1
+    first = report["first_divergence"]
+    assert first["name"] == target and first["source"] is not None and first["source"].startswith("jit(apply)/Model/block_"), first
+    assert f"{first['source']}" in _failed(report)["op_trace"] and "at model.py:1" in first["source"]
+    # vxla graph --traces says it too.
+    honest_trace = tmp_path / "honest.json"
+    assert main(["run", str(module), *paths, "--trace", str(honest_trace), "--key", str(keys.private), "--json", "--op-level"]) == 0
+    capsys.readouterr()
+    assert main(["graph", str(module), "--traces", str(honest_trace), str(trace), "--dot", str(tmp_path / "g.dot")]) == 0
+    assert f"{target} ({first['source']})" in capsys.readouterr().err
