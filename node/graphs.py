@@ -88,6 +88,7 @@ class GraphPicture:
     # Boxes drawn when grouped at each depth of the user's scopes (groups[d - 1] at depth d),
     # up to the deepest scope: empty when the HLO's metadata names no scope.
     groups: tuple[int, ...] = ()
+    source: str = ""  # the highlighted instruction's user source, where the HLO's metadata says
 
     def svg(self) -> bytes:
         """The picture as SVG, drawn by Graphviz's `dot`."""
@@ -171,7 +172,8 @@ class _Drawing:
                 drawn_edges.add((source, target))
                 bold = operand_name in on_path and name in on_path
                 graph.edge(source, target, **({"color": HIGHLIGHT, "penwidth": "2.2"} if bold else {}))
-        return GraphPicture(graph.source, tuple(path), tuple(self.by_name), self._group_counts())
+        source = self._source(self.by_name[highlight]) if highlight is not None else ""
+        return GraphPicture(graph.source, tuple(path), tuple(self.by_name), self._group_counts(), source)
 
     def _groups(self, depth: int | None) -> dict[str, str]:
         """The scope each entry instruction is drawn in at `depth` (those in none: absent)."""

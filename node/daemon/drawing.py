@@ -91,6 +91,7 @@ class Outcome:
     detail: str = ""
     retry_after_s: int | None = None
     groups: tuple[int, ...] = ()  # boxes at each scope depth (node.graphs.GraphPicture.groups)
+    source: str = ""  # the highlighted instruction's user source (GraphPicture.source)
 
     @property
     def ok(self) -> bool:
@@ -300,7 +301,8 @@ def _answer(receiver: Connection, process: multiprocessing.process.BaseProcess, 
         if not receiver.poll(max(0.0, deadline - time.monotonic())):
             return Drawn(too_long)
         svg = receiver.recv_bytes(SVG_MAX_BYTES)
-        outcome = Outcome(200, svg=svg, path=tuple(str(step) for step in header["path"]), groups=tuple(int(n) for n in header.get("groups", ())))
+        outcome = Outcome(200, svg=svg, path=tuple(str(step) for step in header["path"]), groups=tuple(int(n) for n in header.get("groups", ())),
+                          source=str(header.get("source", "")))  # fmt: skip
         return Drawn(outcome, False, _names(header), header.get("confinement"))
     except (EOFError, OSError, ValueError, KeyError, TypeError) as error:
         return Drawn(Outcome(422, detail=f"cannot draw the graph: the drawing process {_how_it_ended(process, request, error)}"))
@@ -404,4 +406,4 @@ def _drawing(request: DrawingRequest, config: Any) -> tuple[dict, bytes]:  # noq
         if done.returncode < 0:
             reason = f"killed by {signal.Signals(-done.returncode).name} (over its CPU time or memory?)"
         return failed(422, f"cannot draw the graph: Graphviz's dot failed: {reason}")
-    return {"ok": True, "path": list(picture.path), "names": list(picture.names), "groups": list(picture.groups)}, done.stdout
+    return {"ok": True, "path": list(picture.path), "names": list(picture.names), "groups": list(picture.groups), "source": picture.source}, done.stdout

@@ -225,6 +225,8 @@ def pages_routes(
         if outcome.path:
             steps = [f"<mark>{e(step)}</mark>" if step == highlight else e(step) for step in outcome.path]
             path = f"<p>Path from a parameter: {' &rarr; '.join(steps)}</p>"
+            if outcome.source:
+                path += f"<p>{e(highlight)} is <span class=source>{e(outcome.source)}</span> in your code.</p>"
         alone = f"/graphs/{e(module_digest)}.svg" + (f"?depth={depth}" if depth else "")
         body = f"<p class=note>The module: {blob(module_digest)}; the picture alone: <a href='{alone}'>SVG</a></p>{path}"
         body += _grouping(module_digest, highlight, depth, outcome.groups)
@@ -284,7 +286,7 @@ def pages_routes(
         body.append(table(headers, slot_rows) if slot_rows else "<p>No slot claimed yet.</p>")
         if shown:
             more = f"<p class=note>The newest {len(shown)} of {opened} disputes.</p>" if opened > len(shown) else ""
-            body.append("<h2>Disputes</h2>" + more + _disputes_table(shown, now))
+            body.append("<h2>Disputes</h2>" + more + _disputes_table(shown, now, record.module_digest if record is not None else None))
         report = chain.monitor.report(chain.market.address, job_id)
         if report is not None and report.divergences:
             module_digest = record.module_digest if record is not None else None
@@ -389,8 +391,11 @@ def _divergence_section(divergence: Any, module_digest: str | None, draw: Callab
     name = divergence.instruction_name
     if name is None:
         return table([], rows)
+    marked = f"<mark class=divergent>{e(name)}</mark>"
+    if module_digest is not None:
+        marked = f"<a href='/graphs/{e(module_digest)}?{e(urlencode({'highlight': name}))}'>{marked}</a>"
     rows += [
-        ["first differing instruction", f"<mark class=divergent>{e(name)}</mark> ({e(divergence.instruction_opcode or '')}), schedule position {divergence.instruction_index}"],
+        ["first differing instruction", f"{marked} ({e(divergence.instruction_opcode or '')}), schedule position {divergence.instruction_index}"],
         ["its digest there", digest(divergence.their_digest or "absent")],
         ["this node's digest", digest(divergence.our_digest or "absent")],
     ]
@@ -402,6 +407,8 @@ def _divergence_section(divergence: Any, module_digest: str | None, draw: Callab
         if outcome.ok:
             steps = [f"<mark>{e(step)}</mark>" if step == name else e(step) for step in outcome.path]
             rows.append(["path in the graph", " &rarr; ".join(steps)])
+            if outcome.source:
+                rows.append(["in your code", f"<span class=source>{e(outcome.source)}</span>"])
             viewer = f"/graphs/{e(module_digest)}?highlight={e(name)}"
             picture = f"<div class=graph>{_inline_svg(outcome.svg)}</div><p><a href='{viewer}'>The graph in the viewer, at {e(name)}</a></p>"
         else:
@@ -409,8 +416,9 @@ def _divergence_section(divergence: Any, module_digest: str | None, draw: Callab
     return table([], rows) + picture
 
 
-def _disputes_table(disputes: list[dict[str, Any]], now: int) -> str:
-    """One row per dispute, as the API answers it (node.daemon.api.ChainDisputes)."""
+def _disputes_table(disputes: list[dict[str, Any]], now: int, module_digest: str | None = None) -> str:
+    """One row per dispute, as the API answers it (node.daemon.api.ChainDisputes); the
+    instruction each reached links to the graph viewer at it when this node holds the module."""
     rows = []
     for d in disputes:
         moves = int(d["moves"])
@@ -421,7 +429,7 @@ def _disputes_table(disputes: list[dict[str, Any]], now: int) -> str:
             code(d["defender"]) + note(f"slot {d['slot']}"),
             badge(d["stage"]),
             rounds + note(f"({moves} bisection move(s))"),
-            _dispute_instruction(d),
+            _dispute_instruction(d, module_digest),
             _dispute_next(d, now),
             _dispute_verdict(d),
         ])  # fmt: skip
@@ -429,7 +437,7 @@ def _disputes_table(disputes: list[dict[str, Any]], now: int) -> str:
     return table(headers, rows)
 
 
-def _dispute_instruction(d: dict[str, Any]) -> str:
+def _dispute_instruction(d: dict[str, Any], module_digest: str | None = None) -> str:
     index = d["instruction"]
     if index is None:
         return "<span class=note>not reached yet</span>"
@@ -440,7 +448,10 @@ def _dispute_instruction(d: dict[str, Any]) -> str:
         return f"op-trace leaf {index}" + note("(this node holds no trace of the job to name it)")
     opcode = d.get("instruction_opcode")
     uncovered = d.get("steps_uncovered")
-    return f"<mark class=disputed>{e(name)}</mark>" + (f" ({e(opcode)})" if opcode else "") + f", op-trace leaf {index}" + (note(f"no element steps: {e(uncovered)}") if uncovered else "")
+    marked = f"<mark class=disputed>{e(name)}</mark>"
+    if module_digest is not None:
+        marked = f"<a href='/graphs/{e(module_digest)}?{e(urlencode({'highlight': name}))}'>{marked}</a>"
+    return marked + (f" ({e(opcode)})" if opcode else "") + f", op-trace leaf {index}" + (note(f"no element steps: {e(uncovered)}") if uncovered else "")
 
 
 def _dispute_next(d: dict[str, Any], now: int) -> str:

@@ -27,10 +27,15 @@ import pytest
 from playwright.sync_api import expect
 
 from attest.keys import generate_private_key
+from compiler.config import load_config
+from compiler.driver import optimized_plan
+from compiler.hlo.printer import canonical_names
+from compiler.program import load_program
 from harness.fixture_data import Fixture
 from harness.hlo_fragments import layered_module
 from node.daemon.config import Limits, NodeConfig
 from node.daemon.server import NodeServer
+from node.graphs import scope_of
 from node.sdk import Client, JobFailed
 from tests.contracts.test_anvil import anvil  # noqa: F401  (the fixture)
 from tests.node.test_e2e_devnet import _visible_fault, devnet, nodes_factory, submit  # noqa: F401  (fixtures)
@@ -279,6 +284,14 @@ def test_the_viewer_draws_a_model_s_layers_as_one_box_each(browser, node: NodeSe
     found = page.locator("#viewer g.found > title").all_text_contents()
     assert "scope jit(apply)/Model/block_4" in found and len(found) == 2, found
     visit.shot("graph-viewer-layers")
+    # Highlighted, an instruction is named in the user's code, and its layer's box is red.
+    program = load_program(layered_module(6))
+    module, _ = optimized_plan(program, load_config())
+    names = canonical_names(module.entry)
+    [name, *_] = [names[id(i)] for i in module.entry.instructions if scope_of(i)[:3] == ("jit(apply)", "Model", "block_4")]
+    page = visit.go(f"/graphs/{digest}?depth=3&highlight={name}")
+    expect(page.locator("#viewer[data-ready=yes]")).to_have_count(1, timeout=60_000)
+    assert re.search(rf"{re.escape(name)} is jit\(apply\)/Model/block_4/\S+ at model\.py:14 in your code", page.locator("body").inner_text())
     visit.close()
 
 
@@ -320,6 +333,8 @@ def test_a_divergent_chain_job_highlights_its_first_differing_instruction(browse
     record = honest.chain.executor.record(devnet.deployment.market.address, int(job.id))
     assert record is not None and run.locator(f"a[href='/v1/blobs/{record.module_digest}']").count() == 1
     assert page.request.get(honest.url + f"/v1/chain/jobs/{job.id}/trace").ok
+    # The instruction links to the graph viewer at it.
+    assert page.locator("a:has(mark.divergent)").get_attribute("href") == f"/graphs/{record.module_digest}?highlight={fault.instruction}"
     visit.shot("chain-job-divergence")
     # The market: every registered node with its stake and its slot in this job.
     page = visit.go("/market")
