@@ -197,7 +197,8 @@ def test_the_chain_job_page_shows_the_disputes(disputed: Disputed) -> None:
     text = page.text
     section = text[text.index("<h2>Disputes</h2>") :]
     name = disputed.graph.records[LIES_FROM].name
-    assert f"<mark class=disputed>{name}</mark> ({disputed.graph.records[LIES_FROM].opcode}), op-trace leaf {LIES_FROM}" in section
+    assert f"<mark class=disputed>{name}</mark></a> ({disputed.graph.records[LIES_FROM].opcode}), op-trace leaf {LIES_FROM}" in section
+    assert f"?highlight={name}'><mark class=disputed>{name}</mark></a>" in section  # a link to the graph viewer at it
     assert "defender-right</span>: the defender won by timeout" in section  # the silent challenger
     assert section.count("defender-right</span>: the defender won") == 2
     assert "<mark class=disputed>result</mark>" in section
