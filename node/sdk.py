@@ -407,9 +407,11 @@ class Job:
         cache_dir: bool | str | None = False,
         chain_id: int | None = None,
         contract: str | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> VerifyReport:
         """Verifies the job here, trusting nothing the node computed (waiting up to `timeout`
-        seconds for it to finish): the trace's signature, then the job's own module and
+        seconds for it to finish; `progress` hears the compilation's stages and the
+        re-execution, as verify_trace's does): the trace's signature, then the job's own module and
         inputs (fetched by digest, each checked) recompiled against the trace's hashes and,
         unless `execute=False`, re-executed on this machine with every output compared bit
         for bit (`execute_on`, `threads`: see `Client.verify`). The signature is checked
@@ -456,7 +458,7 @@ class Job:
             chain_id = chain_id if chain_id is not None else None if chain is None else chain.market.client.chain_id
         report = verify_trace(
             trace, keys, module_source=module, inputs=inputs, job_id=self.id,
-            chain_id=chain_id, contract=contract, threads=threads, execute_on=execute_on, cache_dir=cache_dir,
+            chain_id=chain_id, contract=contract, threads=threads, execute_on=execute_on, cache_dir=cache_dir, progress=progress,
         )  # fmt: skip
         if self.on_chain and report.ok:
             self._check_against_the_chain(report, statement)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -22,6 +23,7 @@ from node.cli.common import (
     node_session,
     read_program,
     read_user_file,
+    spinner,
 )
 from node.cli.usage import EXIT_DIFFERENT, EXIT_NOT_RE_EXECUTED, EXIT_OK, UsageError
 from node.tensors import TensorFileError, is_npy, load_npy
@@ -110,11 +112,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     trusted = _trusted_keys(args)
     try:
-        report = verify_trace(
-            envelope_text, trusted, module_source=module_source, inputs=inputs,
-            job_id=args.job_id, chain_id=args.chain_id, contract=args.contract, threads=args.threads,
-            execute_on=args.execute_on, cache_dir=_cache_setting(args),
-        )  # fmt: skip
+        with spinner(f"verifying {args.trace}") as say:
+            report = verify_trace(
+                envelope_text, trusted, module_source=module_source, inputs=inputs,
+                job_id=args.job_id, chain_id=args.chain_id, contract=args.contract, threads=args.threads,
+                execute_on=args.execute_on, cache_dir=_cache_setting(args), progress=_saying(say, f"verifying {args.trace}"),
+            )  # fmt: skip
     except TraceInputError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -124,6 +127,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         return EXIT_DIFFERENT
     return EXIT_OK if report.verified else EXIT_NOT_RE_EXECUTED
+
+
+def _saying(say: Callable[[str], None] | None, what: str) -> Callable[[str], None] | None:
+    """A verification's stages said on the spinner (None without one)."""
+    return None if say is None else lambda stage: say(f"{what}: {stage}")
 
 
 def _cache_setting(args: argparse.Namespace) -> bool | str:
@@ -168,11 +176,12 @@ def _verify_job(args: argparse.Namespace) -> int:
             job = client.job(args.job)
             if job.state != "done":
                 raise UsageError(f"{label} is {job.state}, not done: nothing to verify yet")
-            report = job.verify(
-                execute=not args.no_execute, trusted_keys=trusted, threads=args.threads,
-                execute_on=args.execute_on, timeout=0, cache_dir=_cache_setting(args),
-                chain_id=chain_id, contract=contract,
-            )  # fmt: skip
+            with spinner(f"verifying {label}") as say:
+                report = job.verify(
+                    execute=not args.no_execute, trusted_keys=trusted, threads=args.threads,
+                    execute_on=args.execute_on, timeout=0, cache_dir=_cache_setting(args),
+                    chain_id=chain_id, contract=contract, progress=_saying(say, f"verifying {label}"),
+                )  # fmt: skip
         except (JobFailed, TraceInputError) as exc:
             raise UsageError(f"{label}: {exc}") from None
         except IntegrityError as exc:

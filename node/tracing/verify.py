@@ -282,8 +282,11 @@ def verify_trace(
     threads: int = 0,
     cache_dir: bool | str | None = False,
     execute_on: str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> VerifyReport:
-    """Check a signed trace; returns a VerifyReport listing each check.
+    """Check a signed trace; returns a VerifyReport listing each check. `progress` hears the
+    long stages as they start, in words: each compilation's (compiler.api.CompileStage) and
+    the re-execution.
 
     Always: the envelope's signatures against `trusted_keys`, the statement, and (when any is
     given) the job id, chain id and contract. With `module_source`: its source_hash and
@@ -349,7 +352,7 @@ def verify_trace(
         True,
         f"pipeline {config.pipeline} {config.pipeline_id[:16]}, {config.triple} cpu={config.cpu}{version_note}",
     )
-    executable = compile_program(program, config, threads=threads, cache_dir=cache_dir)
+    executable = compile_program(program, config, threads=threads, cache_dir=cache_dir, progress=progress)
     graph_ok = _compare_hash(
         report, "graph_hash", recorded.graph_hash, executable.hashes["graph_hash"], "recompiling"
     )
@@ -379,7 +382,9 @@ def verify_trace(
             True,
             f"executed on {run_config.cpu}; the trace's target {config.cpu} was compiled and its binary_hash checked",
         )
-        executable = compile_program(program, run_config, threads=threads, cache_dir=cache_dir)
+        executable = compile_program(program, run_config, threads=threads, cache_dir=cache_dir, progress=progress)
+    if progress is not None:
+        progress(f"re-executing on {run_config.cpu}")
     _reexecute(report, statement, program, executable, arrays, threads)
     return report
 

@@ -51,3 +51,18 @@ def test_compile_and_graph_say_each_stage_on_a_terminal_and_nothing_on_a_pipe(tm
     # On a pipe: the results only.
     piped = subprocess.run([sys.executable, "-m", "node.cli", "graph", MODULE, "--svg", str(tmp_path / "h.svg")], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+
+
+def test_verify_says_each_stage_on_a_terminal(tmp_path: Path) -> None:
+    from attest import init_key_files
+
+    keys = init_key_files(tmp_path / "keys")
+    fixture = Fixture("transformer_block")
+    inputs = [str(p) for p in fixture.input_paths()]
+    trace = tmp_path / "trace.json"
+    env = {**os.environ, "VXLA_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "200", "TERM": "xterm"}
+    made = subprocess.run([sys.executable, "-m", "node.cli", "run", MODULE, *inputs, "--trace", str(trace), "--key", str(keys.private_path)], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
+    status, stdout, shown = _run_on_a_terminal(["verify", str(trace), "--module", MODULE, "--inputs", *inputs, "--trusted-key", str(keys.public_path)], env)
+    assert status == 0 and "verified" in stdout.lower(), (stdout, shown)
+    assert f"verifying {trace}: optimizing" in shown and re.search(rf"verifying {re.escape(str(trace))}: re-executing on \S+", shown), shown
