@@ -272,7 +272,8 @@ def pages_routes(
             if job.commit_phase_over(now):
                 links += [f"<a href='/v1/chain/jobs/{job_id}/trace'>this node's signed trace</a>",
                           f"<a href='/v1/chain/jobs/{job_id}/divergence'>the divergence report (JSON)</a>"]  # fmt: skip
-            links += [f"output {n} {blob(d)}" for n, d in enumerate(record.output_digests)]
+            outputs = " ".join(f"<a href='/v1/blobs/{e(d)}' title='{e(d)}'>{n}</a>" for n, d in enumerate(record.output_digests))
+            links.append(f"its outputs' bytes: {outputs}")
             rows.append(["this node's run", "<br>".join(links)])
         body = [table([], rows), "<h2>Commitments</h2>"]
         slot_rows = [
