@@ -325,12 +325,11 @@ class Job:
             raise AnswerRefused(f"{self.client.url}{self._path}: not a chain job's state (it needs integer {', '.join(names)})") from None
 
     def inputs(self) -> list[dict[str, Any]]:
-        """The job's inputs as the node describes them (a job of this node's own, not a chain
-        job): each one's `name` in the trace (`in0`, ...), the `parameter` it binds as the
-        user knows it (a JAX pytree path, `params['w']`, where the module's metadata says;
-        else its name in the module), its `type` (`f32[3,4]`) and the `digest` of its bytes."""
-        if self.on_chain:
-            raise AnswerRefused(f"job {self.id}: a chain job's inputs are described by its program on chain, not by a node")
+        """The job's inputs as the node describes them (a chain job's, once the node has
+        executed it): each one's `name` in the trace (`in0`, ...), the `parameter` it binds
+        as the user knows it (a JAX pytree path, `params['w']`, where the module's metadata
+        says; else its name in the module), its `type` (`f32[3,4]`) and the `digest` of its
+        bytes."""
         answer = self.client._json("GET", f"{self._path}/inputs").get("inputs")
         if not isinstance(answer, list) or not all(isinstance(item, dict) for item in answer):
             raise AnswerRefused(f"{self.client.url}{self._path}/inputs: not a list of inputs")

@@ -76,9 +76,7 @@ def cmd_job(args: argparse.Namespace) -> int:
 
     with node_session(args) as client:
         job = client.job(args.id)
-        info: dict[str, Any] = job.info
-        if not is_chain_job_id(args.id):
-            info = {**info, "inputs": _described_inputs(job)}
+        info: dict[str, Any] = {**job.info, "inputs": _described_inputs(job)}
     if args.json:
         print(json.dumps({"node": args.node, "job": info}, indent=2))
         return EXIT_OK
@@ -152,6 +150,8 @@ def _print_chain_job(info: dict[str, Any]) -> None:
         result = f" {slot['result_digest']}" if slot["revealed"] else ""
         root = f" op-trace root {slot['op_trace_root']}" if slot["revealed"] and slot.get("op_trace_root") else ""
         print(f"  {slot['node']} {steps}{result}{root}")
+    for item in info.get("inputs") or []:
+        print(f"{item['name']:<12} {item.get('parameter') or ''}  {item.get('type') or ''} {item['digest']}")
     listed = info.get("disputes", [])
     opened = int(info.get("dispute_count", len(listed)))
     if opened > len(listed):

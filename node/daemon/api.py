@@ -16,7 +16,7 @@ import base64
 import binascii
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
@@ -43,7 +43,7 @@ from node.daemon.drawing import Drawings
 from node.daemon.intake import BodyTooLarge, Intake, IntakeRoute, admitted_token, refusal_headers
 from node.daemon.job_checks import ModuleSummary, check_inputs
 from node.daemon.pages import SecurityHeaders, pages_routes
-from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore, StoredJob
+from node.daemon.store import DONE, STATES, BlobDamaged, BlobError, JobStore
 from node.daemon.worker import Metrics, WorkerPool
 from node.errors import JobRejected
 from node.protocol import INLINE_INPUT_BYTES, JobRequest, is_digest
@@ -119,16 +119,16 @@ def _checked_module(pool: WorkerPool | None, module_bytes: bytes) -> ModuleSumma
     return pool.check_module(module_bytes)
 
 
-def job_inputs(store: JobStore, pool: WorkerPool | None, job: StoredJob) -> list[dict[str, Any]]:
-    """Each input of `job` as a user reads it: its name in the job's trace (`in0`, ...), the
-    parameter it binds as the user knows it (JAX's pytree path, `params['w']`, where the
-    module's metadata says; else the parameter's name in the module), its type and the digest
-    of its bytes. JobRejected when the module cannot be checked now."""
-    summary = _checked_module(pool, store.blobs.get(job.module_digest))
+def job_inputs(store: JobStore, pool: WorkerPool | None, module_digest: str, input_digests: Sequence[str]) -> list[dict[str, Any]]:
+    """Each input of a job (its module and input blobs) as a user reads it: its name in the
+    job's trace (`in0`, ...), the parameter it binds as the user knows it (JAX's pytree path,
+    `params['w']`, where the module's metadata says; else the parameter's name in the module),
+    its type and the digest of its bytes. JobRejected when the module cannot be checked now."""
+    summary = _checked_module(pool, store.blobs.get(module_digest))
     names = summary.parameter_names or tuple("" for _ in summary.parameter_shapes)
     return [
         {"name": f"in{number}", "parameter": name or None, "type": shape.str_without_layout(), "digest": digest}
-        for number, (shape, name, digest) in enumerate(zip(summary.parameter_shapes, names, job.input_digests, strict=False))
+        for number, (shape, name, digest) in enumerate(zip(summary.parameter_shapes, names, input_digests, strict=False))
     ]
 
 
@@ -171,10 +171,10 @@ def create_app(
     app.include_router(blob_routes(store, limits_bytes, gate))
     app.include_router(job_routes(store, limits, pool, gate))
     disputes = None if chain is None else ChainDisputes(chain, store)
-    app.include_router(chain_routes(store, chain, disputes))
+    app.include_router(chain_routes(store, chain, disputes, pool))
     app.include_router(node_routes(store, signer, metrics, pool, chain, drawings))
     app.include_router(pages_routes(store, chain, key_id(signer), app.openapi, drawings, gate, None if disputes is None else disputes.of_job,
-                                    inputs=lambda job: job_inputs(store, pool, job)))  # fmt: skip
+                                    inputs=lambda module, digests: job_inputs(store, pool, module, digests)))  # fmt: skip
     return app
 
 
@@ -320,7 +320,7 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
         if job is None:
             raise _problem(404, f"job {job_id}: unknown")
         try:
-            return {"inputs": job_inputs(store, pool, job)}
+            return {"inputs": job_inputs(store, pool, job.module_digest, job.input_digests)}
         except JobRejected as error:
             raise _problem(error.status, str(error)) from None
 
@@ -448,7 +448,7 @@ class ChainDisputes:
         return leaves
 
 
-def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisputes | None = None) -> APIRouter:
+def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisputes | None = None, pool: WorkerPool | None = None) -> APIRouter:
     """`GET /v1/chain/jobs/{id}`, its trace and divergence report (404 without a chain role)."""
     router = APIRouter()
 
@@ -542,6 +542,19 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
             "local": None if record is None else record.to_dict(),
             "node": None if tracked is None else {"state": tracked.state.value, "note": tracked.note},
         }
+
+    @router.get("/v1/chain/jobs/{job_id}/inputs")
+    def get_chain_inputs(job_id: str) -> dict[str, Any]:
+        """The inputs of a chain job this node executed, described as `GET /v1/jobs/{id}/inputs`
+        describes a job's (404 when it has not executed it)."""
+        role, number = _chain_job_id(job_id)
+        record = role.executor.record(role.market.address, number)
+        if record is None:
+            raise _problem(404, f"chain job {number}: not executed by this node")
+        try:
+            return {"inputs": job_inputs(store, pool, record.module_digest, record.input_digests)}
+        except JobRejected as error:
+            raise _problem(error.status, str(error)) from None
 
     @router.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)
     def get_chain_trace(job_id: str) -> Response:

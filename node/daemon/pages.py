@@ -40,7 +40,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -141,7 +141,7 @@ def pages_routes(
     drawings: Drawings,
     gate: Gate,
     disputes: Callable[[int], tuple[list[dict[str, Any]], int]] | None = None,
-    inputs: Callable[[StoredJob], list[dict[str, Any]]] | None = None,
+    inputs: Callable[[str, Sequence[str]], list[dict[str, Any]]] | None = None,
 ) -> APIRouter:
     """The pages and the graphs; `drawings` draws the graphs, `gate` says whether a request
     may have one drawn (with `[auth] required`, only with a token); `disputes` lists a chain
@@ -185,7 +185,7 @@ def pages_routes(
             rows.append(["trace", f"<a href='/v1/jobs/{e(job.id)}/trace'>the signed trace</a>" + note("a DSSE envelope; <code>vxla verify</code> checks it")])
         body = [table([], rows)]
         if job.envelope_digest is not None:
-            body.append(_trace_sections(store, job, _parameters(inputs, job)))
+            body.append(_trace_sections(store, job, [d.get("parameter") or "" for d in _described(inputs, job.module_digest, job.input_digests)]))
             body.append("<h2>Optimized graph</h2>" + _graph_figure(job.module_digest, drawings, gate, request))
         return _page(f"Job {job.id}", "".join(body), reload_s=RELOAD_S if changing else None)
 
@@ -274,6 +274,10 @@ def pages_routes(
                           f"<a href='/v1/chain/jobs/{job_id}/divergence'>the divergence report (JSON)</a>"]  # fmt: skip
             outputs = " ".join(f"<a href='/v1/blobs/{e(d)}' title='{e(d)}'>{n}</a>" for n, d in enumerate(record.output_digests))
             links.append(f"its outputs' bytes: {outputs}")
+            described = _described(inputs, record.module_digest, record.input_digests)
+            if described:
+                parameters = ", ".join(f"<a href='/v1/blobs/{e(d['digest'])}'>{e(d['name'])}</a> {e(d['parameter'] or '')} {e(d['type'])}" for d in described)
+                links.append(f"its inputs: {parameters}")
             rows.append(["this node's run", "<br>".join(links)])
         body = [table([], rows), "<h2>Commitments</h2>"]
         slot_rows = [
@@ -492,12 +496,12 @@ def _deadline(at: int, now: int, closed: bool) -> str:
     return when(at, now, "closed " if closed or at <= now else "")
 
 
-def _parameters(inputs: Callable[[StoredJob], list[dict[str, Any]]] | None, job: StoredJob) -> list[str]:
-    """The parameter each input of `job` binds as the user knows it (empty where unknown)."""
+def _described(inputs: Callable[[str, Sequence[str]], list[dict[str, Any]]] | None, module_digest: str, input_digests: Sequence[str]) -> list[dict[str, Any]]:
+    """A job's inputs as node.daemon.api.job_inputs describes them (none where it cannot)."""
     if inputs is None:
         return []
     try:
-        return [described["parameter"] or "" for described in inputs(job)]
+        return inputs(module_digest, input_digests)
     except Exception:  # noqa: BLE001 - the names are a help: a page shows the rest without them
         return []
 

@@ -333,6 +333,11 @@ def test_a_divergent_chain_job_highlights_its_first_differing_instruction(browse
     record = honest.chain.executor.record(devnet.deployment.market.address, int(job.id))
     assert record is not None and run.locator(f"a[href='/v1/blobs/{record.module_digest}']").count() == 1
     assert page.request.get(honest.url + f"/v1/chain/jobs/{job.id}/trace").ok
+    # Its inputs, described as a local job's are (by parameter, with their type), and linked.
+    described = job.inputs()
+    assert [d["digest"] for d in described] == record.input_digests and all(re.fullmatch(r"\w+\[[0-9,]*\]", d["type"]) for d in described), described
+    for item in described:
+        assert run.locator(f"a[href='/v1/blobs/{item['digest']}']", has_text=item["name"]).count() == 1
     # The instruction links to the graph viewer at it.
     assert page.locator("a:has(mark.divergent)").get_attribute("href") == f"/graphs/{record.module_digest}?highlight={fault.instruction}"
     visit.shot("chain-job-divergence")
