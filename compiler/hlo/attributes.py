@@ -186,6 +186,14 @@ class RawAttribute:
     text: str
 
 
+def custom_call_target(attrs: dict[str, object]) -> str | None:
+    """A custom call's target (`custom_call_target="lapack_sgetrf_ffi"`), unquoted; None
+    without one."""
+    value = attrs.get("custom_call_target")
+    text = value.text if isinstance(value, RawAttribute) else value if isinstance(value, str) else None
+    return None if text is None else text.strip().strip('"')
+
+
 _INT = re.compile(r"-?\d+")
 _NAME = re.compile(r"%?([A-Za-z0-9_.\-]+)")
 

@@ -10,12 +10,19 @@ under the same family.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from compiler.hlo.attributes import custom_call_target
+from compiler.hlo.errors import HloUnsupportedError
 from core.dtypes import DType
+
+if TYPE_CHECKING:
+    from compiler.hlo.ir import Instruction
 
 # The op families, by the name of their module in reference/ and codegen/.
 FAMILIES = ("elementwise", "data_movement", "reductions", "dot_conv", "control_flow", "sort_gather_scatter", "random_bits", "batch_norm", "linalg", "fft")
@@ -275,6 +282,50 @@ UNSUPPORTED_REASONS: dict[str, str] = {
 }
 
 KNOWN = SUPPORTED | frozenset(UNSUPPORTED_REASONS)
+
+# The LAPACK routines JAX's CPU lowering calls as custom calls (`lapack_sgetrf_ffi`: the
+# element type's letter, the routine, `_ffi`), each with what it computes and the JAX
+# functions that emit it, so that a refusal says what the user's code asked for.
+LAPACK_ROUTINES: dict[str, str] = {
+    "getrf": "LU factorization with partial pivoting, which JAX emits for jnp.linalg.inv, solve, det and slogdet and jax.scipy.linalg.lu and lu_factor",
+    "getrs": "a solve with an LU factorization (jax.scipy.linalg.lu_solve)",
+    "potrf": "Cholesky factorization (jnp.linalg.cholesky, jax.scipy.linalg.cholesky and cho_factor)",
+    "trsm": "triangular solve (jax.scipy.linalg.solve_triangular, and inside solve, inv and cho_solve)",
+    "geqrf": "QR factorization by Householder reflections (jnp.linalg.qr)",
+    "geqp3": "QR factorization with column pivoting (jax.scipy.linalg.qr with pivoting=True)",
+    "orgqr": "the Q of a QR factorization (jnp.linalg.qr)",
+    "ungqr": "the Q of a complex QR factorization (jnp.linalg.qr)",
+    "syevd": "symmetric eigendecomposition (jnp.linalg.eigh and eigvalsh)",
+    "heevd": "Hermitian eigendecomposition (jnp.linalg.eigh and eigvalsh)",
+    "gesdd": "singular value decomposition (jnp.linalg.svd, pinv, matrix_rank and norm(ord=2))",
+    "gesvd": "singular value decomposition (jnp.linalg.svd)",
+    "geev": "general eigendecomposition (jnp.linalg.eig and eigvals)",
+    "gees": "Schur decomposition (jax.scipy.linalg.schur)",
+    "gehrd": "Hessenberg reduction (jax.scipy.linalg.hessenberg)",
+    "sytrd": "tridiagonal reduction (jax.lax.linalg.tridiagonal)",
+    "hetrd": "tridiagonal reduction (jax.lax.linalg.tridiagonal)",
+    "gtsv": "a tridiagonal solve (jax.lax.linalg.tridiagonal_solve)",
+}
+_LAPACK_TARGET = re.compile(r"lapack_[sdcz]([a-z0-9]+?)(?:_ffi)?")
+
+
+def unsupported_error(instruction: Instruction) -> HloUnsupportedError:
+    """The refusal of an instruction whose opcode vxla does not execute, saying why."""
+    reason = unsupported_reason(instruction.opcode, custom_call_target(instruction.attrs))
+    return HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)
+
+
+def unsupported_reason(opcode: str, custom_call_target: str | None = None) -> str:
+    """Why `opcode` is refused, in the user's terms: for a custom call, its target named and,
+    for the LAPACK routines JAX emits on CPU, what the routine computes and which JAX
+    functions emit it."""
+    if opcode == "custom-call" and custom_call_target:
+        lapack = _LAPACK_TARGET.fullmatch(custom_call_target)
+        if lapack is not None and lapack.group(1) in LAPACK_ROUTINES:
+            return (f"custom call {custom_call_target} is LAPACK's {LAPACK_ROUTINES[lapack.group(1)]}: not in the numerics contract yet "
+                    "(a LAPACK call runs host code whose results vary with the library, its version and the machine)")  # fmt: skip
+        return f"custom call {custom_call_target} runs opaque host code that the numerics contract cannot pin"
+    return UNSUPPORTED_REASONS.get(opcode, "not supported")
 
 # What the passes leave alone. The opcodes outside the contract never get past the frontend;
 # they are named too, so that a pass stays safe should one ever reach it.

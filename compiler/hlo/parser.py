@@ -16,7 +16,7 @@ from compiler.hlo import attributes as attr
 from compiler.hlo.errors import HloParseError, HloUnsupportedError, HloVerifyError, SourceLocation
 from compiler.hlo.ir import Computation, Instruction, Module
 from compiler.hlo.literals import LiteralSyntaxError, parse_literal
-from compiler.hlo.opcodes import KNOWN, SUPPORTED, UNSUPPORTED_REASONS, WINDOWED
+from compiler.hlo.opcodes import KNOWN, SUPPORTED, WINDOWED, unsupported_error
 from compiler.hlo.shape import ArrayShape, Shape, TupleShape, default_layout
 from compiler.hlo.source_info import SECTIONS, SourceFrames, attribute_sources
 from compiler.hlo.verifier import infer_shape
@@ -639,8 +639,7 @@ def _infer_omitted_shapes(computation: Computation) -> None:
             return  # a cycle: the verifier names it
         for instruction in ready:
             if instruction.opcode not in SUPPORTED:
-                reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
-                raise HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)
+                raise unsupported_error(instruction)
             try:
                 instruction.shape = infer_shape(instruction)
             except HloVerifyError as error:

@@ -46,7 +46,7 @@ CORPUS = [
     ("cycle", GOOD.replace("add(a, b)", "add(a, c)"), 5, "depends on itself"),
     ("recursion", "HloModule m\nf {\n  p = f32[] parameter(0)\n  ROOT c = f32[] call(p), to_apply=f\n}\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT c = f32[] call(p), to_apply=f\n}\n", 4, "calls itself"),
     ("undefined computation", GOOD.replace("add(a, b)", "map(a, b), dimensions={0,1}, to_apply=nope"), 5, "undefined computation"),
-    ("custom call", GOOD.replace("add(a, b)", 'custom-call(a, b), custom_call_target="foo"'), 5, "custom calls"),
+    ("custom call", GOOD.replace("add(a, b)", 'custom-call(a, b), custom_call_target="foo"'), 5, "custom call foo runs opaque host code"),
     ("rng", GOOD.replace("add(a, b)", "rng(a, b), distribution=rng_uniform"), 5, "random"),
     ("collective", GOOD.replace("add(a, b)", "all-gather(a), dimensions={0}"), 5, "collectives"),
     ("sparse layout", GOOD.replace("a = f32[2,3]{1,0}", "a = f32[2,3]{1,0:D(D,C)}"), 3, "mark D"),

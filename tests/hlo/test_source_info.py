@@ -119,3 +119,21 @@ def test_a_computation_called_from_two_layers_is_named_under_each_call_once_inli
     # Before inlining the callee's own instructions say only what they are, relative to a call.
     [callee] = [c for c in program.module.computations if c.name == "relu.1"]
     assert callee.root.location is not None and callee.root.location.relative and callee.root.location.user == "max"
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [("lapack_sgetrf_ffi", "LAPACK's LU factorization with partial pivoting, which JAX emits for jnp.linalg.inv"),
+     ("lapack_dpotrf_ffi", "LAPACK's Cholesky factorization (jnp.linalg.cholesky"),
+     ("lapack_cgesdd_ffi", "LAPACK's singular value decomposition (jnp.linalg.svd"),
+     ("lapack_ssyevd", "LAPACK's symmetric eigendecomposition (jnp.linalg.eigh"),
+     ("lapack_sfoo_ffi", "custom call lapack_sfoo_ffi runs opaque host code"),
+     ("my_kernel", "custom call my_kernel runs opaque host code")],
+)  # fmt: skip
+def test_a_custom_call_is_refused_by_its_target_in_the_users_terms(target: str, said: str) -> None:
+    """JAX lowers linear algebra on CPU to LAPACK custom calls: the refusal names the target,
+    what the routine computes and the JAX functions that emit it, at the user's line."""
+    text = _module(TABLES, "").replace("tanh(x.1)", f'custom-call(x.1), custom_call_target="{target}", metadata={{op_name="jit(block)/lu" stack_frame_id=2}}')
+    with pytest.raises(HloError) as refused:
+        load_program(text)
+    assert f"custom call {target}" in str(refused.value) and said in str(refused.value) and "at model.py:41" in str(refused.value), str(refused.value)

@@ -19,8 +19,8 @@ from compiler.hlo.opcodes import (
     FLOAT8_OPCODES,
     OPCODES,
     SUPPORTED,
-    UNSUPPORTED_REASONS,
     family_modules,
+    unsupported_error,
 )
 from compiler.hlo.shape import Shape, flatten, tuple_depth
 from compiler.hlo.verifier import (
@@ -76,8 +76,7 @@ def _check_float8_use(instruction: Instruction) -> None:
 
 def _verify_instruction(instruction: Instruction) -> None:
     if instruction.opcode not in SUPPORTED:
-        reason = UNSUPPORTED_REASONS.get(instruction.opcode, "not supported")
-        raise HloUnsupportedError(f"opcode {instruction.opcode} is not supported: {reason}", instruction.location, instruction.name)  # fmt: skip
+        raise unsupported_error(instruction)
     if instruction.opcode not in COMPLEX_OPCODES:
         for shape in [instruction.shape, *(operand.shape for operand in instruction.operands)]:
             complex_types = [element.dtype.name for element in flatten(shape) if element.dtype.is_complex]
