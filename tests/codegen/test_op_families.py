@@ -5,12 +5,16 @@ reference evaluator's bits."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import compiler
 from compiler.hlo import load_module
+from compiler.hlo.errors import HloError
+from compiler.program import load_program
 from compiler.reference import evaluate
+from harness.fuzzing import check_against_reference
 from harness.hlo_fragments import ADD_F32
 from harness.targets import DEFAULT
 
@@ -255,3 +259,25 @@ cmp {{
 }}
 """
     check(text, x, ids, updates)
+
+
+PRED_BITCAST = """HloModule t, entry_computation_layout={(f32[2,3]{1,0})->(pred[2,3]{1,0}, pred[2,3]{1,0})}
+ENTRY e {
+  x = f32[2,3]{1,0} parameter(0)
+  zero = f32[] constant(0)
+  zeros = f32[2,3]{1,0} broadcast(zero), dimensions={}
+  positive = pred[2,3]{1,0} compare(x, zeros), direction=GT
+  same = pred[2,3]{1,0} bitcast-convert(positive)
+  ROOT out = (pred[2,3]{1,0}, pred[2,3]{1,0}) tuple(same, positive)
+}
+"""
+
+
+def test_bitcast_convert_of_pred_to_pred_is_the_identity_and_to_another_type_refused() -> None:
+    """As XLA has it; what a pred's bits are in memory is not in the numerics contract."""
+    x = np.array([[1.0, -1.0, 0.0], [2.5, -0.0, np.nan]], dtype=np.float32)
+    same, positive = evaluate(load_module(PRED_BITCAST), [x])
+    assert same.dtype == np.bool_ and same.tolist() == positive.tolist() == [[True, False, False], [True, False, False]]
+    check_against_reference(PRED_BITCAST, seed=7)  # the backend gives the same bytes, every target and thread count
+    with pytest.raises(HloError, match="bitcast-convert pred to s8: a pred is bitcast only to pred"):
+        load_program(PRED_BITCAST.replace("same = pred[2,3]{1,0} bitcast-convert", "same = s8[2,3]{1,0} bitcast-convert").replace("(pred[2,3]{1,0}, pred[2,3]{1,0}) tuple", "(s8[2,3]{1,0}, pred[2,3]{1,0}) tuple").replace("->(pred[2,3]{1,0}, pred", "->(s8[2,3]{1,0}, pred"))

@@ -256,3 +256,4 @@ def test_is_finite_and_not() -> None:
     assert inv.tolist() == [-1, -6]
     (pnot,) = run(elementwise_module("not", "pred", 2, 1), np.array([True, False]))
     assert pnot.tolist() == [False, True]
+
