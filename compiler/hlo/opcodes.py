@@ -208,7 +208,7 @@ OPCODES: dict[str, Opcode] = {
         Opcode("sort", "sort_gather_scatter"),
         Opcode("gather", "sort_gather_scatter", float8=True, complex=True),
         Opcode("scatter", "sort_gather_scatter"),
-        Opcode("topk", "sort_gather_scatter", operand_types="numeric"),
+        Opcode("topk", "sort_gather_scatter"),  # pred too: false < true, as XLA orders it
         Opcode("rng-bit-generator", "random_bits", folded=False, distinct=True),
         # XLA's expansion into elementwise ops and reduces (compiler/hlo/batch_norm.py).
         *(Opcode(name, "batch_norm") for name in ("batch-norm-training", "batch-norm-inference", "batch-norm-grad")),

@@ -83,7 +83,9 @@ def _sort(evaluator: Evaluator, instruction: Instruction, operands: list[Value])
 
 def order_key(values: np.ndarray, dtype: DType) -> np.ndarray:
     """Integers in the order topk ranks by: the IEEE totalOrder for floats (-NaN < -inf <
-    ... < +inf < +NaN), the value for integers."""
+    ... < +inf < +NaN), the value for integers, false < true for pred."""
+    if dtype.is_pred:
+        return values.astype(np.uint8)
     return floats.total_order_key(values, dtype) if dtype.is_float else values
 
 

@@ -16,7 +16,7 @@ from compiler.program import load_program
 from compiler.reference import evaluate
 from harness.fuzzing import check_against_reference
 from harness.hlo_fragments import ADD_F32
-from harness.targets import DEFAULT
+from harness.targets import COMPILE_ONLY, DEFAULT, check_without_running
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 NUMPY = {"f32": np.float32, "f64": np.float64, "s32": np.int32, "u8": np.uint8, "s64": np.int64, "pred": np.bool_}
@@ -281,3 +281,26 @@ def test_bitcast_convert_of_pred_to_pred_is_the_identity_and_to_another_type_ref
     check_against_reference(PRED_BITCAST, seed=7)  # the backend gives the same bytes, every target and thread count
     with pytest.raises(HloError, match="bitcast-convert pred to s8: a pred is bitcast only to pred"):
         load_program(PRED_BITCAST.replace("same = pred[2,3]{1,0} bitcast-convert", "same = s8[2,3]{1,0} bitcast-convert").replace("(pred[2,3]{1,0}, pred[2,3]{1,0}) tuple", "(s8[2,3]{1,0}, pred[2,3]{1,0}) tuple").replace("->(pred[2,3]{1,0}, pred", "->(s8[2,3]{1,0}, pred"))
+
+
+def _pred_topk(k: int, largest: str) -> str:
+    return (
+        f"HloModule t, entry_computation_layout={{(pred[4,7]{{1,0}})->(pred[4,{k}]{{1,0}}, s32[4,{k}]{{1,0}})}}\n"
+        "ENTRY e {\n"
+        "  x = pred[4,7]{1,0} parameter(0)\n"
+        f"  ROOT t = (pred[4,{k}]{{1,0}}, s32[4,{k}]{{1,0}}) topk(x), k={k}, largest={largest}\n"
+        "}\n"
+    )
+
+
+def test_topk_of_pred_orders_false_before_true_and_keeps_equal_ones_in_place() -> None:
+    """XLA's topk takes pred: true is greater, and equal values keep their order."""
+    x = np.array([[False, True, False, True, True, False, False]] * 4)
+    values, indices = evaluate(load_module(_pred_topk(3, "true")), [x])
+    assert values[0].tolist() == [True, True, True] and indices[0].tolist() == [1, 3, 4]
+    values, indices = evaluate(load_module(_pred_topk(7, "false")), [x])
+    assert values[0].tolist() == [False] * 4 + [True] * 3 and indices[0].tolist() == [0, 2, 5, 6, 1, 3, 4]
+    for k, largest in ((1, "true"), (3, "false"), (7, "true")):
+        check_against_reference(_pred_topk(k, largest), seed=k)  # the same bytes, every runnable target and thread count
+    for cpu in COMPILE_ONLY:
+        check_without_running(_pred_topk(3, "true"), cpu)
