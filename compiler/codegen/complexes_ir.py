@@ -106,6 +106,21 @@ def absolute(builder: Builder, a: Value, dtype: DType) -> Value:
     return nir.canonicalize_nan(builder, chosen, component)
 
 
+def sign(builder: Builder, a: Value, dtype: DType) -> Value:
+    """a / |a| part by part, 0 + 0i where |a| = 0 (complexes.sign)."""
+    component = dtype.component
+    real, imag = nir.complex_parts(builder, a, dtype)
+    magnitude = absolute(builder, a, dtype)
+    zero = constant(magnitude.type, 0.0)
+    is_zero = builder.fcmp_ordered("==", magnitude, zero)
+    divisor = builder.select(is_zero, constant(magnitude.type, 1.0), magnitude)
+
+    def part(x: Value) -> Value:
+        return builder.select(is_zero, zero, nir.canonicalize_nan(builder, builder.fdiv(x, divisor), component))
+
+    return nir.make_complex(builder, part(real), part(imag), dtype)
+
+
 def equal(builder: Builder, a: Value, b: Value, dtype: DType) -> Value:
     """i1 values: both parts equal."""
     (ar, ai), (br, bi) = nir.complex_parts(builder, a, dtype), nir.complex_parts(builder, b, dtype)

@@ -157,6 +157,8 @@ class ElementEmitter:
             return cir.negate(b, operands[0], dtype)
         if opcode == "abs":
             return cir.absolute(b, operands[0], dtype)
+        if opcode == "sign":
+            return cir.sign(b, operands[0], dtype)
         return cir.binary(b, opcode, operands[0], operands[1], dtype)
 
     def _float_op(self, opcode: str, dtype: DType, operands: list[ir.Value], canonical: bool = True) -> ir.Value:

@@ -159,8 +159,7 @@ OPCODES: dict[str, Opcode] = {
         # Each elementwise opcode with the element types it computes on; the complex
         # arithmetic the contract defines and the ops that only move values take complex
         # values, conversions and moves 8-bit floats.
-        *_elementwise("negate abs", 1, "numeric", complex=True),
-        *_elementwise("sign", 1, "numeric"),
+        *_elementwise("negate abs sign", 1, "numeric", complex=True),
         *_elementwise(_FLOAT_FUNCTIONS, 1, "float"),
         *_elementwise("not", 1, "pred_or_integer"),
         *_elementwise("is-finite", 1, "float"),

@@ -96,6 +96,18 @@ def divide(a: np.ndarray, b: np.ndarray, dtype: DType) -> np.ndarray:
     return make(np.where(both_nan, repaired_real, real), np.where(both_nan, repaired_imag, imag), dtype)
 
 
+def sign(a: np.ndarray, dtype: DType) -> np.ndarray:
+    """a / |a| part by part (each part divided by the contract's |a|), and 0 + 0i where
+    |a| = 0, as XLA:CPU computes it."""
+    ar, ai = parts(a)
+    magnitude = absolute(a, dtype)
+    zero = magnitude == 0
+    with np.errstate(all="ignore"):
+        real = np.where(zero, 0, ar / np.where(zero, 1, magnitude))
+        imag = np.where(zero, 0, ai / np.where(zero, 1, magnitude))
+    return make(real, imag, dtype)
+
+
 def absolute(a: np.ndarray, dtype: DType) -> np.ndarray:
     """|a| = hi * sqrt(1 + (lo/hi)^2) with hi, lo the larger and smaller of |ar|, |ai|
     (maximum and minimum as the contract's, NaN propagating); lo where that is NaN, which

@@ -66,6 +66,8 @@ def _abs(instruction: Instruction, x: np.ndarray) -> np.ndarray:
 
 def _sign(instruction: Instruction, x: np.ndarray) -> np.ndarray:
     dtype = _dtype(instruction)
+    if dtype.is_complex:
+        return complexes.sign(x, dtype)
     if dtype.is_float:
         # sign(+-0) = +-0, sign(NaN) = NaN, otherwise +-1.
         return _float_op(lambda v: np.where(v == 0, v, np.sign(v)), dtype, x)

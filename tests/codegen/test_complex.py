@@ -9,6 +9,8 @@ import itertools
 import numpy as np
 import pytest
 
+from compiler.hlo import load_module
+from compiler.reference import evaluate
 from core.dtypes import ALL_DTYPES
 from harness.hlo_fragments import scalar_binary
 from harness.targets import run_everywhere
@@ -40,13 +42,14 @@ ENTRY e {{
   q = {dtype}[{n}] divide(a, b)
   g = {dtype}[{n}] negate(a)
   r = {part}[{n}] abs(a)
+  sg = {dtype}[{n}] sign(a)
   re = {part}[{n}] real(b)
   im = {part}[{n}] imag(b)
   c = {dtype}[{n}] complex(im, re)
   eq = pred[{n}] compare(a, b), direction=EQ
   ne = pred[{n}] compare(a, b), direction=NE
   sel = {dtype}[{n}] select(eq, c, m)
-  ROOT t = tuple(s, d, m, q, g, r, c, eq, ne, sel)
+  ROOT t = tuple(s, d, m, q, g, r, c, eq, ne, sel, sg)
 }}
 """
     run_everywhere(text, [a, b])
@@ -127,3 +130,18 @@ ENTRY e {{
 """
     )
     run_everywhere(text, [x, w, batched, at])
+
+
+@pytest.mark.parametrize("dtype", ["c64", "c128"])
+def test_sign_is_the_value_over_its_absolute_value_and_zero_at_zero(dtype: str) -> None:
+    """XLA:CPU's complex sign: each part divided by the contract's |a|, 0 + 0i where |a| = 0."""
+    numpy_type = np.complex64 if dtype == "c64" else np.complex128
+    inf, nan = np.inf, np.nan
+    x = np.array([3 + 4j, -3 - 4j, 0, complex(-0.0, -0.0), complex(0, -5), complex(inf, 0), complex(nan, 1)], numpy_type)
+    text = f"HloModule m\nENTRY e {{\n  a = {dtype}[7] parameter(0)\n  ROOT s = {dtype}[7] sign(a)\n}}\n"
+    run_everywhere(text, [x])  # the backend's bytes are the reference's, every target and thread count
+    [out] = evaluate(load_module(text), [x])
+    assert out[:5].tolist() == np.array([0.6 + 0.8j, -0.6 - 0.8j, 0j, 0j, -1j], numpy_type).tolist()
+    assert np.signbit(out[3].real) == np.signbit(out[3].imag) == False  # noqa: E712 - +0 + 0i, as XLA
+    assert np.isnan(out[5].real) and out[5].imag == 0  # inf/inf: the formula's NaN, canonical
+    assert np.isnan(out[6].real) and np.isnan(out[6].imag)
