@@ -204,7 +204,7 @@ OPCODES: dict[str, Opcode] = {
         Opcode("opt-barrier", "control_flow", aliases="operands", traced=False, folded=False, float8=True, complex=True),
         *(Opcode(name, "control_flow", folded=False, float8=True, complex=True) for name in ("call", "fusion", "while", "conditional")),
         Opcode("scan", "control_flow"),
-        Opcode("sort", "sort_gather_scatter"),
+        Opcode("sort", "sort_gather_scatter", complex=True),  # its comparator orders complex values by their parts
         Opcode("gather", "sort_gather_scatter", float8=True, complex=True),
         Opcode("scatter", "sort_gather_scatter"),
         Opcode("topk", "sort_gather_scatter"),  # pred too: false < true, as XLA orders it

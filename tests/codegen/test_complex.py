@@ -13,7 +13,7 @@ from compiler.hlo import load_module
 from compiler.reference import evaluate
 from core.dtypes import ALL_DTYPES
 from harness.hlo_fragments import scalar_binary
-from harness.targets import run_everywhere
+from harness.targets import COMPILE_ONLY, check_without_running, run_everywhere
 from tests.codegen.test_int4 import _values
 
 SPECIALS = (0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 3e38, 1.0, -2.5)
@@ -145,3 +145,56 @@ def test_sign_is_the_value_over_its_absolute_value_and_zero_at_zero(dtype: str) 
     assert np.signbit(out[3].real) == np.signbit(out[3].imag) == False  # noqa: E712 - +0 + 0i, as XLA
     assert np.isnan(out[5].real) and out[5].imag == 0  # inf/inf: the formula's NaN, canonical
     assert np.isnan(out[6].real) and np.isnan(out[6].imag)
+
+
+def _lexicographic_sort(dtype: str, n: int) -> str:
+    """What jnp.sort of complex values lowers to: a stable sort whose comparator orders by
+    the real part, then the imaginary part (totalorder), with the positions sorted along."""
+    part = "f32" if dtype == "c64" else "f64"
+    return f"""HloModule jit_sort
+
+lexicographic {{
+  a = {dtype}[] parameter(0)
+  b = {dtype}[] parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  ar = {part}[] real(a)
+  br = {part}[] real(b)
+  lt = pred[] compare(ar, br), direction=LT, type=TOTALORDER
+  eq = pred[] compare(ar, br), direction=EQ, type=TOTALORDER
+  ai = {part}[] imag(a)
+  bi = {part}[] imag(b)
+  ilt = pred[] compare(ai, bi), direction=LT, type=TOTALORDER
+  both = pred[] and(eq, ilt)
+  ROOT r = pred[] or(lt, both)
+}}
+
+ENTRY e {{
+  x = {dtype}[3,{n}] parameter(0)
+  positions = s32[3,{n}] iota(), iota_dimension=1
+  ROOT s = ({dtype}[3,{n}], s32[3,{n}]) sort(x, positions), dimensions={{1}}, is_stable=true, to_apply=lexicographic
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["c64", "c128"])
+def test_sort_orders_complex_values_by_the_comparator_over_their_parts(dtype: str) -> None:
+    numpy_type = np.complex64 if dtype == "c64" else np.complex128
+    values = [complex(r, i) for r, i in itertools.product(SPECIALS, SPECIALS)]
+    x = np.array([values, values[::-1], values[40:] + values[:40]], numpy_type)
+    text = _lexicographic_sort(dtype, len(values))
+    run_everywhere(text, [x])  # the backend's bytes are the reference's, every target and thread count
+    [ordered, positions] = evaluate(load_module(text), [x])
+    def key(z: complex) -> tuple:  # totalorder of the parts: -0 before +0
+        return (z.real, not np.signbit(z.real), z.imag, not np.signbit(z.imag))
+
+    for row, moved, original in zip(ordered, positions, x, strict=True):
+        assert np.array_equal(row, original[moved], equal_nan=True)
+        finite = [z for z in row.tolist() if not (np.isnan(z.real) or np.isnan(z.imag))]
+        assert finite == sorted(finite, key=key)
+
+
+def test_complex_sign_and_sort_compile_for_the_targets_this_host_cannot_run() -> None:
+    for cpu in COMPILE_ONLY:
+        check_without_running(_lexicographic_sort("c64", 9), cpu)
+        check_without_running("HloModule m\nENTRY e {\n  a = c128[7] parameter(0)\n  ROOT s = c128[7] sign(a)\n}\n", cpu)
