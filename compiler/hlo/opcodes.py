@@ -193,7 +193,7 @@ OPCODES: dict[str, Opcode] = {
         Opcode("iota", "data_movement", index_mapping=True, operand_types="numeric", folded=False),
         *(Opcode(name, "data_movement", float8=True, complex=True) for name in ("bitcast", "dynamic-slice", "dynamic-update-slice")),
         Opcode("reduce", "reductions", complex=True),
-        Opcode("reduce-window", "reductions", window=True),
+        Opcode("reduce-window", "reductions", window=True, complex=True),  # with a reducer of the complex ops (cumulative sums and products)
         Opcode("select-and-scatter", "reductions", window=True),
         Opcode("dot", "dot_conv", float8=True, float8_results=False, complex=True, contraction=True),
         Opcode("convolution", "dot_conv"),
