@@ -105,7 +105,7 @@ _EXPORTS: dict[str, str] = {
     # What the contract covers (compiler/hlo/opcodes.py).
     "SUPPORTED_OPCODES": "compiler.hlo.opcodes",
     "OPCODES": "compiler.hlo.opcodes",
-    "SOURCE_TABLES": "compiler.hlo.source_info",
+    "without_debug_info": "compiler.hlo.source_info",
     "FAMILIES": "compiler.hlo.opcodes",
     "ORDER_FREE": "compiler.hlo.opcodes",
     "identity_value": "compiler.hlo.opcodes",
@@ -127,7 +127,6 @@ _EXPORTS: dict[str, str] = {
 # A public name spelled otherwise where it is defined.
 _DEFINED_AS = {
     "SUPPORTED_OPCODES": "SUPPORTED",
-    "SOURCE_TABLES": "SECTIONS",
     "work_ranges": "partition",
     "walk_steps": "walk",
     "ScalarOp": "Op",

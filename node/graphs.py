@@ -37,7 +37,7 @@ from compiler.api import (
 from node.errors import NodeError
 
 # Fill colours by op family (compiler/hlo/opcodes.py), light so labels stay readable; inputs
-# and constants are not filled. The node's pages draw their legend from this table.
+# and constants are not filled. The legend under each graph is drawn from this table.
 FAMILY_COLOURS = {
     "dot_conv": "#f4b6b6", "elementwise": "#cfe2f3", "reductions": "#d9ead3", "data_movement": "#ececec",
     "control_flow": "#d9d2e9", "sort_gather_scatter": "#fce5cd", "random_bits": "#fff2cc",

@@ -12,7 +12,6 @@ JAX is never needed to run or verify a program: nodes see only HLO text.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -84,34 +83,10 @@ def export_function(function: Callable[..., Any], *arguments: Any, debug_info: b
     output_shapes, output_tree = jax.tree_util.tree_flatten(jax.eval_shape(function, *structured))
     dtypes = [np.dtype(shape.dtype) for shape in output_shapes]
     text = lowered.as_text(dialect="hlo", debug_info=True)
+    from compiler.api import without_debug_info
+
     return ExportedFunction(text if debug_info else without_debug_info(text), arrays, output_tree, dtypes)
 
-
-_METADATA = re.compile(r', metadata=\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}')
-_OP_NAME = re.compile(r'op_name="(?:[^"\\]|\\.)*"')
-_TABLE_ENTRY = re.compile(r'^\s*\d+\s+["{]')
-
-
-def without_debug_info(text: str) -> str:
-    """HLO text with JAX's debug info left out but the parameters' names: the debug tables
-    after the HloModule line (files, functions, positions, stack frames) and every
-    instruction's metadata go, except a parameter's op_name, which is the argument's pytree
-    path (`params['w']`) and says nothing of the submitter's files. Nothing hashed changes."""
-    from compiler.api import SOURCE_TABLES
-
-    kept = []
-    preamble = True
-    for line in text.splitlines():
-        if preamble and (line.strip() in SOURCE_TABLES or _TABLE_ENTRY.match(line)):
-            continue
-        if line.rstrip().endswith("{") and not line.startswith("HloModule"):
-            preamble = False
-        if " parameter(" in line:
-            line = _METADATA.sub(lambda m: f", metadata={{{' '.join(_OP_NAME.findall(m.group(1)))}}}" if _OP_NAME.search(m.group(1)) else "", line)
-        else:
-            line = _METADATA.sub("", line)
-        kept.append(line)
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)) + "\n"
 
 
 def is_jax_program(data: bytes) -> bool:

@@ -121,6 +121,12 @@ class Download:
     total: int
 
 
+def _download_heard(progress: Callable[[Download], None], name: str, number: int, count: int, before: int, total: int) -> Callable[[int], None]:
+    """What hears output `number`'s bytes arrive (`before`: the bytes of the outputs before
+    it) and tells `progress` where the whole download stands."""
+    return lambda size: progress(Download(name, number, count, min(before + size, total), total))
+
+
 class JobTimeout(NodeError, TimeoutError):
     """`Job.wait` reached its timeout before the job ended; the message says its last state."""
 
@@ -575,18 +581,13 @@ class Job:
         if len(digests) != len(records):
             raise IntegrityError(f"job {self.id}: {len(digests)} output blobs, the trace records {len(records)}")
         version = statement.predicate.deterministic.digest_version
-        if progress is None:
-            return [self._recorded_blob(digest, record, version) for digest, record in zip(digests, records, strict=True)]
-        total = sum(npy_size_bound(record) - NPY_HEADER_BYTES for record in records)  # the elements' bytes
-        arrays, before = [], 0
+        sizes = [npy_size_bound(record) - NPY_HEADER_BYTES for record in records]  # each output's element bytes
+        total, arrays = sum(sizes), []
         for number, (digest, record) in enumerate(zip(digests, records, strict=True)):
-
-            def heard(size: int, number: int = number, record: TensorRecord = record, before: int = before) -> None:
-                progress(Download(record.name, number, len(records), min(before + size, total), total))
-
+            heard = None if progress is None else _download_heard(progress, record.name, number, len(records), sum(sizes[:number]), total)
             arrays.append(self._recorded_blob(digest, record, version, heard))
-            before += npy_size_bound(record) - NPY_HEADER_BYTES
-        progress(Download("", len(records), len(records), total, total))
+        if progress is not None:
+            progress(Download("", len(records), len(records), total, total))
         return arrays
 
 

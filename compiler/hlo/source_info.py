@@ -128,3 +128,27 @@ def _position(fields: dict[str, str], frames: SourceFrames) -> str | None:
     if fields.get("source_file") and fields.get("source_line"):
         return f"{fields['source_file']}:{fields['source_line']}"
     return frames.position(_integer(fields.get("stack_frame_id")))
+
+
+_METADATA = re.compile(r', metadata=\{((?:[^}"]|"(?:[^"\\]|\\.)*")*)\}')
+_OP_NAME = re.compile(r'op_name="(?:[^"\\]|\\.)*"')
+
+
+def without_debug_info(text: str) -> str:
+    """HLO text (as JAX prints it) with its debug info left out but the parameters' names:
+    the debug tables after the HloModule line (SECTIONS) and every instruction's metadata
+    go, except a parameter's op_name, which is the argument's pytree path (`params['w']`)
+    and says nothing of the submitter's files. Nothing hashed changes."""
+    kept = []
+    preamble = True
+    for line in text.splitlines():
+        if preamble and (line.strip() in SECTIONS or _ENTRY.match(line)):
+            continue
+        if line.rstrip().endswith("{") and not line.startswith("HloModule"):
+            preamble = False
+        if " parameter(" in line:
+            line = _METADATA.sub(lambda m: f", metadata={{{' '.join(_OP_NAME.findall(m.group(1)))}}}" if _OP_NAME.search(m.group(1)) else "", line)
+        else:
+            line = _METADATA.sub("", line)
+        kept.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)) + "\n"

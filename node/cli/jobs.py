@@ -98,6 +98,15 @@ def _described_inputs(job: Any) -> list[dict[str, Any]] | None:  # noqa: ANN401 
         return None
 
 
+def _print_inputs(described: list[dict[str, Any]]) -> None:
+    """One line per input: its name in the trace, the parameter it binds and its type where
+    the node said them (GET .../inputs), and its digest."""
+    width = max((len(item.get("parameter") or "") for item in described), default=0)
+    for item in described:
+        what = f"{item.get('parameter') or '':<{width}}  {item.get('type') or '':<14} " if width or item.get("type") else ""
+        print(f"{item['name']:<12} {what}{item['digest']}")
+
+
 def _print_job(info: dict[str, Any]) -> None:
     print(f"job          {info['id']}")
     print(f"state        {info['state']}")
@@ -107,11 +116,7 @@ def _print_job(info: dict[str, Any]) -> None:
     if info["state"] in ("done", "failed"):
         print(f"took         {_age(info['updated_at'] - info['created_at'])}")
     print(f"module       {info['module_digest']}")
-    described = info.get("inputs") or [{"name": f"in{n}", "digest": d} for n, d in enumerate(info.get("input_digests", []))]
-    width = max((len(item.get("parameter") or "") for item in described), default=0)
-    for item in described:
-        what = f"{item.get('parameter') or '':<{width}}  {item.get('type') or '':<14} " if width or item.get("type") else ""
-        print(f"{item['name']:<12} {what}{item['digest']}")
+    _print_inputs(info.get("inputs") or [{"name": f"in{n}", "digest": d} for n, d in enumerate(info.get("input_digests", []))])
     for number, digest in enumerate(info.get("output_digests", [])):
         print(f"out{number:<9} {digest}")
     if info.get("statement_digest"):
@@ -150,8 +155,7 @@ def _print_chain_job(info: dict[str, Any]) -> None:
         result = f" {slot['result_digest']}" if slot["revealed"] else ""
         root = f" op-trace root {slot['op_trace_root']}" if slot["revealed"] and slot.get("op_trace_root") else ""
         print(f"  {slot['node']} {steps}{result}{root}")
-    for item in info.get("inputs") or []:
-        print(f"{item['name']:<12} {item.get('parameter') or ''}  {item.get('type') or ''} {item['digest']}")
+    _print_inputs(info.get("inputs") or [])
     listed = info.get("disputes", [])
     opened = int(info.get("dispute_count", len(listed)))
     if opened > len(listed):

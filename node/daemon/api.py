@@ -132,6 +132,15 @@ def job_inputs(store: JobStore, pool: WorkerPool | None, module_digest: str, inp
     ]
 
 
+def _inputs_answer(store: JobStore, pool: WorkerPool | None, module_digest: str, input_digests: Sequence[str]) -> dict[str, Any]:
+    """The answer of the inputs routes: `job_inputs`, or the problem that kept the module
+    from being checked now."""
+    try:
+        return {"inputs": job_inputs(store, pool, module_digest, input_digests)}
+    except JobRejected as error:
+        raise _problem(error.status, str(error)) from None
+
+
 def create_app(
     store: JobStore,
     limits: Limits,
@@ -319,10 +328,7 @@ def job_routes(store: JobStore, limits: Limits, pool: WorkerPool | None, gate: G
         job = store.get(job_id)
         if job is None:
             raise _problem(404, f"job {job_id}: unknown")
-        try:
-            return {"inputs": job_inputs(store, pool, job.module_digest, job.input_digests)}
-        except JobRejected as error:
-            raise _problem(error.status, str(error)) from None
+        return _inputs_answer(store, pool, job.module_digest, job.input_digests)
 
     @router.get("/v1/jobs/{job_id}/trace", response_class=Response)
     def get_trace(job_id: str) -> Response:
@@ -551,10 +557,7 @@ def chain_routes(store: JobStore, chain: ChainRole | None, disputes: ChainDisput
         record = role.executor.record(role.market.address, number)
         if record is None:
             raise _problem(404, f"chain job {number}: not executed by this node")
-        try:
-            return {"inputs": job_inputs(store, pool, record.module_digest, record.input_digests)}
-        except JobRejected as error:
-            raise _problem(error.status, str(error)) from None
+        return _inputs_answer(store, pool, record.module_digest, record.input_digests)
 
     @router.get("/v1/chain/jobs/{job_id}/trace", response_class=Response)
     def get_chain_trace(job_id: str) -> Response:

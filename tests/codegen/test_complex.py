@@ -199,37 +199,3 @@ def test_complex_sign_and_sort_compile_for_the_targets_this_host_cannot_run() ->
         check_without_running(_lexicographic_sort("c64", 9), cpu)
         check_without_running("HloModule m\nENTRY e {\n  a = c128[7] parameter(0)\n  ROOT s = c128[7] sign(a)\n}\n", cpu)
 
-
-def _cumulative(dtype: str, opcode: str) -> str:
-    """What jax.lax.cumsum and cumprod of complex values lower to on CPU: a reduce-window
-    over the whole prefix."""
-    identity = "(0, 0)" if opcode == "add" else "(1, 0)"
-    return f"""HloModule cumulative
-
-reducer {{
-  a = {dtype}[] parameter(0)
-  b = {dtype}[] parameter(1)
-  ROOT r = {dtype}[] {opcode}(a, b)
-}}
-
-ENTRY e {{
-  x = {dtype}[3,8] parameter(0)
-  init = {dtype}[] constant({identity})
-  ROOT c = {dtype}[3,8] reduce-window(x, init), window={{size=1x8 pad=0_0x7_0}}, to_apply=reducer
-}}
-"""
-
-
-@pytest.mark.parametrize(("dtype", "opcode"), [("c64", "add"), ("c128", "add"), ("c64", "multiply"), ("c128", "multiply")])
-def test_cumulative_sums_and_products_of_complex_values(dtype: str, opcode: str) -> None:
-    numpy_type = np.complex64 if dtype == "c64" else np.complex128
-    rng = np.random.default_rng(0)
-    x = (rng.standard_normal((3, 8)) + 1j * rng.standard_normal((3, 8))).astype(numpy_type)
-    text = _cumulative(dtype, opcode)
-    run_everywhere(text, [x])  # the backend's bytes are the reference's, every target and thread count
-    [out] = evaluate(load_module(text), [x])
-    # The window is reduced from its first element on, in order: numpy's running sum and product.
-    expected = np.cumsum(x, axis=1) if opcode == "add" else np.cumprod(x, axis=1)
-    assert out.tobytes() == expected.astype(numpy_type).tobytes()
-    for cpu in COMPILE_ONLY:
-        check_without_running(text, cpu)

@@ -14,7 +14,8 @@ from compiler.driver import compile_program
 from compiler.hlo import load_module
 from compiler.passes.backend_decisions import running_dimension
 from compiler.program import load_program
-from harness.targets import run_everywhere
+from compiler.reference import evaluate
+from harness.targets import COMPILE_ONLY, check_without_running, run_everywhere
 
 
 def _module(dtype: str, dims: tuple[int, ...], window: str, op: str, init: str) -> str:
@@ -91,3 +92,19 @@ def test_windows_that_only_look_running_keep_the_window_loop(window: str, init: 
     run_everywhere(text, [rng.standard_normal(dims).astype(np.float32)])
     kernels = _kernels(text)
     assert len(kernels) == 1 and "reduce_window" in kernels[0] and "running" not in kernels[0], kernels
+
+
+@pytest.mark.parametrize(("dtype", "opcode"), [("c64", "add"), ("c128", "add"), ("c64", "multiply"), ("c128", "multiply")])
+def test_cumulative_sums_and_products_of_complex_values(dtype: str, opcode: str) -> None:
+    """jax.lax.cumsum and cumprod of complex values: the window is reduced from its first
+    element on, in order, so the results are numpy's running sum and product to the bit."""
+    numpy_type = np.complex64 if dtype == "c64" else np.complex128
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 8)) + 1j * rng.standard_normal((3, 8))).astype(numpy_type)
+    text = _module(dtype, (3, 8), _window((3, 8), 1), opcode, "(0, 0)" if opcode == "add" else "(1, 0)")
+    run_everywhere(text, [x])  # the backend's bytes are the reference's, every target and thread count
+    [out] = evaluate(load_module(text), [x])
+    expected = np.cumsum(x, axis=1) if opcode == "add" else np.cumprod(x, axis=1)
+    assert out.tobytes() == expected.astype(numpy_type).tobytes()
+    for cpu in COMPILE_ONLY:
+        check_without_running(text, cpu)

@@ -137,3 +137,14 @@ def test_a_custom_call_is_refused_by_its_target_in_the_users_terms(target: str, 
     with pytest.raises(HloError) as refused:
         load_program(text)
     assert f"custom call {target}" in str(refused.value) and said in str(refused.value) and "at model.py:41" in str(refused.value), str(refused.value)
+
+
+def test_debug_info_is_left_out_but_the_parameters_names_and_nothing_hashed_changes() -> None:
+    from compiler.hlo.source_info import without_debug_info
+
+    text = _module(TABLES, ', metadata={op_name="jit(block)/tanh" stack_frame_id=2}')
+    stripped = without_debug_info(text)
+    assert not any(section in stripped for section in ("FileNames", "StackFrames", "model.py", "stack_frame_id", "jit(block)/tanh"))
+    assert 'parameter(0), metadata={op_name="x"}' in stripped
+    assert load_program(stripped).hlo_hash == load_program(text).hlo_hash
+    assert load_program(stripped).parameter_names == ["x"]
